@@ -54,5 +54,9 @@ class Objective(nn.Module):
         """Modules besides the encoder that the optimizer trains (train-only; not saved with the model)."""
         return [m for m in self.children()]
 
-    def forward(self, sentences: list[str]) -> ObjectiveOutput:  # pragma: no cover - interface
+    def after_backward(self) -> None:
+        """Called by the training loop after ``loss.backward()`` and before the optimizer step
+        (e.g. weight perturbation restores the unperturbed weights here)."""
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:  # pragma: no cover - interface
         raise NotImplementedError
