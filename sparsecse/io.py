@@ -87,7 +87,8 @@ def make_manifest(
     return manifest
 
 
-def _refuse_existing(out: Path, overwrite: bool) -> None:
+def refuse_existing(out: str | os.PathLike, overwrite: bool) -> None:
+    out = Path(out)
     if out.exists() and not overwrite:
         raise SparseCSEError(f"{out} already exists; choose another --out or pass --overwrite.")
 
@@ -96,7 +97,7 @@ def _refuse_existing(out: Path, overwrite: bool) -> None:
 def atomic_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary directory beside ``out``; rename it to ``out`` only if the block succeeds."""
     out = Path(out)
-    _refuse_existing(out, overwrite)
+    refuse_existing(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
@@ -118,7 +119,7 @@ def atomic_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path
 def atomic_file(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary file path beside ``out``; move it into place only if the block succeeds."""
     out = Path(out)
-    _refuse_existing(out, overwrite)
+    refuse_existing(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     os.close(fd)
@@ -153,7 +154,7 @@ def save_tensors(
 
     path = Path(path)
     side = sidecar_path(path)
-    _refuse_existing(path, overwrite)
+    refuse_existing(path, overwrite)
     payload = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     with atomic_file(path, overwrite=overwrite) as tmp:
         save_file(payload, str(tmp), metadata={MANIFEST_KEY: json.dumps(manifest, default=str)})

@@ -1,0 +1,46 @@
+"""sparsecse score: per-batch gate gradients of L_align and L_uniform on STS-B -> a score file."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from sparsecse.cli.options import (data_dir_option, device_option, json_option, model_option, overwrite_option,
+                                   pooling_option, seed_option)
+
+
+@click.command("score")
+@model_option
+@data_dir_option
+@click.option("--split", type=click.Choice(["train", "dev", "test"]), default="train", show_default=True,
+              help="STS-B split to score on (never test unless you ask).")
+@click.option("--batch-size", type=click.IntRange(min=2), default=64, show_default=True,
+              help="Positive pairs (and uniformity sentences) per batch.")
+@click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Stop after this many batches.")
+@pooling_option
+@device_option
+@seed_option
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Score file (.safetensors).")
+@overwrite_option
+@json_option
+def command(model, data_dir, split, batch_size, max_batches, pooling, device, seed, out, overwrite, as_json):
+    """Score every attention head and FFN neuron of a model by E|dL/dgate| on STS-B."""
+    from sparsecse.io import refuse_existing
+    from sparsecse.scoring import score
+
+    refuse_existing(out, overwrite)  # fail before the slow part
+
+    scores = score(model, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed, pooling=pooling,
+                   device=device, max_batches=max_batches, show_progress=True)
+    path = scores.save(out, overwrite=overwrite)
+    m = scores.manifest
+    if as_json:
+        click.echo(json.dumps({"scores": str(path), "num_batches": m["num_batches"], "seconds": m["seconds"],
+                               "shape": m["shape"], "pooling": m["pooling"]}))
+        return
+    layers, heads, ffn = scores.shape
+    click.echo(f"Scored {layers} layers x {heads} heads and {layers} x {ffn} FFN neurons of {m['model']}")
+    click.echo(f"  pooling {m['pooling']} ({m['pooling_source']}), STS-B {split}: {m['num_batches']} batches, "
+               f"{m['num_positive_pairs']} positive pairs, {m['seconds']:.1f} s")
+    click.echo(f"  wrote {path} (+ {path.with_suffix('.json').name})")

@@ -1,0 +1,242 @@
+"""Gate importance from alignment and uniformity: E_D |∂L_score/∂gate| for every head and neuron.
+
+One forward and one backward per batch give both gradients exactly. A batch stacks the alignment
+rows (both sides of STS-B positive pairs) and the uniformity rows (STS-B sentences); rows of a
+transformer do not interact in eval mode, so each row group gets its own copy of the gates and
+``backward(L_align + L_uniform)`` leaves ∂L_align/∂gate in the first copy and ∂L_uniform/∂gate in the
+second. Both are stored per batch, so score(λ) = mean_b |λ·g_align + (1−λ)·g_uniform| is exact for
+every λ later, without running the model again.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from sparsecse.alignment import alignment_loss, uniformity_loss
+from sparsecse.data.sts import Pair, read_sts_benchmark
+from sparsecse.encoder import SentenceEncoder
+from sparsecse.errors import SparseCSEError
+from sparsecse.gates import Gates, layer_parts, uniform_shape
+from sparsecse.io import load_tensors, make_manifest, save_tensors
+
+POSITIVE_THRESHOLD = 4.0
+_TENSORS = ("head_grad_align", "head_grad_uniform", "neuron_grad_align", "neuron_grad_uniform")
+
+
+@dataclass
+class GateScores:
+    """Per-batch gate gradients of L_align and L_uniform: heads [B, L, H], neurons [B, L, F]."""
+
+    head_grad_align: torch.Tensor
+    head_grad_uniform: torch.Tensor
+    neuron_grad_align: torch.Tensor
+    neuron_grad_uniform: torch.Tensor
+    manifest: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def num_batches(self) -> int:
+        return int(self.head_grad_align.shape[0])
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(layers, heads, FFN neurons)."""
+        return (int(self.head_grad_align.shape[1]), int(self.head_grad_align.shape[2]),
+                int(self.neuron_grad_align.shape[2]))
+
+    def head_scores(self, lam: float) -> torch.Tensor:
+        return combine(self.head_grad_align, self.head_grad_uniform, lam)
+
+    def neuron_scores(self, lam: float) -> torch.Tensor:
+        return combine(self.neuron_grad_align, self.neuron_grad_uniform, lam)
+
+    def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
+        tensors = {name: getattr(self, name) for name in _TENSORS}
+        self.path = save_tensors(path, tensors, self.manifest, overwrite=overwrite)
+        return self.path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "GateScores":
+        tensors, manifest = load_tensors(path, what="score file")
+        missing = [n for n in _TENSORS if n not in tensors]
+        if missing or manifest.get("kind") != "scores":
+            raise SparseCSEError(f"{path} is not a sparsecse score file (missing {', '.join(missing) or 'manifest'}).")
+        return cls(*(tensors[n].float() for n in _TENSORS), manifest=manifest, path=Path(path))
+
+
+def check_lambda(lam: float) -> float:
+    lam = float(lam)
+    if not 0.0 <= lam <= 1.0:
+        raise SparseCSEError(f"lambda must lie in [0, 1]; got {lam:g}.")
+    return lam
+
+
+def combine(grad_align: torch.Tensor, grad_uniform: torch.Tensor, lam: float) -> torch.Tensor:
+    """mean over batches of |λ·g_align + (1−λ)·g_uniform| (the gradient of L_score(λ), exactly)."""
+    lam = check_lambda(lam)
+    return (lam * grad_align + (1.0 - lam) * grad_uniform).abs().mean(0)
+
+
+# ---------------------------------------------------------------------------- batches
+@dataclass(frozen=True)
+class ScoreBatch:
+    pairs: list[Pair]  # alignment: both sides of each positive pair
+    sentences: list[str]  # uniformity: distinct sentences
+
+    def rows(self) -> list[str]:
+        return [p.s1 for p in self.pairs] + [p.s2 for p in self.pairs] + list(self.sentences)
+
+
+def make_batches(pairs: Sequence[Pair], batch_size: int = 64, seed: int = 0,
+                 positive_threshold: float = POSITIVE_THRESHOLD, max_batches: int | None = None) -> list[ScoreBatch]:
+    """Batches of ``batch_size`` positive pairs (gold > threshold) and ``batch_size`` STS-B sentences.
+
+    One pass over the shuffled positive pairs; the uniformity sentences are the split's distinct
+    sentences, shuffled, taken in turn (wrapping around if there are fewer).
+    """
+    if batch_size < 2:
+        raise SparseCSEError(f"The batch size must be at least 2; got {batch_size}.")
+    positives = [p for p in pairs if p.score > positive_threshold]
+    if len(positives) < 2:
+        raise SparseCSEError(f"Scoring needs at least 2 positive pairs (gold > {positive_threshold:g}); "
+                             f"found {len(positives)}.")
+    sentences = list(dict.fromkeys(s for p in pairs for s in (p.s1, p.s2)))
+    rng = random.Random(seed)
+    rng.shuffle(positives)
+    rng.shuffle(sentences)
+    chunks = [positives[i:i + batch_size] for i in range(0, len(positives), batch_size)]
+    if len(chunks) > 1 and len(chunks[-1]) < 2:
+        chunks[-2].extend(chunks.pop())
+    if max_batches is not None:
+        chunks = chunks[:max_batches]
+    batches, cursor = [], 0
+    for chunk in chunks:
+        take = [sentences[(cursor + k) % len(sentences)] for k in range(min(batch_size, len(sentences)))]
+        cursor += len(take)
+        batches.append(ScoreBatch(chunk, list(dict.fromkeys(take))))
+    return batches
+
+
+# ---------------------------------------------------------------------------- gradients
+class RowGroupGates(Gates):
+    """Gates with one copy per row group ([G, L, H] and [G, L, F]); ``row_groups`` maps rows to copies."""
+
+    def __init__(self, groups: int, layers: int, heads: int, ffn: int):
+        self.head = torch.ones(groups, layers, heads, requires_grad=True)
+        self.neuron = torch.ones(groups, layers, ffn, requires_grad=True)
+        self.row_groups: torch.Tensor | None = None
+        self._handles = []
+
+    def check_fits(self, model) -> None:
+        layers, heads, ffn = uniform_shape(model)
+        if tuple(self.head.shape[1:]) != (layers, heads) or tuple(self.neuron.shape[1:]) != (layers, ffn):
+            raise SparseCSEError("The gates do not fit the model.")
+
+    def _head_hook(self, layer: int, head_dim: int):
+        def hook(module, args):
+            x = args[0]
+            gate = self.head[self.row_groups, layer].to(x.dtype)  # [N, H]
+            shaped = x.unflatten(-1, (gate.shape[-1], head_dim)) * gate[:, None, :, None]
+            return (shaped.flatten(-2),) + tuple(args[1:])
+
+        return hook
+
+    def _neuron_hook(self, layer: int):
+        def hook(module, args):
+            x = args[0]
+            return (x * self.neuron[self.row_groups, layer].to(x.dtype)[:, None, :],) + tuple(args[1:])
+
+        return hook
+
+
+def batch_gradients(encoder: SentenceEncoder, gates: RowGroupGates, batch: ScoreBatch) -> tuple[torch.Tensor, ...]:
+    """(g_align heads, g_uniform heads, g_align neurons, g_uniform neurons) for one batch."""
+    n_pairs, n_uni = len(batch.pairs), len(batch.sentences)
+    features = encoder.tokenize(batch.rows())
+    device = features["input_ids"].device
+    gates.row_groups = torch.cat([torch.zeros(2 * n_pairs, dtype=torch.long),
+                                  torch.ones(n_uni, dtype=torch.long)]).to(device)
+    gates.zero_grad()
+    emb = encoder(**features).float()
+    a, b, u = emb[:n_pairs], emb[n_pairs:2 * n_pairs], emb[2 * n_pairs:]
+    (alignment_loss(a, b) + uniformity_loss(u)).backward()
+    return gates.head.grad[0].clone(), gates.head.grad[1].clone(), gates.neuron.grad[0].clone(), \
+        gates.neuron.grad[1].clone()
+
+
+def compute_gradients(encoder: SentenceEncoder, batches: Sequence[ScoreBatch],
+                      show_progress: bool = False) -> tuple[torch.Tensor, ...]:
+    """Stacked per-batch gradients, with the model in eval mode and its weights frozen."""
+    from tqdm.auto import tqdm
+
+    layers, heads, ffn = uniform_shape(encoder.model)
+    gates = RowGroupGates(2, layers, heads, ffn)
+    was_training = encoder.training
+    frozen = [(p, p.requires_grad) for p in encoder.parameters()]
+    encoder.eval()
+    for p, _ in frozen:
+        p.requires_grad_(False)
+    out: list[list[torch.Tensor]] = [[], [], [], []]
+    try:
+        gates.attach(encoder.model)
+        for batch in tqdm(batches, desc="scoring", unit="batch", disable=not show_progress):
+            for store, grad in zip(out, batch_gradients(encoder, gates, batch)):
+                store.append(grad.cpu())
+    finally:
+        gates.detach()
+        for p, flag in frozen:
+            p.requires_grad_(flag)
+        encoder.train(was_training)
+    return tuple(torch.stack(store) for store in out)
+
+
+# ---------------------------------------------------------------------------- public API
+def score(
+    model: str | os.PathLike | SentenceEncoder | None = None,
+    data_dir: str | os.PathLike | None = None,
+    split: str = "train",
+    batch_size: int = 64,
+    seed: int = 0,
+    pooling: str | None = None,
+    device: str | None = None,
+    max_batches: int | None = None,
+    positive_threshold: float = POSITIVE_THRESHOLD,
+    show_progress: bool = False,
+) -> GateScores:
+    """Score every head and FFN neuron of ``model`` on an STS-B split (default: train)."""
+    encoder = model if isinstance(model, SentenceEncoder) else SentenceEncoder.load(model, pooling=pooling,
+                                                                                    device=device)
+    layers, heads, ffn = uniform_shape(encoder.model)
+    pairs = read_sts_benchmark(data_dir, split)
+    batches = make_batches(pairs, batch_size, seed, positive_threshold, max_batches)
+    torch.manual_seed(seed)
+    start = time.perf_counter()
+    grads = compute_gradients(encoder, batches, show_progress=show_progress)
+    seconds = time.perf_counter() - start
+    config = encoder.config
+    from sparsecse.data.paths import resolve_data_dir
+
+    manifest = make_manifest(
+        "scores",
+        inputs={"model": encoder.source, "stsb": resolve_data_dir(data_dir) / "STS" / "STSBenchmark" / f"sts-{split}.csv"},
+        params={"split": split, "batch_size": batch_size, "positive_threshold": positive_threshold,
+                "max_batches": max_batches, "loss": "lambda*log E||h-h+||^2 + (1-lambda)*log E exp(-2||h_i-h_j||^2)"},
+        seed=seed,
+        model=encoder.source,
+        pooling=encoder.pooling,
+        pooling_source=encoder.pooling_source,
+        max_length=encoder.max_length,
+        shape={"layers": layers, "heads": heads, "ffn": ffn, "hidden": int(config.hidden_size),
+               "head_dim": int(layer_parts(encoder.model)[0].head_dim)},
+        num_batches=len(batches),
+        num_positive_pairs=sum(len(b.pairs) for b in batches),
+        seconds=round(seconds, 3),
+    )
+    return GateScores(*grads, manifest=manifest)
