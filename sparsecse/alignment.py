@@ -10,6 +10,8 @@ identical sentences (torch.pdist's gradient is NaN at zero distance).
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -35,7 +37,7 @@ def uniformity_loss(x: torch.Tensor, t: float = 2.0) -> torch.Tensor:
     x = F.normalize(x, dim=-1)
     i, j = torch.triu_indices(x.shape[0], x.shape[0], offset=1, device=x.device)
     sq = (2 - 2 * (x[i] * x[j]).sum(-1)).clamp_min(0)
-    return torch.logsumexp(-t * sq, dim=0) - torch.log(torch.tensor(float(sq.numel()), device=x.device))
+    return torch.logsumexp(-t * sq, dim=0) - math.log(sq.numel())
 
 
 uniformity_metric = uniformity_loss
