@@ -12,7 +12,6 @@ import torch
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.grid import check_sparsity, parse_grid
-from sparsecse.io import hash_path
 from sparsecse.masks import Mask
 from sparsecse.scoring import GateScores, check_lambda
 
@@ -92,8 +91,28 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float, lam: float, s
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
     check_lambda(lam)
-    head_keep, neuron_keep = masks_from_scores(scores.head_scores(lam), scores.neuron_scores(lam), sparsity,
-                                               scope, keep_one_head)
+    return _mask(scores, scores.head_scores(lam), scores.neuron_scores(lam), sparsity, lam, scope, keep_one_head)
+
+
+def prune_grid(scores: GateScores | str | os.PathLike, sparsities: Iterable[float] | str,
+               lambdas: Iterable[float] | str, scope: str = "global",
+               keep_one_head: bool = True) -> dict[tuple[float, float], Mask]:
+    """{(sparsity, λ): mask} for every grid point, from one score file and no model run."""
+    if not isinstance(scores, GateScores):
+        scores = GateScores.load(scores)
+    sparsities = [check_sparsity(s) for s in parse_grid(sparsities, "sparsity")]
+    lambdas = [check_lambda(v) for v in parse_grid(lambdas, "lambda")]
+    masks = {}
+    for lam in lambdas:
+        head_scores, neuron_scores = scores.head_scores(lam), scores.neuron_scores(lam)
+        for s in sparsities:
+            masks[(s, lam)] = _mask(scores, head_scores, neuron_scores, s, lam, scope, keep_one_head)
+    return masks
+
+
+def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Tensor, sparsity: float,
+          lam: float, scope: str, keep_one_head: bool) -> Mask:
+    head_keep, neuron_keep = masks_from_scores(head_scores, neuron_scores, sparsity, scope, keep_one_head)
     mask = Mask(head_keep, neuron_keep)
     src = scores.manifest
     mask.manifest = {
@@ -105,7 +124,7 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float, lam: float, s
         "model": src.get("model"),
         "pooling": src.get("pooling"),
         "scores": {"path": str(scores.path) if scores.path else None,
-                   "sha256": hash_path(scores.path) if scores.path else None,
+                   "sha256": scores.sha256,
                    "split": src.get("params", {}).get("split"), "seed": src.get("seed")},
         "versions": src.get("versions"),
     }
@@ -113,17 +132,6 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float, lam: float, s
         mask.manifest.update(encoder_param_counts(src["shape"], mask))
     mask.manifest.update(mask.summary())
     return mask
-
-
-def prune_grid(scores: GateScores | str | os.PathLike, sparsities: Iterable[float] | str,
-               lambdas: Iterable[float] | str, scope: str = "global",
-               keep_one_head: bool = True) -> dict[tuple[float, float], Mask]:
-    """{(sparsity, λ): mask} for every grid point, from one score file and no model run."""
-    if not isinstance(scores, GateScores):
-        scores = GateScores.load(scores)
-    sparsities = [check_sparsity(s) for s in parse_grid(sparsities, "sparsity")]
-    lambdas = [check_lambda(v) for v in parse_grid(lambdas, "lambda")]
-    return {(s, lam): prune(scores, s, lam, scope, keep_one_head) for lam in lambdas for s in sparsities}
 
 
 def mask_filename(sparsity: float, lam: float) -> str:

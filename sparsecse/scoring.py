@@ -10,6 +10,7 @@ every λ later, without running the model again.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import time
@@ -24,7 +25,7 @@ from sparsecse.data.sts import Pair, read_sts_benchmark
 from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.gates import Gates, layer_parts, uniform_shape
-from sparsecse.io import load_tensors, make_manifest, save_tensors
+from sparsecse.io import hash_path, load_tensors, make_manifest, save_tensors
 
 POSITIVE_THRESHOLD = 4.0
 _TENSORS = ("head_grad_align", "head_grad_uniform", "neuron_grad_align", "neuron_grad_uniform")
@@ -51,6 +52,10 @@ class GateScores:
         return (int(self.head_grad_align.shape[1]), int(self.head_grad_align.shape[2]),
                 int(self.neuron_grad_align.shape[2]))
 
+    @functools.cached_property
+    def sha256(self) -> str | None:
+        return hash_path(self.path) if self.path else None
+
     def head_scores(self, lam: float) -> torch.Tensor:
         return combine(self.head_grad_align, self.head_grad_uniform, lam)
 
@@ -60,6 +65,7 @@ class GateScores:
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
         tensors = {name: getattr(self, name) for name in _TENSORS}
         self.path = save_tensors(path, tensors, self.manifest, overwrite=overwrite)
+        self.__dict__.pop("sha256", None)  # the cached hash belonged to the previous path
         return self.path
 
     @classmethod
