@@ -8,6 +8,7 @@ sparsecse/sentence-transformers config, else ``cls_before_pooler``; :attr:`pooli
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -138,7 +139,7 @@ class SentenceEncoder(nn.Module):
         get_adapter(config)
         try:
             model = AutoModel.from_pretrained(path, config=config, trust_remote_code=True, **model_kwargs)
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)  # shrunk dirs ship code
         except Exception as exc:
             raise SparseCSEError(f"Cannot load the model or tokenizer from {path} ({_first_line(exc)}).") from None
         source = "argument"
@@ -204,41 +205,52 @@ class SentenceEncoder(nn.Module):
     def encode(
         self,
         sentences: Iterable[str],
-        batch_size: int = 128,
+        batch_size: int | None = None,
         show_progress: bool = False,
         normalize: bool = False,
         convert_to_numpy: bool = True,
         desc: str = "encoding",
+        precision: str = "fp32",
+        max_tokens: int | None = None,
     ):
-        """Embed sentences: each distinct sentence once, in length-sorted batches, no autograd."""
+        """Embed sentences: each distinct sentence once, no autograd, in batches of near-equal length.
+
+        All distinct sentences are tokenized up front and sorted by token count, so a batch pads to
+        almost nothing. A batch holds at most ``batch_size`` sentences (default 128) and at most
+        ``max_tokens`` padded tokens (default: batch_size x 64, which keeps long batches small).
+        ``precision`` "bf16"/"fp16" runs the model under autocast (fast on GPUs; on CPUs without
+        native bf16 it is slower than fp32); embeddings come back as float32 either way.
+        """
         sentences = list(sentences)
         unique = list(dict.fromkeys(sentences))
-        order = sorted(range(len(unique)), key=lambda i: -len(unique[i]))
+        batch_size = int(batch_size or DEFAULT_BATCH_SIZE)
+        if batch_size < 1:
+            raise SparseCSEError(f"The batch size must be at least 1, not {batch_size}.")
+        max_tokens = int(max_tokens or batch_size * 64)
+        autocast = _autocast(self.device, precision)
         was_training = self.training
         self.eval()
-        chunks: list[torch.Tensor] = []
         from tqdm.auto import tqdm
 
+        features = self.tokenizer(unique, truncation=True, max_length=self.max_length) if unique else {}
+        lengths = [len(ids) for ids in features.get("input_ids", [])]
+        order = sorted(range(len(unique)), key=lambda i: -lengths[i])  # longest first: peak memory shows at once
+        emb_unique = torch.empty(len(unique), self.dim)
         bar = tqdm(total=len(unique), desc=desc, disable=not show_progress, unit="sent", leave=False)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            feats = self.tokenize([unique[i] for i in idx])
-            chunks.append(self(**feats).float())
-            bar.update(len(idx))
-        bar.close()
-        self.train(was_training)
-        if not unique:
-            emb_unique = torch.empty(0, self.dim)
-        else:
-            emb_sorted = torch.cat(chunks)
-            emb_unique = torch.empty_like(emb_sorted)
-            emb_unique[torch.tensor(order, device=emb_sorted.device)] = emb_sorted
+        try:
+            for idx in length_batches(order, lengths, batch_size, max_tokens):
+                batch = pad_features(features, idx, self.tokenizer, self.device)
+                with autocast:
+                    emb_unique[idx] = self(**batch).float().cpu()
+                bar.update(len(idx))
+        finally:
+            bar.close()
+            self.train(was_training)
         position = {s: i for i, s in enumerate(unique)}
-        emb = emb_unique[torch.tensor([position[s] for s in sentences], dtype=torch.long, device=emb_unique.device)] \
-            if sentences else emb_unique
+        emb = emb_unique[torch.tensor([position[s] for s in sentences], dtype=torch.long)]
         if normalize:
             emb = torch.nn.functional.normalize(emb, dim=-1)
-        return emb.cpu().numpy() if convert_to_numpy else emb
+        return emb.numpy() if convert_to_numpy else emb
 
     # ------------------------------------------------------------------ saving
     def save(self, out_dir: str | os.PathLike, extra_config: dict | None = None) -> Path:
@@ -251,6 +263,58 @@ class SentenceEncoder(nn.Module):
         (out / SPARSECSE_CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
         write_sentence_transformers_config(out, self.pooling, self.dim, self.max_length)
         return out
+
+
+DEFAULT_BATCH_SIZE = 128
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def length_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Cut ``order`` (indices sorted by length, longest first) into batches of at most ``batch_size``
+    items and ``max_tokens`` padded tokens (always at least one item)."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        longest = lengths[current[0]] if current else lengths[i]
+        if current and (len(current) >= batch_size or (len(current) + 1) * longest > max_tokens):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pad_features(features, idx: Sequence[int], tokenizer, device) -> dict[str, torch.Tensor]:
+    """Tensors for the items ``idx`` of an unpadded tokenizer output, padded to the longest of them."""
+    width = max(len(features["input_ids"][i]) for i in idx)
+    pad_values = {
+        "input_ids": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
+        "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0),
+        "attention_mask": 0,
+    }
+    left = getattr(tokenizer, "padding_side", "right") == "left"
+    out = {}
+    for key, pad in pad_values.items():
+        if key not in features:
+            continue
+        tensor = torch.full((len(idx), width), pad, dtype=torch.long)
+        for row, i in enumerate(idx):
+            values = features[key][i]
+            if left:
+                tensor[row, width - len(values):] = torch.as_tensor(values)
+            else:
+                tensor[row, : len(values)] = torch.as_tensor(values)
+        out[key] = tensor.to(device)
+    return out
+
+
+def _autocast(device: torch.device, precision: str):
+    if precision not in PRECISIONS:
+        raise SparseCSEError(f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
+    if PRECISIONS[precision] is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=PRECISIONS[precision])
 
 
 def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_length: int) -> None:

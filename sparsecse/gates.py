@@ -72,8 +72,12 @@ def _distilbert_layers(model: nn.Module) -> list[LayerParts]:
     return parts
 
 
+# Shrunk models (sparsecse.shrink) keep BERT's module paths; their model_types are "sparsecse-<base>".
+SHRUNK_MODEL_TYPES = ("sparsecse-bert", "sparsecse-roberta", "sparsecse-xlm-roberta", "sparsecse-camembert",
+                      "sparsecse-electra")
+
 ADAPTERS = (
-    ArchitectureAdapter("bert-like", ("bert", "roberta", "xlm-roberta", "camembert", "electra", "sparsecse-bert"),
+    ArchitectureAdapter("bert-like", ("bert", "roberta", "xlm-roberta", "camembert", "electra") + SHRUNK_MODEL_TYPES,
                         _bert_layers, "num_attention_heads"),
     ArchitectureAdapter("distilbert", ("distilbert",), _distilbert_layers, "n_heads"),
 )

@@ -6,13 +6,15 @@ import math
 
 from sparsecse.errors import SparseCSEError
 
+MAX_GRID_VALUES = 10_000
+
 
 def parse_grid(text: str | float | list, what: str = "value") -> list[float]:
     """Sorted distinct values from comma-separated items, each a number or start:stop:step (inclusive)."""
     if isinstance(text, (int, float)):
-        return [float(text)]
+        text = [text]
     if isinstance(text, (list, tuple)):
-        return sorted({round(float(v), 10) for v in text})
+        text = ",".join(str(v) for v in text)
     values: set[float] = set()
     items = [item.strip() for item in str(text).split(",")]
     if not any(items):
@@ -23,6 +25,8 @@ def parse_grid(text: str | float | list, what: str = "value") -> list[float]:
             numbers = [float(p) for p in parts]
         except ValueError:
             raise SparseCSEError(f"The {what} grid item {item!r} is not a number or start:stop:step.") from None
+        if not all(math.isfinite(n) for n in numbers):
+            raise SparseCSEError(f"The {what} grid item {item!r} holds a value that is not a finite number.")
         if len(numbers) == 1:
             values.add(round(numbers[0], 10))
         elif len(numbers) == 3:
@@ -30,6 +34,8 @@ def parse_grid(text: str | float | list, what: str = "value") -> list[float]:
             if step <= 0 or stop < start:
                 raise SparseCSEError(f"The {what} range {item!r} needs start <= stop and a positive step.")
             count = math.floor((stop - start) / step + 1e-9) + 1
+            if count > MAX_GRID_VALUES:
+                raise SparseCSEError(f"The {what} range {item!r} holds {count} values; the limit is {MAX_GRID_VALUES}.")
             values.update(round(start + k * step, 10) for k in range(count))
         else:
             raise SparseCSEError(f"The {what} grid item {item!r} is not a number or start:stop:step.")

@@ -31,7 +31,9 @@ def make_tokenizer(out: Path):
     out.mkdir(parents=True, exist_ok=True)
     vocab_file = out / "vocab.txt"
     vocab_file.write_text("\n".join(_vocab()) + "\n")
-    tok = BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True, model_max_length=64)
+    # transformers 5 ignores vocab_file here (it would build a 5-token vocab); pass the vocab itself
+    vocab = {token: i for i, token in enumerate(vocab_file.read_text().splitlines())}
+    tok = BertTokenizerFast(vocab=vocab, do_lower_case=True, model_max_length=64)
     tok.save_pretrained(out)
     return tok
 

@@ -1,0 +1,161 @@
+"""Encoding speed of shrunk models against the dense model, measured side by side in one run.
+
+all-MiniLM-L6-v2 (the default model) is pruned at each sparsity (a fraction of heads and of FFN
+neurons), physically shrunk, and every model encodes the STS-B test sentences on the CPU. The runs
+interleave (dense, 10%, 30%, 50%, dense, ...) so background load hits every model alike, and each
+model's time is its best of ``--repeats`` runs (wall clock; the process CPU time is printed beside it,
+as it is less disturbed by other jobs on a shared machine). Printed per sparsity: parameters, FLOPs per token and
+its ratio to the dense model, measured speedup, speedup / FLOPs ratio, and the STS-B test score
+(cosine Spearman x100, no retraining).
+
+Masks: from ``--scores`` (a ``sparsecse score`` file, pruned at ``--lambda``) when given, else random
+(random scores ranked globally, seeded, at least one head kept per layer).
+
+    python benchmarks/shrink_speed.py [--scores SCORES] [--threads 2] [--repeats 3] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from scipy.stats import spearmanr  # noqa: E402
+
+from sparsecse.data.sts import read_sts_benchmark  # noqa: E402
+from sparsecse.encoder import SentenceEncoder  # noqa: E402
+from sparsecse.flops import count_parameters, flops_per_token  # noqa: E402
+from sparsecse.gates import uniform_shape  # noqa: E402
+from sparsecse.masks import Mask  # noqa: E402
+from sparsecse.pruning import masks_from_scores, prune  # noqa: E402
+from sparsecse.shrink import shrink_encoder  # noqa: E402
+
+TARGETS = {0.3: 1.3, 0.5: 1.6}  # minimum speedups on 2 cores
+FLOPS_SHARE_TARGET = 0.85  # measured speedup >= this share of the FLOPs ratio
+
+
+def random_mask(model, sparsity: float, seed: int) -> Mask:
+    layers, heads, ffn = uniform_shape(model)
+    g = torch.Generator().manual_seed(seed)
+    keep = masks_from_scores(torch.rand(layers, heads, generator=g), torch.rand(layers, ffn, generator=g), sparsity)
+    return Mask(*keep, manifest={"sparsity": sparsity, "source": f"random, seed {seed}"})
+
+
+def stsb_score(embeddings: np.ndarray, pairs) -> float:
+    """Spearman x100 between cosine similarity and gold score (the SimCSE STS protocol)."""
+    n = len(pairs)
+    a, b = embeddings[:n], embeddings[n:]
+    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return 100 * spearmanr(cosine, [p.score for p in pairs]).statistic
+
+
+def time_encode(encoder: SentenceEncoder, sentences, batch_size: int) -> tuple[float, float, np.ndarray]:
+    """(wall seconds, process CPU seconds, embeddings); CPU time is less disturbed by other jobs."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    emb = encoder.encode(sentences, batch_size=batch_size)
+    return time.perf_counter() - wall, time.process_time() - cpu, emb
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="model (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--data-dir", default=None, help="SentEval data (default: $SPARSECSE_DATA / cache)")
+    parser.add_argument("--sparsities", default="0.1,0.3,0.5")
+    parser.add_argument("--scores", default=None, help="score file for score-based masks (else random masks)")
+    parser.add_argument("--lambda", dest="lam", type=float, default=0.5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--json", dest="json_out", default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    sparsities = [float(s) for s in args.sparsities.split(",")]
+
+    pairs = read_sts_benchmark(args.data_dir, "test")
+    sentences = [p.s1 for p in pairs] + [p.s2 for p in pairs]
+    dense = SentenceEncoder.load(args.model, device="cpu")
+    lengths = [len(ids) for ids in dense.tokenizer(list(dict.fromkeys(sentences)))["input_ids"]]
+    seq_len = round(statistics.mean(lengths))
+
+    models = {0.0: dense}
+    masks = {}
+    for s in sparsities:
+        mask = prune(args.scores, s, args.lam) if args.scores else random_mask(dense.model, s, args.seed)
+        masks[s] = mask
+        models[s] = shrink_encoder(copy.deepcopy(dense), mask)
+    mask_kind = f"score-based ({args.scores}, lambda {args.lam})" if args.scores else f"random (seed {args.seed})"
+    print(f"{len(set(sentences))} distinct STS-B test sentences, mean {seq_len} tokens; {args.threads} threads; "
+          f"masks: {mask_kind}; best of {args.repeats} interleaved runs", file=sys.stderr)
+
+    for encoder in models.values():  # warm-up (allocator, thread pool)
+        encoder.encode(sentences[:256], batch_size=args.batch_size)
+    times = {s: [] for s in models}
+    cpu_times = {s: [] for s in models}
+    embeddings = {}
+    for r in range(args.repeats):
+        for s, encoder in models.items():
+            seconds, cpu_seconds, embeddings[s] = time_encode(encoder, sentences, args.batch_size)
+            times[s].append(seconds)
+            cpu_times[s].append(cpu_seconds)
+            print(f"  run {r + 1}: sparsity {s:.0%}: {seconds:.2f}s wall, {cpu_seconds:.2f}s CPU", file=sys.stderr)
+
+    dense_flops, dense_time = flops_per_token(dense, seq_len), min(times[0.0])
+    rows = []
+    for s, encoder in models.items():
+        flops = flops_per_token(encoder, seq_len)
+        row = {
+            "sparsity": s,
+            "heads_pruned": masks[s].heads_pruned if s else 0,
+            "neurons_pruned": masks[s].neurons_pruned if s else 0,
+            "parameters": count_parameters(encoder),
+            "layer_parameters": count_parameters(encoder, "layers"),
+            "flops_per_token": flops,
+            "flops_ratio": dense_flops / flops,
+            "seconds": min(times[s]),
+            "sentences_per_second": len(set(sentences)) / min(times[s]),
+            "speedup": dense_time / min(times[s]),
+            "cpu_seconds": min(cpu_times[s]),
+            "cpu_speedup": min(cpu_times[0.0]) / min(cpu_times[s]),
+            "stsb_test": stsb_score(embeddings[s], pairs),
+        }
+        row["speedup_share_of_flops_ratio"] = row["speedup"] / row["flops_ratio"]
+        rows.append(row)
+
+    print(f"{'sparsity':>8} {'params':>11} {'layer params':>12} {'GFLOPs/tok':>10} {'FLOPs ratio':>11} "
+          f"{'sent/s':>8} {'speedup':>8} {'share':>6} {'CPU-time speedup':>16} {'STS-B':>6}  targets")
+    failures = []
+    for row in rows:
+        s = row["sparsity"]
+        checks = []
+        if s in TARGETS:
+            ok = row["speedup"] >= TARGETS[s]
+            checks.append(f"speedup>={TARGETS[s]}x {'ok' if ok else 'MISSED'}")
+            failures += [] if ok else [s]
+        if s:
+            ok = row["speedup_share_of_flops_ratio"] >= FLOPS_SHARE_TARGET
+            checks.append(f"share>={FLOPS_SHARE_TARGET:.0%} {'ok' if ok else 'MISSED'}")
+            failures += [] if ok else [s]
+        print(f"{s:>8.0%} {row['parameters']:>11,} {row['layer_parameters']:>12,} {row['flops_per_token'] / 1e9:>10.4f} "
+              f"{row['flops_ratio']:>10.2f}x {row['sentences_per_second']:>8.0f} {row['speedup']:>7.2f}x "
+              f"{row['speedup_share_of_flops_ratio']:>6.0%} {row['cpu_speedup']:>15.2f}x {row['stsb_test']:>6.2f}  "
+              f"{', '.join(checks)}")
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"seq_len": seq_len, "threads": args.threads, "masks": mask_kind, "repeats": args.repeats,
+                       "times": {str(s): t for s, t in times.items()},
+                       "cpu_times": {str(s): t for s, t in cpu_times.items()}, "rows": rows}, f, indent=2)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""sparsecse eval: STS12-16, STS-B, SICK-R and the SentEval transfer tasks, for a model or model + mask."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from sparsecse.cli.options import (
+    data_dir_option,
+    device_option,
+    json_option,
+    model_option,
+    overwrite_option,
+    pooling_option,
+    seed_option,
+)
+
+
+def format_table(results: dict) -> str:
+    """Scores one per line, then the averages and alignment/uniformity."""
+    rows = [(task, f"{score:.2f}") for task, score in results["scores"].items()]
+    for key, label in (("avg_sts", "STS avg"), ("avg_transfer", "transfer avg")):
+        if key in results:
+            rows.append((label, f"{results[key]:.2f}"))
+    for key in ("alignment", "uniformity"):
+        if key in results:
+            rows.append((key, f"{results[key]:.4f}"))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name:<{width}}  {value:>8}" for name, value in rows]
+    settings = results["settings"]
+    lines.append(f"({results['model']}, pooling {results['pooling']}, STS '{settings['sts_aggregation']}', "
+                 f"{results['timing']['total_s']:.1f} s)")
+    return "\n".join(lines)
+
+
+@click.command("eval")
+@model_option
+@click.option("--mask", "mask_path", default=None, type=click.Path(dir_okay=False),
+              help="Mask file from `sparsecse prune`: evaluate the model gated by it (no retraining).")
+@data_dir_option
+@click.option("--tasks", default="sts", show_default=True, metavar="sts|transfer|all|NAME,..",
+              help="Task group or comma-separated names (STS12..STS16, STSBenchmark, SICKRelatedness, MR, CR, "
+                   "SUBJ, MPQA, SST2, TREC, MRPC).")
+@click.option("--sts-aggregation", type=click.Choice(["all", "mean", "wmean"]), default="all", show_default=True,
+              help="STS12-16: one Spearman over all subsets (all), or the (weighted) mean of per-subset ones.")
+@click.option("--split", "sts_split", type=click.Choice(["test", "dev"]), default="test", show_default=True,
+              help="Split of STS-B and SICK-R (dev = SICK trial) to score.")
+@click.option("--fasttest", is_flag=True, help="Transfer tasks with 5 instead of 10 folds.")
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+              help="Encoding precision (bf16/fp16 via autocast; fast on GPUs, slow on most CPUs).")
+@pooling_option
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Sentences per encoding batch (default 128; batches are length-sorted).")
+@click.option("--align-uniform/--no-align-uniform", default=None,
+              help="Alignment and uniformity on STS-B (default: whenever STSBenchmark is evaluated).")
+@device_option
+@seed_option
+@json_option
+@click.option("--out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the results with a manifest to this JSON file.")
+@overwrite_option
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fasttest, precision, pooling,
+            batch_size, align_uniform, device, seed, as_json, out, overwrite, quiet):
+    """Evaluate a model (or a model gated by a mask) on STS and SentEval transfer tasks.
+
+    STS: cosine similarity, Spearman x 100 (STS12-16 over all subsets, STS-B and SICK-R on test).
+    Transfer: logistic regression on frozen embeddings, accuracy x 100.
+    """
+    from pathlib import Path
+
+    from sparsecse.errors import SparseCSEError
+    from sparsecse.evaluation import evaluate, resolve_tasks
+    from sparsecse.io import atomic_file, make_manifest
+
+    resolve_tasks(tasks)  # a bad task list fails before the model loads
+    if out and Path(out).exists() and not overwrite:
+        raise SparseCSEError(f"{out} already exists; choose another --out or pass --overwrite.")
+    results = evaluate(model=model, mask=mask_path, tasks=tasks, data_dir=data_dir, pooling=pooling,
+                       batch_size=batch_size, device=device, sts_aggregation=sts_aggregation, fasttest=fasttest,
+                       precision=precision, show_progress=not quiet, seed=seed, sts_split=sts_split,
+                       align_uniform=align_uniform)
+    if out:
+        params = {k: v for k, v in results["settings"].items() if k != "data_dir"}
+        params.update(tasks=results["tasks"], pooling=results["pooling"])
+        manifest = make_manifest("eval", inputs={"model": results["model"], "mask": mask_path},
+                                 params={**params, "data_dir": results["settings"]["data_dir"]}, seed=seed)
+        with atomic_file(out, overwrite=overwrite) as tmp:
+            tmp.write_text(json.dumps({**results, "manifest": manifest}, indent=2) + "\n")
+    if as_json:
+        click.echo(json.dumps(results))
+    else:
+        click.echo(format_table(results))
+        if out:
+            click.echo(f"wrote {out}")

@@ -1,0 +1,32 @@
+"""sparsecse objectives: the registered training objectives with their parameters and defaults."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from sparsecse.cli.options import json_option
+
+
+@click.command("objectives")
+@json_option
+def command(as_json):
+    """List the training objectives (built-in and from the `sparsecse.objectives` entry points)."""
+    from sparsecse.objectives.registry import available_objectives
+
+    found = available_objectives()
+    if as_json:
+        click.echo(json.dumps({name: {"description": cls.description, "paper": cls.paper,
+                                      "parameters": cls.defaults, "requires": cls.requires,
+                                      "module": cls.__module__}
+                               for name, cls in sorted(found.items())}, default=str))
+        return
+    for name, cls in sorted(found.items()):
+        click.echo(f"{name}: {cls.description}")
+        if cls.paper:
+            click.echo(f"    paper: {cls.paper}")
+        params = ", ".join(f"{k}={v!r}" for k, v in cls.defaults.items()) or "none"
+        click.echo(f"    parameters: {params}")
+        for key, what in cls.requires.items():
+            click.echo(f"    requires {key}= ({what})")

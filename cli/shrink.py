@@ -1,0 +1,56 @@
+"""sparsecse shrink: remove a mask's heads and neurons for real, writing a smaller model directory."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from sparsecse.cli.options import device_option, json_option, model_option, overwrite_option, pooling_option
+
+
+def _mb(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.1f} MB"
+
+
+def describe(result) -> str:
+    before, after, ratios = result.before, result.after, result.ratios()
+    rows = [
+        ("parameters", f"{before['parameters']:,}", f"{after['parameters']:,}", ratios.get("parameters")),
+        ("layer parameters", f"{before['layer_parameters']:,}", f"{after['layer_parameters']:,}",
+         ratios.get("layer_parameters")),
+        ("weights file", _mb(before.get("weights_bytes")), _mb(after.get("weights_bytes")), ratios.get("weights_bytes")),
+        (f"FLOPs/token ({after['flops_seq_len']} tok)", f"{before['flops_per_token'] / 1e6:,.2f} M",
+         f"{after['flops_per_token'] / 1e6:,.2f} M", ratios.get("flops_per_token")),
+    ]
+    lines = [f"{'':28} {'before':>16} {'after':>16} {'ratio':>7}"]
+    lines += [f"{name:28} {b:>16} {a:>16} {f'{r:.2f}x' if r else '-':>7}" for name, b, a, r in rows]
+    lines.append("heads per layer   " + " ".join(map(str, after["heads_per_layer"])))
+    lines.append("FFN per layer     " + " ".join(map(str, after["ffn_per_layer"])))
+    if result.out:
+        lines.append(f"wrote {result.out}")
+    return "\n".join(lines)
+
+
+@click.command("shrink")
+@model_option
+@click.option("--mask", "mask_path", required=True, type=click.Path(dir_okay=False),
+              help="Mask file written by `sparsecse prune`.")
+@click.option("--out", required=True, type=click.Path(), help="Directory for the smaller model.")
+@pooling_option
+@click.option("--seq-len", type=click.IntRange(min=1), default=128, show_default=True,
+              help="Sequence length at which FLOPs per token are counted.")
+@device_option
+@overwrite_option
+@json_option
+def command(model, mask_path, out, pooling, seq_len, device, overwrite, as_json):
+    """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
+    loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
+    from sparsecse.shrink import shrink
+
+    result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, pooling=pooling,
+                    device=device or "cpu", seq_len=seq_len)
+    if as_json:
+        click.echo(json.dumps(result.to_dict()))
+    else:
+        click.echo(describe(result))

@@ -1,0 +1,73 @@
+"""sparsecse train: a pretrained LM + a corpus + an objective -> a trained model directory."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from sparsecse.cli.options import (data_dir_option, device_option, json_option, model_option, overwrite_option,
+                                   pooling_option, seed_option)
+
+
+def training_options(func):
+    """The flags `train` and `rewind` share (the DESIGN contract plus run control)."""
+    options = [
+        click.option("--corpus", required=True, type=click.Path(dir_okay=False),
+                     help="Training text, one sentence per line."),
+        click.option("--objective", default="simcse", show_default=True,
+                     help="Training objective (see `sparsecse objectives`)."),
+        click.option("--objective-args", default=None, metavar="K=V,...",
+                     help="Objective parameters, e.g. temperature=0.05,mlp=true."),
+        click.option("--out", required=True, type=click.Path(file_okay=False), help="Output model directory."),
+        click.option("--resume", is_flag=True, help="Continue the unfinished run in OUT.partial."),
+        click.option("--max-steps", type=click.IntRange(min=1), default=None,
+                     help="Stop after N optimizer steps (default: --epochs over the corpus)."),
+        click.option("--epochs", type=click.IntRange(min=1), default=None, help="Passes over the corpus (recipe: 1)."),
+        click.option("--batch-size", type=click.IntRange(min=2), default=None,
+                     help="Global batch over all processes (recipe: 64 BERT, 512 RoBERTa-base)."),
+        click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Peak learning rate, linear decay (recipe: 3e-5 BERT-base, 1e-5 RoBERTa-base)."),
+        click.option("--max-length", type=click.IntRange(min=2), default=None,
+                     help="Tokens per training sentence (recipe: 32)."),
+        click.option("--eval-steps", type=click.IntRange(min=0), default=125, show_default=True,
+                     help="STS-B dev every N steps; the best checkpoint is kept (0: keep the last weights)."),
+        click.option("--save-steps", type=click.IntRange(min=0), default=None,
+                     help="Checkpoint every N steps (default: --eval-steps; 0: never)."),
+        click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]), default=None,
+                     help="GPU mixed precision (default: bf16 where supported, else fp16; CPU: no)."),
+        click.option("--tensorboard", is_flag=True, help="Also log to OUT/tensorboard."),
+        data_dir_option, pooling_option, device_option, seed_option, overwrite_option, json_option,
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def run_options(kwargs: dict) -> tuple[dict, bool]:
+    """Click's keyword arguments -> (the Python API's keyword arguments, --json)."""
+    as_json = kwargs.pop("as_json")
+    return {**kwargs, "show_progress": True}, as_json
+
+
+def report(result, as_json: bool, verb: str) -> None:
+    if as_json:
+        click.echo(json.dumps(result.to_dict()))
+        return
+    h = result.hyperparameters
+    chosen = (f"best STS-B dev {result.best_score:.2f} at step {result.best_step}"
+              if result.best_step else f"last step ({result.steps})")
+    click.echo(f"{verb} {h['objective']} for {result.steps} steps (batch {h['batch_size']}, lr {h['lr']:g}, "
+               f"max length {h['max_length']}, {h['processes']} process(es), {result.steps_per_second:.2f} steps/s)")
+    click.echo(f"  saved the {chosen} to {result.out}")
+
+
+@click.command("train")
+@model_option
+@training_options
+def command(model, **kwargs):
+    """Train a sentence encoder with a contrastive objective (unsupervised SimCSE by default)."""
+    from sparsecse.training import train
+
+    options, as_json = run_options(kwargs)
+    report(train(model, **options), as_json, "Trained")

@@ -1,0 +1,24 @@
+"""Training corpora: plain text, one sentence per line (SimCSE's wiki1m format)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sparsecse.errors import SparseCSEError
+
+
+def read_corpus(path: str | os.PathLike) -> list[str]:
+    """The non-empty lines of ``path``, stripped, in file order (duplicates kept)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SparseCSEError(f"The corpus {path} does not exist or is not a file.")
+    try:
+        with open(path, encoding="utf-8") as f:
+            sentences = [line.strip() for line in f]
+    except UnicodeDecodeError as exc:
+        raise SparseCSEError(f"The corpus {path} is not UTF-8 text (byte {exc.start}).") from None
+    sentences = [s for s in sentences if s]
+    if not sentences:
+        raise SparseCSEError(f"The corpus {path} holds no sentences (it is empty or blank).")
+    return sentences

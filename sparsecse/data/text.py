@@ -1,0 +1,36 @@
+"""Reading the plain-text files of the SentEval layout, line by line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sparsecse.errors import SparseCSEError
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """The lines of a text file without their line endings.
+
+    UTF-8 (a byte-order mark is dropped), else Latin-1 as SentEval reads TREC. Lines are split on
+    newlines only (not on the other characters ``str.splitlines`` treats as breaks), so a gold-score
+    file stays aligned with its input file line for line, trailing empty lines included.
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise SparseCSEError(f"Cannot read {path} ({exc.strerror or exc}).") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def parse_number(text: str, path: str | os.PathLike, lineno: int, what: str = "gold score") -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise SparseCSEError(f"{path}:{lineno}: the {what} {text.strip()!r} is not a number.") from None

@@ -1,0 +1,139 @@
+"""``evaluate``: a model (optionally gated by a mask) on the STS and transfer suites in one call."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from sparsecse.data.paths import resolve_data_dir
+from sparsecse.errors import SparseCSEError
+from sparsecse.evaluation.align_uniform import alignment_uniformity
+from sparsecse.evaluation.embedding import EmbeddingTable
+from sparsecse.evaluation.sts import AGGREGATIONS, SPLITS, evaluate_sts, load_sts_task, sentences_of
+from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
+from sparsecse.evaluation.transfer import evaluate_transfer, load_transfer_task, transfer_sentences
+
+
+def evaluate(
+    model=None,
+    mask=None,
+    tasks: str | list[str] = "sts",
+    data_dir: str | os.PathLike | None = None,
+    pooling: str | None = None,
+    batch_size: int | None = None,
+    device: str | None = None,
+    sts_aggregation: str = "all",
+    fasttest: bool = False,
+    precision: str = "fp32",
+    show_progress: bool = False,
+    seed: int = 0,
+    sts_split: str = "test",
+    align_uniform: bool | None = None,
+) -> dict[str, Any]:
+    """Evaluate ``model`` (None = the embedded default, a name/directory, or a SentenceEncoder).
+
+    ``mask`` (None, a mask file or a :class:`~sparsecse.masks.Mask`) is attached as 0/1 gates for
+    the evaluation and detached afterwards. Returns ``{"scores": {task: Spearman or accuracy x 100},
+    "avg_sts", "avg_transfer", "alignment", "uniformity", "details", "settings", "timing", ...}``;
+    the averages cover the tasks that ran. Alignment/uniformity (STS-B ``sts_split``) are computed
+    when asked, or by default whenever STS-B ran (its embeddings are then already at hand).
+    """
+    start = time.perf_counter()
+    names = resolve_tasks(tasks)
+    if sts_aggregation not in AGGREGATIONS:
+        raise SparseCSEError(f"Unknown STS aggregation {sts_aggregation!r}; choose one of {', '.join(AGGREGATIONS)}.")
+    if sts_split not in SPLITS:
+        raise SparseCSEError(f"Unknown STS split {sts_split!r}; choose one of {', '.join(SPLITS)}.")
+    root = resolve_data_dir(data_dir)
+    sts_names = [t for t in names if t in STS_TASKS]
+    transfer_names = [t for t in names if t in TRANSFER_TASKS]
+    # Read every file before loading the model so bad data fails fast.
+    sts_data = {t: load_sts_task(root, t, sts_split) for t in sts_names}
+    transfer_data = {t: load_transfer_task(root, t) for t in transfer_names}
+    if align_uniform is None:
+        align_uniform = "STSBenchmark" in sts_names
+    if align_uniform and "STSBenchmark" not in sts_data:
+        sts_pairs_for_au = load_sts_task(root, "STSBenchmark", sts_split)[sts_split]
+    else:
+        sts_pairs_for_au = sts_data.get("STSBenchmark", {}).get(sts_split)
+
+    from sparsecse.encoder import SentenceEncoder
+
+    owns_encoder = not isinstance(model, SentenceEncoder)
+    encoder = SentenceEncoder.load(model, pooling=pooling, device=device) if owns_encoder else model
+    results: dict[str, Any] = {
+        "model": encoder.source if encoder.source else str(model),
+        "mask": None,
+        "pooling": pooling or encoder.pooling,
+        "tasks": names,
+        "scores": {},
+    }
+    with _gated(encoder, mask) as mask_info, _pooling(encoder, pooling):
+        results["mask"] = mask_info
+        table = EmbeddingTable(encoder, batch_size=batch_size, precision=precision, show_progress=show_progress)
+        sts_sentences = [s for subsets in sts_data.values() for s in sentences_of(subsets)]
+        table.add(sts_sentences, desc="STS sentences")
+        if sts_data:
+            scores, details = evaluate_sts(sts_data, table, sts_aggregation)
+            results["scores"].update(scores)
+            results["avg_sts"] = float(np.mean(list(scores.values())))
+            results.setdefault("details", {}).update(details)
+        if align_uniform:
+            au = alignment_uniformity(sts_pairs_for_au, table)
+            results.update(alignment=au["alignment"], uniformity=au["uniformity"])
+            results.setdefault("details", {})["align_uniform"] = {**au, "split": f"STSBenchmark {sts_split}"}
+        if transfer_data:
+            table.add([s for d in transfer_data.values() for s in transfer_sentences(d)], desc="transfer sentences")
+            scores, details = evaluate_transfer(transfer_data, table, fasttest=fasttest, seed=seed,
+                                                show_progress=show_progress)
+            results["scores"].update(scores)
+            results["avg_transfer"] = float(np.mean(list(scores.values())))
+            results.setdefault("details", {}).update(details)
+    results["scores"] = {t: results["scores"][t] for t in names}
+    results["settings"] = {
+        "sts_aggregation": sts_aggregation, "sts_split": sts_split, "fasttest": fasttest, "precision": precision,
+        "batch_size": batch_size, "seed": seed, "max_length": encoder.max_length, "data_dir": str(root),
+        "device": str(encoder.device),
+    }
+    results["timing"] = {"encode_s": round(table.seconds, 3), "total_s": round(time.perf_counter() - start, 3),
+                         "sentences_encoded": len(table)}
+    return results
+
+
+@contextlib.contextmanager
+def _gated(encoder, mask):
+    """Attach ``mask`` (a path or a Mask) as gates for the duration; yield a short description of it."""
+    if mask is None:
+        yield None
+        return
+    from sparsecse.masks import Mask
+
+    path = None
+    if not isinstance(mask, Mask):
+        path, mask = str(mask), Mask.load(mask)
+    gates = mask.apply(encoder.model)
+    try:
+        yield {"path": path, "heads_pruned": mask.heads_pruned, "neurons_pruned": mask.neurons_pruned}
+    finally:
+        gates.detach()
+
+
+@contextlib.contextmanager
+def _pooling(encoder, pooling: str | None):
+    """Use ``pooling`` on a caller's encoder for the evaluation only."""
+    if pooling is None or pooling == encoder.pooling:
+        yield
+        return
+    from sparsecse.encoder import POOLINGS
+
+    if pooling not in POOLINGS:
+        raise SparseCSEError(f"Unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}.")
+    previous, encoder.pooling = encoder.pooling, pooling
+    try:
+        yield
+    finally:
+        encoder.pooling = previous

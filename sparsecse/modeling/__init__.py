@@ -1,0 +1,13 @@
+"""Modeling + configuration code that every shrunk model directory ships (copied in with ``auto_map``).
+
+The two modules are self-contained (torch + transformers only) so a shrunk directory loads with
+``trust_remote_code=True`` where sparsecse is not installed.
+"""
+
+from sparsecse.modeling.configuration_sparsecse import SHRUNK_CONFIGS, ShrunkConfigMixin
+from sparsecse.modeling.modeling_sparsecse import SHRUNK_MODELS, HeadlessSelfAttention, shrink_layer
+
+SHRUNK_MODEL_TYPES = tuple(cls.model_type for cls in SHRUNK_CONFIGS.values())  # == sparsecse.gates.SHRUNK_MODEL_TYPES
+
+__all__ = ["SHRUNK_CONFIGS", "SHRUNK_MODELS", "SHRUNK_MODEL_TYPES", "HeadlessSelfAttention",
+           "ShrunkConfigMixin", "shrink_layer"]

@@ -1,0 +1,91 @@
+"""Configuration of a shrunk encoder: the base architecture plus each layer's kept heads and FFN width.
+
+This file is copied into every shrunk model directory (``auto_map`` in config.json points at it), so
+it imports only transformers and huggingface_hub, never sparsecse. Each class subclasses the base
+architecture's own config, so the base model code reads every usual field unchanged;
+``num_attention_heads`` and ``intermediate_size`` keep the source model's values (they fix the head
+size), while ``kept_heads`` and ``intermediate_sizes`` give the real per-layer shapes.
+"""
+
+from __future__ import annotations
+
+from huggingface_hub.dataclasses import strict
+from transformers import BertConfig, CamembertConfig, ElectraConfig, RobertaConfig, XLMRobertaConfig
+
+
+class ShrunkConfigMixin:
+    """Per-layer shapes: ``kept_heads[i]`` lists the source-model head indices layer i kept (their
+    number is the layer's head count) and ``intermediate_sizes[i]`` is its FFN width."""
+
+    base_model_type: str
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        layers = self.num_hidden_layers
+        if self.kept_heads is None:
+            self.kept_heads = [list(range(self.num_attention_heads)) for _ in range(layers)]
+        if self.intermediate_sizes is None:
+            self.intermediate_sizes = [self.intermediate_size] * layers
+        self.kept_heads = [[int(h) for h in row] for row in self.kept_heads]
+        self.intermediate_sizes = [int(n) for n in self.intermediate_sizes]
+        if len(self.kept_heads) != layers or len(self.intermediate_sizes) != layers:
+            raise ValueError(f"kept_heads and intermediate_sizes need one entry per layer ({layers}).")
+
+    @property
+    def heads_per_layer(self) -> list[int]:
+        return [len(row) for row in self.kept_heads]
+
+
+@strict
+class SparseCSEBertConfig(ShrunkConfigMixin, BertConfig):
+    model_type = "sparsecse-bert"
+    base_model_type = "bert"
+    kept_heads: list[list[int]] | None = None
+    intermediate_sizes: list[int] | None = None
+    has_pooler: bool = True
+
+
+@strict
+class SparseCSERobertaConfig(ShrunkConfigMixin, RobertaConfig):
+    model_type = "sparsecse-roberta"
+    base_model_type = "roberta"
+    kept_heads: list[list[int]] | None = None
+    intermediate_sizes: list[int] | None = None
+    has_pooler: bool = True
+
+
+@strict
+class SparseCSEXLMRobertaConfig(ShrunkConfigMixin, XLMRobertaConfig):
+    model_type = "sparsecse-xlm-roberta"
+    base_model_type = "xlm-roberta"
+    kept_heads: list[list[int]] | None = None
+    intermediate_sizes: list[int] | None = None
+    has_pooler: bool = True
+
+
+@strict
+class SparseCSECamembertConfig(ShrunkConfigMixin, CamembertConfig):
+    model_type = "sparsecse-camembert"
+    base_model_type = "camembert"
+    kept_heads: list[list[int]] | None = None
+    intermediate_sizes: list[int] | None = None
+    has_pooler: bool = True
+
+
+@strict
+class SparseCSEElectraConfig(ShrunkConfigMixin, ElectraConfig):
+    model_type = "sparsecse-electra"
+    base_model_type = "electra"
+    kept_heads: list[list[int]] | None = None
+    intermediate_sizes: list[int] | None = None
+    has_pooler: bool = False  # ElectraModel has no pooler
+
+
+SHRUNK_CONFIGS = {
+    cls.base_model_type: cls
+    for cls in (SparseCSEBertConfig, SparseCSERobertaConfig, SparseCSEXLMRobertaConfig,
+                SparseCSECamembertConfig, SparseCSEElectraConfig)
+}
+
+for _cls in SHRUNK_CONFIGS.values():
+    _cls.register_for_auto_class("AutoConfig")

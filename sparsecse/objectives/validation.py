@@ -1,0 +1,59 @@
+"""Checks for objective parameters: each bad value ends in one clear SparseCSEError sentence."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from sparsecse.errors import SparseCSEError
+
+
+def fraction(name: str, value: Any) -> float:
+    """A number strictly between 0 and 1 (a masking ratio)."""
+    number = _number(name, value)
+    if not 0.0 < number < 1.0:
+        raise SparseCSEError(f"{name} must be between 0 and 1 (exclusive), not {value}.")
+    return number
+
+
+def non_negative(name: str, value: Any) -> float:
+    number = _number(name, value)
+    if number < 0:
+        raise SparseCSEError(f"{name} must be zero or positive, not {value}.")
+    return number
+
+
+def positive(name: str, value: Any) -> float:
+    number = _number(name, value)
+    if number <= 0:
+        raise SparseCSEError(f"{name} must be positive, not {value}.")
+    return number
+
+
+def count(name: str, value: Any, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
+        raise SparseCSEError(f"{name} must be a whole number, not {value!r}.")
+    if int(value) < minimum:
+        raise SparseCSEError(f"{name} must be at least {minimum}, not {value}.")
+    return int(value)
+
+
+def choice(name: str, value: Any, options: Iterable[str]) -> str:
+    options = list(options)
+    if value not in options:
+        raise SparseCSEError(f"{name} must be one of {', '.join(options)}, not {value!r}.")
+    return value
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise SparseCSEError(f"{name} must be a number, not {value!r}.")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise SparseCSEError(f"{name} must be a number, not {value!r}.") from None
+
+
+def flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise SparseCSEError(f"{name} must be true or false, not {value!r}.")
+    return value

@@ -1,0 +1,404 @@
+"""Rebuild a sweep's tidy results table, paper-style summary and figures from its point files.
+
+Nothing is recomputed: :func:`report` only reads ``DIR/points/**.json`` (and the score file for the
+head-importance heat maps), so it works on a finished sweep or on one still running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.io import atomic_file, write_json
+from sparsecse.sweep import SCORES_FILE, STS_TASKS, SWEEP_FILE, TRANSFER_TASKS
+
+COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "task", "score", "avg_sts",
+           "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",
+           "eval_seconds", "rewind_seconds", "point"]
+SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+AVG_STS, AVG_TRANSFER = "avg_sts", "avg_transfer"
+
+
+# ---------------------------------------------------------------------------- the table
+def load_points(out: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every point record of a sweep, each with its name (its path under points/, no suffix)."""
+    root = Path(out) / "points"
+    points = []
+    for path in sorted(root.rglob("*.json")):
+        record = json.loads(path.read_text())
+        record["point"] = str(path.relative_to(root).with_suffix(""))
+        points.append(record)
+    return points
+
+
+def results_table(points: Sequence[dict[str, Any]], model: str | None = None) -> pd.DataFrame:
+    """One row per model x variant x sparsity x λ x task (tidy), with the point's summary columns."""
+    rows = []
+    for p in points:
+        for task, value in p.get("scores", {}).items():
+            row = {c: p.get(c) for c in COLUMNS if c not in ("model", "task", "score")}
+            row.update(model=model, task=task, score=value)
+            rows.append(row)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    order = {t: i for i, t in enumerate(STS_TASKS + TRANSFER_TASKS)}
+    variant_order = {"dense": 0, "masked": 1, "rewound": 2}
+    if len(table):
+        table = table.assign(_v=table["variant"].map(variant_order), _t=table["task"].map(order).fillna(99))
+        table = table.sort_values(["_v", "rewind_id", "lambda", "sparsity", "_t"], na_position="first")
+        table = table.drop(columns=["_v", "_t"]).reset_index(drop=True)
+    return table
+
+
+def point_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per point (tasks as columns), keeping variant, sparsity, λ and the averages."""
+    keys = ["variant", "rewind_id", "objective", "sparsity", "lambda"]
+    extra = ["avg_sts", "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned",
+             "param_sparsity", "point"]
+    filled = table.assign(rewind_id=table["rewind_id"].fillna(""), objective=table["objective"].fillna(""),
+                          _lam=table["lambda"].fillna(-1.0))
+    wide = filled.pivot_table(index=["point"], columns="task", values="score", aggfunc="first")
+    info = filled.drop_duplicates("point").set_index("point")[[k for k in keys + extra if k != "point"]]
+    return info.join(wide).reset_index()
+
+
+# ---------------------------------------------------------------------------- best picks
+def _best_row(frame: pd.DataFrame, column: str) -> pd.Series | None:
+    """The row with the highest ``column``; ties go to the lower sparsity, then the lower λ."""
+    frame = frame[frame[column].notna()]
+    if frame.empty:
+        return None
+    ordered = frame.assign(_neg=-frame[column], _lam=frame["lambda"].fillna(-1.0))
+    return ordered.sort_values(["_neg", "sparsity", "_lam"], kind="stable").iloc[0]
+
+
+def best_points(table: pd.DataFrame, tasks: Sequence[str], variant: str = "masked",
+                rewind_id: str | None = None) -> dict[str, Any]:
+    """Paper Table 1's picks for one variant: the dense baseline, the best-average point and the best
+    point per task, each with its difference to the baseline.
+
+    Returns ``{"baseline": {task: x}, "best_average": {"sparsity", "lambda", "scores", "diff"},
+    "best_per_task": {task: {"sparsity", "lambda", "score", "diff"}}}``, the average under the key
+    ``avg_sts`` (or ``avg_transfer`` for transfer tasks). Only pruned points (sparsity > 0) compete.
+    """
+    frame = point_frame(table)
+    avg_key = AVG_TRANSFER if all(t in TRANSFER_TASKS for t in tasks) else AVG_STS
+    columns = [t for t in tasks if t in frame.columns] + [avg_key]
+    dense = frame[frame["variant"] == "dense"]
+    baseline = {c: float(dense.iloc[0][c]) for c in columns if len(dense) and pd.notna(dense.iloc[0][c])}
+    pool = frame[(frame["variant"] == variant) & (frame["sparsity"] > 0)]
+    if rewind_id is not None:
+        pool = pool[pool["rewind_id"] == rewind_id]
+
+    def diff(c, value):
+        return None if c not in baseline or value is None else float(value) - baseline[c]
+
+    def describe(row, c):
+        value = None if pd.isna(row[c]) else float(row[c])
+        lam = None if pd.isna(row["lambda"]) else float(row["lambda"])
+        return {"sparsity": float(row["sparsity"]), "lambda": lam, "score": value, "diff": diff(c, value)}
+
+    picks: dict[str, Any] = {"baseline": baseline, "best_average": None, "best_per_task": {}}
+    best = _best_row(pool, avg_key)
+    if best is not None:
+        scores = {c: (None if pd.isna(best[c]) else float(best[c])) for c in columns}
+        picks["best_average"] = {"sparsity": float(best["sparsity"]),
+                                 "lambda": None if pd.isna(best["lambda"]) else float(best["lambda"]),
+                                 "scores": scores, "diff": {c: diff(c, v) for c, v in scores.items()}}
+    for c in columns:
+        row = _best_row(pool, c)
+        if row is not None:
+            picks["best_per_task"][c] = describe(row, c)
+    return picks
+
+
+# ---------------------------------------------------------------------------- markdown
+def _signed(x: float | None) -> str:
+    return "" if x is None else f"{x:+.2f}".replace("-", "−")
+
+
+def _cell(value, delta=None, where: str = "") -> str:
+    if value is None:
+        return "–"
+    text = f"{value:.2f}"
+    if delta is not None:
+        text += f" ({_signed(delta)})"
+    return text + (f" {where}" if where else "")
+
+
+def _where(sparsity: float, lam: float | None) -> str:
+    return f"@{100 * sparsity:.3g}%" + (f", λ={lam:g}" if lam is not None else "")
+
+
+def picks_table(table: pd.DataFrame, tasks: Sequence[str], avg_label: str) -> list[str]:
+    """Markdown rows: the dense baseline, then best-average and best-per-task rows for every variant."""
+    frame = point_frame(table)
+    avg_key = AVG_TRANSFER if all(t in TRANSFER_TASKS for t in tasks) else AVG_STS
+    columns = [t for t in tasks if t in frame.columns] + [avg_key]
+    header = ["", *[SHORT_NAMES.get(t, t) for t in columns[:-1]], avg_label]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    variants = [("masked", None, "pruned (no retraining)")]
+    for rid, objective in frame[frame["variant"] == "rewound"][["rewind_id", "objective"]].drop_duplicates().values:
+        variants.append(("rewound", rid, f"pruned + rewound ({objective}, {rid})"))
+    base = best_points(table, tasks)["baseline"]
+    lines.append("| dense | " + " | ".join(_cell(base.get(c)) for c in columns) + " |")
+    for variant, rid, label in variants:
+        picks = best_points(table, tasks, variant, rid)
+        if variant == "rewound":
+            control = frame[(frame["variant"] == "rewound") & (frame["rewind_id"] == rid) & (frame["sparsity"] == 0)]
+            if len(control):
+                row = control.iloc[0]
+                lines.append(f"| dense + retrained ({row['objective']}), control | " + " | ".join(
+                    _cell(None if pd.isna(row[c]) else float(row[c]),
+                          None if pd.isna(row[c]) or c not in base else float(row[c]) - base[c]) for c in columns)
+                    + " |")
+        best = picks["best_average"]
+        if best is None:
+            continue
+        lines.append(f"| {label}, best avg. {_where(best['sparsity'], best['lambda'])} | " + " | ".join(
+            _cell(best["scores"][c], best["diff"][c]) for c in columns) + " |")
+        per_task = picks["best_per_task"]
+        lines.append(f"| {label}, best per task | " + " | ".join(
+            _cell(per_task[c]["score"], per_task[c]["diff"], _where(per_task[c]["sparsity"], per_task[c]["lambda"]))
+            if c in per_task else "–" for c in columns) + " |")
+    return lines
+
+
+def average_grid(table: pd.DataFrame, key: str = AVG_STS) -> list[str]:
+    """Markdown: ``key`` by sparsity (rows) and λ (columns), rewound points in extra columns."""
+    frame = point_frame(table)
+    pruned = frame[frame["sparsity"] > 0]
+    if pruned.empty or pruned[key].isna().all():
+        return []
+    lambdas = sorted(pruned[pruned["variant"] == "masked"]["lambda"].dropna().unique())
+    rewinds = [tuple(r) for r in pruned[pruned["variant"] == "rewound"][["rewind_id", "objective"]]
+               .drop_duplicates().values]
+    header = ["sparsity", "params removed", *[f"λ={lam:g}" for lam in lambdas],
+              *[f"rewound {obj} ({rid})" for rid, obj in rewinds]]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    dense = frame[frame["variant"] == "dense"]
+    if len(dense) and pd.notna(dense.iloc[0][key]):
+        lines.append("| 0 (dense) | 0% | " + " | ".join([f"{dense.iloc[0][key]:.2f}"] * len(lambdas)) +
+                     "".join(f" | {_rewound_cell(frame, rid, 0.0, key)}" for rid, _ in rewinds) + " |")
+    for s in sorted(pruned["sparsity"].unique()):
+        at = pruned[pruned["sparsity"] == s]
+        masked = at[at["variant"] == "masked"]
+        ps = at["param_sparsity"].dropna()
+        cells = [f"{100 * s:.3g}%", f"{100 * ps.iloc[0]:.1f}%" if len(ps) else "–"]
+        for lam in lambdas:
+            hit = masked[masked["lambda"] == lam][key].dropna()
+            best = masked[key].max()
+            cells.append("–" if hit.empty else (f"**{hit.iloc[0]:.2f}**" if hit.iloc[0] == best and len(lambdas) > 1
+                                                else f"{hit.iloc[0]:.2f}"))
+        cells += [_rewound_cell(frame, rid, s, key) for rid, _ in rewinds]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _rewound_cell(frame, rid, s, key) -> str:
+    hit = frame[(frame["variant"] == "rewound") & (frame["rewind_id"] == rid) & (frame["sparsity"] == s)]
+    if hit.empty or pd.isna(hit.iloc[0][key]):
+        return "–"
+    lam = hit.iloc[0]["lambda"]
+    return f"{hit.iloc[0][key]:.2f}" + ("" if pd.isna(lam) else f" (λ={lam:g})")
+
+
+def summary_markdown(table: pd.DataFrame, state: dict[str, Any]) -> str:
+    fp = state.get("fingerprint", {})
+    runs = state.get("runs", [])
+    model = fp.get("model", "?")
+    frame = point_frame(table) if len(table) else None
+    lines = [f"# Sweep summary: {Path(str(model)).name}", "",
+             f"- model: `{model}` (pooling {fp.get('pooling')}, max length {fp.get('max_length')})",
+             f"- scoring: STS-B {fp.get('scoring', {}).get('split')}, batch {fp.get('scoring', {}).get('batch_size')}, "
+             f"seed {fp.get('scoring', {}).get('seed')}; pruning scope {fp.get('pruning', {}).get('scope')}",
+             f"- points: {0 if frame is None else len(frame)} evaluated; sweep time "
+             f"{sum(r.get('seconds', 0) for r in runs) / 60:.1f} min over {len(runs)} run(s)", ""]
+    if frame is None:
+        return "\n".join(lines + ["No evaluated points yet.", ""])
+    tasks = set(table["task"])
+    for group, title, avg_label, key in ((STS_TASKS, "STS (Spearman × 100)", "Avg.", AVG_STS),
+                                         (TRANSFER_TASKS, "Transfer (accuracy)", "Avg.", AVG_TRANSFER)):
+        present = [t for t in group if t in tasks]
+        if not present:
+            continue
+        lines += [f"## {title}", "",
+                  "Differences to the dense baseline in parentheses; `@s, λ` is where the best value was found.",
+                  "", *picks_table(table, present, avg_label), ""]
+        grid = average_grid(table, key)
+        if grid:
+            lines += [f"### {'Average STS' if key == AVG_STS else 'Average transfer accuracy'} by sparsity and λ",
+                      "", "Bold: the best λ at that sparsity. Params removed: share of the transformer layers' "
+                      "parameters.", "", *grid, ""]
+    if frame["alignment"].notna().any():
+        au = frame[frame["alignment"].notna()].sort_values(["variant", "sparsity"])
+        lines += ["## Alignment and uniformity (smaller is better)", "",
+                  "| point | alignment | uniformity | avg. STS |", "|---|---|---|---|"]
+        for _, r in au.iterrows():
+            avg = "–" if pd.isna(r[AVG_STS]) else f"{r[AVG_STS]:.2f}"
+            lines.append(f"| {r['point']} | {r['alignment']:.4g} | {r['uniformity']:.4g} | {avg} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- figures
+def _curves(frame: pd.DataFrame, column: str) -> dict[str, tuple[list[float], list[float]]]:
+    masked = frame[(frame["variant"] == "masked") & frame[column].notna()]
+    return {f"λ={lam:g}": (list(g.sort_values("sparsity")["sparsity"]), list(g.sort_values("sparsity")[column]))
+            for lam, g in masked.groupby("lambda")}
+
+
+def _rewound_markers(frame: pd.DataFrame, column: str) -> dict[str, tuple[list[float], list[float]]]:
+    rewound = frame[(frame["variant"] == "rewound") & (frame["sparsity"] > 0) & frame[column].notna()]
+    return {f"rewound ({obj})": (list(g.sort_values("sparsity")["sparsity"]), list(g.sort_values("sparsity")[column]))
+            for (rid, obj), g in rewound.groupby(["rewind_id", "objective"])}
+
+
+def _retrained_dense(frame: pd.DataFrame, column: str) -> dict[str, float]:
+    control = frame[(frame["variant"] == "rewound") & (frame["sparsity"] == 0) & frame[column].notna()]
+    return {f"dense + retrained ({r['objective']})": float(r[column]) for _, r in control.iterrows()}
+
+
+def _baseline(frame, column):
+    dense = frame[frame["variant"] == "dense"]
+    return None if dense.empty or pd.isna(dense.iloc[0][column]) else float(dense.iloc[0][column])
+
+
+LABELLED_SPARSITIES = (0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
+
+
+def au_label(row, labelled_lambda) -> str:
+    """A short label for some points of the alignment-uniformity plot (all of them would be unreadable)."""
+    s = f"{100 * row['sparsity']:.3g}%"
+    if row["variant"] == "rewound":
+        return "retrained" if row["sparsity"] == 0 else f"rewound {s}"
+    return s if row["lambda"] == labelled_lambda and round(row["sparsity"], 6) in LABELLED_SPARSITIES else ""
+
+
+def _count_sts(frame: pd.DataFrame) -> int:
+    return sum(t in frame.columns for t in STS_TASKS)
+
+
+def chosen_points(frame: pd.DataFrame, count: int = 4) -> list[pd.Series]:
+    """Masked points for the per-layer figure: the best-average point, and at its λ the smallest, the
+    largest and evenly spread sparsities in between (``count`` in all, at most)."""
+    masked = frame[(frame["variant"] == "masked")]
+    if masked.empty:
+        return []
+    best = _best_row(masked, AVG_STS) if masked[AVG_STS].notna().any() else masked.iloc[0]
+    same = masked[masked["lambda"] == best["lambda"]].sort_values("sparsity")
+    spread = {round(k * (len(same) - 1) / max(1, count - 2)) for k in range(count - 1)}
+    picks = {float(best["sparsity"])} | {float(same.iloc[i]["sparsity"]) for i in spread}
+    return [same[same["sparsity"] == s].iloc[0] for s in sorted(picks)]
+
+
+def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any]) -> list[Path]:
+    from sparsecse import plots
+
+    figures = out / "figures"
+    figures.mkdir(exist_ok=True)
+    frame = point_frame(table)
+    written: list[Path] = []
+    if frame[AVG_STS].notna().any():
+        written += plots.score_vs_sparsity(_curves(frame, AVG_STS), figures / "avg_sts_vs_sparsity",
+                                           _baseline(frame, AVG_STS), _rewound_markers(frame, AVG_STS),
+                                           _retrained_dense(frame, AVG_STS),
+                                           title=f"Average STS ({_count_sts(frame)} tasks) vs sparsity")
+    for group, stem, ylabel in ((STS_TASKS, "sts_tasks_vs_sparsity", "Spearman x 100"),
+                                (TRANSFER_TASKS, "transfer_tasks_vs_sparsity", "accuracy")):
+        present = [t for t in group if t in frame.columns and frame[t].notna().any()]
+        if not present:
+            continue
+        avg = AVG_STS if group is STS_TASKS else AVG_TRANSFER
+        panels = present + ([avg] if frame[avg].notna().any() else [])
+        names = {p: SHORT_NAMES.get(p, p) if p != avg else "Avg." for p in panels}
+        written += plots.tasks_vs_sparsity(
+            {names[p]: _curves(frame, p) for p in panels}, figures / stem,
+            {names[p]: _baseline(frame, p) for p in panels if _baseline(frame, p) is not None},
+            {names[p]: _rewound_markers(frame, p) for p in panels},
+            {names[p]: _retrained_dense(frame, p) for p in panels}, ylabel=ylabel,
+            title=("STS tasks" if group is STS_TASKS else "Transfer tasks") + " vs sparsity")
+    if frame["alignment"].notna().any():
+        lambdas = sorted(frame[frame["variant"] == "masked"]["lambda"].dropna().unique())
+        median_lambda = lambdas[len(lambdas) // 2] if lambdas else None
+        au = []
+        for _, r in frame.iterrows():
+            label = "dense" if r["variant"] == "dense" else au_label(r, median_lambda)
+            au.append({"alignment": r["alignment"], "uniformity": r["uniformity"],
+                       "avg_sts": None if pd.isna(r[AVG_STS]) else r[AVG_STS], "label": label,
+                       "kind": r["variant"]})
+        written += plots.alignment_uniformity(au, figures / "alignment_uniformity",
+                                              title="Alignment vs uniformity (colour: average STS)")
+    records = {r["point"]: r for r in load_points(out)}
+    chosen = chosen_points(frame)
+    if chosen:
+        fp = state.get("fingerprint", {})
+        shape = None
+        per_layer = {}
+        for row in chosen:
+            rec = records[row["point"]]
+            per_layer[f"{100 * row['sparsity']:.3g}%, λ={row['lambda']:g}"] = (
+                rec.get("heads_pruned_per_layer", []), rec.get("neurons_pruned_per_layer", []))
+            shape = rec
+        layers = len(shape.get("heads_pruned_per_layer", [])) or 1
+        written += plots.pruned_per_layer(
+            per_layer, figures / "pruned_per_layer", heads_per_layer=shape.get("heads_total", 0) // layers,
+            neurons_per_layer=shape.get("neurons_total", 0) // layers,
+            title=f"Units removed per layer ({Path(str(fp.get('model', ''))).name})")
+    written += _heatmaps(out, frame, figures)
+    return written
+
+
+def _heatmaps(out: Path, frame: pd.DataFrame, figures: Path) -> list[Path]:
+    """Head importance per λ, with the heads removed at that λ's best-average sparsity marked."""
+    from sparsecse import plots
+    from sparsecse.masks import Mask
+    from sparsecse.pruning import mask_filename
+    from sparsecse.scoring import GateScores
+
+    if not (out / SCORES_FILE).is_file():
+        return []
+    scores = GateScores.load(out / SCORES_FILE)
+    written = []
+    masked = frame[frame["variant"] == "masked"]
+    for lam, group in masked.groupby("lambda"):
+        best = _best_row(group, AVG_STS) if group[AVG_STS].notna().any() else group.iloc[0]
+        mask_path = out / "masks" / mask_filename(float(best["sparsity"]), float(lam))
+        pruned = ~Mask.load(mask_path).head_mask if mask_path.is_file() else None
+        stem = figures / f"head_importance_l{lam:g}"
+        title = f"Head importance, λ={lam:g} (x: removed at {100 * best['sparsity']:.3g}%)"
+        written += [plots.head_importance_heatmap(scores.head_scores(float(lam)), stem.with_name(stem.name + suffix), pruned,
+                                                  title) for suffix in (".png", ".svg")]
+    return written
+
+
+# ---------------------------------------------------------------------------- entry point
+def report(out: str | os.PathLike, figures: bool = True) -> dict[str, Any]:
+    """Write ``results.csv``, ``results.json``, ``summary.md`` and ``figures/`` for the sweep in ``out``."""
+    out = Path(out)
+    state_path = out / SWEEP_FILE
+    if not state_path.is_file():
+        raise SparseCSEError(f"{out} is not a sweep directory (it has no {SWEEP_FILE}).")
+    state = json.loads(state_path.read_text())
+    points = load_points(out)
+    if not points:
+        raise SparseCSEError(f"The sweep in {out} has no evaluated points yet.")
+    table = write_tables(out, points, state)
+    summary = summary_markdown(table, state)
+    with atomic_file(out / "summary.md", overwrite=True) as tmp:
+        tmp.write_text(summary)
+    written = make_figures(out, table, state) if figures else []
+    return {"results_csv": out / "results.csv", "results_json": out / "results.json",
+            "summary": out / "summary.md", "figures": written, "table": table, "summary_text": summary}
+
+
+def write_tables(out: Path, points: list[dict[str, Any]], state: dict[str, Any]) -> pd.DataFrame:
+    table = results_table(points, model=state.get("fingerprint", {}).get("model"))
+    with atomic_file(out / "results.csv", overwrite=True) as tmp:
+        table.to_csv(tmp, index=False)
+    write_json(out / "results.json", json.loads(table.to_json(orient="records")))
+    return table

@@ -1,0 +1,221 @@
+"""Physical pruning: remove a mask's pruned heads and FFN neurons, leaving a smaller dense model.
+
+Per removed head: its query/key/value rows and its attention-output columns; per removed neuron: its
+FFN-input row and bias and its FFN-output column. Layers end with different head counts and FFN
+widths, recorded in a ``sparsecse-<base>`` config whose modeling code ships inside the saved directory
+(:mod:`sparsecse.modeling`), so it reloads with sparsecse, ``transformers.AutoModel`` and
+sentence-transformers (``trust_remote_code=True``).
+
+A layer that loses every head keeps its FFN and drops its attention block: the attention sublayer then
+adds only the output projection's bias before its LayerNorm, exactly what the gated model computes
+with all that layer's head gates at 0 (the pruner never empties a layer unless asked to).
+
+torch-pruning is not used for the surgery: its dependency graph does not know Hugging Face head
+counts, and the code that re-cuts layers at load time must ship inside the model directory without
+extra dependencies, so one small slicing function (:func:`sparsecse.modeling.shrink_layer`) serves
+both the pruning here and the reload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from sparsecse.encoder import SentenceEncoder
+from sparsecse.errors import SparseCSEError
+from sparsecse.flops import size_report
+from sparsecse.io import atomic_dir, hash_path, make_manifest, sha256_file
+from sparsecse.masks import Mask
+from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
+
+# Config fields that describe the saved object rather than the architecture; never copied over.
+_CONFIG_FIELDS_NOT_COPIED = {"model_type", "architectures", "auto_map", "transformers_version", "_name_or_path",
+                             "kept_heads", "intermediate_sizes", "has_pooler"}
+
+
+def base_model_type(config) -> str:
+    """The architecture a (possibly already shrunk) model is built on: bert, roberta, ..."""
+    if isinstance(config, ShrunkConfigMixin) or hasattr(config, "base_model_type"):
+        return config.base_model_type
+    return config.model_type
+
+
+def is_shrunk(model: nn.Module) -> bool:
+    return hasattr(model.config, "kept_heads") and hasattr(model.config, "base_model_type")
+
+
+def _check_shrinkable(model: nn.Module) -> str:
+    base = base_model_type(model.config)
+    if base not in SHRUNK_CONFIGS:
+        raise SparseCSEError(
+            f"Shrinking supports {', '.join(SHRUNK_CONFIGS)} models, not {base!r}; "
+            "evaluate this model with the mask applied instead (sparsecse eval --mask)."
+        )
+    return base
+
+
+def mask_digest(mask: Mask) -> str:
+    """sha256 of the mask's keep/remove bits (independent of how or where the mask was saved)."""
+    h = hashlib.sha256()
+    for tensor in (mask.head_mask, mask.neuron_mask):
+        h.update(str(tuple(tensor.shape)).encode())
+        h.update(tensor.to(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def shrunk_config(model: nn.Module, mask: Mask):
+    """The ``sparsecse-<base>`` config of ``model`` with ``mask``'s heads and neurons removed."""
+    config = model.config
+    base = _check_shrinkable(model)
+    layers = mask.shape[0]
+    prior_heads = getattr(config, "kept_heads", None) or [list(range(mask.shape[1]))] * layers
+    kept_heads = [[prior_heads[i][h] for h in row.nonzero().flatten().tolist()]
+                  for i, row in enumerate(mask.head_mask)]
+    fields = {k: v for k, v in config.to_dict().items() if k not in _CONFIG_FIELDS_NOT_COPIED}
+    cls = SHRUNK_CONFIGS[base]
+    new = cls.from_dict({**fields, "kept_heads": kept_heads,
+                         "intermediate_sizes": mask.neuron_mask.sum(1).tolist(),
+                         "has_pooler": getattr(model, "pooler", None) is not None})
+    new._attn_implementation = config._attn_implementation
+    return new
+
+
+def shrink_model(model: nn.Module, mask: Mask) -> nn.Module:
+    """A ``sparsecse-<base>`` model holding ``model``'s weights minus the mask's pruned units.
+
+    ``model`` itself is cut down in place on the way (its layers lose the pruned rows/columns), so
+    use the returned model afterwards.
+    """
+    _check_shrinkable(model)
+    mask.check_fits(model)
+    config = shrunk_config(model, mask)
+    for layer, heads, neurons in zip(model.encoder.layer, mask.head_mask, mask.neuron_mask):
+        shrink_layer(layer, heads.nonzero().flatten().tolist(), neurons.nonzero().flatten())
+    reference = next(model.parameters())
+    shrunk = SHRUNK_MODELS[config.base_model_type](config).to(device=reference.device, dtype=reference.dtype)
+    try:
+        shrunk.load_state_dict(model.state_dict(), strict=True)
+    except RuntimeError as exc:  # a mismatch here is a bug in shrink_layer / the modeling code
+        raise RuntimeError(f"The shrunk model's shapes do not match the pruned weights: {exc}") from None
+    shrunk.train(model.training)
+    return shrunk
+
+
+def shrink_encoder(encoder: SentenceEncoder, mask: Mask) -> SentenceEncoder:
+    """Physically remove ``mask``'s pruned heads and neurons from ``encoder.model``; returns ``encoder``.
+
+    Afterwards ``encoder.model`` is a smaller model (uneven layers) that encodes, trains with autograd
+    (build the optimizer after shrinking) and saves with :func:`save_model_dir`. Raises
+    :class:`SparseCSEError` if the mask does not fit the model. Detach any gates first.
+    """
+    encoder.model = shrink_model(encoder.model, mask)
+    encoder.extra_config["shape"] = {
+        "heads_per_layer": encoder.model.config.heads_per_layer,
+        "ffn_per_layer": list(encoder.model.config.intermediate_sizes),
+    }
+    return encoder
+
+
+def save_model_dir(
+    encoder: SentenceEncoder,
+    out: str | os.PathLike,
+    lineage: dict[str, Any] | None = None,
+    manifest: dict[str, Any] | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write a dense or shrunk encoder as a model directory, atomically.
+
+    The directory holds the Hugging Face files (plus the shipped modeling code for a shrunk model),
+    the sentence-transformers files, and ``sparsecse_config.json`` with the pooling, ``lineage``
+    (merged over any lineage the encoder was loaded with) and ``manifest``.
+    """
+    extra: dict[str, Any] = {}
+    if lineage is not None:
+        extra["lineage"] = {**encoder.extra_config.get("lineage", {}), **lineage}
+    if manifest is not None:
+        extra["manifest"] = manifest
+    with atomic_dir(out, overwrite=overwrite) as tmp:
+        encoder.save(tmp, extra_config=extra)
+    return Path(out)
+
+
+@dataclass
+class ShrinkResult:
+    encoder: SentenceEncoder
+    before: dict[str, Any]
+    after: dict[str, Any]
+    lineage: dict[str, Any]
+    out: Path | None = None
+    mask_summary: dict[str, Any] = field(default_factory=dict)
+
+    def ratios(self) -> dict[str, float]:
+        keys = ("parameters", "layer_parameters", "flops_per_token", "weights_bytes")
+        return {k: self.before[k] / self.after[k] for k in keys if self.before.get(k) and self.after.get(k)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out) if self.out else None, "before": self.before, "after": self.after,
+                "ratios": self.ratios(), "lineage": self.lineage, "mask": self.mask_summary}
+
+
+def shrink(
+    model: str | os.PathLike | None = None,
+    mask: Mask | str | os.PathLike | None = None,
+    out: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    pooling: str | None = None,
+    device: str | None = "cpu",
+    seq_len: int = 128,
+) -> ShrinkResult:
+    """Load ``model``, remove ``mask``'s units and (given ``out``) save the smaller model directory.
+
+    ``mask`` is a :class:`Mask` or a mask file. The directory's ``sparsecse_config.json`` records the
+    pooling, a manifest and the lineage (source model and its hash, mask and its hash); its config.json
+    records each layer's kept heads and FFN width. FLOPs per token are counted at ``seq_len`` tokens.
+    """
+    if mask is None:
+        raise SparseCSEError("shrink needs a mask (--mask).")
+    if out is not None and Path(out).exists() and not overwrite:
+        raise SparseCSEError(f"{out} already exists; choose another --out or pass --overwrite.")
+    mask_path = None if isinstance(mask, Mask) else str(mask)
+    mask = mask if isinstance(mask, Mask) else Mask.load(mask)
+    encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
+    source = encoder.source
+    before = size_report(encoder.model, seq_len, model_dir=source)
+    shrink_encoder(encoder, mask)
+    lineage = {
+        "shrunk_from": source,
+        "shrunk_from_sha256": hash_path(source) if source and os.path.exists(source) else None,
+        "mask": mask_path,
+        "mask_sha256": sha256_file(mask_path) if mask_path else None,
+        "mask_digest": mask_digest(mask),
+    }
+    mask_summary = {k: mask.manifest[k] for k in ("sparsity", "lambda", "scope") if k in mask.manifest}
+    mask_summary.update(heads_pruned=mask.heads_pruned, neurons_pruned=mask.neurons_pruned)
+    after = size_report(encoder.model, seq_len)
+    result = ShrinkResult(encoder, before, after, lineage, mask_summary=mask_summary)
+    if out is not None:
+        manifest = make_manifest("shrunk_model", inputs={"model": source, "mask": mask_path},
+                                 params={"pooling": encoder.pooling, "seq_len": seq_len},
+                                 mask=mask_summary, before=before, after=after)
+        result.out = save_model_dir(encoder, out, lineage=lineage, manifest=manifest, overwrite=overwrite)
+        result.after["weights_bytes"] = size_report(encoder.model, seq_len, model_dir=out).get("weights_bytes")
+    return result
+
+
+class _CallableModule(types.ModuleType):
+    """``sparsecse.shrink`` names both this module and its main function; once the module is imported
+    the package attribute is the module, so calling it runs :func:`shrink`."""
+
+    def __call__(self, *args, **kwargs) -> ShrinkResult:
+        return shrink(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,329 @@
+"""The training loop on Hugging Face Accelerate: one CPU, one GPU (mixed precision) or many processes.
+
+``--batch-size`` is the global batch: each of the N processes embeds batch/N sentences and the
+objectives gather embeddings across processes (``losses.gather_with_grad``), so the in-batch
+negatives, the loss and the gradient are those of one process with the whole batch.
+The data order is a fixed function of (seed, epoch) and the position is the step number, so a
+checkpoint resumes exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import nn
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.io import write_json
+from sparsecse.training.rundir import RunDir
+from sparsecse.training.state import capture_rng, read_state, restore_rng, write_state
+
+
+@dataclass
+class LoopSettings:
+    batch_size: int  # global, over all processes
+    lr: float
+    max_length: int
+    max_steps: int
+    seed: int = 0
+    eval_steps: int = 125  # 0: no evaluation, the last weights are the result
+    save_steps: int = 125  # 0: no checkpoints
+    max_grad_norm: float = 1.0  # as the Hugging Face Trainer SimCSE ran on
+    weight_decay: float = 0.0
+    tensorboard: bool = False
+    show_progress: bool = True
+    desc: str = "training"
+
+
+@dataclass
+class LoopResult:
+    steps: int
+    losses: dict[int, float] = field(default_factory=dict)  # step -> loss, for the steps this call ran
+    history: list[dict[str, Any]] = field(default_factory=list)  # evaluations: step, score
+    best_step: int | None = None
+    best_score: float | None = None
+    best_dir: Path | None = None
+    train_seconds: float = 0.0  # inside optimisation steps only (no evaluation, checkpoints, logging)
+    steps_run: int = 0
+    step_starts: list[float] = field(default_factory=list)  # perf_counter() at the start of each step
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps_run / self.train_seconds if self.train_seconds else float("nan")
+
+
+class CorpusSampler:
+    """Global batch ``step`` = a slice of the epoch's fixed permutation; each process takes its part."""
+
+    def __init__(self, sentences: Sequence[str], batch_size: int, seed: int, rank: int = 0, world: int = 1):
+        if batch_size % world:
+            raise SparseCSEError(f"--batch-size {batch_size} does not split evenly over {world} processes.")
+        self.steps_per_epoch = len(sentences) // batch_size  # the last incomplete batch is dropped
+        if self.steps_per_epoch == 0:
+            raise SparseCSEError(
+                f"The corpus has {len(sentences)} sentences, fewer than one batch of {batch_size}; "
+                f"lower --batch-size or use a larger corpus."
+            )
+        self.sentences, self.batch_size, self.seed = sentences, batch_size, seed
+        self.local = batch_size // world
+        self.rank = rank
+        self._epoch, self._order = -1, None
+
+    def epoch_of(self, step: int) -> int:
+        return step // self.steps_per_epoch
+
+    def local_batch(self, step: int) -> list[str]:
+        epoch = self.epoch_of(step)
+        if epoch != self._epoch:
+            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._epoch, self._order = epoch, torch.randperm(len(self.sentences), generator=generator)
+        start = (step % self.steps_per_epoch) * self.batch_size + self.rank * self.local
+        return [self.sentences[i] for i in self._order[start : start + self.local].tolist()]
+
+
+class TrainStep(nn.Module):
+    """Encoder + objective as one module, so DDP syncs the objective's own modules too."""
+
+    def __init__(self, encoder: nn.Module, objective: nn.Module):
+        super().__init__()
+        self.encoder = encoder
+        self.objective = objective
+        owned = {id(m) for m in objective.modules()}
+        self.extras = nn.ModuleList([m for m in objective.trainable_extra_modules() if id(m) not in owned])
+
+    def forward(self, batch: dict[str, torch.Tensor]):
+        out = self.objective(batch)
+        return out.loss, dict(out.logs)
+
+
+def make_accelerator(device: str | None = None, mixed_precision: str | None = None):
+    """Accelerate picks the process layout (``accelerate launch`` or a plain process); on a GPU the
+    default precision is bf16 where supported, else fp16; on CPU full precision."""
+    import os
+
+    from accelerate import Accelerator, DistributedDataParallelKwargs
+
+    cpu = device == "cpu" or not torch.cuda.is_available()
+    if mixed_precision is None and not os.environ.get("ACCELERATE_MIXED_PRECISION"):
+        mixed_precision = "no" if cpu else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
+    # BERT's pooler (and some objectives' parts) get no gradient under cls_before_pooler / mean pooling
+    ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
+    return Accelerator(cpu=cpu, mixed_precision=mixed_precision, kwargs_handlers=[ddp])
+
+
+def _better(score: float, best: float | None) -> bool:
+    """Higher is better; a NaN score (e.g. constant embeddings) never beats a number."""
+    if best is None or math.isnan(best):
+        return best is None or not math.isnan(score)
+    return score > best
+
+
+def _frozen_names(module: nn.Module) -> set[str]:
+    return {name for name, p in module.named_parameters() if not p.requires_grad}
+
+
+def _trained_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    """state_dict minus frozen parameters (e.g. a pretrained generator, rebuilt identically on resume)."""
+    frozen = _frozen_names(module)
+    return {k: v for k, v in module.state_dict().items() if k not in frozen}
+
+
+def _load_trained_state(module: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    missing, unexpected = module.load_state_dict(state, strict=False)
+    if unexpected or set(missing) - _frozen_names(module):
+        raise SparseCSEError(f"The checkpoint does not fit the objective's modules "
+                             f"(missing {sorted(set(missing) - _frozen_names(module))}, unexpected {unexpected}).")
+
+
+def _gather_objects(obj: Any, accelerator) -> list[Any]:
+    if accelerator.num_processes == 1:
+        return [obj]
+    gathered: list[Any] = [None] * accelerator.num_processes
+    torch.distributed.all_gather_object(gathered, obj)
+    return gathered
+
+
+def _tensorboard(path: Path, start_step: int):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise SparseCSEError("--tensorboard needs the tensorboard package (pip install tensorboard).") from None
+    return SummaryWriter(str(path), purge_step=start_step or None)
+
+
+class Trainer:
+    """Runs the optimisation of ``encoder`` under ``objective`` inside ``run_dir``."""
+
+    def __init__(self, accelerator, encoder, objective, sentences: Sequence[str], settings: LoopSettings,
+                 run_dir: RunDir, evaluate: Callable[[Any], float] | None,
+                 save_model: Callable[[Any, Path], None]):
+        self.acc, self.encoder, self.objective, self.settings = accelerator, encoder, objective, settings
+        self.run_dir, self.evaluate, self.save_model = run_dir, evaluate, save_model
+        self.sampler = CorpusSampler(sentences, settings.batch_size, settings.seed,
+                                     accelerator.process_index, accelerator.num_processes)
+        self.module = TrainStep(encoder, objective)
+        self.params = [p for p in self.module.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(self.params, lr=settings.lr, weight_decay=settings.weight_decay)
+        total = settings.max_steps
+        # linear decay to 0 without warm-up, the Hugging Face Trainer default SimCSE used
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / total))
+        # the scheduler is stepped by hand: Accelerate's wrapper would step it once per process
+        self.wrapped, self.optimizer = accelerator.prepare(self.module, optimizer)
+        self.step = 0
+        self.best_step: int | None = None
+        self.best_score: float | None = None
+        self.history: list[dict[str, Any]] = []
+        self.checkpointed_best: int | None = None
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self) -> None:
+        rng = _gather_objects(capture_rng(), self.acc)
+        if self.acc.is_main_process:
+            def write(tmp: Path) -> None:
+                write_state(tmp, "encoder", self.encoder.model.state_dict())
+                write_state(tmp, "objective", {"objective": _trained_state(self.objective),
+                                               "extras": _trained_state(self.module.extras)})
+                optimizer = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+                if self.acc.scaler is not None:
+                    optimizer["scaler"] = self.acc.scaler.state_dict()
+                write_state(tmp, "optimizer", optimizer)
+                write_state(tmp, "rng", rng)
+                write_json(tmp / "trainer_state.json", self._trainer_state())
+
+            self.run_dir.write_checkpoint(self.step, write)
+            self.checkpointed_best = self.best_step
+        self.acc.wait_for_everyone()
+
+    def _trainer_state(self) -> dict[str, Any]:
+        return {"step": self.step, "epoch": self.sampler.epoch_of(self.step), "best_step": self.best_step,
+                "best_score": self.best_score, "history": self.history, "processes": self.acc.num_processes}
+
+    def load_checkpoint(self, path: Path) -> None:
+        device = self.acc.device
+        self.encoder.model.load_state_dict(read_state(path, "encoder", device))
+        objective = read_state(path, "objective", device)
+        _load_trained_state(self.objective, objective["objective"])
+        _load_trained_state(self.module.extras, objective["extras"])
+        optimizer = read_state(path, "optimizer")
+        self.optimizer.load_state_dict(optimizer["optimizer"])
+        self.scheduler.load_state_dict(optimizer["scheduler"])
+        if self.acc.scaler is not None and "scaler" in optimizer:
+            self.acc.scaler.load_state_dict(optimizer["scaler"])
+        state = json.loads((path / "trainer_state.json").read_text())
+        self.step, self.best_step, self.best_score = state["step"], state["best_step"], state["best_score"]
+        self.history = state["history"]
+        self.checkpointed_best = self.best_step
+        rng = read_state(path, "rng")
+        if self.acc.process_index < len(rng):
+            restore_rng(rng[self.acc.process_index])
+        else:  # more processes than when the checkpoint was written: a fresh stream for the new ones
+            self._seed_process(offset=self.step)
+        if self.acc.is_main_process:
+            self.run_dir.truncate_log(self.step)
+            self.run_dir.prune_best(keep={self.best_step})
+        self.acc.wait_for_everyone()
+
+    def _seed_process(self, offset: int = 0) -> None:
+        """Each process draws its own dropout masks; process 0 keeps the stream it was seeded with."""
+        rank = self.acc.process_index
+        if rank or offset:
+            from accelerate.utils import set_seed
+
+            set_seed(self.settings.seed + 7919 * rank + 104729 * offset)
+
+    # ------------------------------------------------------------------ the loop
+    def _tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        batch = self.encoder.tokenizer(texts, padding=True, truncation=True, max_length=self.settings.max_length,
+                                       return_tensors="pt")
+        return {k: v.to(self.acc.device) for k, v in batch.items()}
+
+    def _train_step(self) -> tuple[float, dict[str, float], float]:
+        lr = self.scheduler.get_last_lr()[0]
+        loss, logs = self.wrapped(self._tokenize(self.sampler.local_batch(self.step)))
+        self.acc.backward(loss)
+        self.objective.after_backward()
+        if self.settings.max_grad_norm:
+            self.acc.clip_grad_norm_(self.params, self.settings.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        return float(loss.detach()), logs, lr
+
+    def _evaluate(self) -> dict[str, Any] | None:
+        record = None
+        if self.acc.is_main_process:
+            score = float(self.evaluate(self.encoder))
+            improved = _better(score, self.best_score)
+            if improved:
+                self.best_step, self.best_score = self.step, score
+                self.run_dir.write_best(self.step, lambda tmp: self.save_model(self.encoder, tmp),
+                                        keep_step=self.checkpointed_best)
+            record = {"step": self.step, "stsb_dev_spearman": score, "best": improved}
+            self.history.append({"step": self.step, "score": score})
+        self.acc.wait_for_everyone()
+        return record
+
+    def run(self, resume_from: Path | None) -> LoopResult:
+        s = self.settings
+        if resume_from is not None:
+            self.load_checkpoint(resume_from)
+        else:
+            self._seed_process()
+        main = self.acc.is_main_process
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=s.max_steps, initial=self.step, desc=s.desc, unit="step", dynamic_ncols=True,
+                   disable=not (s.show_progress and main))
+        log = open(self.run_dir.log_path, "a", encoding="utf-8") if main else None
+        board = _tensorboard(self.run_dir.path / "tensorboard", self.step) if s.tensorboard and main else None
+        result = LoopResult(steps=s.max_steps)
+        self.wrapped.train()
+        try:
+            while self.step < s.max_steps:
+                tick = time.perf_counter()
+                result.step_starts.append(tick)
+                loss, logs, lr = self._train_step()
+                result.train_seconds += time.perf_counter() - tick
+                result.steps_run += 1
+                result.losses[self.step] = loss
+                if not math.isfinite(loss):
+                    raise SparseCSEError(f"The loss became {loss} at step {self.step}; try a lower --lr.")
+                records = [{"step": self.step, "epoch": self.sampler.epoch_of(self.step - 1), "loss": loss,
+                            "lr": lr, **logs}]
+                if s.eval_steps and self.evaluate and (self.step % s.eval_steps == 0 or self.step == s.max_steps):
+                    records.append(self._evaluate())
+                if s.save_steps and self.step % s.save_steps == 0 and self.step < s.max_steps:
+                    self.save_checkpoint()
+                if main:
+                    self._report(records, log, board, bar)
+        finally:
+            bar.close()
+            if log:
+                log.close()
+            if board:
+                board.close()
+        result.history, result.best_step, result.best_score = self.history, self.best_step, self.best_score
+        if main and self.best_step is not None:
+            result.best_dir = self.run_dir.best_dir(self.best_step)
+        return result
+
+    def _report(self, records: list[dict | None], log, board, bar) -> None:
+        for record in filter(None, records):
+            log.write(json.dumps(record) + "\n")
+            if board is not None:
+                for key, value in record.items():
+                    if key not in ("step", "best") and isinstance(value, (int, float)):
+                        board.add_scalar(key, value, self.step)
+        log.flush()
+        postfix = {"loss": f"{records[0]['loss']:.4f}"}
+        if self.best_score is not None:
+            postfix["best_dev"] = f"{self.best_score:.2f}"
+        bar.set_postfix(postfix, refresh=False)
+        bar.update(1)

@@ -1,0 +1,64 @@
+"""Training hyperparameters: SimCSE's published unsupervised recipe per backbone, then overrides.
+
+Gao et al. (2021), Table D.1 / run_unsup_example.sh: batch 64 and lr 3e-5 for BERT-base, 64 / 1e-5
+for BERT-large, 512 / 1e-5 for RoBERTa-base, 512 / 3e-5 for RoBERTa-large; max length 32, one epoch
+and temperature 0.05 for all. Any other backbone (MiniLM, DistilBERT, ELECTRA, ...) falls back to
+the BERT-base recipe. An objective may shift the defaults with its ``training_defaults``; explicit
+arguments win over both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sparsecse.errors import SparseCSEError
+
+_ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    batch_size: int
+    lr: float
+    max_length: int = 32
+    epochs: int = 1
+
+
+RECIPES = {
+    ("bert", 768): Recipe("simcse-bert-base", 64, 3e-5),
+    ("bert", 1024): Recipe("simcse-bert-large", 64, 1e-5),
+    ("roberta", 768): Recipe("simcse-roberta-base", 512, 1e-5),
+    ("roberta", 1024): Recipe("simcse-roberta-large", 512, 3e-5),
+}
+FALLBACK = RECIPES[("bert", 768)]
+
+
+def recipe_for(config) -> Recipe:
+    """SimCSE's recipe for this model config (by family and hidden size), else BERT-base's."""
+    model_type = getattr(config, "model_type", "")
+    family = "roberta" if model_type in _ROBERTA_FAMILY else "bert" if model_type == "bert" else None
+    hidden = getattr(config, "hidden_size", None)
+    layers = getattr(config, "num_hidden_layers", None)
+    # base = 12 layers x 768, large = 24 x 1024; a 6-layer 768 model is not BERT-base
+    if family and (hidden, layers) in ((768, 12), (1024, 24)):
+        return RECIPES[(family, hidden)]
+    return FALLBACK
+
+
+def resolve_hyperparameters(config, objective_cls=None, **explicit: Any) -> dict[str, Any]:
+    """batch_size, lr, max_length, epochs: explicit value, else objective default, else the recipe."""
+    recipe = recipe_for(config)
+    resolved: dict[str, Any] = {k: v for k, v in asdict(recipe).items() if k != "name"}
+    resolved.update(getattr(objective_cls, "training_defaults", None) or {})
+    resolved.update({k: v for k, v in explicit.items() if v is not None})
+    for key in ("batch_size", "max_length", "epochs"):
+        if int(resolved[key]) != resolved[key] or resolved[key] < 1:
+            raise SparseCSEError(f"--{key.replace('_', '-')} must be a positive integer, not {resolved[key]!r}.")
+        resolved[key] = int(resolved[key])
+    if not float(resolved["lr"]) > 0:
+        raise SparseCSEError(f"--lr must be positive, not {resolved['lr']!r}.")
+    resolved["lr"] = float(resolved["lr"])
+    resolved["recipe"] = recipe.name
+    return resolved

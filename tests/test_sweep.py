@@ -1,0 +1,269 @@
+"""Sweeps on a tiny model with a stand-in evaluator: caching, resume, refusal, summary picks."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from click.testing import CliRunner
+
+from sparsecse import sweep as sweep_mod
+from sparsecse.data.sts import read_sts_benchmark
+from sparsecse.errors import SparseCSEError
+from sparsecse.report import best_points, report, results_table
+from sparsecse.sweep import sweep
+
+
+class CountingEvaluator:
+    """Stands in for sparsecse.evaluation.evaluate: STS-B test Spearman of the (masked) tiny model for
+    every requested task (shifted per task), plus alignment/uniformity; counts its calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, model, mask, tasks, data_dir, seed):
+        from scipy.stats import spearmanr
+
+        from sparsecse.alignment import alignment_metric, uniformity_metric
+        from sparsecse.encoder import SentenceEncoder
+
+        encoder = model if isinstance(model, SentenceEncoder) else SentenceEncoder.load(model, device="cpu")
+        pairs = read_sts_benchmark(data_dir, "test")
+        gates = mask.apply(encoder.model) if mask is not None else None
+        try:
+            emb = encoder.encode([p.s1 for p in pairs] + [p.s2 for p in pairs], normalize=True,
+                                 convert_to_numpy=False)
+        finally:
+            if gates is not None:
+                gates.detach()
+        a, b = emb[:len(pairs)], emb[len(pairs):]
+        rho = float(spearmanr((a * b).sum(1).numpy(), [p.score for p in pairs]).correlation * 100)
+        self.calls.append((None if mask is None else (mask.heads_pruned, mask.neurons_pruned), tuple(tasks)))
+        return {"scores": {t: rho + i for i, t in enumerate(tasks)},
+                "alignment": float(alignment_metric(a, b)), "uniformity": float(uniformity_metric(a))}
+
+
+@pytest.fixture
+def evaluator(monkeypatch):
+    fake = CountingEvaluator()
+    monkeypatch.setattr(sweep_mod, "run_evaluation", fake)
+    return fake
+
+
+def run(model, data, out, **kw):
+    args = dict(sparsities="0.25,0.5", lambdas="0.25,0.75", out=out, tasks="STSBenchmark,STS12", data_dir=data,
+                device="cpu", max_batches=2, batch_size=4, show_progress=False, make_report=False)
+    args.update(kw)
+    return sweep(model, **args)
+
+
+def test_sweep_writes_every_point_and_the_report(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    out = tmp_path / "sweep"
+    result = run(tiny_bert_dir, tiny_stsb_dir, out, make_report=True)
+    assert len(evaluator.calls) == 1 + 4  # dense + 2 sparsities x 2 lambdas
+    assert sorted(result.computed) == ["dense", "masked/s0.25-l0.25", "masked/s0.25-l0.75", "masked/s0.5-l0.25",
+                                       "masked/s0.5-l0.75"]
+    table = pd.read_csv(out / "results.csv")
+    assert len(table) == 5 * 2  # points x tasks
+    assert set(table["task"]) == {"STSBenchmark", "STS12"}
+    # 2 layers x 4 heads, 2 x 48 neurons: 25% removes 2 heads and 24 neurons
+    row = table[(table["sparsity"] == 0.25) & (table["lambda"] == 0.25)].iloc[0]
+    assert (row["heads_pruned"], row["neurons_pruned"]) == (2, 24)
+    assert 0 < row["param_sparsity"] < 0.25
+    assert json.loads((out / "results.json").read_text())[0]["task"] in {"STSBenchmark", "STS12"}
+    assert "best avg." in (out / "summary.md").read_text()
+    assert (out / "figures" / "avg_sts_vs_sparsity.png").stat().st_size > 1000
+    assert (out / "masks" / "mask-s0.5-l0.75.safetensors").is_file()
+
+
+def test_resume_recomputes_nothing_done(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator, monkeypatch):
+    out = tmp_path / "sweep"
+    real_prune_eval = sweep_mod.run_evaluation
+    done = []
+
+    def dies_on_third(*args, **kw):  # the sweep is killed during its third evaluation
+        if len(done) == 2:
+            raise KeyboardInterrupt
+        done.append(1)
+        return real_prune_eval(*args, **kw)
+
+    monkeypatch.setattr(sweep_mod, "run_evaluation", dies_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        run(tiny_bert_dir, tiny_stsb_dir, out)
+    finished = sorted(p.relative_to(out / "points").as_posix() for p in (out / "points").rglob("*.json"))
+    assert finished == ["dense.json", "masked/s0.25-l0.25.json"]
+    assert not list(out.rglob("*.tmp"))  # nothing half-written
+
+    monkeypatch.setattr(sweep_mod, "run_evaluation", evaluator)
+    calls_before = len(evaluator.calls)
+    result = run(tiny_bert_dir, tiny_stsb_dir, out)
+    assert len(evaluator.calls) - calls_before == 3  # only the three unfinished points
+    assert sorted(result.reused) == ["dense", "masked/s0.25-l0.25"]
+
+    # a larger grid reuses everything finished; more tasks evaluate only the missing ones
+    calls_before = len(evaluator.calls)
+    result = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25,0.5,0.75")
+    assert len(evaluator.calls) - calls_before == 2
+    calls_before = len(evaluator.calls)
+    run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.25", tasks="STSBenchmark,STS12,STS13",
+        dense=False)
+    assert evaluator.calls[calls_before:] == [((2, 24), ("STS13",))]
+    point = json.loads((out / "points" / "masked" / "s0.25-l0.25.json").read_text())
+    assert set(point["scores"]) == {"STSBenchmark", "STS12", "STS13"}
+    state = json.loads((out / "sweep.json").read_text())
+    assert [r["finished"] for r in state["runs"]] == [False, True, True, True]
+
+
+def test_refuses_a_sweep_of_other_settings(tiny_bert_dir, tiny_roberta_dir, tiny_stsb_dir, tmp_path, evaluator):
+    out = tmp_path / "sweep"
+    run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5")
+    with pytest.raises(SparseCSEError, match="different model or scoring settings.*model"):
+        run(tiny_roberta_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5")
+    with pytest.raises(SparseCSEError, match="scoring.batch_size 4 vs 8"):
+        run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", batch_size=8)
+    other = tmp_path / "not-a-sweep"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(SparseCSEError, match="not a sweep directory"):
+        run(tiny_bert_dir, tiny_stsb_dir, other)
+
+
+def test_bad_arguments_fail_before_any_work(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    with pytest.raises(SparseCSEError, match="sparsity"):
+        run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "a", sparsities="0.5,1.5")
+    with pytest.raises(SparseCSEError, match="corpus"):
+        run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "b", rewind=True)
+    with pytest.raises(SparseCSEError, match="not in the sweep's sparsity grid"):
+        run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "c", rewind=True, corpus=__file__, rewind_sparsities="0.3")
+    assert not evaluator.calls
+
+
+def test_rewinding_uses_the_best_lambda_and_is_cached(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator,
+                                                      monkeypatch):
+    from sparsecse.shrink import shrink
+
+    rewinds = []
+
+    def fake_rewind(mask_path, corpus, out, init=None, objective="simcse", seed=0, data_dir=None, **kw):
+        rewinds.append((mask_path.name, kw))
+        shrink(tiny_bert_dir, mask_path, out)  # a pruned model directory, as rewinding writes one
+
+    monkeypatch.setattr(sweep_mod, "run_rewind", fake_rewind)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a man is playing\na dog runs\n")
+    out = tmp_path / "sweep"
+    run(tiny_bert_dir, tiny_stsb_dir, out, rewind=True, corpus=corpus, rewind_sparsities="0.5",
+        rewind_args={"max_steps": 3}, make_report=True)
+    table = results_table([json.loads(p.read_text()) for p in (out / "points").rglob("*.json")])
+    masked = table[(table["variant"] == "masked") & (table["sparsity"] == 0.5)].drop_duplicates("lambda")
+    best_lam = masked.sort_values(["avg_sts", "lambda"], ascending=[False, True]).iloc[0]["lambda"]
+    assert [name for name, _ in rewinds] == ["mask-dense.safetensors", f"mask-s0.5-l{best_lam:g}.safetensors"]
+    assert rewinds[0][1] == {"max_steps": 3}
+    rewound = table[table["variant"] == "rewound"]
+    assert sorted(rewound["sparsity"].unique()) == [0.0, 0.5]
+    assert rewound["rewind_id"].str.startswith("simcse-").all()
+    summary = (out / "summary.md").read_text()
+    assert "pruned + rewound (simcse" in summary and "control" in summary
+
+    n_rewinds, n_evals = len(rewinds), len(evaluator.calls)
+    run(tiny_bert_dir, tiny_stsb_dir, out, rewind=True, corpus=corpus, rewind_sparsities="0.5",
+        rewind_args={"max_steps": 3})
+    assert (len(rewinds), len(evaluator.calls)) == (n_rewinds, n_evals)
+    # other rewinding settings live beside the first ones
+    run(tiny_bert_dir, tiny_stsb_dir, out, rewind=True, corpus=corpus, rewind_sparsities="0.5",
+        rewind_args={"max_steps": 4}, rewind_dense=False)
+    assert len(rewinds) == n_rewinds + 1
+    assert len(list((out / "rewound").iterdir())) == 2
+
+
+def test_shrunk_evaluation_matches_masked(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "m", sparsities="0.5", lambdas="0.5", eval_mode="masked")
+    run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "s", sparsities="0.5", lambdas="0.5", eval_mode="shrunk")
+    m = json.loads((tmp_path / "m" / "points" / "masked" / "s0.5-l0.5.json").read_text())
+    s = json.loads((tmp_path / "s" / "points" / "masked" / "s0.5-l0.5.json").read_text())
+    assert evaluator.calls[1][0] == (4, 48) and evaluator.calls[3][0] is None  # gated vs physically removed
+    assert m["scores"]["STSBenchmark"] == pytest.approx(s["scores"]["STSBenchmark"], abs=1e-3)
+
+
+# ---------------------------------------------------------------------------- summary picks
+def fixed_table() -> pd.DataFrame:
+    """A hand-made results table: dense, two λ x three sparsities, one rewound point."""
+    tasks = ["STS12", "STSBenchmark"]
+    points = [{"variant": "dense", "sparsity": 0.0, "lambda": None, "scores": {"STS12": 70.0, "STSBenchmark": 80.0}}]
+    grid = {(0.01, 0.5): (71.0, 80.5), (0.02, 0.5): (70.5, 82.0), (0.1, 0.5): (69.0, 79.0),
+            (0.01, 0.25): (72.5, 78.0), (0.02, 0.25): (71.5, 81.5), (0.1, 0.25): (68.0, 78.5)}
+    for (s, lam), (a, b) in grid.items():
+        points.append({"variant": "masked", "sparsity": s, "lambda": lam, "scores": dict(zip(tasks, (a, b)))})
+    points.append({"variant": "rewound", "rewind_id": "simcse-x", "objective": "simcse", "sparsity": 0.1,
+                   "lambda": 0.5, "scores": {"STS12": 75.0, "STSBenchmark": 70.0}})
+    for i, p in enumerate(points):
+        p["point"] = f"p{i}"
+        p["avg_sts"] = float(np.mean(list(p["scores"].values())))  # stands in for the 7-task average
+    return results_table(points, model="m")
+
+
+def test_best_points_on_a_fixed_table():
+    picks = best_points(fixed_table(), ["STS12", "STSBenchmark"])
+    assert picks["baseline"] == {"STS12": 70.0, "STSBenchmark": 80.0, "avg_sts": 75.0}
+    best = picks["best_average"]
+    # averages: (0.01,.5) 75.75, (0.02,.5) 76.25, (0.01,.25) 75.25, (0.02,.25) 76.5 <- best
+    assert (best["sparsity"], best["lambda"]) == (0.02, 0.25)
+    assert best["scores"]["avg_sts"] == pytest.approx(76.5)
+    assert best["diff"]["avg_sts"] == pytest.approx(1.5)
+    assert best["diff"]["STS12"] == pytest.approx(1.5)
+    per_task = picks["best_per_task"]
+    assert (per_task["STS12"]["sparsity"], per_task["STS12"]["lambda"], per_task["STS12"]["diff"]) == (0.01, 0.25, 2.5)
+    assert (per_task["STSBenchmark"]["sparsity"], per_task["STSBenchmark"]["lambda"]) == (0.02, 0.5)
+    assert per_task["STSBenchmark"]["diff"] == pytest.approx(2.0)
+    rewound = best_points(fixed_table(), ["STS12", "STSBenchmark"], "rewound", "simcse-x")
+    assert rewound["best_average"]["sparsity"] == 0.1
+    assert rewound["best_per_task"]["STS12"]["diff"] == pytest.approx(5.0)
+
+
+def test_best_points_ties_go_to_the_lower_sparsity():
+    points = [{"variant": "dense", "sparsity": 0.0, "lambda": None, "scores": {"STS12": 1.0}, "avg_sts": 1.0},
+              {"variant": "masked", "sparsity": 0.2, "lambda": 0.5, "scores": {"STS12": 3.0}, "avg_sts": 3.0},
+              {"variant": "masked", "sparsity": 0.1, "lambda": 0.75, "scores": {"STS12": 3.0}, "avg_sts": 3.0},
+              {"variant": "masked", "sparsity": 0.1, "lambda": 0.25, "scores": {"STS12": 3.0}, "avg_sts": 3.0}]
+    for i, p in enumerate(points):
+        p["point"] = f"p{i}"
+    best = best_points(results_table(points), ["STS12"])["best_average"]
+    assert (best["sparsity"], best["lambda"]) == (0.1, 0.25)
+
+
+def test_report_rebuilds_without_recomputing(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    out = tmp_path / "sweep"
+    run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", make_report=True)
+    (out / "summary.md").unlink()
+    for f in (out / "figures").iterdir():
+        f.unlink()
+    calls = len(evaluator.calls)
+    from sparsecse.cli import main
+
+    result = CliRunner().invoke(main, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    assert len(evaluator.calls) == calls
+    assert "dense" in (out / "summary.md").read_text()
+    assert {p.name for p in (out / "figures").iterdir()} >= {"avg_sts_vs_sparsity.svg", "pruned_per_layer.png",
+                                                             "alignment_uniformity.png", "head_importance_l0.5.png"}
+    bad = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert bad.exit_code == 1 and "is not a sweep directory" in bad.output
+
+
+def test_sweep_cli(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    from sparsecse.cli import main
+
+    out = tmp_path / "sweep"
+    args = ["sweep", "--model", str(tiny_bert_dir), "--sparsities", "0.25:0.5:0.25", "--lambdas", "0.5",
+            "--tasks", "STSBenchmark", "--out", str(out), "--data-dir", str(tiny_stsb_dir), "--batch-size", "4",
+            "--max-batches", "2", "--device", "cpu", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    reply = json.loads(result.stdout.strip().splitlines()[-1])
+    assert reply["computed"] == 3 and reply["reused"] == 0
+    assert reply["best_average"]["sparsity"] in (0.25, 0.5)
+    again = json.loads(CliRunner().invoke(main, args).stdout.strip().splitlines()[-1])
+    assert again["computed"] == 0 and again["reused"] == 3
+    bad = CliRunner().invoke(main, args[:-1] + ["--sparsities", "0.5:0.1:0.1"])
+    assert bad.exit_code == 1 and "Error:" in bad.output and "Traceback" not in bad.output

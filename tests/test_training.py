@@ -1,0 +1,282 @@
+"""The training loop: learning, resume, atomic output, lineage, rewinding, bad input."""
+
+import json
+import random
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from sparsecse.encoder import SentenceEncoder
+from sparsecse.errors import SparseCSEError
+from sparsecse.gates import layer_parts
+from sparsecse.masks import Mask
+from sparsecse.objectives.simcse import SimCSE
+from sparsecse.training import resolve_init, rewind, train
+from tests.tiny import WORDS, make_tiny_model_dir
+
+
+def random_sentences(n, seed=0):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n".join(random_sentences(160)) + "\n\n")
+    return path
+
+
+def quick(**overrides):
+    """Tiny-model settings: small batch, few steps, no progress bar."""
+    settings = dict(batch_size=8, max_steps=6, eval_steps=0, show_progress=False, lr=1e-3, device="cpu")
+    settings.update(overrides)
+    return settings
+
+
+def weights(model_dir):
+    return load_file(str(model_dir / "model.safetensors"))
+
+
+def test_training_lowers_the_loss(tiny_bert_dir, corpus, tmp_path):
+    # mean pooling: a random tiny model's CLS vector barely depends on the sentence
+    result = train(tiny_bert_dir, corpus, tmp_path / "out", pooling="mean", **quick(max_steps=30))
+    losses = [result.losses[s] for s in sorted(result.losses)]
+    assert len(losses) == 30
+    first, last = sum(losses[:6]) / 6, sum(losses[-6:]) / 6
+    assert last < first / 2, (first, last)
+
+
+def test_output_directory_is_a_model_with_manifest_log_and_lineage(tiny_bert_dir, corpus, tiny_stsb_dir, tmp_path):
+    out = tmp_path / "out"
+    result = train(tiny_bert_dir, corpus, out, **quick(eval_steps=3, data_dir=tiny_stsb_dir))
+    assert result.out == out and not (tmp_path / "out.partial").exists()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "train_model"
+    assert manifest["params"]["batch_size"] == 8 and manifest["params"]["recipe"] == "simcse-bert-base"
+    assert manifest["inputs"]["corpus"]["sha256"]
+    assert [h["step"] for h in manifest["history"]] == [3, 6]
+    assert result.best_step in (3, 6) and result.best_score == max(h["score"] for h in manifest["history"])
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "loss" in r] == [1, 2, 3, 4, 5, 6]
+    config = json.loads((out / "sparsecse_config.json").read_text())
+    assert config["lineage"]["init"] == str(tiny_bert_dir) and config["lineage"]["stage"] == "train"
+    # the MLP head is train-only: the saved model has exactly the backbone's weights
+    assert set(weights(out)) == set(weights(tiny_bert_dir))
+    reloaded = SentenceEncoder.load(out)
+    assert reloaded.pooling == "cls_before_pooler"
+    assert reloaded.encode(["a man is playing"]).shape == (1, 32)
+
+
+def test_best_checkpoint_is_the_one_saved(tiny_bert_dir, corpus, tiny_stsb_dir, tmp_path):
+    from sparsecse.training.dev_eval import stsb_dev_evaluator
+
+    result = train(tiny_bert_dir, corpus, tmp_path / "out", **quick(eval_steps=2, data_dir=tiny_stsb_dir))
+    reloaded = SentenceEncoder.load(tmp_path / "out")
+    assert stsb_dev_evaluator(tiny_stsb_dir)(reloaded) == pytest.approx(result.best_score, abs=1e-6)
+
+
+class Killed(Exception):
+    pass
+
+
+def test_killed_and_resumed_run_equals_an_uninterrupted_run(tiny_bert_dir, corpus, tiny_stsb_dir, tmp_path,
+                                                            monkeypatch):
+    settings = quick(max_steps=10, eval_steps=4, save_steps=3, data_dir=tiny_stsb_dir, seed=3)
+    reference = train(tiny_bert_dir, corpus, tmp_path / "reference", **settings)
+
+    calls, forward = [], SimCSE.forward
+
+    def dies_at_step_8(self, batch):
+        calls.append(1)
+        if len(calls) == 8:
+            raise Killed()
+        return forward(self, batch)
+
+    monkeypatch.setattr(SimCSE, "forward", dies_at_step_8)
+    with pytest.raises(Killed):
+        train(tiny_bert_dir, corpus, tmp_path / "run", **settings)
+    monkeypatch.setattr(SimCSE, "forward", forward)
+    partial = tmp_path / "run.partial"
+    assert not (tmp_path / "run").exists()  # nothing half-written in OUT
+    assert [p.name for p in (partial / "checkpoints").iterdir()] == ["step-000006"]
+
+    with pytest.raises(SparseCSEError, match="--resume"):
+        train(tiny_bert_dir, corpus, tmp_path / "run", **settings)
+    resumed = train(tiny_bert_dir, corpus, tmp_path / "run", resume=True, **settings)
+    assert sorted(resumed.losses) == [7, 8, 9, 10]
+    for step in resumed.losses:
+        assert resumed.losses[step] == reference.losses[step]
+    assert resumed.best_step == reference.best_step and resumed.history == reference.history
+    expected, got = weights(tmp_path / "reference"), weights(tmp_path / "run")
+    assert all(torch.equal(expected[k], got[k]) for k in expected)
+    log = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "loss" in r] == list(range(1, 11))
+
+
+def test_resume_refuses_a_different_run(tiny_bert_dir, corpus, tmp_path, monkeypatch):
+    def killed(self, batch):
+        raise Killed()
+
+    monkeypatch.setattr(SimCSE, "forward", killed)
+    with pytest.raises(Killed):
+        train(tiny_bert_dir, corpus, tmp_path / "run", **quick(save_steps=2))
+    monkeypatch.undo()
+    with pytest.raises(SparseCSEError, match="different settings.*lr"):
+        train(tiny_bert_dir, corpus, tmp_path / "run", resume=True, **quick(save_steps=2, lr=5e-4))
+
+
+def test_finished_output_is_not_overwritten(tiny_bert_dir, corpus, tmp_path):
+    (tmp_path / "out").mkdir()
+    with pytest.raises(SparseCSEError, match="already exists"):
+        train(tiny_bert_dir, corpus, tmp_path / "out", **quick())
+
+
+def test_empty_corpus_is_refused(tiny_bert_dir, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    with pytest.raises(SparseCSEError, match="holds no sentences"):
+        train(tiny_bert_dir, empty, tmp_path / "out", **quick())
+
+
+def test_corpus_smaller_than_a_batch_is_refused(tiny_bert_dir, tmp_path):
+    small = tmp_path / "small.txt"
+    small.write_text("one sentence\nanother one\n")
+    with pytest.raises(SparseCSEError, match="fewer than one batch"):
+        train(tiny_bert_dir, small, tmp_path / "out", **quick())
+
+
+def test_unknown_objective_lists_the_known_ones(tiny_bert_dir, corpus, tmp_path):
+    with pytest.raises(SparseCSEError, match="Unknown objective 'nope'; known objectives: .*simcse"):
+        train(tiny_bert_dir, corpus, tmp_path / "out", objective="nope", **quick())
+
+
+def test_missing_dev_data_names_the_way_out(tiny_bert_dir, corpus, tmp_path):
+    with pytest.raises(SparseCSEError, match="--eval-steps 0"):
+        train(tiny_bert_dir, corpus, tmp_path / "out", **quick(eval_steps=5, data_dir=tmp_path / "nowhere"))
+
+
+# ------------------------------------------------------------------------------------------ rewind
+def make_mask(model_dir, scored_model, pooling="cls_before_pooler"):
+    """Prune heads 0 and 2 of layer 0, head 3 of layer 1 and 20 FFN neurons per layer of a 2x4x48 model."""
+    heads = torch.ones(2, 4, dtype=torch.bool)
+    heads[0, [0, 2]] = False
+    heads[1, 3] = False
+    neurons = torch.ones(2, 48, dtype=torch.bool)
+    neurons[0, :20] = False
+    neurons[1, 10:30] = False
+    mask = Mask(heads, neurons, {"kind": "mask", "model": str(scored_model), "pooling": pooling})
+    return mask.save(model_dir / "mask.safetensors"), mask
+
+
+def expand(shrunk_model, mask, full_model):
+    """Scatter a shrunk model's weights back into a full-size model; removed units get zero weights."""
+    state = {k: v for k, v in shrunk_model.state_dict().items()}
+    full_state = full_model.state_dict()
+    for name in full_state:
+        if name in state and state[name].shape == full_state[name].shape:
+            full_state[name] = state[name].clone()
+    full_model.load_state_dict(full_state)
+    with torch.no_grad():
+        for small, big, heads, neurons in zip(layer_parts(shrunk_model), layer_parts(full_model),
+                                              mask.head_mask, mask.neuron_mask):
+            d = big.head_dim
+            rows = torch.cat([torch.arange(h * d, (h + 1) * d) for h in heads.nonzero().flatten().tolist()])
+            for s, b in ((small.query, big.query), (small.key, big.key), (small.value, big.value)):
+                b.weight.zero_(), b.bias.zero_()
+                b.weight[rows], b.bias[rows] = s.weight, s.bias
+            big.attn_out.weight.zero_()
+            big.attn_out.weight[:, rows] = small.attn_out.weight
+            kept = neurons.nonzero().flatten()
+            big.ffn_in.weight.zero_(), big.ffn_in.bias.zero_(), big.ffn_out.weight.zero_()
+            big.ffn_in.weight[kept], big.ffn_in.bias[kept] = small.ffn_in.weight, small.ffn_in.bias
+            big.ffn_out.weight[:, kept] = small.ffn_out.weight
+    return full_model
+
+
+def test_rewind_trains_the_shrunk_model_and_pruned_units_stay_zero(tiny_bert_dir, corpus, tmp_path):
+    trained = train(tiny_bert_dir, corpus, tmp_path / "trained", **quick(max_steps=3)).out
+    mask_path, mask = make_mask(tmp_path, trained)
+    assert resolve_init(mask, None) == (str(tiny_bert_dir), str(trained))  # the lineage's init
+
+    result = rewind(mask_path, corpus, tmp_path / "rewound", **quick(max_steps=5))
+    rewound = SentenceEncoder.load(result.out)
+    assert rewound.model.config.heads_per_layer == [2, 3]
+    assert [p.ffn_size for p in layer_parts(rewound.model)] == [28, 28]
+    lineage = json.loads((result.out / "sparsecse_config.json").read_text())["lineage"]
+    assert lineage["stage"] == "rewind" and lineage["init"] == str(tiny_bert_dir)
+    assert lineage["parent"]["stage"] == "train"
+
+    # Re-expanded to full size, the removed units hold zeros and change nothing: the full model with
+    # the mask's gates, the full model without them and the shrunk model embed identically.
+    full = SentenceEncoder.load(tiny_bert_dir)
+    expand(rewound.model, mask, full.model)
+    sentences = random_sentences(6, seed=5)
+    shrunk_emb = torch.as_tensor(rewound.encode(sentences))
+    plain_emb = torch.as_tensor(full.encode(sentences))
+    with mask.apply(full.model):
+        gated_emb = torch.as_tensor(full.encode(sentences))
+    assert torch.allclose(shrunk_emb, gated_emb, atol=1e-5)
+    assert torch.allclose(plain_emb, gated_emb, atol=1e-5)
+    # and training moved the surviving weights away from the initial checkpoint
+    assert not torch.allclose(shrunk_emb, torch.as_tensor(SentenceEncoder.load(tiny_bert_dir).encode(sentences)))
+
+
+def test_rewind_starts_from_the_initial_weights(tiny_bert_dir, corpus, tmp_path):
+    """With lr ~ 0 the rewound model is the init model shrunk, not the trained model shrunk."""
+    from sparsecse.shrink import shrink_encoder
+
+    trained = train(tiny_bert_dir, corpus, tmp_path / "trained", **quick(max_steps=3, lr=1e-2)).out
+    mask_path, mask = make_mask(tmp_path, trained)
+    result = rewind(mask_path, corpus, tmp_path / "rewound", **quick(max_steps=1, lr=1e-30))
+    expected = shrink_encoder(SentenceEncoder.load(tiny_bert_dir), mask).model.state_dict()
+    got = weights(result.out)
+    assert all(torch.allclose(got[k], expected[k]) for k in got)
+
+
+def test_rewind_refuses_a_mask_for_another_architecture(tiny_bert_dir, corpus, tmp_path):
+    other = make_tiny_model_dir(tmp_path / "three_layers", layers=3)
+    mask = Mask.full(3, 4, 48)
+    mask.head_mask[0, 0] = False
+    mask.manifest = {"model": str(other)}
+    path = mask.save(tmp_path / "mask.safetensors")
+    with pytest.raises(SparseCSEError, match="mask is for a model with 3 layers"):
+        rewind(path, corpus, tmp_path / "out", init=tiny_bert_dir, **quick())
+
+
+def test_rewind_needs_a_recorded_or_given_init(corpus, tmp_path):
+    path = Mask.full(2, 4, 48).save(tmp_path / "mask.safetensors")
+    with pytest.raises(SparseCSEError, match="pass --init"):
+        rewind(path, corpus, tmp_path / "out", **quick())
+
+
+# --------------------------------------------------------------------------------------------- CLI
+def test_cli_train_and_rewind(tiny_bert_dir, corpus, tmp_path):
+    from click.testing import CliRunner
+
+    from sparsecse.cli import main
+
+    runner = CliRunner()
+    args = ["--corpus", str(corpus), "--batch-size", "8", "--max-steps", "2", "--eval-steps", "0", "--device", "cpu",
+            "--json"]
+    result = runner.invoke(main, ["train", "--model", str(tiny_bert_dir), "--out", str(tmp_path / "t"), *args])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.strip().splitlines()[-1])["steps"] == 2
+    mask_path, _ = make_mask(tmp_path, tmp_path / "t")
+    result = runner.invoke(main, ["rewind", "--mask", str(mask_path), "--out", str(tmp_path / "r"), *args])
+    assert result.exit_code == 0, result.output
+    assert SentenceEncoder.load(tmp_path / "r").model.config.heads_per_layer == [2, 3]
+
+
+def test_cli_bad_input_is_one_sentence(tiny_bert_dir, tmp_path):
+    from click.testing import CliRunner
+
+    from sparsecse.cli import main
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    result = CliRunner().invoke(main, ["train", "--model", str(tiny_bert_dir), "--corpus", str(empty),
+                                       "--out", str(tmp_path / "out"), "--eval-steps", "0"])
+    assert result.exit_code == 1
+    assert "Error: The corpus" in result.output and "Traceback" not in result.output
