@@ -2,11 +2,12 @@
 
 all-MiniLM-L6-v2 (the default model) is pruned at each sparsity (a fraction of heads and of FFN
 neurons), physically shrunk, and every model encodes the STS-B test sentences on the CPU. The runs
-interleave (dense, 10%, 30%, 50%, dense, ...) so background load hits every model alike, and each
-model's time is its best of ``--repeats`` runs (wall clock; the process CPU time is printed beside it,
-as it is less disturbed by other jobs on a shared machine). Printed per sparsity: parameters, FLOPs per token and
+interleave batch by batch (each batch of length-sorted sentences is encoded by every model in turn,
+``--repeats`` times) so background load hits every model alike; a model's time is the sum over
+batches of its best wall-clock time per batch (the process CPU time is printed beside it, as it is
+less disturbed by other jobs on a shared machine). Printed per sparsity: parameters, FLOPs per token and
 its ratio to the dense model, measured speedup, speedup / FLOPs ratio, and the STS-B test score
-(cosine Spearman x100, no retraining).
+(cosine Spearman x100 as sparsecse eval computes it, no retraining).
 
 Masks: from ``--scores`` (a ``sparsecse score`` file, pruned at ``--lambda``) when given, else random
 (random scores ranked globally, seeded, at least one head kept per layer).
@@ -29,10 +30,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from scipy.stats import spearmanr  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
 
 from sparsecse.data.sts import read_sts_benchmark  # noqa: E402
 from sparsecse.encoder import SentenceEncoder  # noqa: E402
+from sparsecse.evaluation.sts import cosine_rows, spearman100  # noqa: E402
 from sparsecse.flops import count_parameters, flops_per_token  # noqa: E402
 from sparsecse.gates import uniform_shape  # noqa: E402
 from sparsecse.masks import Mask  # noqa: E402
@@ -51,11 +53,9 @@ def random_mask(model, sparsity: float, seed: int) -> Mask:
 
 
 def stsb_score(embeddings: np.ndarray, pairs) -> float:
-    """Spearman x100 between cosine similarity and gold score (the SimCSE STS protocol)."""
+    """Spearman x100 between cosine similarity and gold score (sparsecse.evaluation's STS protocol)."""
     n = len(pairs)
-    a, b = embeddings[:n], embeddings[n:]
-    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    return 100 * spearmanr(cosine, [p.score for p in pairs]).statistic
+    return spearman100(cosine_rows(embeddings[:n], embeddings[n:]), [p.score for p in pairs])
 
 
 def time_encode(encoder: SentenceEncoder, sentences, batch_size: int) -> tuple[float, float, np.ndarray]:
@@ -84,7 +84,9 @@ def main(argv=None) -> int:
     pairs = read_sts_benchmark(args.data_dir, "test")
     sentences = [p.s1 for p in pairs] + [p.s2 for p in pairs]
     dense = SentenceEncoder.load(args.model, device="cpu")
-    lengths = [len(ids) for ids in dense.tokenizer(list(dict.fromkeys(sentences)))["input_ids"]]
+    distinct = list(dict.fromkeys(sentences))
+    lengths = [len(ids) for ids in dense.tokenizer(distinct, truncation=True, max_length=dense.max_length)["input_ids"]]
+    lengths_by_sentence = dict(zip(distinct, lengths))
     seq_len = round(statistics.mean(lengths))
 
     models = {0.0: dense}
@@ -95,21 +97,34 @@ def main(argv=None) -> int:
         models[s] = shrink_encoder(copy.deepcopy(dense), mask)
     mask_kind = f"score-based ({args.scores}, lambda {args.lam})" if args.scores else f"random (seed {args.seed})"
     print(f"{len(set(sentences))} distinct STS-B test sentences, mean {seq_len} tokens; {args.threads} threads; "
-          f"masks: {mask_kind}; best of {args.repeats} interleaved runs", file=sys.stderr)
+          f"masks: {mask_kind}; per batch the best of {args.repeats} interleaved runs", file=sys.stderr)
 
-    for encoder in models.values():  # warm-up (allocator, thread pool)
-        encoder.encode(sentences[:256], batch_size=args.batch_size)
-    times = {s: [] for s in models}
-    cpu_times = {s: [] for s in models}
-    embeddings = {}
+    # The sentences, length-sorted as encode() batches them, are cut into batch-sized chunks; every
+    # model encodes every chunk ``repeats`` times in rotating order and keeps its best time per chunk.
+    # A model's time is the sum over chunks: short interleaved runs let background jobs on a shared
+    # machine disturb single chunks, which the per-chunk minimum then discards.
+    unique = sorted(dict.fromkeys(sentences), key=lambda x: -lengths_by_sentence[x])
+    chunks = [unique[i:i + args.batch_size] for i in range(0, len(unique), args.batch_size)]
+    order = list(models)
+    for s in order:  # warm-up (allocator, thread pool)
+        models[s].encode(chunks[0], batch_size=args.batch_size)
+    best_wall = {s: [float("inf")] * len(chunks) for s in order}
+    best_cpu = {s: [float("inf")] * len(chunks) for s in order}
+    bar = tqdm(total=args.repeats * len(chunks) * len(order), desc="timing", unit="batch", file=sys.stderr)
     for r in range(args.repeats):
-        for s, encoder in models.items():
-            seconds, cpu_seconds, embeddings[s] = time_encode(encoder, sentences, args.batch_size)
-            times[s].append(seconds)
-            cpu_times[s].append(cpu_seconds)
-            print(f"  run {r + 1}: sparsity {s:.0%}: {seconds:.2f}s wall, {cpu_seconds:.2f}s CPU", file=sys.stderr)
+        for c, chunk in enumerate(chunks):
+            shift = (r + c) % len(order)
+            for s in order[shift:] + order[:shift]:
+                wall, cpu, _ = time_encode(models[s], chunk, args.batch_size)
+                best_wall[s][c] = min(best_wall[s][c], wall)
+                best_cpu[s][c] = min(best_cpu[s][c], cpu)
+                bar.update()
+    bar.close()
+    times = {s: sum(best_wall[s]) for s in order}
+    cpu_times = {s: sum(best_cpu[s]) for s in order}
+    embeddings = {s: models[s].encode(sentences, batch_size=args.batch_size) for s in order}
 
-    dense_flops, dense_time = flops_per_token(dense, seq_len), min(times[0.0])
+    dense_flops, dense_time = flops_per_token(dense, seq_len), times[0.0]
     rows = []
     for s, encoder in models.items():
         flops = flops_per_token(encoder, seq_len)
@@ -121,11 +136,11 @@ def main(argv=None) -> int:
             "layer_parameters": count_parameters(encoder, "layers"),
             "flops_per_token": flops,
             "flops_ratio": dense_flops / flops,
-            "seconds": min(times[s]),
-            "sentences_per_second": len(set(sentences)) / min(times[s]),
-            "speedup": dense_time / min(times[s]),
-            "cpu_seconds": min(cpu_times[s]),
-            "cpu_speedup": min(cpu_times[0.0]) / min(cpu_times[s]),
+            "seconds": times[s],
+            "sentences_per_second": len(unique) / times[s],
+            "speedup": dense_time / times[s],
+            "cpu_seconds": cpu_times[s],
+            "cpu_speedup": cpu_times[0.0] / cpu_times[s],
             "stsb_test": stsb_score(embeddings[s], pairs),
         }
         row["speedup_share_of_flops_ratio"] = row["speedup"] / row["flops_ratio"]
@@ -152,8 +167,9 @@ def main(argv=None) -> int:
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"seq_len": seq_len, "threads": args.threads, "masks": mask_kind, "repeats": args.repeats,
-                       "times": {str(s): t for s, t in times.items()},
-                       "cpu_times": {str(s): t for s, t in cpu_times.items()}, "rows": rows}, f, indent=2)
+                       "batch_size": args.batch_size,
+                       "best_wall_per_batch": {str(s): t for s, t in best_wall.items()},
+                       "best_cpu_per_batch": {str(s): t for s, t in best_cpu.items()}, "rows": rows}, f, indent=2)
     return 1 if failures else 0
 
 

@@ -135,13 +135,12 @@ def save_model_dir(
 
     The directory holds the Hugging Face files (plus the shipped modeling code for a shrunk model),
     the sentence-transformers files, and ``sparsecse_config.json`` with the pooling, ``lineage``
-    (merged over any lineage the encoder was loaded with) and ``manifest``.
+    (merged over any lineage the encoder was loaded with) and ``manifest`` (the command that wrote
+    this directory; a manifest the encoder was loaded with is not carried over).
     """
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"manifest": manifest}
     if lineage is not None:
         extra["lineage"] = {**encoder.extra_config.get("lineage", {}), **lineage}
-    if manifest is not None:
-        extra["manifest"] = manifest
     with atomic_dir(out, overwrite=overwrite) as tmp:
         encoder.save(tmp, extra_config=extra)
     return Path(out)
@@ -196,6 +195,7 @@ def shrink(
         "mask": mask_path,
         "mask_sha256": sha256_file(mask_path) if mask_path else None,
         "mask_digest": mask_digest(mask),
+        "mask_scored_model": mask.manifest.get("model"),
     }
     mask_summary = {k: mask.manifest[k] for k in ("sparsity", "lambda", "scope") if k in mask.manifest}
     mask_summary.update(heads_pruned=mask.heads_pruned, neurons_pruned=mask.neurons_pruned)

@@ -46,6 +46,15 @@ def _save_mlm(out, arch="bert", layers=3, hidden=32, vocab_from_tokenizer=True, 
     return out
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models: one intra-op thread is fastest and does not spin against other jobs on a shared CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def mlm_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("mlms")
@@ -297,8 +306,12 @@ def test_infocse_full_forward_sends_the_mlm_gradient_only_to_cls(mean_pooled_dir
     objective = build("infocse", encoder, mlm_dirs).eval()
     encoder.eval()
     captured = []
-    handle = encoder.model.register_forward_hook(
-        lambda m, args, out: (out.last_hidden_state.retain_grad(), captured.append(out.last_hidden_state)))
+
+    def keep_hidden(module, args, out):
+        out.last_hidden_state.retain_grad()
+        captured.append(out.last_hidden_state)
+
+    handle = encoder.model.register_forward_hook(keep_hidden)
     grads = []
     for weight in (0.0, 1.0):
         objective.mlm_weight = weight
@@ -394,7 +407,7 @@ def test_noise_negatives_reduce_to_simcse_without_samples_and_add_negatives_with
         torch.manual_seed(0)
         objective = build_objective(name, encoder, **params)
         torch.manual_seed(1)
-        losses[key] = float(objective(batch_of(encoder)).loss)
+        losses[key] = objective(batch_of(encoder)).loss.item()
     assert losses["zero"] == pytest.approx(losses["simcse"], abs=1e-6)
     assert losses["some"] > losses["simcse"]
 
@@ -409,15 +422,17 @@ def test_noise_negatives_default_to_one_per_anchor(tiny_bert_dir):
 
 
 def test_input_noise_with_zero_sigma_equals_simcse_and_noise_changes_the_loss(tiny_model_dir):
+    """Without dropout (eval) the noise is the only randomness: σ = 0 must give SimCSE's loss exactly,
+    which also checks that the inputs_embeds path encodes like input_ids (RoBERTa positions included)."""
     encoder = load_encoder(tiny_model_dir)
+    encoder.eval()
     losses = {}
     for key, name, params in (("simcse", "simcse", {}), ("zero", "input_noise", {"sigma": 0.0}),
                               ("dropout_zero", "input_noise", {"sigma": 0.0, "noise": "gaussian_dropout"}),
                               ("noisy", "input_noise", {"sigma": 0.5})):
         torch.manual_seed(0)
-        objective = build_objective(name, encoder, **params)
-        torch.manual_seed(1)
-        losses[key] = float(objective(batch_of(encoder)).loss)
+        objective = build_objective(name, encoder, **params).eval()
+        losses[key] = objective(batch_of(encoder)).loss.item()
     assert losses["zero"] == pytest.approx(losses["simcse"], abs=1e-5)
     assert losses["dropout_zero"] == pytest.approx(losses["simcse"], abs=1e-5)
     assert losses["noisy"] != pytest.approx(losses["simcse"], abs=1e-4)
@@ -437,15 +452,15 @@ def test_input_noise_statistics():
 # ---------------------------------------------------------------------------------------------- weight perturbation
 
 
-def test_weight_perturbation_moves_weights_uphill_and_restores_them_exactly(tiny_bert_dir):
+def test_weight_perturbation_moves_weights_uphill_and_restores_them_exactly(learnable_dir):
     torch.manual_seed(0)
-    encoder = load_encoder(tiny_bert_dir)
+    encoder = load_encoder(learnable_dir)
     encoder.eval()  # no dropout: the loss is a deterministic function of the weights
     objective = build_objective("weight_perturbation", encoder, gamma=0.01).eval()
     original = {id(p): p.detach().clone() for p in objective.perturbed_parameters()}
     out = objective(batch_of(encoder))
     assert objective.perturbed
-    assert float(out.loss) > out.logs["clean_loss"]
+    assert out.loss.item() > out.logs["clean_loss"]
     moved = [p for p in objective.perturbed_parameters() if not torch.equal(p, original[id(p)])]
     assert moved
     for p in moved:
@@ -458,17 +473,17 @@ def test_weight_perturbation_moves_weights_uphill_and_restores_them_exactly(tiny
     assert all(p.grad is not None for p in moved)
 
 
-def test_weight_perturbation_with_fgsm_raises_the_loss_further(tiny_bert_dir):
+def test_weight_perturbation_with_fgsm_raises_the_loss_further(learnable_dir):
     losses = {}
     for fgsm in (False, True):
         torch.manual_seed(0)
-        encoder = load_encoder(tiny_bert_dir)
+        encoder = load_encoder(learnable_dir)
         encoder.eval()
         objective = build_objective("weight_perturbation", encoder, gamma=0.01, fgsm=fgsm,
-                                    fgsm_epsilon=0.05).eval()
+                                    fgsm_epsilon=0.01).eval()
         out = objective(batch_of(encoder))
         objective.after_backward()
-        losses[fgsm] = (out.logs["clean_loss"], float(out.loss))
+        losses[fgsm] = (out.logs["clean_loss"], out.loss.item())
     assert losses[False][0] == pytest.approx(losses[True][0])
     assert losses[True][1] > losses[False][1] > losses[False][0]
 
@@ -480,7 +495,7 @@ def test_weight_perturbation_with_zero_gamma_is_simcse(tiny_bert_dir):
         encoder = load_encoder(tiny_bert_dir)
         encoder.eval()
         objective = build_objective(name, encoder, **params).eval()
-        losses.append(float(objective(batch_of(encoder)).loss))
+        losses.append(objective(batch_of(encoder)).loss.item())
     assert losses[0] == pytest.approx(losses[1], abs=1e-6)
 
 

@@ -266,3 +266,18 @@ def test_package_level_shrink_stays_callable(tiny_bert_dir, tmp_path):
     mask.neuron_mask[:, :10] = False
     result = sparsecse.shrink(model=tiny_bert_dir, mask=mask)
     assert result.after["ffn_per_layer"] == [38, 38] and result.out is None
+
+
+def test_eval_on_shrunk_directory_matches_eval_with_mask(tiny_bert_dir, tiny_stsb_dir, tmp_path):
+    encoder = SentenceEncoder.load(tiny_bert_dir, device="cpu")
+    random_mask(encoder.model, 0.3, seed=2).save(tmp_path / "mask.safetensors")
+    shrink(model=tiny_bert_dir, mask=tmp_path / "mask.safetensors", out=tmp_path / "small")
+
+    def stsb(*args):
+        result = CliRunner().invoke(main, ["eval", *args, "--data-dir", str(tiny_stsb_dir),
+                                           "--tasks", "STSBenchmark", "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["scores"]["STSBenchmark"]
+
+    masked = stsb("--model", str(tiny_bert_dir), "--mask", str(tmp_path / "mask.safetensors"))
+    assert stsb("--model", str(tmp_path / "small")) == pytest.approx(masked, abs=1e-6)

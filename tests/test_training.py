@@ -280,3 +280,30 @@ def test_cli_bad_input_is_one_sentence(tiny_bert_dir, tmp_path):
                                        "--out", str(tmp_path / "out"), "--eval-steps", "0"])
     assert result.exit_code == 1
     assert "Error: The corpus" in result.output and "Traceback" not in result.output
+
+
+def test_rewind_without_shrink_support_keeps_zeroed_units_at_zero(tmp_path, corpus):
+    """DistilBERT cannot be shrunk: its pruned units are zeroed and must still be zero after training."""
+    init = make_tiny_model_dir(tmp_path / "distil", arch="distilbert")
+    mask_path, mask = make_mask(tmp_path, init)
+    result = rewind(mask_path, corpus, tmp_path / "rewound", pooling="mean", **quick(max_steps=4, lr=1e-2))
+    assert json.loads((result.out / "sparsecse_config.json").read_text())["lineage"]["removal"] == "zeroed"
+    model = SentenceEncoder.load(result.out).model
+    initial = SentenceEncoder.load(init).model
+    for part, start, heads, neurons in zip(layer_parts(model), layer_parts(initial), mask.head_mask,
+                                           mask.neuron_mask):
+        rows = torch.cat([torch.arange(h * part.head_dim, (h + 1) * part.head_dim)
+                          for h in (~heads).nonzero().flatten().tolist()])
+        gone = (~neurons).nonzero().flatten()
+        for proj in (part.query, part.key, part.value):
+            assert torch.count_nonzero(proj.weight[rows]) == 0 and torch.count_nonzero(proj.bias[rows]) == 0
+        assert torch.count_nonzero(part.attn_out.weight[:, rows]) == 0
+        assert torch.count_nonzero(part.ffn_in.weight[gone]) == 0 and torch.count_nonzero(part.ffn_in.bias[gone]) == 0
+        assert torch.count_nonzero(part.ffn_out.weight[:, gone]) == 0
+        assert not torch.equal(part.ffn_in.weight, start.ffn_in.weight)  # the kept units did train
+
+
+def test_tensorboard_logs_land_in_the_output(tiny_bert_dir, corpus, tmp_path):
+    pytest.importorskip("tensorboard")
+    result = train(tiny_bert_dir, corpus, tmp_path / "out", tensorboard=True, **quick(max_steps=2))
+    assert any((result.out / "tensorboard").glob("events.out.tfevents.*"))

@@ -1,4 +1,4 @@
-"""``train`` and ``rewind``: load the model, resolve the recipe, run the loop, assemble the output."""
+"""``train``: load the model, resolve the recipe, run the loop, assemble the output (``rewind`` reuses ``_run``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sparsecse.data.corpus import read_corpus
-from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, resolve_model
+from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.io import atomic_dir, hash_path, make_manifest, write_json
-from sparsecse.masks import Mask
 from sparsecse.objectives.registry import get_objective, parse_objective_args
 from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator
 from sparsecse.training.recipe import resolve_hyperparameters
@@ -51,45 +50,60 @@ def _objective_params(objective_args: str | dict | None) -> dict[str, Any]:
     return parse_objective_args(objective_args)
 
 
-def _source_hash(source: str | None) -> str | None:
+def absolute_path(path: str | None) -> str | None:
+    """A local path made absolute (so lineage survives a change of directory); hub names unchanged."""
+    return os.path.abspath(path) if path and os.path.exists(path) else path
+
+
+def source_hash(source: str | None) -> str | None:
     return hash_path(source) if source and os.path.exists(source) else None
 
 
-def _read_model_config(model_dir: str | None) -> dict[str, Any]:
+def read_model_config(model_dir: str | None) -> dict[str, Any]:
     try:
         return json.loads((Path(model_dir) / SPARSECSE_CONFIG).read_text())
     except (OSError, TypeError, ValueError):
         return {}
 
 
-def _check_out(kind: str, out, resume: bool, overwrite: bool) -> None:
+def check_out(kind: str, out, resume: bool, overwrite: bool) -> None:
     """Fail before loading anything when ``out`` is missing, finished, or an unfinished run is in the way."""
     if out is None:
         raise SparseCSEError(f"{kind} needs an output directory (--out).")
     RunDir(out).inspect(None, resume=resume, overwrite=overwrite)
 
 
-def _run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, objective_args, lineage: dict,
-         inputs: dict, fingerprint_extra: dict, *, max_steps=None, batch_size=None, lr=None, max_length=None,
-         epochs=None, eval_steps=125, save_steps=None, seed=0, resume=False, overwrite=False, data_dir=None,
-         device=None, mixed_precision=None, tensorboard=False, show_progress=True) -> TrainResult:
-    from accelerate.utils import set_seed
+@dataclass
+class _Plan:
+    """What a run will do, resolved from the arguments before anything heavy starts."""
 
+    objective_cls: type
+    objective_params: dict[str, Any]
+    hyper: dict[str, Any]
+    sentences: list[str]
+    corpus_hash: str
+    total_steps: int
+    steps_per_epoch: int
+    eval_steps: int
+    save_steps: int
+    evaluate: Any
+
+
+def _plan(kind, encoder, corpus, objective, objective_args, *, max_steps, batch_size, lr, max_length, epochs,
+          eval_steps, save_steps, data_dir) -> _Plan:
     if corpus is None:
         raise SparseCSEError(f"{kind} needs a corpus (--corpus FILE, one sentence per line).")
     objective_cls = get_objective(objective)
-    params = _objective_params(objective_args)
     hyper = resolve_hyperparameters(encoder.config, objective_cls, batch_size=batch_size, lr=lr,
                                     max_length=max_length, epochs=epochs)
-    sentences = list(corpus) if not isinstance(corpus, (str, os.PathLike)) else read_corpus(corpus)
+    from_file = isinstance(corpus, (str, os.PathLike))
+    sentences = read_corpus(corpus) if from_file else [s for s in map(str.strip, corpus) if s]
     if not sentences:
         raise SparseCSEError("The corpus holds no sentences.")
-    steps_per_epoch = len(sentences) // hyper["batch_size"]
-    total_steps = int(max_steps) if max_steps else hyper["epochs"] * steps_per_epoch
-    if total_steps < 1 and steps_per_epoch:
+    if max_steps is not None and int(max_steps) < 1:
         raise SparseCSEError(f"--max-steps must be at least 1, not {max_steps}.")
+    steps_per_epoch = len(sentences) // hyper["batch_size"]
     eval_steps = int(eval_steps or 0)
-    save_steps = int(eval_steps if save_steps is None else save_steps) or 0
     evaluate = None
     if eval_steps:
         from sparsecse.training.dev_eval import stsb_dev_evaluator
@@ -98,16 +112,30 @@ def _run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, objec
             evaluate = stsb_dev_evaluator(data_dir)
         except SparseCSEError as exc:
             raise SparseCSEError(f"{exc} (STS-B dev picks the best checkpoint; --eval-steps 0 skips it.)") from None
+    return _Plan(objective_cls, _objective_params(objective_args), hyper, sentences,
+                 hash_path(corpus) if from_file else _hash_sentences(sentences),
+                 int(max_steps) if max_steps else hyper["epochs"] * steps_per_epoch, steps_per_epoch,
+                 eval_steps, int(eval_steps if save_steps is None else save_steps), evaluate)
 
+
+def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, objective_args, lineage: dict,
+         inputs: dict, fingerprint_extra: dict, *, max_steps=None, batch_size=None, lr=None, max_length=None,
+         epochs=None, eval_steps=125, save_steps=None, seed=0, resume=False, overwrite=False, data_dir=None,
+         device=None, mixed_precision=None, tensorboard=False, show_progress=True) -> TrainResult:
+    from accelerate.utils import set_seed
+
+    plan = _plan(kind, encoder, corpus, objective, objective_args, max_steps=max_steps, batch_size=batch_size,
+                 lr=lr, max_length=max_length, epochs=epochs, eval_steps=eval_steps, save_steps=save_steps,
+                 data_dir=data_dir)
+    hyper = plan.hyper
     accelerator = make_accelerator(device, mixed_precision)
-    set_seed(seed)
-    built = objective_cls(encoder, **params)
-    corpus_hash = hash_path(corpus) if isinstance(corpus, (str, os.PathLike)) else _hash_sentences(sentences)
+    set_seed(seed)  # the objective's own modules (MLP head, ...) are drawn here
+    built = plan.objective_cls(encoder, **plan.objective_params)
     fingerprint = {
         "kind": kind, "model": lineage.get("init"), "model_sha256": lineage.get("init_sha256"),
-        "corpus_sha256": corpus_hash, "objective": objective, "objective_params": built.params,
+        "corpus_sha256": plan.corpus_hash, "objective": objective, "objective_params": built.params,
         "batch_size": hyper["batch_size"], "lr": hyper["lr"], "max_length": hyper["max_length"],
-        "max_steps": total_steps, "seed": seed, "pooling": encoder.pooling, "eval_steps": eval_steps,
+        "max_steps": plan.total_steps, "seed": seed, "pooling": encoder.pooling, "eval_steps": plan.eval_steps,
         **fingerprint_extra,
     }
     run_dir = RunDir(out)
@@ -121,43 +149,50 @@ def _run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, objec
 
     extra_config = {"lineage": lineage, "training": {"objective": objective, "recipe": hyper["recipe"]}}
     settings = LoopSettings(batch_size=hyper["batch_size"], lr=hyper["lr"], max_length=hyper["max_length"],
-                            max_steps=total_steps, seed=seed, eval_steps=eval_steps, save_steps=save_steps,
-                            tensorboard=tensorboard, show_progress=show_progress, desc=f"{kind} ({objective})")
-    trainer = Trainer(accelerator, encoder, built, sentences, settings, run_dir, evaluate,
+                            max_steps=plan.total_steps, seed=seed, eval_steps=plan.eval_steps,
+                            save_steps=plan.save_steps, tensorboard=tensorboard, show_progress=show_progress,
+                            desc=f"{kind} ({objective})")
+    trainer = Trainer(accelerator, encoder, built, plan.sentences, settings, run_dir, plan.evaluate,
                       save_model=lambda enc, path: _save_quietly(enc, path, extra_config))
     loop = trainer.run(resume_from)
 
-    hyper_record = {**hyper, "max_steps": total_steps, "steps_per_epoch": steps_per_epoch,
-                    "eval_steps": eval_steps, "save_steps": save_steps, "objective": objective,
-                    "objective_params": built.params, "pooling": encoder.pooling,
-                    "mixed_precision": accelerator.mixed_precision, "processes": accelerator.num_processes,
-                    "max_grad_norm": settings.max_grad_norm, "weight_decay": settings.weight_decay,
-                    "optimizer": "AdamW", "schedule": "linear decay, no warm-up"}
-    final_loss = loop.losses.get(total_steps)
-    result = TrainResult(Path(out), total_steps, loop.best_step, loop.best_score, final_loss,
-                         loop.steps_per_second, hyper_record, loop.losses, loop.history, loop.step_starts)
+    record = {**hyper, "max_steps": plan.total_steps, "steps_per_epoch": plan.steps_per_epoch,
+              "eval_steps": plan.eval_steps, "save_steps": plan.save_steps, "objective": objective,
+              "objective_params": built.params, "pooling": encoder.pooling,
+              "mixed_precision": accelerator.mixed_precision, "processes": accelerator.num_processes,
+              "max_grad_norm": settings.max_grad_norm, "weight_decay": settings.weight_decay,
+              "optimizer": "AdamW", "schedule": "linear decay, no warm-up"}
+    result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
+                         loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,
+                         loop.history, loop.step_starts)
     if accelerator.is_main_process:
+        corpus_input = corpus if isinstance(corpus, (str, os.PathLike)) else None
         manifest = make_manifest(
-            f"{kind}_model", inputs={**inputs, "corpus": corpus if isinstance(corpus, (str, os.PathLike)) else None},
-            params=hyper_record, seed=seed, lineage=lineage,
+            f"{kind}_model", inputs={**inputs, "corpus": corpus_input}, params=record, seed=seed, lineage=lineage,
             selected=(f"best STS-B dev at step {loop.best_step}" if loop.best_step else "last step"),
             result={k: v for k, v in result.to_dict().items() if k not in ("out", "hyperparameters")},
             history=loop.history,
         )
-        with atomic_dir(out, overwrite=overwrite) as tmp:
-            if loop.best_dir is not None:
-                for item in loop.best_dir.iterdir():
-                    shutil.move(str(item), tmp / item.name)
-            else:
-                _save_quietly(encoder, tmp, extra_config)
-            if run_dir.log_path.exists():
-                shutil.move(str(run_dir.log_path), tmp / "train_log.jsonl")
-            if (run_dir.path / "tensorboard").exists():
-                shutil.move(str(run_dir.path / "tensorboard"), tmp / "tensorboard")
-            write_json(tmp / "manifest.json", manifest)
-        run_dir.remove()
+        _assemble_output(out, run_dir, loop.best_dir, lambda tmp: _save_quietly(encoder, tmp, extra_config),
+                         manifest, overwrite)
     accelerator.wait_for_everyone()
     return result
+
+
+def _assemble_output(out, run_dir: RunDir, best_dir: Path | None, save_last, manifest: dict, overwrite: bool) -> None:
+    """OUT = the best model (else the last weights) + log + manifest, atomically; then drop OUT.partial."""
+    with atomic_dir(out, overwrite=overwrite) as tmp:
+        if best_dir is not None:
+            for item in best_dir.iterdir():
+                shutil.move(str(item), tmp / item.name)
+        else:
+            save_last(tmp)
+        if run_dir.log_path.exists():
+            shutil.move(str(run_dir.log_path), tmp / "train_log.jsonl")
+        if (run_dir.path / "tensorboard").exists():
+            shutil.move(str(run_dir.path / "tensorboard"), tmp / "tensorboard")
+        write_json(tmp / "manifest.json", manifest)
+    run_dir.remove()
 
 
 def _save_quietly(encoder: SentenceEncoder, path: Path, extra_config: dict) -> None:
@@ -194,62 +229,12 @@ def train(model=None, corpus=None, out=None, objective: str = "simcse", objectiv
     """
     from accelerate.utils import set_seed
 
-    _check_out("train", out, options.get("resume", False), options.get("overwrite", False))
+    check_out("train", out, options.get("resume", False), options.get("overwrite", False))
     set_seed(seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
     encoder = SentenceEncoder.load(model, pooling=pooling, device="cpu")
-    source = encoder.source
-    lineage = {"stage": "train", "init": source, "init_sha256": _source_hash(source), "objective": objective}
+    source = absolute_path(encoder.source)
+    lineage = {"stage": "train", "init": source, "init_sha256": source_hash(source), "objective": objective}
     if encoder.extra_config.get("lineage"):
         lineage["parent"] = encoder.extra_config["lineage"]
-    return _run("train", encoder, corpus, out, objective, objective_args, lineage, {"model": source}, {},
+    return run("train", encoder, corpus, out, objective, objective_args, lineage, {"model": source}, {},
                 seed=seed, **options)
-
-
-# --------------------------------------------------------------------------------------- rewind
-def resolve_init(mask: Mask, init: str | os.PathLike | None) -> tuple[str, str | None]:
-    """(the checkpoint to rewind to, the scored model): ``init``, else the scored model's lineage
-    ``init``, else the scored model itself."""
-    scored = mask.manifest.get("model")
-    if init is not None:
-        return resolve_model(init), scored
-    if not scored:
-        raise SparseCSEError("The mask does not record which model was scored; pass --init.")
-    recorded = (_read_model_config(scored).get("lineage") or {}).get("init")
-    if recorded:
-        if os.path.isdir(recorded) or not os.path.isabs(recorded):
-            return resolve_model(recorded), scored
-        raise SparseCSEError(f"The initial checkpoint {recorded} recorded in {scored}'s lineage no longer exists; "
-                             f"pass --init.")
-    return resolve_model(scored), scored
-
-
-def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", objective_args=None, *,
-           pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
-    """Reset to ``init``'s weights, physically remove ``mask``'s pruned units and retrain.
-
-    ``mask`` is a :class:`Mask` or a mask file. ``init`` left out: the initial checkpoint in the
-    scored model's lineage, else the scored model. The pooling is the scored model's (as recorded in
-    the mask) unless given. Options as for :func:`train`.
-    """
-    from accelerate.utils import set_seed
-
-    from sparsecse.shrink import mask_digest, shrink_encoder
-
-    _check_out("rewind", out, options.get("resume", False), options.get("overwrite", False))
-    mask_path = None if isinstance(mask, Mask) else str(mask)
-    mask = mask if isinstance(mask, Mask) else Mask.load(mask)
-    init_path, scored = resolve_init(mask, init)
-    set_seed(seed)
-    encoder = SentenceEncoder.load(init_path, pooling=pooling or mask.manifest.get("pooling"), device="cpu")
-    mask.check_fits(encoder.model)
-    shrink_encoder(encoder, mask)
-    lineage = {"stage": "rewind", "init": init_path, "init_sha256": _source_hash(init_path),
-               "objective": objective, "mask": mask_path, "mask_digest": mask_digest(mask),
-               "scored_model": scored,
-               "sparsity": mask.manifest.get("sparsity"), "lambda": mask.manifest.get("lambda")}
-    parent = _read_model_config(scored).get("lineage") if scored else None
-    if parent:
-        lineage["parent"] = parent
-    return _run("rewind", encoder, corpus, out, objective, objective_args, lineage,
-                {"init": init_path, "mask": mask_path, "scored_model": scored},
-                {"mask_digest": lineage["mask_digest"]}, seed=seed, **options)

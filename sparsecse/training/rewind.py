@@ -1,0 +1,101 @@
+"""``rewind``: back to the initial weights, the mask's units removed, retrained with any objective.
+
+The surviving units start from the initial checkpoint (by default the one recorded in the scored
+model's lineage). Architectures that ``sparsecse.shrink`` supports (BERT, RoBERTa, XLM-R,
+CamemBERT, ELECTRA) are trained physically shrunk: the pruned units do not exist, and each step is
+cheaper. Others (DistilBERT) are trained full size with every weight and bias of the pruned units
+set to zero: a zeroed unit outputs exactly 0 and receives exactly zero gradient (its input and
+output weights are both zero), so the optimizer leaves it at zero and the saved model computes the
+same as one with the units removed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from sparsecse.encoder import SentenceEncoder, resolve_model
+from sparsecse.errors import SparseCSEError
+from sparsecse.gates import layer_parts
+from sparsecse.masks import Mask
+from sparsecse.training.api import TrainResult, absolute_path, check_out, read_model_config, run, source_hash
+
+
+def resolve_init(mask: Mask, init: str | os.PathLike | None) -> tuple[str, str | None]:
+    """(the checkpoint to rewind to, the scored model): ``init``, else the scored model's lineage
+    ``init``, else the scored model itself."""
+    scored = mask.manifest.get("model")
+    if init is not None:
+        return resolve_model(init), scored
+    if not scored:
+        raise SparseCSEError("The mask does not record which model was scored; pass --init.")
+    recorded = (read_model_config(scored).get("lineage") or {}).get("init")
+    if recorded:
+        if os.path.isdir(recorded) or not os.path.isabs(recorded):
+            return resolve_model(recorded), scored
+        raise SparseCSEError(f"The initial checkpoint {recorded} recorded in {scored}'s lineage no longer exists; "
+                             f"pass --init.")
+    return resolve_model(scored), scored
+
+
+@torch.no_grad()
+def zero_pruned_units(model, mask: Mask) -> None:
+    """Zero every weight and bias that feeds or reads a pruned head or FFN neuron."""
+    for part, heads, neurons in zip(layer_parts(model), mask.head_mask, mask.neuron_mask):
+        d = part.head_dim
+        for head in (~heads).nonzero().flatten().tolist():
+            rows = slice(head * d, (head + 1) * d)
+            for proj in (part.query, part.key, part.value):
+                proj.weight[rows] = 0
+                proj.bias[rows] = 0
+            part.attn_out.weight[:, rows] = 0
+        gone = (~neurons).nonzero().flatten()
+        part.ffn_in.weight[gone] = 0
+        part.ffn_in.bias[gone] = 0
+        part.ffn_out.weight[:, gone] = 0
+
+
+def remove_units(encoder: SentenceEncoder, mask: Mask) -> str:
+    """Shrink ``encoder`` physically where supported, else zero the units' weights; returns the method."""
+    from sparsecse.modeling import SHRUNK_CONFIGS
+    from sparsecse.shrink import base_model_type, shrink_encoder
+
+    mask.check_fits(encoder.model)
+    if base_model_type(encoder.config) in SHRUNK_CONFIGS:
+        shrink_encoder(encoder, mask)
+        return "shrunk"
+    zero_pruned_units(encoder.model, mask)
+    return "zeroed"
+
+
+def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", objective_args=None, *,
+           pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
+    """Reset to ``init``'s weights, remove ``mask``'s pruned units and retrain with ``objective``.
+
+    ``mask`` is a :class:`Mask` or a mask file. ``init`` left out: the initial checkpoint in the
+    scored model's lineage, else the scored model. The pooling is the scored model's (as recorded in
+    the mask) unless given. Options as for :func:`sparsecse.training.train`.
+    """
+    from accelerate.utils import set_seed
+
+    from sparsecse.shrink import mask_digest
+
+    check_out("rewind", out, options.get("resume", False), options.get("overwrite", False))
+    mask_path = None if isinstance(mask, Mask) else absolute_path(str(mask))
+    mask = mask if isinstance(mask, Mask) else Mask.load(mask)
+    init_path, scored = resolve_init(mask, init)
+    init_path, scored = absolute_path(init_path), absolute_path(scored)
+    set_seed(seed)
+    encoder = SentenceEncoder.load(init_path, pooling=pooling or mask.manifest.get("pooling"), device="cpu")
+    method = remove_units(encoder, mask)
+    lineage = {"stage": "rewind", "init": init_path, "init_sha256": source_hash(init_path),
+               "objective": objective, "mask": mask_path, "mask_digest": mask_digest(mask),
+               "removal": method, "scored_model": scored,
+               "sparsity": mask.manifest.get("sparsity"), "lambda": mask.manifest.get("lambda")}
+    parent = read_model_config(scored).get("lineage") if scored else None
+    if parent:
+        lineage["parent"] = parent
+    return run("rewind", encoder, corpus, out, objective, objective_args, lineage,
+               {"init": init_path, "mask": mask_path, "scored_model": scored},
+               {"mask_digest": lineage["mask_digest"]}, seed=seed, **options)
