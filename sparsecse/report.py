@@ -207,7 +207,18 @@ def _rewound_cell(frame, rid, s, key) -> str:
     return f"{hit.iloc[0][key]:.2f}" + ("" if pd.isna(lam) else f" (λ={lam:g})")
 
 
-def summary_markdown(table: pd.DataFrame, state: dict[str, Any]) -> str:
+def rewind_settings_lines(out: Path | None) -> list[str]:
+    lines = []
+    for settings_path in sorted(Path(out).glob("rewound/*/settings.json")) if out else []:
+        settings = json.loads(settings_path.read_text())
+        args = ", ".join(f"{k} {v}" for k, v in (settings.get("args") or {}).items()) or "the recipe's defaults"
+        lines.append(f"- rewinding `{settings_path.parent.name}`: objective {settings.get('objective')}, corpus "
+                     f"`{settings.get('corpus')}`, {args}, seed {settings.get('seed')}, "
+                     f"init {settings.get('init') or 'the model (or its recorded initial checkpoint)'}")
+    return lines
+
+
+def summary_markdown(table: pd.DataFrame, state: dict[str, Any], out: Path | None = None) -> str:
     fp = state.get("fingerprint", {})
     runs = state.get("runs", [])
     model = fp.get("model", "?")
@@ -217,7 +228,8 @@ def summary_markdown(table: pd.DataFrame, state: dict[str, Any]) -> str:
              f"- scoring: STS-B {fp.get('scoring', {}).get('split')}, batch {fp.get('scoring', {}).get('batch_size')}, "
              f"seed {fp.get('scoring', {}).get('seed')}; pruning scope {fp.get('pruning', {}).get('scope')}",
              f"- points: {0 if frame is None else len(frame)} evaluated; sweep time "
-             f"{sum(r.get('seconds', 0) for r in runs) / 60:.1f} min over {len(runs)} run(s)", ""]
+             f"{sum(r.get('seconds', 0) for r in runs) / 60:.1f} min over {len(runs)} run(s)",
+             *rewind_settings_lines(out), ""]
     if frame is None:
         return "\n".join(lines + ["No evaluated points yet.", ""])
     tasks = set(table["task"])
@@ -388,7 +400,7 @@ def report(out: str | os.PathLike, figures: bool = True) -> dict[str, Any]:
     if not points:
         raise SparseCSEError(f"The sweep in {out} has no evaluated points yet.")
     table = write_tables(out, points, state)
-    summary = summary_markdown(table, state)
+    summary = summary_markdown(table, state, out)
     with atomic_file(out / "summary.md", overwrite=True) as tmp:
         tmp.write_text(summary)
     written = make_figures(out, table, state) if figures else []

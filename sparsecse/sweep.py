@@ -82,8 +82,13 @@ def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
         if isinstance(a, dict) and isinstance(b, dict):
             diffs += _differences(a, b, f"{prefix}{key}.")
         elif a != b:
-            diffs.append(f"{prefix}{key} {a!r} vs {b!r}")
+            diffs.append(f"{prefix}{key} {_short(a)} vs {_short(b)}")
     return diffs
+
+
+def _short(value, width: int = 48) -> str:
+    text = repr(value)
+    return text if len(text) <= width else "..." + text[-(width - 3):]
 
 
 def open_sweep_dir(out: Path, print_: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +182,30 @@ class SweepResult:
     seconds: float = 0.0
 
 
+@dataclass
+class RewindPlan:
+    """Which points to rewind and how: at ``lambdas`` ("best" per sparsity, or given values)."""
+
+    sparsities: list[float]
+    lambdas: str | list[float]
+    objective: str
+    corpus: str
+    init: str | None
+    args: dict[str, Any]
+    dense: bool  # also retrain the unpruned model, as a control
+
+    @property
+    def count(self) -> int:
+        per_sparsity = 1 if self.lambdas == "best" else len(self.lambdas)
+        return len(self.sparsities) * per_sparsity + int(self.dense)
+
+    def settings(self, seed: int) -> dict[str, Any]:
+        from sparsecse.io import sha256_file
+
+        return {"objective": self.objective, "corpus_sha256": sha256_file(self.corpus),
+                "init": str(self.init) if self.init else None, "args": self.args, "seed": seed}
+
+
 def _check_grid(sparsities, lambdas) -> tuple[list[float], list[float]]:
     from sparsecse.grid import check_sparsity, parse_grid
     from sparsecse.scoring import check_lambda
@@ -186,6 +215,23 @@ def _check_grid(sparsities, lambdas) -> tuple[list[float], list[float]]:
     return sparsities, lambdas
 
 
+def plan_rewinds(grid_s, grid_l, objective, corpus, sparsities, lambdas, init, args, dense) -> RewindPlan:
+    if corpus is None:
+        raise SparseCSEError("Rewinding needs a training corpus (--corpus FILE).")
+    if not Path(corpus).is_file():
+        raise SparseCSEError(f"The corpus {corpus} does not exist.")
+    chosen = grid_s if sparsities is None else _check_grid(sparsities, [0.5])[0]
+    outside = [s for s in chosen if s not in grid_s]
+    if outside:
+        raise SparseCSEError(f"Rewind sparsities {', '.join(f'{s:g}' for s in outside)} are not in the "
+                             "sweep's sparsity grid.")
+    if not (isinstance(lambdas, str) and lambdas == "best"):
+        lambdas = _check_grid([0.5], lambdas)[1]
+        if any(v not in grid_l for v in lambdas):
+            raise SparseCSEError("Rewind lambdas must be in the sweep's lambda grid.")
+    return RewindPlan(chosen, lambdas, objective, str(corpus), init, dict(args or {}), dense)
+
+
 def best_lambda(points: dict[float, dict[str, Any]], key: str = "avg_sts") -> float:
     """The λ whose point scores highest on ``key`` (ties: the first λ in ascending order)."""
     scored = [(lam, p.get(key)) for lam, p in sorted(points.items()) if p and p.get(key) is not None]
@@ -193,6 +239,100 @@ def best_lambda(points: dict[float, dict[str, Any]], key: str = "avg_sts") -> fl
         raise SparseCSEError(f"No evaluated point has {key} to choose the best lambda from; "
                              "evaluate the STS tasks or pass --rewind-lambda.")
     return max(scored, key=lambda item: item[1])[0]
+
+
+class SweepRun:
+    """One invocation on an opened sweep directory: each point is evaluated unless its file already holds
+    every requested task, and written as soon as it is done."""
+
+    def __init__(self, out: Path, encoder, scores, tasks: list[str], data_dir, seed: int, eval_mode: str,
+                 scope: str, keep_one_head: bool, say: Callable[[str], None]):
+        self.out, self.encoder, self.scores, self.tasks = out, encoder, scores, tasks
+        self.data_dir, self.seed, self.eval_mode = data_dir, seed, eval_mode
+        self.scope, self.keep_one_head, self.say = scope, keep_one_head, say
+        self.result = SweepResult(out)
+        self.masks_dir = out / "masks"
+        self.masks_dir.mkdir(exist_ok=True)
+
+    # ------------------------------------------------------------------ masks
+    def mask(self, s: float, lam: float):
+        from sparsecse.pruning import mask_filename, prune
+
+        mask = prune(self.scores, s, lam, scope=self.scope, keep_one_head=self.keep_one_head)
+        return mask, self._saved(mask, mask_filename(s, lam))
+
+    def dense_mask(self):
+        """The keep-everything mask, for rewinding the unpruned model as a control."""
+        from sparsecse.masks import Mask
+
+        mask = Mask.full(*self.scores.shape)
+        mask.manifest = {"kind": "mask", "sparsity": 0.0, "lambda": None, "model": self.scores.manifest.get("model"),
+                         "pooling": self.scores.manifest.get("pooling"), "encoder_param_sparsity": 0.0}
+        return mask, self._saved(mask, "mask-dense.safetensors")
+
+    def _saved(self, mask, name: str) -> Path:
+        path = self.masks_dir / name
+        if not path.is_file():
+            mask.save(path, overwrite=True)
+        return path
+
+    # ------------------------------------------------------------------ points
+    def point(self, path: Path, record: dict[str, Any], evaluate: Callable[[list[str]], dict]) -> dict[str, Any]:
+        """The point stored at ``path``, evaluated on whatever requested tasks it lacks (then saved)."""
+        point = read_point(path)
+        todo = missing_tasks(point, self.tasks)
+        name = str(path.relative_to(self.out / "points").with_suffix(""))
+        if not todo:
+            self.result.reused.append(name)
+            return point
+        point = {**record, **(point or {})}
+        t0 = time.perf_counter()
+        point = merge_evaluation(point, evaluate(todo), time.perf_counter() - t0)
+        write_json(path, point)
+        self.result.computed.append(name)
+        if point.get("avg_sts") is not None:
+            self.say(f"  {name}: avg STS {point['avg_sts']:.2f} ({time.perf_counter() - t0:.0f} s)")
+        return point
+
+    def dense(self) -> dict[str, Any]:
+        record = {"variant": "dense", "sparsity": 0.0, "lambda": None, "heads_pruned": 0, "neurons_pruned": 0,
+                  "param_sparsity": 0.0}
+        return self.point(self.out / "points" / "dense.json", record,
+                          lambda todo: run_evaluation(self.encoder, None, todo, self.data_dir, self.seed))
+
+    def masked(self, s: float, lam: float) -> dict[str, Any]:
+        mask, mask_path = self.mask(s, lam)
+        record = {"variant": "masked", "sparsity": s, "lambda": lam, "mask": mask_path.name, **mask_record(mask)}
+        return self.point(self.out / "points" / "masked" / f"{point_name(s, lam)}.json", record,
+                          lambda todo: evaluate_pruned(self.encoder, mask, todo, self.data_dir, self.seed,
+                                                       self.eval_mode))
+
+    def rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None) -> dict[str, Any]:
+        """Rewind one point (``lam`` None: the unpruned control) unless its model exists, then evaluate it."""
+        name = "dense" if lam is None else point_name(s, lam)
+        point_path = self.out / "points" / "rewound" / rid / f"{name}.json"
+        model_dir = self.out / "rewound" / rid / name
+        mask, mask_path = self.dense_mask() if lam is None else self.mask(s, lam)
+        record = {"variant": "rewound", "objective": plan.objective, "rewind_id": rid, "sparsity": s, "lambda": lam,
+                  "lambda_choice": None if lam is None else plan.lambdas if isinstance(plan.lambdas, str) else "given",
+                  "mask": mask_path.name, "model_dir": str(model_dir.relative_to(self.out)), **mask_record(mask)}
+        if not model_dir.is_dir():
+            self.say(f"Rewinding {name} with {plan.objective} ...")
+            t0 = time.perf_counter()
+            run_rewind(mask_path, plan.corpus, model_dir, init=plan.init, objective=plan.objective, seed=self.seed,
+                       data_dir=self.data_dir, **plan.args)
+            record["rewind_seconds"] = round(time.perf_counter() - t0, 1)
+        else:
+            record["rewind_seconds"] = (read_point(point_path) or {}).get("rewind_seconds")
+        return self.point(point_path, record,
+                          lambda todo: run_evaluation(str(model_dir), None, todo, self.data_dir, self.seed))
+
+    def rewind_jobs(self, plan: RewindPlan, masked: dict[float, dict[float, dict]]) -> list[tuple[float, float | None]]:
+        jobs: list[tuple[float, float | None]] = [(0.0, None)] if plan.dense else []
+        for s in plan.sparsities:
+            lams = [best_lambda(masked[s])] if plan.lambdas == "best" else list(plan.lambdas)
+            jobs += [(s, lam) for lam in lams]
+        return jobs
 
 
 def sweep(
@@ -235,8 +375,7 @@ def sweep(
     from tqdm.auto import tqdm
 
     from sparsecse.encoder import SentenceEncoder
-    from sparsecse.pruning import mask_filename, prune
-    from sparsecse.scoring import POSITIVE_THRESHOLD, GateScores, score
+    from sparsecse.scoring import POSITIVE_THRESHOLD
 
     started = time.time()
     say = log or (lambda msg: tqdm.write(msg) if show_progress else None)
@@ -244,167 +383,83 @@ def sweep(
         raise SparseCSEError(f"Unknown eval mode {eval_mode!r}; choose masked or shrunk.")
     task_list = resolve_tasks(tasks)
     grid_s, grid_l = _check_grid(sparsities, lambdas)
-    rewind_plan: list[float] = []
-    if rewind:
-        if corpus is None:
-            raise SparseCSEError("Rewinding needs a training corpus (--corpus FILE).")
-        if not Path(corpus).is_file():
-            raise SparseCSEError(f"The corpus {corpus} does not exist.")
-        rewind_plan = grid_s if rewind_sparsities is None else _check_grid(rewind_sparsities, [0.5])[0]
-        outside = [s for s in rewind_plan if s not in grid_s]
-        if outside:
-            raise SparseCSEError(f"Rewind sparsities {', '.join(f'{s:g}' for s in outside)} are not in the "
-                                 "sweep's sparsity grid.")
-        if not (isinstance(rewind_lambda, str) and rewind_lambda == "best"):
-            rewind_lambda = _check_grid([0.5], rewind_lambda)[1]
-            if any(v not in grid_l for v in rewind_lambda):
-                raise SparseCSEError("Rewind lambdas must be in the sweep's lambda grid.")
+    plan = plan_rewinds(grid_s, grid_l, objective, corpus, rewind_sparsities, rewind_lambda, rewind_init,
+                        rewind_args, rewind_dense) if rewind else None
 
     out = Path(out)
     encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
     print_ = fingerprint(encoder, data_dir, split, batch_size, seed, max_batches, POSITIVE_THRESHOLD, scope,
                          keep_one_head)
-    state = open_sweep_dir(out, print_)
-    result = SweepResult(out)
-
-    scores_path = out / SCORES_FILE
-    if scores_path.is_file():
-        scores = GateScores.load(scores_path)
-    else:
-        say(f"Scoring {encoder.source} on STS-B {split} ...")
-        scores = score(encoder, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed,
-                       max_batches=max_batches, show_progress=show_progress)
-        scores.save(scores_path, overwrite=True)
-        scores = GateScores.load(scores_path)  # so masks record the score file and its hash
-
-    def evaluate_point(path: Path, record: dict[str, Any], evaluate: Callable[[list[str]], dict]) -> dict:
-        point = read_point(path)
-        todo = missing_tasks(point, task_list)
-        name = str(path.relative_to(out / "points").with_suffix(""))
-        if not todo:
-            result.reused.append(name)
-            return point
-        point = {**record, **(point or {})}
-        t0 = time.perf_counter()
-        evaluation = evaluate(todo)
-        point = merge_evaluation(point, evaluation, time.perf_counter() - t0)
-        write_json(path, point)
-        result.computed.append(name)
-        if point.get("avg_sts") is not None:
-            say(f"  {name}: avg STS {point['avg_sts']:.2f} ({time.perf_counter() - t0:.0f} s)")
-        return point
-
-    masks_dir = out / "masks"
-    masks_dir.mkdir(exist_ok=True)
-
-    def mask_for(s: float, lam: float):
-        mask = prune(scores, s, lam, scope=scope, keep_one_head=keep_one_head)
-        path = masks_dir / mask_filename(s, lam)
-        if not path.is_file():
-            mask.save(path, overwrite=True)
-        return mask, path
-
-    def dense_mask():
-        """The keep-everything mask, for rewinding the unpruned model as a control."""
-        from sparsecse.masks import Mask
-
-        mask = Mask.full(*scores.shape)
-        mask.manifest = {"kind": "mask", "sparsity": 0.0, "lambda": None, "model": scores.manifest.get("model"),
-                         "pooling": scores.manifest.get("pooling"), "encoder_param_sparsity": 0.0}
-        path = masks_dir / "mask-dense.safetensors"
-        if not path.is_file():
-            mask.save(path, overwrite=True)
-        return mask, path
+    open_sweep_dir(out, print_)
+    scores = _cached_scores(out, encoder, data_dir, split, batch_size, seed, max_batches, show_progress, say)
+    run = SweepRun(out, encoder, scores, task_list, data_dir, seed, eval_mode, scope, keep_one_head, say)
 
     grid = [(s, lam) for lam in grid_l for s in grid_s]
-    total = len(grid) + (1 if dense else 0) + (
-        len(rewind_plan) * (1 if rewind_lambda == "best" else len(rewind_lambda)) + (1 if rewind_dense else 0)
-        if rewind_plan else 0)
+    total = len(grid) + int(dense) + (plan.count if plan else 0)
     bar = tqdm(total=total, desc="sweep", unit="point", disable=not show_progress)
     try:
         if dense:
             bar.set_postfix_str("dense")
-            evaluate_point(out / "points" / "dense.json",
-                           {"variant": "dense", "sparsity": 0.0, "lambda": None, "heads_pruned": 0,
-                            "neurons_pruned": 0, "param_sparsity": 0.0},
-                           lambda todo: run_evaluation(encoder, None, todo, data_dir, seed))
+            run.dense()
             bar.update()
         masked: dict[float, dict[float, dict]] = {}
         for s, lam in grid:
             bar.set_postfix_str(f"sparsity {s:g}, λ {lam:g}")
-            mask, mask_path = mask_for(s, lam)
-            record = {"variant": "masked", "sparsity": s, "lambda": lam, "mask": mask_path.name,
-                      **mask_record(mask)}
-            masked.setdefault(s, {})[lam] = evaluate_point(
-                out / "points" / "masked" / f"{point_name(s, lam)}.json", record,
-                lambda todo, mask=mask: evaluate_pruned(encoder, mask, todo, data_dir, seed, eval_mode))
+            masked.setdefault(s, {})[lam] = run.masked(s, lam)
             bar.update()
-        if rewind_plan:
-            _rewind_points(out, rewind_plan, rewind_lambda, masked, mask_for, evaluate_point, bar, say,
-                           objective=objective, corpus=corpus, init=rewind_init, rewind_args=rewind_args or {},
-                           rewind_dense=rewind_dense, data_dir=data_dir, seed=seed, dense_mask=dense_mask)
+        if plan:
+            settings = plan.settings(seed)
+            rid = rewind_id(plan.objective, settings)
+            write_json(out / "rewound" / rid / "settings.json", {**settings, "corpus": plan.corpus})
+            for s, lam in run.rewind_jobs(plan, masked):
+                bar.set_postfix_str("rewind " + ("dense" if lam is None else point_name(s, lam)))
+                run.rewound(plan, rid, s, lam)
+                bar.update()
     finally:
         bar.close()
-        result.seconds = time.time() - started
-        state = json.loads((out / SWEEP_FILE).read_text())
-        state["runs"].append({
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-            "seconds": round(result.seconds, 1),
-            "sparsities": grid_s, "lambdas": grid_l, "tasks": task_list, "eval_mode": eval_mode,
-            "rewind": {"sparsities": rewind_plan, "lambda": rewind_lambda, "objective": objective,
-                       "corpus": str(corpus), "args": rewind_args} if rewind_plan else None,
-            "points_computed": len(result.computed), "points_reused": len(result.reused),
-            "finished": len(result.computed) + len(result.reused) == total,
-        })
-        write_json(out / SWEEP_FILE, state)
-        write_json(out / "manifest.json", make_manifest(
-            "sweep", inputs={"model": encoder.source, "scores": scores_path,
-                             "corpus": str(corpus) if rewind_plan else None},
-            params={"sparsities": grid_s, "lambdas": grid_l, "tasks": task_list, "scope": scope,
-                    "keep_one_head": keep_one_head, "split": split, "batch_size": batch_size,
-                    "max_batches": max_batches, "eval_mode": eval_mode, "rewind": bool(rewind_plan)},
-            seed=seed, fingerprint=print_))
+        run.result.seconds = time.time() - started
+        _record_run(out, run.result, started, total, encoder, print_, task_list, grid_s, grid_l, plan, eval_mode,
+                    dict(seed=seed, scope=scope, keep_one_head=keep_one_head, split=split, batch_size=batch_size,
+                         max_batches=max_batches))
     if make_report:
         from sparsecse.report import report
 
         report(out)
-    return result
+    return run.result
 
 
-def _rewind_points(out, plan, rewind_lambda, masked, mask_for, evaluate_point, bar, say, *, objective, corpus,
-                   init, rewind_args, rewind_dense, data_dir, seed, dense_mask):
-    """Rewind and evaluate each planned (sparsity, λ) (and the unpruned model as a control, if asked);
-    each rewound model directory is kept in ``out``."""
-    from sparsecse.io import sha256_file
+def _cached_scores(out: Path, encoder, data_dir, split, batch_size, seed, max_batches, show_progress, say):
+    """The sweep's gate scores: computed once, then read back from the sweep directory."""
+    from sparsecse.scoring import GateScores, score
 
-    settings = {"objective": objective, "corpus_sha256": sha256_file(corpus), "init": str(init) if init else None,
-                "args": rewind_args, "seed": seed}
-    rid = rewind_id(objective, settings)
-    models_dir = out / "rewound" / rid
-    models_dir.mkdir(parents=True, exist_ok=True)
-    write_json(models_dir / "settings.json", {**settings, "corpus": str(corpus)})
-    jobs = [("dense", 0.0, None)] if rewind_dense else []
-    for s in plan:
-        lams = [best_lambda(masked[s])] if rewind_lambda == "best" else list(rewind_lambda)
-        jobs += [(point_name(s, lam), s, lam) for lam in lams]
-    for name, s, lam in jobs:
-        bar.set_postfix_str(f"rewind {name}")
-        point_path = out / "points" / "rewound" / rid / f"{name}.json"
-        model_dir = models_dir / name
-        mask, mask_path = dense_mask() if lam is None else mask_for(s, lam)
-        record = {"variant": "rewound", "objective": objective, "rewind_id": rid, "sparsity": s, "lambda": lam,
-                  "lambda_choice": None if lam is None else rewind_lambda if isinstance(rewind_lambda, str) else "given",
-                  "mask": mask_path.name, "model_dir": str(model_dir.relative_to(out)), **mask_record(mask)}
-        if not model_dir.is_dir():
-            say(f"Rewinding {name} with {objective} ...")
-            t0 = time.perf_counter()
-            run_rewind(mask_path, corpus, model_dir, init=init, objective=objective, seed=seed, data_dir=data_dir,
-                       **rewind_args)
-            record["rewind_seconds"] = round(time.perf_counter() - t0, 1)
-        else:
-            record["rewind_seconds"] = (read_point(point_path) or {}).get("rewind_seconds")
-        evaluate_point(point_path, record, lambda todo: run_evaluation(str(model_dir), None, todo, data_dir, seed))
-        bar.update()
+    path = out / SCORES_FILE
+    if not path.is_file():
+        say(f"Scoring {encoder.source} on STS-B {split} ...")
+        scores = score(encoder, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed,
+                       max_batches=max_batches, show_progress=show_progress)
+        scores.save(path, overwrite=True)
+    return GateScores.load(path)  # loaded back, so masks record the score file and its hash
+
+
+def _record_run(out: Path, result: SweepResult, started: float, total: int, encoder, print_, tasks, grid_s, grid_l,
+                plan: RewindPlan | None, eval_mode: str, settings: dict[str, Any]) -> None:
+    """Append this invocation to sweep.json's run history and rewrite the sweep's manifest."""
+    state = json.loads((out / SWEEP_FILE).read_text())
+    rewind = {"sparsities": plan.sparsities, "lambda": plan.lambdas, "objective": plan.objective,
+              "corpus": plan.corpus, "args": plan.args, "dense_control": plan.dense} if plan else None
+    state["runs"].append({
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        "seconds": round(result.seconds, 1), "sparsities": grid_s, "lambdas": grid_l, "tasks": tasks,
+        "eval_mode": eval_mode, "rewind": rewind,
+        "points_computed": len(result.computed), "points_reused": len(result.reused),
+        "finished": len(result.computed) + len(result.reused) == total,
+    })
+    write_json(out / SWEEP_FILE, state)
+    write_json(out / "manifest.json", make_manifest(
+        "sweep", inputs={"model": encoder.source, "scores": out / SCORES_FILE, "corpus": plan.corpus if plan else None},
+        params={"sparsities": grid_s, "lambdas": grid_l, "tasks": tasks, "eval_mode": eval_mode, "rewind": rewind,
+                **{k: v for k, v in settings.items() if k != "seed"}},
+        seed=settings["seed"], fingerprint=print_))
 
 
 def run_rewind(mask_path, corpus, out, init=None, objective="simcse", seed=0, data_dir=None, **kwargs):

@@ -61,6 +61,6 @@ def test_two_processes_match_one_process_with_the_same_global_batch(no_dropout_m
     assert two == pytest.approx(one, abs=2e-4)
     manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
     assert manifest["params"]["processes"] == 2 and manifest["params"]["batch_size"] == 8
-    a, b = load_file(str(tmp_path / "one" / "model.safetensors")), load_file(str(tmp_path / "two" / "model.safetensors"))
+    a, b = (load_file(str(tmp_path / run / "model.safetensors")) for run in ("one", "two"))
     assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
     assert not (tmp_path / "two.partial").exists()

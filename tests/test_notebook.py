@@ -57,7 +57,7 @@ def test_walkthrough_on_a_tiny_model(tiny_bert_dir, tiny_stsb_dir, tmp_path, mon
 def test_walkthrough_on_the_default_model(minilm_dir, senteval_dir, tmp_path, monkeypatch):
     out = tmp_path / "walkthrough"
     notebook = execute({"DATA": senteval_dir, "CORPUS": SHARED / "wiki" / "wiki1m_sample.txt",
-                        "TASKS": "STSBenchmark", "SPARSITIES": "0.1", "LAMBDAS": "0.5", "MAX_BATCHES": 3,
-                        "REWIND_STEPS": 2, "OUT": out}, monkeypatch)
+                        "TASKS": "STSBenchmark", "SPARSITIES": "0.1", "LAMBDAS": "0.5", "MAX_BATCHES": 2,
+                        "REWIND_STEPS": 1, "OUT": out}, monkeypatch)
     check(notebook, out)
     assert "all-MiniLM-L6-v2 (default)" in outputs_text(notebook)

@@ -504,7 +504,7 @@ def test_weight_perturbation_without_grad_is_plain_and_does_not_perturb(tiny_ber
     objective = build_objective("weight_perturbation", encoder)
     with torch.no_grad():
         out = objective(batch_of(encoder))
-    assert math.isfinite(float(out.loss)) and not objective.perturbed
+    assert math.isfinite(out.loss.item()) and not objective.perturbed
 
 
 # ---------------------------------------------------------------------------------------------- masks and shrinking
@@ -545,7 +545,7 @@ def test_objectives_train_under_a_pruning_mask(variant, tiny_bert_dir, mlm_dirs)
         out = objective(batch)
         out.loss.backward()
         objective.after_backward()
-        assert math.isfinite(float(out.loss))
+        assert math.isfinite(out.loss.item())
         for w, idx in slices:
             assert torch.count_nonzero(w.grad[idx]) == 0
         optimizer = torch.optim.Adam(trainable(encoder, objective), lr=1e-2)

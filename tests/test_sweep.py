@@ -5,13 +5,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from click.testing import CliRunner
 
 from sparsecse import sweep as sweep_mod
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.errors import SparseCSEError
-from sparsecse.report import best_points, report, results_table
+from sparsecse.report import best_points, results_table
 from sparsecse.sweep import sweep
 
 

@@ -139,13 +139,14 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, object
         **fingerprint_extra,
     }
     run_dir = RunDir(out)
-    continuing = run_dir.inspect(fingerprint, resume=resume, overwrite=overwrite)
+    # a partial run without a checkpoint yet starts over (its log and best model would be stale)
+    resume_from = run_dir.latest_checkpoint() if run_dir.inspect(fingerprint, resume, overwrite) else None
+    accelerator.wait_for_everyone()  # every process has looked before the first one changes anything
     if accelerator.is_main_process:
-        run_dir.start(fingerprint, continuing)
+        run_dir.start(fingerprint, continuing=resume_from is not None)
+        if resume and resume_from is None:
+            print(f"Nothing to resume in {run_dir.path}; starting from step 0.", file=sys.stderr, flush=True)
     accelerator.wait_for_everyone()
-    resume_from = run_dir.latest_checkpoint() if continuing else None
-    if resume and resume_from is None and accelerator.is_main_process:
-        print(f"Nothing to resume in {run_dir.path}; starting from step 0.", file=sys.stderr, flush=True)
 
     extra_config = {"lineage": lineage, "training": {"objective": objective, "recipe": hyper["recipe"]}}
     settings = LoopSettings(batch_size=hyper["batch_size"], lr=hyper["lr"], max_length=hyper["max_length"],
@@ -220,7 +221,8 @@ def _hash_sentences(sentences: Sequence[str]) -> str:
 # ---------------------------------------------------------------------------------------- train
 def train(model=None, corpus=None, out=None, objective: str = "simcse", objective_args=None, *,
           pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
-    """Train ``model`` (a pretrained LM; default all-MiniLM-L6-v2) on ``corpus`` with ``objective``.
+    """Train ``model`` (a name or directory, default all-MiniLM-L6-v2, or a loaded
+    :class:`SentenceEncoder`, trained in place) on ``corpus`` with ``objective``.
 
     ``options``: max_steps, batch_size (global), lr, max_length, epochs (None = the backbone's SimCSE
     recipe), eval_steps (STS-B dev every N steps, 0 = never), save_steps (checkpoint every N steps,
@@ -231,10 +233,14 @@ def train(model=None, corpus=None, out=None, objective: str = "simcse", objectiv
 
     check_out("train", out, options.get("resume", False), options.get("overwrite", False))
     set_seed(seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
-    encoder = SentenceEncoder.load(model, pooling=pooling, device="cpu")
+    if isinstance(model, SentenceEncoder):
+        encoder = model if pooling is None else SentenceEncoder(
+            model.model, model.tokenizer, pooling, model.max_length, model.source, extra_config=model.extra_config)
+    else:
+        encoder = SentenceEncoder.load(model, pooling=pooling, device="cpu")
     source = absolute_path(encoder.source)
     lineage = {"stage": "train", "init": source, "init_sha256": source_hash(source), "objective": objective}
     if encoder.extra_config.get("lineage"):
         lineage["parent"] = encoder.extra_config["lineage"]
     return run("train", encoder, corpus, out, objective, objective_args, lineage, {"model": source}, {},
-                seed=seed, **options)
+               seed=seed, **options)

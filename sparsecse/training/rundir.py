@@ -77,7 +77,8 @@ class RunDir:
         current = json.loads(json.dumps(fingerprint, default=str))
         differing = [k for k in sorted(set(stored) | set(current)) if stored.get(k) != current.get(k)]
         if differing:
-            details = "; ".join(f"{k}: {_short(stored.get(k))} there, {_short(current.get(k))} now" for k in differing[:4])
+            details = "; ".join(f"{k}: {_short(stored.get(k))} there, {_short(current.get(k))} now"
+                                for k in differing[:4])
             raise SparseCSEError(
                 f"The unfinished run in {self.path} was started with different settings ({details}); "
                 f"pass the same settings, or --overwrite to start over."
