@@ -49,7 +49,7 @@ def command(model, mask_path, out, pooling, seq_len, device, overwrite, as_json)
     from sparsecse.shrink import shrink
 
     result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, pooling=pooling,
-                    device=device or "cpu", seq_len=seq_len)
+                    device=device, seq_len=seq_len)
     if as_json:
         click.echo(json.dumps(result.to_dict()))
     else:

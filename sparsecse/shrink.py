@@ -170,7 +170,7 @@ def shrink(
     out: str | os.PathLike | None = None,
     overwrite: bool = False,
     pooling: str | None = None,
-    device: str | None = "cpu",
+    device: str | None = None,
     seq_len: int = 128,
 ) -> ShrinkResult:
     """Load ``model``, remove ``mask``'s units and (given ``out``) save the smaller model directory.

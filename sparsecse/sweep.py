@@ -390,6 +390,8 @@ def sweep(
     encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
     print_ = fingerprint(encoder, data_dir, split, batch_size, seed, max_batches, POSITIVE_THRESHOLD, scope,
                          keep_one_head)
+    if eval_mode == "shrunk" or plan:
+        _check_shrinkable(encoder, "--eval-mode shrunk" if eval_mode == "shrunk" else "rewinding")
     open_sweep_dir(out, print_)
     scores = _cached_scores(out, encoder, data_dir, split, batch_size, seed, max_batches, show_progress, say)
     run = SweepRun(out, encoder, scores, task_list, data_dir, seed, eval_mode, scope, keep_one_head, say)
@@ -426,6 +428,17 @@ def sweep(
 
         report(out)
     return run.result
+
+
+def _check_shrinkable(encoder, what: str) -> None:
+    """Fail before any work when ``what`` needs physical pruning the architecture lacks."""
+    from sparsecse.modeling import SHRUNK_CONFIGS
+    from sparsecse.shrink import base_model_type
+
+    base = base_model_type(encoder.config)
+    if base not in SHRUNK_CONFIGS:
+        raise SparseCSEError(f"{what} needs physically pruned models, which {base!r} models do not support "
+                             f"(supported: {', '.join(SHRUNK_CONFIGS)}).")
 
 
 def _cached_scores(out: Path, encoder, data_dir, split, batch_size, seed, max_batches, show_progress, say):

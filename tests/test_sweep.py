@@ -266,3 +266,12 @@ def test_sweep_cli(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
     assert again["computed"] == 0 and again["reused"] == 3
     bad = CliRunner().invoke(main, args[:-1] + ["--sparsities", "0.5:0.1:0.1"])
     assert bad.exit_code == 1 and "Error:" in bad.output and "Traceback" not in bad.output
+
+
+def test_shrunk_evaluation_needs_a_shrinkable_architecture(tmp_path, tiny_stsb_dir, evaluator):
+    from tests.tiny import make_tiny_model_dir
+
+    distil = make_tiny_model_dir(tmp_path / "distil", "distilbert")
+    with pytest.raises(SparseCSEError, match="'distilbert' models do not support"):
+        run(distil, tiny_stsb_dir, tmp_path / "sweep", eval_mode="shrunk")
+    assert not (tmp_path / "sweep").exists() and not evaluator.calls

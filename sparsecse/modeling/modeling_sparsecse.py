@@ -105,7 +105,8 @@ def shrink_layer(layer: nn.Module, heads: Sequence[int], neurons: Sequence[int] 
 class ShrunkLayersMixin:
     """Builds the base model at full size, then cuts each layer to the config's kept heads / FFN width."""
 
-    _auto_class = "AutoModel"
+    _auto_class = "AutoModel"  # save_pretrained copies this code into the directory and sets auto_map
+    _takes_pooling_flag = True  # the base model's __init__ accepts add_pooling_layer
 
     def __init__(self, config, *args, **kwargs):
         if self._takes_pooling_flag:
@@ -113,8 +114,6 @@ class ShrunkLayersMixin:
         super().__init__(config, *args, **kwargs)
         for layer, kept, width in zip(self.encoder.layer, config.kept_heads, config.intermediate_sizes):
             shrink_layer(layer, range(len(kept)), range(width))
-
-    _takes_pooling_flag = True
 
 
 class SparseCSEBertModel(ShrunkLayersMixin, BertModel):

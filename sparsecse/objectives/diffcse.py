@@ -13,6 +13,8 @@ Choices, with the published code (voidism/DiffCSE) as reference:
   generator sees [MASK] at each of them (the published collator uses BERT's 80/10/10).
 - The RTD loss averages over real tokens except the first (which holds h; its label is trivial).
 - The generator runs in eval mode (no dropout): argmax replacement is then deterministic given the mask.
+- h is the pooled embedding the encoder is evaluated on (its own pooling), projected.
+- Training defaults follow the paper's Table 12 for BERT-base: lr 7e-6, 2 epochs (batch 64, length 32).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class DiffCSE(FrozenPartsMixin, SimCSE):
     paper = "Chuang et al. 2022 (DiffCSE, NAACL): BERT-base STS avg 78.49 (SimCSE 76.25)"
     defaults = {"temperature": 0.05, "mlp": True, "batchnorm": True, "generator": None,
                 "mask_ratio": 0.30, "lambda_weight": 0.005}
+    training_defaults = {"lr": 7e-6, "epochs": 2}  # the paper's Table 12 (BERT-base, STS)
     requires = {"generator": "a masked LM with the encoder's vocabulary, by name or path; "
                              "the paper uses distilbert-base-uncased for BERT"}
 

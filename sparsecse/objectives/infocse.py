@@ -17,6 +17,10 @@ Choices (documented in docs/readme/objectives.md):
 - If the masked LM's width differs from the encoder's, a trainable linear map takes the sentence
   vector to the masked LM's width (the paper's encoder and auxiliary network share BERT's width).
 - Masking follows BERT (80% [MASK], 10% random, 10% unchanged) over real, non-special tokens.
+- The sentence vector is the final [CLS] state (``sentence_vector=cls``, before any pooler or
+  projector, as the paper's "12-cls"); for a mean-pooled encoder such as all-MiniLM-L6-v2 the default
+  ``auto`` uses the mean-pooled embedding instead (``pooled``), the vector that model is evaluated on.
+- Training defaults follow the published BERT-base script: lr 7e-6, 2 epochs (batch 64, length 32).
 """
 
 from __future__ import annotations
@@ -40,10 +44,11 @@ from sparsecse.objectives.simcse import SimCSE
 class InfoCSE(FrozenPartsMixin, SimCSE):
     name = "infocse"
     description = ("SimCSE + λ·MLM loss of an auxiliary network (frozen lower masked-LM layers + trainable "
-                   "layers) that must reconstruct the sentence from the encoder's [CLS] vector.")
+                   "layers) that must reconstruct the sentence from the encoder's [CLS] (or pooled) vector.")
     paper = "Wu et al. 2022 (InfoCSE, EMNLP Findings): BERT-base STS avg 78.85 (SimCSE 76.25)"
     defaults = {"temperature": 0.05, "mlp": True, "batchnorm": True, "mlm": None, "mask_ratio": 0.40,
-                "mlm_weight": 1e-5, "frozen_layers": 6, "extra_layers": 2, "sentence_vector": "cls"}
+                "mlm_weight": 1e-5, "frozen_layers": 6, "extra_layers": 2, "sentence_vector": "auto"}
+    training_defaults = {"lr": 7e-6, "epochs": 2}  # the published BERT-base script
     requires = {"mlm": "a masked LM with the encoder's vocabulary, by name or path; "
                        "the paper uses a BERT-base (Condenser) masked LM"}
 
@@ -51,7 +56,10 @@ class InfoCSE(FrozenPartsMixin, SimCSE):
         super().__init__(encoder, **params)
         self.mask_ratio = validation.fraction("mask_ratio", self.params["mask_ratio"])
         self.mlm_weight = validation.non_negative("mlm_weight", self.params["mlm_weight"])
-        validation.choice("sentence_vector", self.params["sentence_vector"], ("cls", "pooled"))
+        vector = validation.choice("sentence_vector", self.params["sentence_vector"], ("auto", "cls", "pooled"))
+        if vector == "auto":
+            vector = "pooled" if encoder.pooling == "mean" else "cls"
+        self.sentence_vector = vector
         if validation.flag("batchnorm", self.params["batchnorm"]):
             self.mlp = ProjectionMLP(encoder.dim)
         self.mask_id = mask_token_id(encoder.tokenizer, "InfoCSE")
@@ -103,7 +111,7 @@ class InfoCSE(FrozenPartsMixin, SimCSE):
         z1, z2 = self.project(pooled).chunk(2, dim=0)
         cl_loss, logits = info_nce(z1, z2, self.params["temperature"])
         first_view = slice(0, batch["input_ids"].shape[0])
-        if self.params["sentence_vector"] == "cls":
+        if self.sentence_vector == "cls":
             sentence_vectors = outputs.last_hidden_state[first_view, 0]
         else:
             sentence_vectors = pooled[first_view]

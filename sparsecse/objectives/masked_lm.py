@@ -45,11 +45,17 @@ def load_masked_lm(name_or_path: str, encoder, role: str) -> MaskedLM:
 
     from sparsecse.encoder import _first_line, resolve_model
 
+    from transformers.utils import logging as hf_logging
+
     path = resolve_model(name_or_path)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # missing weights are reported below, in one sentence
     try:
         model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
     except Exception as exc:
         raise SparseCSEError(f"Cannot load the {role} masked LM from {path} ({_first_line(exc)}).") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         raise SparseCSEError(

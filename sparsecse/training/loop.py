@@ -299,10 +299,10 @@ class Trainer:
                             "lr": lr, **logs}]
                 if s.eval_steps and self.evaluate and (self.step % s.eval_steps == 0 or self.step == s.max_steps):
                     records.append(self._evaluate())
+                if main:  # logged before the checkpoint, so a resumed log never lacks a step
+                    self._report(records, log, board, bar)
                 if s.save_steps and self.step % s.save_steps == 0 and self.step < s.max_steps:
                     self.save_checkpoint()
-                if main:
-                    self._report(records, log, board, bar)
         finally:
             bar.close()
             if log:
@@ -322,7 +322,7 @@ class Trainer:
                     if key not in ("step", "best") and isinstance(value, (int, float)):
                         board.add_scalar(key, value, self.step)
         log.flush()
-        postfix = {"loss": f"{records[0]['loss']:.4f}"}
+        postfix = {"loss": f"{records[0]['loss']:.4g}"}
         if self.best_score is not None:
             postfix["best_dev"] = f"{self.best_score:.2f}"
         bar.set_postfix(postfix, refresh=False)
