@@ -51,7 +51,7 @@ def format_table(results: dict) -> str:
               help="Encoding precision (bf16/fp16 via autocast; fast on GPUs, slow on most CPUs).")
 @pooling_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,
-              help="Sentences per encoding batch (default 128; batches are length-sorted).")
+              help="Sentences per encoding batch (default 128 on CPU, 512 on GPU; batches are length-sorted).")
 @click.option("--align-uniform/--no-align-uniform", default=None,
               help="Alignment and uniformity on STS-B (default: whenever STSBenchmark is evaluated).")
 @device_option

@@ -19,6 +19,7 @@ def command(as_json):
     if as_json:
         click.echo(json.dumps({name: {"description": cls.description, "paper": cls.paper,
                                       "parameters": cls.defaults, "requires": cls.requires,
+                                      "training_defaults": getattr(cls, "training_defaults", {}),
                                       "module": cls.__module__}
                                for name, cls in sorted(found.items())}, default=str))
         return
@@ -30,3 +31,6 @@ def command(as_json):
         click.echo(f"    parameters: {params}")
         for key, what in cls.requires.items():
             click.echo(f"    requires {key}= ({what})")
+        shifted = getattr(cls, "training_defaults", None)
+        if shifted:
+            click.echo(f"    training defaults: {', '.join(f'{k}={v!r}' for k, v in shifted.items())}")

@@ -26,7 +26,10 @@ def describe(result) -> str:
     lines = [f"{'':28} {'before':>16} {'after':>16} {'ratio':>7}"]
     lines += [f"{name:28} {b:>16} {a:>16} {f'{r:.2f}x' if r else '-':>7}" for name, b, a, r in rows]
     lines.append("heads per layer   " + " ".join(map(str, after["heads_per_layer"])))
-    lines.append("FFN per layer     " + " ".join(map(str, after["ffn_per_layer"])))
+    padding = result.encoder.extra_config["shape"]["ffn_zero_padding"]
+    lines.append("FFN per layer     " + " ".join(f"{n - p}+{p}" if p else str(n)
+                                                 for n, p in zip(after["ffn_per_layer"], padding))
+                 + ("   (kept+zero padding)" if any(padding) else ""))
     if result.out:
         lines.append(f"wrote {result.out}")
     return "\n".join(lines)
@@ -40,16 +43,19 @@ def describe(result) -> str:
 @pooling_option
 @click.option("--seq-len", type=click.IntRange(min=1), default=128, show_default=True,
               help="Sequence length at which FLOPs per token are counted.")
+@click.option("--align-ffn", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Round each layer's FFN width up to a multiple of N with zero neurons, which change no "
+                   "output but let CPU matrix kernels run at full speed; 1 keeps exactly the mask's neurons.")
 @device_option
 @overwrite_option
 @json_option
-def command(model, mask_path, out, pooling, seq_len, device, overwrite, as_json):
+def command(model, mask_path, out, pooling, seq_len, align_ffn, device, overwrite, as_json):
     """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
     from sparsecse.shrink import shrink
 
     result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, pooling=pooling,
-                    device=device, seq_len=seq_len)
+                    device=device, seq_len=seq_len, align_ffn=align_ffn)
     if as_json:
         click.echo(json.dumps(result.to_dict()))
     else:

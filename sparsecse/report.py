@@ -207,6 +207,19 @@ def _rewound_cell(frame, rid, s, key) -> str:
     return f"{hit.iloc[0][key]:.2f}" + ("" if pd.isna(lam) else f" (λ={lam:g})")
 
 
+def model_label(model) -> str:
+    """A short name for a model path: the embedded default by its name, else the directory's name."""
+    from sparsecse.encoder import DEFAULT_MODEL_NAME, default_model_path
+
+    try:
+        if str(model) == str(default_model_path()):
+            return DEFAULT_MODEL_NAME
+    except SparseCSEError:
+        pass
+    path = Path(str(model))
+    return path.parent.name if path.name in ("model", "") else path.name
+
+
 def rewind_settings_lines(out: Path | None) -> list[str]:
     lines = []
     for settings_path in sorted(Path(out).glob("rewound/*/settings.json")) if out else []:
@@ -223,12 +236,13 @@ def summary_markdown(table: pd.DataFrame, state: dict[str, Any], out: Path | Non
     runs = state.get("runs", [])
     model = fp.get("model", "?")
     frame = point_frame(table) if len(table) else None
-    lines = [f"# Sweep summary: {Path(str(model)).name}", "",
+    lines = [f"# Sweep summary: {model_label(model)}", "",
              f"- model: `{model}` (pooling {fp.get('pooling')}, max length {fp.get('max_length')})",
              f"- scoring: STS-B {fp.get('scoring', {}).get('split')}, batch {fp.get('scoring', {}).get('batch_size')}, "
              f"seed {fp.get('scoring', {}).get('seed')}; pruning scope {fp.get('pruning', {}).get('scope')}",
-             f"- points: {0 if frame is None else len(frame)} evaluated; sweep time "
-             f"{sum(r.get('seconds', 0) for r in runs) / 60:.1f} min over {len(runs)} run(s)",
+             f"- points: {0 if frame is None else len(frame)} evaluated; " + (
+                 f"sweep time {sum(r.get('seconds', 0) for r in runs) / 60:.1f} min over {len(runs)} run(s)"
+                 if runs else "no finished run recorded yet (running, or killed)"),
              *rewind_settings_lines(out), ""]
     if frame is None:
         return "\n".join(lines + ["No evaluated points yet.", ""])
@@ -360,7 +374,7 @@ def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any]) -> list[
         written += plots.pruned_per_layer(
             per_layer, figures / "pruned_per_layer", heads_per_layer=shape.get("heads_total", 0) // layers,
             neurons_per_layer=shape.get("neurons_total", 0) // layers,
-            title=f"Units removed per layer ({Path(str(fp.get('model', ''))).name})")
+            title=f"Units removed per layer ({model_label(fp.get('model', ''))})")
     written += _heatmaps(out, frame, figures)
     return written
 

@@ -150,6 +150,8 @@ def test_encode_dedups_and_matches_one_by_one(tiny_bert_dir):
     assert np.abs(half - batched).max() < 0.1
     with pytest.raises(SparseCSEError, match="precision"):
         enc.encode(sentences, precision="int3")
+    with pytest.raises(SparseCSEError, match="batch size"):
+        enc.encode(sentences, batch_size=0)
 
 
 def test_embedding_table_encodes_each_normalised_sentence_once(tiny_bert_dir):

@@ -116,7 +116,7 @@ def test_save_reload_through_all_three_loaders(tiny_model_dir, tmp_path):
 
     config = json.loads((result.out / "config.json").read_text())
     assert config["model_type"].startswith("sparsecse-")
-    assert config["intermediate_sizes"] == mask.neuron_mask.sum(1).tolist()
+    assert config["intermediate_sizes"] == [-(-n // 8) * 8 for n in mask.neuron_mask.sum(1).tolist()]  # aligned
     assert [len(h) for h in config["kept_heads"]] == mask.head_mask.sum(1).tolist()
     assert set(config["auto_map"]) == {"AutoConfig", "AutoModel"}
     own = json.loads((result.out / "sparsecse_config.json").read_text())
@@ -265,7 +265,7 @@ def test_package_level_shrink_stays_callable(tiny_bert_dir, tmp_path):
     mask = Mask.full(2, 4, 48)
     mask.neuron_mask[:, :10] = False
     result = sparsecse.shrink(model=tiny_bert_dir, mask=mask)
-    assert result.after["ffn_per_layer"] == [38, 38] and result.out is None
+    assert result.after["ffn_per_layer"] == [40, 40] and result.out is None  # 38 kept + 2 for alignment
 
 
 def test_eval_on_shrunk_directory_matches_eval_with_mask(tiny_bert_dir, tiny_stsb_dir, tmp_path):
@@ -281,3 +281,29 @@ def test_eval_on_shrunk_directory_matches_eval_with_mask(tiny_bert_dir, tiny_sts
 
     masked = stsb("--model", str(tiny_bert_dir), "--mask", str(tmp_path / "mask.safetensors"))
     assert stsb("--model", str(tmp_path / "small")) == pytest.approx(masked, abs=1e-6)
+
+
+def test_ffn_alignment_adds_inert_zero_neurons_that_stay_zero_in_training(tiny_bert_dir):
+    encoder = SentenceEncoder.load(tiny_bert_dir, pooling="mean", device="cpu")
+    neurons = torch.ones(2, 48, dtype=torch.bool)
+    neurons[0, :5] = False  # 43 kept -> padded to 48
+    neurons[1, 10:30] = False  # 28 kept -> padded to 32
+    mask = Mask(torch.ones(2, 4, dtype=torch.bool), neurons)
+    expected = gated_embeddings(encoder, mask)
+    shrink_encoder(encoder, mask, align_ffn=8)
+    assert model_shape(encoder.model)[1] == [48, 32]
+    assert encoder.extra_config["shape"]["ffn_zero_padding"] == [5, 4]
+    assert_same_embeddings(encoder.encode(SENTENCES), expected)
+
+    encoder.train()
+    optimizer = torch.optim.AdamW(encoder.parameters(), lr=0.1, weight_decay=0.01)
+    for _ in range(2):
+        batch = encoder.tokenize(SENTENCES[:8])
+        loss = encoder(**batch).pow(2).sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    layer = encoder.model.encoder.layer[1]
+    assert layer.intermediate.dense.weight[28:].abs().sum() == 0 and layer.intermediate.dense.bias[28:].abs().sum() == 0
+    assert layer.output.dense.weight[:, 28:].abs().sum() == 0
+    assert layer.intermediate.dense.weight[:28].abs().sum() > 0

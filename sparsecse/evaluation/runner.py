@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from sparsecse.data.paths import resolve_data_dir
+from sparsecse.encoder import POOLINGS, PRECISIONS, SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.align_uniform import alignment_uniformity
 from sparsecse.evaluation.embedding import EmbeddingTable
@@ -48,6 +49,8 @@ def evaluate(
         raise SparseCSEError(f"Unknown STS aggregation {sts_aggregation!r}; choose one of {', '.join(AGGREGATIONS)}.")
     if sts_split not in SPLITS:
         raise SparseCSEError(f"Unknown STS split {sts_split!r}; choose one of {', '.join(SPLITS)}.")
+    if precision not in PRECISIONS:
+        raise SparseCSEError(f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
     root = resolve_data_dir(data_dir)
     sts_names = [t for t in names if t in STS_TASKS]
     transfer_names = [t for t in names if t in TRANSFER_TASKS]
@@ -60,8 +63,6 @@ def evaluate(
         sts_pairs_for_au = load_sts_task(root, "STSBenchmark", sts_split)[sts_split]
     else:
         sts_pairs_for_au = sts_data.get("STSBenchmark", {}).get(sts_split)
-
-    from sparsecse.encoder import SentenceEncoder
 
     owns_encoder = not isinstance(model, SentenceEncoder)
     encoder = SentenceEncoder.load(model, pooling=pooling, device=device) if owns_encoder else model
@@ -128,8 +129,6 @@ def _pooling(encoder, pooling: str | None):
     if pooling is None or pooling == encoder.pooling:
         yield
         return
-    from sparsecse.encoder import POOLINGS
-
     if pooling not in POOLINGS:
         raise SparseCSEError(f"Unknown pooling {pooling!r}; choose one of {', '.join(POOLINGS)}.")
     previous, encoder.pooling = encoder.pooling, pooling

@@ -30,6 +30,9 @@ class Objective(nn.Module):
     paper: ClassVar[str] = ""
     defaults: ClassVar[dict[str, Any]] = {}
     requires: ClassVar[dict[str, str]] = {}  # parameter name -> what it must point to
+    # shifts the backbone's SimCSE recipe for this objective (keys: batch_size, lr, max_length, epochs);
+    # explicit training arguments still win
+    training_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, encoder: nn.Module, **params: Any):
         super().__init__()

@@ -33,7 +33,6 @@ class TrainResult:
     hyperparameters: dict[str, Any]
     losses: dict[int, float] = field(default_factory=dict)  # the steps this call ran
     history: list[dict[str, Any]] = field(default_factory=list)
-    step_starts: list[float] = field(default_factory=list)  # perf_counter() per step, for benchmarks
 
     def __fspath__(self) -> str:
         return str(self.out)
@@ -165,7 +164,7 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, object
               "optimizer": "AdamW", "schedule": "linear decay, no warm-up"}
     result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
                          loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,
-                         loop.history, loop.step_starts)
+                         loop.history)
     if accelerator.is_main_process:
         corpus_input = corpus if isinstance(corpus, (str, os.PathLike)) else None
         manifest = make_manifest(

@@ -51,7 +51,12 @@ def resolve_hyperparameters(config, objective_cls=None, **explicit: Any) -> dict
     """batch_size, lr, max_length, epochs: explicit value, else objective default, else the recipe."""
     recipe = recipe_for(config)
     resolved: dict[str, Any] = {k: v for k, v in asdict(recipe).items() if k != "name"}
-    resolved.update(getattr(objective_cls, "training_defaults", None) or {})
+    shifted = getattr(objective_cls, "training_defaults", None) or {}
+    unknown = sorted(set(shifted) - set(resolved))
+    if unknown:
+        raise SparseCSEError(f"Objective {objective_cls.name!r} sets unknown training defaults {', '.join(unknown)}; "
+                             f"allowed: {', '.join(sorted(resolved))}.")
+    resolved.update(shifted)
     resolved.update({k: v for k, v in explicit.items() if v is not None})
     for key in ("batch_size", "max_length", "epochs"):
         if int(resolved[key]) != resolved[key] or resolved[key] < 1:
