@@ -39,7 +39,7 @@ from sparsecse.flops import count_parameters, flops_per_token  # noqa: E402
 from sparsecse.gates import uniform_shape  # noqa: E402
 from sparsecse.masks import Mask  # noqa: E402
 from sparsecse.pruning import masks_from_scores, prune  # noqa: E402
-from sparsecse.shrink import shrink_encoder  # noqa: E402
+from sparsecse.shrinking import shrink_encoder  # noqa: E402
 
 TARGETS = {0.3: 1.3, 0.5: 1.6}  # minimum speedups on 2 cores
 FLOPS_SHARE_TARGET = 0.85  # measured speedup >= this share of the FLOPs ratio

@@ -23,7 +23,7 @@ from sparsecse.encoder import SentenceEncoder
 from sparsecse.grid import parse_grid
 from sparsecse.pruning import prune
 from sparsecse.scoring import score
-from sparsecse.shrink import shrink_encoder
+from sparsecse.shrinking import shrink_encoder
 
 
 def encode_masked(encoder, mask, sentences):

@@ -52,7 +52,7 @@ def describe(result) -> str:
 def command(model, mask_path, out, pooling, seq_len, align_ffn, device, overwrite, as_json):
     """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
-    from sparsecse.shrink import shrink
+    from sparsecse.shrinking import shrink
 
     result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, pooling=pooling,
                     device=device, seq_len=seq_len, align_ffn=align_ffn)

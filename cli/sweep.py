@@ -55,7 +55,7 @@ def command(model, sparsities, lambdas, tasks, out, data_dir, rewind, objective,
             objective_args, split, batch_size, max_batches, scope, eval_mode, pooling, device, seed, as_json):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots."""
     from sparsecse.report import best_points, report
-    from sparsecse.sweep import STS_TASKS, sweep
+    from sparsecse.sweeping import STS_TASKS, sweep
 
     rewind_args = {k: v for k, v in dict(max_steps=max_steps, batch_size=rewind_batch_size, lr=lr,
                                          max_length=max_length, eval_steps=eval_steps,

@@ -19,10 +19,10 @@ _API = {
     "prune": "sparsecse.pruning",
     "prune_grid": "sparsecse.pruning",
     "evaluate": "sparsecse.evaluation",
-    "shrink": "sparsecse.shrink",
+    "shrink": "sparsecse.shrinking",
     "train": "sparsecse.training",
     "rewind": "sparsecse.training",
-    "sweep": "sparsecse.sweep",
+    "sweep": "sparsecse.sweeping",
     "SparseCSEError": "sparsecse.errors",
 }
 

@@ -241,7 +241,8 @@ class SentenceEncoder(nn.Module):
         bar = tqdm(total=len(unique), desc=desc, disable=not show_progress, unit="sent", leave=False)
         try:
             for idx in length_batches(order, lengths, batch_size, max_tokens):
-                batch = pad_features(features, idx, self.tokenizer, self.device)
+                rows = {key: [values[i] for i in idx] for key, values in features.items()}
+                batch = self.tokenizer.pad(rows, return_tensors="pt").to(self.device)
                 with autocast:
                     emb_unique[idx] = self(**batch).float().cpu()
                 bar.update(len(idx))
@@ -285,30 +286,6 @@ def length_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int
     if current:
         batches.append(current)
     return batches
-
-
-def pad_features(features, idx: Sequence[int], tokenizer, device) -> dict[str, torch.Tensor]:
-    """Tensors for the items ``idx`` of an unpadded tokenizer output, padded to the longest of them."""
-    width = max(len(features["input_ids"][i]) for i in idx)
-    pad_values = {
-        "input_ids": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
-        "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0),
-        "attention_mask": 0,
-    }
-    left = getattr(tokenizer, "padding_side", "right") == "left"
-    out = {}
-    for key, pad in pad_values.items():
-        if key not in features:
-            continue
-        tensor = torch.full((len(idx), width), pad, dtype=torch.long)
-        for row, i in enumerate(idx):
-            values = features[key][i]
-            if left:
-                tensor[row, width - len(values):] = torch.as_tensor(values)
-            else:
-                tensor[row, : len(values)] = torch.as_tensor(values)
-        out[key] = tensor.to(device)
-    return out
 
 
 def _autocast(device: torch.device, precision: str):

@@ -72,7 +72,7 @@ def _distilbert_layers(model: nn.Module) -> list[LayerParts]:
     return parts
 
 
-# Shrunk models (sparsecse.shrink) keep BERT's module paths; their model_types are "sparsecse-<base>".
+# Shrunk models (sparsecse.shrinking) keep BERT's module paths; their model_types are "sparsecse-<base>".
 SHRUNK_MODEL_TYPES = ("sparsecse-bert", "sparsecse-roberta", "sparsecse-xlm-roberta", "sparsecse-camembert",
                       "sparsecse-electra")
 

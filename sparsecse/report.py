@@ -15,7 +15,7 @@ import pandas as pd
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.io import atomic_file, write_json
-from sparsecse.sweep import SCORES_FILE, STS_TASKS, SWEEP_FILE, TRANSFER_TASKS
+from sparsecse.sweeping import SCORES_FILE, STS_TASKS, SWEEP_FILE, TRANSFER_TASKS
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "task", "score", "avg_sts",
            "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",

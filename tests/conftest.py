@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.senteval_fixture import write_senteval
 from tests.tiny import make_tiny_model_dir, write_stsb
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
@@ -32,6 +33,12 @@ def tiny_model_dir(request, tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_stsb_dir(tmp_path_factory):
     return write_stsb(tmp_path_factory.mktemp("senteval"))
+
+
+@pytest.fixture(scope="session")
+def fake_senteval(tmp_path_factory):
+    """Every SentEval task in miniature (written by the tests, read-only for them)."""
+    return write_senteval(tmp_path_factory.mktemp("fake_senteval"))
 
 
 @pytest.fixture(scope="session")

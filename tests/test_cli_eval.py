@@ -1,15 +1,9 @@
 import json
 
-import pytest
 from click.testing import CliRunner
 
 from sparsecse.cli import main
-from tests.senteval_fixture import write_senteval
 
-
-@pytest.fixture(scope="module")
-def fake_senteval(tmp_path_factory):
-    return write_senteval(tmp_path_factory.mktemp("senteval"))
 
 
 def run(*args):

@@ -13,12 +13,7 @@ from sparsecse.data import (
 )
 from sparsecse.data.text import read_lines
 from sparsecse.errors import SparseCSEError
-from tests.senteval_fixture import write_senteval
 
-
-@pytest.fixture(scope="module")
-def fake_senteval(tmp_path_factory):
-    return write_senteval(tmp_path_factory.mktemp("senteval"))
 
 
 def _write(path, text, encoding="utf-8"):

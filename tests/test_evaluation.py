@@ -18,12 +18,7 @@ from sparsecse.evaluation.transfer import (
     stratified_folds,
 )
 from sparsecse.masks import Mask
-from tests.senteval_fixture import write_senteval
 
-
-@pytest.fixture(scope="module")
-def fake_senteval(tmp_path_factory):
-    return write_senteval(tmp_path_factory.mktemp("senteval"))
 
 
 def angle_embed(similarity: dict[tuple[str, str], float]):

@@ -575,7 +575,7 @@ def test_objectives_train_under_a_pruning_mask(variant, tiny_bert_dir, mlm_dirs)
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_objectives_train_a_physically_shrunk_encoder(variant, tiny_bert_dir, mlm_dirs):
-    shrink = pytest.importorskip("sparsecse.shrink")
+    shrink = pytest.importorskip("sparsecse.shrinking")
     torch.manual_seed(0)
     encoder = load_encoder(tiny_bert_dir)
     shrink.shrink_encoder(encoder, _example_mask(encoder.model))

@@ -1,5 +1,6 @@
 """Physical pruning: a shrunk model computes what the gated model computes, saves, reloads anywhere, trains."""
 
+import copy
 import json
 
 import numpy as np
@@ -14,7 +15,7 @@ from sparsecse.flops import count_parameters, flops_per_token
 from sparsecse.gates import model_shape
 from sparsecse.masks import Mask
 from sparsecse.pruning import masks_from_scores
-from sparsecse.shrink import save_model_dir, shrink, shrink_encoder
+from sparsecse.shrinking import save_model_dir, shrink, shrink_encoder
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 SPARSITIES = [0.1, 0.3, 0.5, 0.9]
@@ -72,6 +73,30 @@ def test_shrink_keeps_the_right_heads_not_just_the_right_count(tiny_bert_dir):
     assert_same_embeddings(encoder.encode(SENTENCES), expected)
     other = SentenceEncoder.load(tiny_bert_dir, pooling="mean", device="cpu")
     assert np.abs(gated_embeddings(other, wrong) - expected).max() > 1e-3  # the test can tell heads apart
+
+
+def test_surgery_equals_torch_pruning_on_the_same_channels(tiny_model_dir):
+    """An independent implementation of the cut: Torch-Pruning's channel pruning of the same rows/columns."""
+    tp = pytest.importorskip("torch_pruning")
+    encoder = SentenceEncoder.load(tiny_model_dir, pooling="mean", device="cpu")
+    reference = copy.deepcopy(encoder.model)
+    mask = random_mask(encoder.model, 0.4, seed=3)
+    shrink_encoder(encoder, mask)
+
+    for layer, heads, neurons in zip(reference.encoder.layer, mask.head_mask, mask.neuron_mask):
+        attention = layer.attention.self
+        head_dim = attention.attention_head_size
+        gone_features = [h * head_dim + d for h in (~heads).nonzero().flatten().tolist() for d in range(head_dim)]
+        for linear in (attention.query, attention.key, attention.value):
+            tp.prune_linear_out_channels(linear, gone_features)
+        tp.prune_linear_in_channels(layer.attention.output.dense, gone_features)
+        gone_neurons = (~neurons).nonzero().flatten().tolist()
+        tp.prune_linear_out_channels(layer.intermediate.dense, gone_neurons)
+        tp.prune_linear_in_channels(layer.output.dense, gone_neurons)
+
+    ours = dict(encoder.model.named_parameters())
+    for name, param in reference.named_parameters():
+        assert torch.equal(ours[name], param), name
 
 
 def test_layer_with_every_head_or_neuron_removed_is_handled(tiny_model_dir, tmp_path):
@@ -258,9 +283,9 @@ def test_other_bert_like_architectures_shrink_and_reload(arch, tmp_path):
     assert_same_embeddings(SentenceEncoder.load(out, device="cpu").encode(SENTENCES), expected)
 
 
-def test_package_level_shrink_stays_callable(tiny_bert_dir, tmp_path):
+def test_package_level_shrink_is_the_function(tiny_bert_dir, tmp_path):
     import sparsecse
-    import sparsecse.shrink  # noqa: F401  (the submodule import rebinds the package attribute)
+    import sparsecse.shrinking  # noqa: F401  (the module is named apart from the function it holds)
 
     mask = Mask.full(2, 4, 48)
     mask.neuron_mask[:, :10] = False

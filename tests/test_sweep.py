@@ -11,7 +11,7 @@ from sparsecse import sweep as sweep_mod
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.errors import SparseCSEError
 from sparsecse.report import best_points, results_table
-from sparsecse.sweep import sweep
+from sparsecse.sweeping import sweep
 
 
 class CountingEvaluator:
@@ -140,7 +140,7 @@ def test_bad_arguments_fail_before_any_work(tiny_bert_dir, tiny_stsb_dir, tmp_pa
 
 def test_rewinding_uses_the_best_lambda_and_is_cached(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator,
                                                       monkeypatch):
-    from sparsecse.shrink import shrink
+    from sparsecse.shrinking import shrink
 
     rewinds = []
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparsecse.data.paths import task_path
-from sparsecse.data.text import parse_number, read_lines
+from sparsecse.data.text import parse_number, parse_rows, read_lines
 from sparsecse.errors import SparseCSEError
 
 STSB_SPLITS = ("train", "dev", "test")
@@ -41,23 +41,25 @@ def read_sts_benchmark(data_dir: str | os.PathLike | None, split: str = "train")
     if split not in STSB_SPLITS:
         raise SparseCSEError(f"Unknown STS-B split {split!r}; choose one of {', '.join(STSB_SPLITS)}.")
     path = task_path(data_dir, "STS", "STSBenchmark", f"sts-{split}.csv", task="STSBenchmark")
-    pairs = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            cols = line.split("\t")
-            if len(cols) < 7:
-                raise SparseCSEError(f"{path}:{lineno}: expected at least 7 tab-separated columns, found {len(cols)}.")
-            pairs.append(Pair(cols[5], cols[6], _score(cols[4], path, lineno)))
-    if not pairs:
-        raise SparseCSEError(f"{path} holds no sentence pairs.")
-    return pairs
+    return read_pair_table(path, s1=5, s2=6, score=4)
 
 
-def _score(text: str, path: Path, lineno: int) -> float:
-    return parse_number(text, path, lineno)
+def read_pair_table(path: Path, s1: int, s2: int, score: int, header: bool = False) -> list[Pair]:
+    """Scored pairs from a tab-separated file whose columns s1, s2 and score hold them (extra columns
+    are tolerated, blank lines skipped)."""
+    width = max(s1, s2, score) + 1
+
+    def parse(line: str) -> Pair:
+        cols = line.split("\t")
+        if len(cols) < width:
+            raise ValueError(f"expected at least {width} tab-separated columns, found {len(cols)}")
+        number = cols[score].strip()
+        try:
+            return Pair(cols[s1], cols[s2], float(number))
+        except ValueError:
+            raise ValueError(f"the gold score {number!r} is not a number") from None
+
+    return parse_rows(path, parse, header=header, what="sentence pairs")
 
 
 def read_sts_year(data_dir: str | os.PathLike | None, task: str) -> dict[str, list[Pair]]:
@@ -102,14 +104,4 @@ def read_sick(data_dir: str | os.PathLike | None, split: str = "test") -> list[P
         raise SparseCSEError(f"Unknown SICK split {split!r}; choose one of {', '.join(SICK_SPLITS)}.")
     name = SICK_FILES["trial" if split == "dev" else split]
     path = task_path(data_dir, "SICK", name, task="SICKRelatedness")
-    pairs = []
-    for lineno, line in enumerate(read_lines(path), 1):
-        if lineno == 1 or not line.strip():
-            continue
-        cols = line.split("\t")
-        if len(cols) < 4:
-            raise SparseCSEError(f"{path}:{lineno}: expected at least 4 tab-separated columns, found {len(cols)}.")
-        pairs.append(Pair(cols[1], cols[2], parse_number(cols[3], path, lineno)))
-    if not pairs:
-        raise SparseCSEError(f"{path} holds no sentence pairs.")
-    return pairs
+    return read_pair_table(path, s1=1, s2=2, score=3, header=True)

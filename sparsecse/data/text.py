@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Callable
 
 from sparsecse.errors import SparseCSEError
 
@@ -34,3 +35,20 @@ def parse_number(text: str, path: str | os.PathLike, lineno: int, what: str = "g
         return float(text)
     except ValueError:
         raise SparseCSEError(f"{path}:{lineno}: the {what} {text.strip()!r} is not a number.") from None
+
+
+def parse_rows(path: str | os.PathLike, parse: Callable[[str], Any], header: bool = False,
+               what: str = "examples") -> list:
+    """``parse`` applied to every non-blank line (after the header, if any); its ValueError is reported
+    with the file and line number, and a file with no examples is refused."""
+    examples = []
+    for lineno, line in enumerate(read_lines(path), 1):
+        if (header and lineno == 1) or not line.strip():
+            continue
+        try:
+            examples.append(parse(line))
+        except ValueError as exc:
+            raise SparseCSEError(f"{path}:{lineno}: {exc}.") from None
+    if not examples:
+        raise SparseCSEError(f"{path} holds no {what}.")
+    return examples

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 
 from sparsecse.data.paths import task_path
-from sparsecse.data.text import read_lines
+from sparsecse.data.text import parse_rows, read_lines
 from sparsecse.errors import SparseCSEError
 
 # task -> (folder, file with label 1, file with label 0)
@@ -58,54 +58,40 @@ def read_sst2(data_dir: str | os.PathLike | None, split: str) -> list[Example]:
     """SST-2 (binary): ``sentence<TAB>label`` per line."""
     if split not in SST2_SPLITS:
         raise SparseCSEError(f"Unknown SST-2 split {split!r}; choose one of {', '.join(SST2_SPLITS)}.")
-    path = task_path(data_dir, "SST", "binary", f"sentiment-{split}", task="SST2")
-    examples = []
-    for lineno, line in enumerate(read_lines(path), 1):
-        if not line.strip():
-            continue
+
+    def parse(line: str) -> Example:
         text, sep, label = line.rstrip().rpartition("\t")
         if not sep or label not in ("0", "1"):
-            raise SparseCSEError(f"{path}:{lineno}: expected 'sentence<TAB>0|1'.")
-        examples.append(Example(text, int(label)))
-    return _nonempty(examples, path)
+            raise ValueError("expected 'sentence<TAB>0|1'")
+        return Example(text, int(label))
+
+    return parse_rows(task_path(data_dir, "SST", "binary", f"sentiment-{split}", task="SST2"), parse)
 
 
 def read_trec(data_dir: str | os.PathLike | None, split: str) -> list[Example]:
     """TREC question types: ``COARSE:fine question words``; the label is the coarse class."""
     if split not in TREC_FILES:
         raise SparseCSEError(f"Unknown TREC split {split!r}; choose one of {', '.join(TREC_FILES)}.")
-    path = task_path(data_dir, "TREC", TREC_FILES[split], task="TREC")
-    examples = []
-    for lineno, line in enumerate(read_lines(path), 1):
-        if not line.strip():
-            continue
+
+    def parse(line: str) -> Example:
         coarse, _, rest = line.strip().partition(":")
         _fine, space, question = rest.partition(" ")
         if coarse not in TREC_CLASSES or not space or not question.strip():
-            raise SparseCSEError(
-                f"{path}:{lineno}: expected 'COARSE:fine question' with COARSE one of {', '.join(TREC_CLASSES)}."
-            )
-        examples.append(Example(question.strip(), TREC_CLASSES.index(coarse)))
-    return _nonempty(examples, path)
+            raise ValueError(f"expected 'COARSE:fine question' with COARSE one of {', '.join(TREC_CLASSES)}")
+        return Example(question.strip(), TREC_CLASSES.index(coarse))
+
+    return parse_rows(task_path(data_dir, "TREC", TREC_FILES[split], task="TREC"), parse)
 
 
 def read_mrpc(data_dir: str | os.PathLike | None, split: str) -> list[PairExample]:
     """MRPC: a header line, then ``label<TAB>id1<TAB>id2<TAB>s1<TAB>s2``."""
     if split not in MRPC_FILES:
         raise SparseCSEError(f"Unknown MRPC split {split!r}; choose one of {', '.join(MRPC_FILES)}.")
-    path = task_path(data_dir, "MRPC", MRPC_FILES[split], task="MRPC")
-    examples = []
-    for lineno, line in enumerate(read_lines(path), 1):
-        if lineno == 1 or not line.strip():
-            continue
+
+    def parse(line: str) -> PairExample:
         cols = line.split("\t")
         if len(cols) < 5 or cols[0].strip() not in ("0", "1"):
-            raise SparseCSEError(f"{path}:{lineno}: expected 'label<TAB>id1<TAB>id2<TAB>s1<TAB>s2' with label 0 or 1.")
-        examples.append(PairExample(cols[3], cols[4], int(cols[0])))
-    return _nonempty(examples, path)
+            raise ValueError("expected 'label<TAB>id1<TAB>id2<TAB>s1<TAB>s2' with label 0 or 1")
+        return PairExample(cols[3], cols[4], int(cols[0]))
 
-
-def _nonempty(examples: list, path) -> list:
-    if not examples:
-        raise SparseCSEError(f"{path} holds no examples.")
-    return examples
+    return parse_rows(task_path(data_dir, "MRPC", MRPC_FILES[split], task="MRPC"), parse, header=True)

@@ -1,7 +1,7 @@
 """``rewind``: back to the initial weights, the mask's units removed, retrained with any objective.
 
 The surviving units start from the initial checkpoint (by default the one recorded in the scored
-model's lineage). Architectures that ``sparsecse.shrink`` supports (BERT, RoBERTa, XLM-R,
+model's lineage). Architectures that ``sparsecse.shrinking`` supports (BERT, RoBERTa, XLM-R,
 CamemBERT, ELECTRA) are trained physically shrunk: the pruned units do not exist, and each step is
 cheaper. Others (DistilBERT) are trained full size with every weight and bias of the pruned units
 set to zero: a zeroed unit outputs exactly 0 and receives exactly zero gradient (its input and
@@ -59,7 +59,7 @@ def zero_pruned_units(model, mask: Mask) -> None:
 def remove_units(encoder: SentenceEncoder, mask: Mask) -> str:
     """Shrink ``encoder`` physically where supported, else zero the units' weights; returns the method."""
     from sparsecse.modeling import SHRUNK_CONFIGS
-    from sparsecse.shrink import base_model_type, shrink_encoder
+    from sparsecse.shrinking import base_model_type, shrink_encoder
 
     mask.check_fits(encoder.model)
     if base_model_type(encoder.config) in SHRUNK_CONFIGS:
@@ -79,7 +79,7 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
     """
     from accelerate.utils import set_seed
 
-    from sparsecse.shrink import mask_digest
+    from sparsecse.shrinking import mask_digest
 
     check_out("rewind", out, options.get("resume", False), options.get("overwrite", False))
     mask_path = None if isinstance(mask, Mask) else absolute_path(str(mask))

@@ -164,7 +164,7 @@ def evaluate_pruned(encoder, mask, tasks, data_dir, seed: int, eval_mode: str) -
     """Evaluate ``encoder`` with ``mask``: gated (``masked``) or on a physically shrunk copy (``shrunk``)."""
     if eval_mode == "masked":
         return run_evaluation(encoder, mask, tasks, data_dir, seed)
-    from sparsecse.shrink import shrink_encoder
+    from sparsecse.shrinking import shrink_encoder
 
     small = shrink_encoder(copy.deepcopy(encoder), mask)
     try:
@@ -433,7 +433,7 @@ def sweep(
 def _check_shrinkable(encoder, what: str) -> None:
     """Fail before any work when ``what`` needs physical pruning the architecture lacks."""
     from sparsecse.modeling import SHRUNK_CONFIGS
-    from sparsecse.shrink import base_model_type
+    from sparsecse.shrinking import base_model_type
 
     base = base_model_type(encoder.config)
     if base not in SHRUNK_CONFIGS:

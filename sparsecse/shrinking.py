@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -254,14 +252,3 @@ def shrink(
         result.out = save_model_dir(encoder, out, lineage=lineage, manifest=manifest, overwrite=overwrite)
         result.after["weights_bytes"] = size_report(encoder.model, seq_len, model_dir=out).get("weights_bytes")
     return result
-
-
-class _CallableModule(types.ModuleType):
-    """``sparsecse.shrink`` names both this module and its main function; once the module is imported
-    the package attribute is the module, so calling it runs :func:`shrink`."""
-
-    def __call__(self, *args, **kwargs) -> ShrinkResult:
-        return shrink(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
