@@ -41,6 +41,7 @@ from sparsecse.encoder import default_model_path  # noqa: E402
 from sparsecse.masks import Mask  # noqa: E402
 from sparsecse.pruning import masks_from_scores, prune  # noqa: E402
 from sparsecse.training import rewind  # noqa: E402
+from sparsecse.training.loop import CorpusSampler  # noqa: E402
 
 PRUNED_TARGET = 1.4
 ST_TARGET = 1.0
@@ -108,7 +109,9 @@ def time_sentence_transformers(sentences: list[str], model_dir: str, steps: int,
 
     model = SentenceTransformer(model_dir, device="cpu")
     model.max_seq_length = 32
-    examples = [InputExample(texts=[s, s]) for s in sentences[: batch * (steps + warmup + 1)]]
+    # the batches sparsecse's loop trains on (seed 0): the same sentences, so the same padded lengths
+    sampler = CorpusSampler(sentences, batch, seed=0)
+    examples = [InputExample(texts=[s, s]) for step in range(steps + warmup + 1) for s in sampler.local_batch(step)]
     loader = DataLoader(examples, shuffle=False, batch_size=batch, drop_last=True)
     loss = MultipleNegativesRankingLoss(model, scale=20.0)  # scale 20 = temperature 0.05
     clock = StepClock()

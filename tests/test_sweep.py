@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from sparsecse import sweep as sweep_mod
+from sparsecse import sweeping as sweep_mod
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.errors import SparseCSEError
 from sparsecse.report import best_points, results_table
