@@ -13,13 +13,14 @@ from sparsecse.cli.options import json_option, overwrite_option
 def describe(mask) -> str:
     m = mask.manifest
     layers, heads, ffn = mask.shape
-    heads_text = "; ".join(f"layer {layer}: {', '.join(map(str, hs))}" for layer, hs in mask.pruned_heads().items())
+    heads_text = "; ".join(f"layer {layer}: head{'s' if len(hs) > 1 else ''} {', '.join(map(str, hs))}"
+                           for layer, hs in mask.pruned_heads().items())
     lines = [
         f"sparsity {m['sparsity']:g}, lambda {m['lambda']:g} ({m['scope']}): "
         f"{mask.heads_pruned}/{layers * heads} heads, {mask.neurons_pruned}/{layers * ffn} FFN neurons removed"
         + (f", {100 * m['encoder_param_sparsity']:.2f}% of encoder-layer parameters" if "encoder_param_sparsity" in m
            else ""),
-        f"  heads removed   {heads_text or 'none'}",
+        f"  heads removed              {heads_text or 'none'}",
         "  neurons removed per layer  " + " ".join(f"L{i}:{n}" for i, n in enumerate(mask.neurons_pruned_per_layer())),
     ]
     return "\n".join(lines)
