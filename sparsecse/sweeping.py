@@ -246,8 +246,9 @@ class SweepRun:
     every requested task, and written as soon as it is done."""
 
     def __init__(self, out: Path, encoder, scores, tasks: list[str], data_dir, seed: int, eval_mode: str,
-                 scope: str, keep_one_head: bool, say: Callable[[str], None]):
+                 scope: str, keep_one_head: bool, say: Callable[[str], None], show_progress: bool = False):
         self.out, self.encoder, self.scores, self.tasks = out, encoder, scores, tasks
+        self.show_progress = show_progress
         self.data_dir, self.seed, self.eval_mode = data_dir, seed, eval_mode
         self.scope, self.keep_one_head, self.say = scope, keep_one_head, say
         self.result = SweepResult(out)
@@ -320,7 +321,7 @@ class SweepRun:
             self.say(f"Rewinding {name} with {plan.objective} ...")
             t0 = time.perf_counter()
             run_rewind(mask_path, plan.corpus, model_dir, init=plan.init, objective=plan.objective, seed=self.seed,
-                       data_dir=self.data_dir, **plan.args)
+                       data_dir=self.data_dir, show_progress=self.show_progress, **plan.args)
             record["rewind_seconds"] = round(time.perf_counter() - t0, 1)
         else:
             record["rewind_seconds"] = (read_point(point_path) or {}).get("rewind_seconds")
@@ -394,7 +395,8 @@ def sweep(
         _check_shrinkable(encoder, "--eval-mode shrunk" if eval_mode == "shrunk" else "rewinding")
     open_sweep_dir(out, print_)
     scores = _cached_scores(out, encoder, data_dir, split, batch_size, seed, max_batches, show_progress, say)
-    run = SweepRun(out, encoder, scores, task_list, data_dir, seed, eval_mode, scope, keep_one_head, say)
+    run = SweepRun(out, encoder, scores, task_list, data_dir, seed, eval_mode, scope, keep_one_head, say,
+                   show_progress)
 
     grid = [(s, lam) for lam in grid_l for s in grid_s]
     total = len(grid) + int(dense) + (plan.count if plan else 0)
@@ -475,9 +477,10 @@ def _record_run(out: Path, result: SweepResult, started: float, total: int, enco
         seed=settings["seed"], fingerprint=print_))
 
 
-def run_rewind(mask_path, corpus, out, init=None, objective="simcse", seed=0, data_dir=None, **kwargs):
+def run_rewind(mask_path, corpus, out, init=None, objective="simcse", seed=0, data_dir=None, show_progress=False,
+               **kwargs):
     """``sparsecse.training.rewind`` (tests swap this function out); resumes a killed rewind."""
     from sparsecse.training import rewind
 
     return rewind(mask_path, corpus, out, init=init, objective=objective, seed=seed, data_dir=data_dir, resume=True,
-                  show_progress=False, **kwargs)
+                  show_progress=show_progress, **kwargs)

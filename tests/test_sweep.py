@@ -144,7 +144,8 @@ def test_rewinding_uses_the_best_lambda_and_is_cached(tiny_bert_dir, tiny_stsb_d
 
     rewinds = []
 
-    def fake_rewind(mask_path, corpus, out, init=None, objective="simcse", seed=0, data_dir=None, **kw):
+    def fake_rewind(mask_path, corpus, out, init=None, objective="simcse", seed=0, data_dir=None,
+                    show_progress=False, **kw):
         rewinds.append((mask_path.name, kw))
         shrink(tiny_bert_dir, mask_path, out)  # a pruned model directory, as rewinding writes one
 
