@@ -13,17 +13,7 @@ import click
 
 from sparsecse import __version__
 
-COMMANDS = {
-    "train": "Train an unsupervised contrastive encoder (SimCSE or another objective).",
-    "score": "Score every head and FFN neuron by E|dL/dgate| of alignment/uniformity on STS-B.",
-    "prune": "Turn a score file into mask files for given sparsities and lambdas.",
-    "rewind": "Retrain a pruned model from its initial weights with any objective.",
-    "eval": "Evaluate on STS12-16, STS-B, SICK-R and the SentEval transfer tasks.",
-    "shrink": "Physically remove the pruned heads and neurons: a smaller dense model.",
-    "sweep": "Score once, then prune/evaluate (and optionally rewind) over sparsity x lambda.",
-    "report": "Rebuild a sweep's summary tables and plots without recomputing.",
-    "objectives": "List the training objectives with their parameters and defaults.",
-}
+COMMANDS = ("train", "score", "prune", "rewind", "eval", "shrink", "sweep", "report", "objectives")  # help order
 
 
 class LazyGroup(click.Group):
