@@ -140,6 +140,16 @@ def test_empty_corpus_is_refused(tiny_bert_dir, tmp_path):
         train(tiny_bert_dir, empty, tmp_path / "out", **quick())
 
 
+def test_missing_corpus_and_unknown_objective_fail_before_any_model_is_loaded(corpus, tmp_path):
+    # the model path does not exist either: the corpus / objective must be what is reported
+    with pytest.raises(SparseCSEError, match="corpus .* does not exist"):
+        train(tmp_path / "no-model", tmp_path / "no-corpus.txt", tmp_path / "out")
+    with pytest.raises(SparseCSEError, match="Unknown objective 'nope'"):
+        train(tmp_path / "no-model", corpus, tmp_path / "out", objective="nope")
+    with pytest.raises(SparseCSEError, match="corpus .* does not exist"):
+        rewind(tmp_path / "no-mask.safetensors", tmp_path / "no-corpus.txt", tmp_path / "out")
+
+
 def test_corpus_smaller_than_a_batch_is_refused(tiny_bert_dir, tmp_path):
     small = tmp_path / "small.txt"
     small.write_text("one sentence\nanother one\n")

@@ -90,8 +90,7 @@ class _Plan:
 
 def _plan(kind, encoder, corpus, objective, objective_args, *, max_steps, batch_size, lr, max_length, epochs,
           eval_steps, save_steps, data_dir) -> _Plan:
-    if corpus is None:
-        raise SparseCSEError(f"{kind} needs a corpus (--corpus FILE, one sentence per line).")
+    check_inputs(kind, corpus, objective)
     objective_cls = get_objective(objective)
     hyper = resolve_hyperparameters(encoder.config, objective_cls, batch_size=batch_size, lr=lr,
                                     max_length=max_length, epochs=epochs)
@@ -218,6 +217,15 @@ def _hash_sentences(sentences: Sequence[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------- train
+def check_inputs(kind: str, corpus, objective: str) -> None:
+    """Fail on a missing corpus file or an unknown objective before any model is loaded."""
+    if corpus is None:
+        raise SparseCSEError(f"{kind} needs a corpus (--corpus FILE, one sentence per line).")
+    if isinstance(corpus, (str, os.PathLike)) and not os.path.isfile(corpus):
+        raise SparseCSEError(f"The corpus {corpus} does not exist or is not a file.")
+    get_objective(objective)
+
+
 def train(model=None, corpus=None, out=None, objective: str = "simcse", objective_args=None, *,
           pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
     """Train ``model`` (a name or directory, default all-MiniLM-L6-v2, or a loaded
@@ -231,6 +239,7 @@ def train(model=None, corpus=None, out=None, objective: str = "simcse", objectiv
     from accelerate.utils import set_seed
 
     check_out("train", out, options.get("resume", False), options.get("overwrite", False))
+    check_inputs("train", corpus, objective)
     set_seed(seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
     if isinstance(model, SentenceEncoder):
         encoder = model if pooling is None else SentenceEncoder(

@@ -19,7 +19,8 @@ from sparsecse.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
 from sparsecse.gates import layer_parts
 from sparsecse.masks import Mask
-from sparsecse.training.api import TrainResult, absolute_path, check_out, read_model_config, run, source_hash
+from sparsecse.training.api import (TrainResult, absolute_path, check_inputs, check_out, read_model_config, run,
+                                    source_hash)
 
 
 def resolve_init(mask: Mask, init: str | os.PathLike | None) -> tuple[str, str | None]:
@@ -82,6 +83,7 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
     from sparsecse.shrinking import mask_digest
 
     check_out("rewind", out, options.get("resume", False), options.get("overwrite", False))
+    check_inputs("rewind", corpus, objective)
     mask_path = None if isinstance(mask, Mask) else absolute_path(str(mask))
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
     init_path, scored = resolve_init(mask, init)
