@@ -90,8 +90,7 @@ class _Plan:
 
 def _plan(kind, encoder, corpus, objective, objective_args, *, max_steps, batch_size, lr, max_length, epochs,
           eval_steps, save_steps, data_dir) -> _Plan:
-    check_inputs(kind, corpus, objective)
-    objective_cls = get_objective(objective)
+    objective_cls = get_objective(objective)  # train() and rewind() checked corpus and objective already
     hyper = resolve_hyperparameters(encoder.config, objective_cls, batch_size=batch_size, lr=lr,
                                     max_length=max_length, epochs=epochs)
     from_file = isinstance(corpus, (str, os.PathLike))
