@@ -8,11 +8,16 @@ from pathlib import Path
 from sparsecse.errors import SparseCSEError
 
 
-def read_corpus(path: str | os.PathLike) -> list[str]:
-    """The non-empty lines of ``path``, stripped, in file order (duplicates kept)."""
+def check_corpus_file(path: str | os.PathLike) -> Path:
     path = Path(path)
     if not path.is_file():
         raise SparseCSEError(f"The corpus {path} does not exist or is not a file.")
+    return path
+
+
+def read_corpus(path: str | os.PathLike) -> list[str]:
+    """The non-empty lines of ``path``, stripped, in file order (duplicates kept)."""
+    path = check_corpus_file(path)
     try:
         with open(path, encoding="utf-8") as f:
             sentences = [line.strip() for line in f]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from sparsecse.data.corpus import read_corpus
+from sparsecse.data.corpus import check_corpus_file, read_corpus
 from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.io import atomic_dir, hash_path, make_manifest, write_json
@@ -220,8 +220,8 @@ def check_inputs(kind: str, corpus, objective: str) -> None:
     """Fail on a missing corpus file or an unknown objective before any model is loaded."""
     if corpus is None:
         raise SparseCSEError(f"{kind} needs a corpus (--corpus FILE, one sentence per line).")
-    if isinstance(corpus, (str, os.PathLike)) and not os.path.isfile(corpus):
-        raise SparseCSEError(f"The corpus {corpus} does not exist or is not a file.")
+    if isinstance(corpus, (str, os.PathLike)):
+        check_corpus_file(corpus)
     get_objective(objective)
 
 
