@@ -13,7 +13,8 @@ import click
 
 from sparsecse import __version__
 
-COMMANDS = ("train", "score", "prune", "rewind", "eval", "shrink", "sweep", "report", "objectives")  # help order
+COMMANDS = ("train", "score", "prune", "rewind", "eval", "compare", "shrink", "export", "sweep", "report",
+            "objectives", "models")  # help order
 
 
 class LazyGroup(click.Group):
