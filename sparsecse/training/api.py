@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -216,13 +217,26 @@ def _hash_sentences(sentences: Sequence[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------- train
-def check_inputs(kind: str, corpus, objective: str) -> None:
-    """Fail on a missing corpus file or an unknown objective before any model is loaded."""
+def check_inputs(kind: str, corpus, objective: str, objective_args=None, lr=None) -> None:
+    """Fail on a missing corpus file, an unknown objective, a bad objective parameter or a
+    non-finite learning rate before any model is loaded."""
     if corpus is None:
         raise SparseCSEError(f"{kind} needs a corpus (--corpus FILE, one sentence per line).")
     if isinstance(corpus, (str, os.PathLike)):
         check_corpus_file(corpus)
-    get_objective(objective)
+    get_objective(objective).check_params(_objective_params(objective_args))
+    check_lr(lr)
+
+
+def check_lr(lr) -> None:
+    if lr is None:
+        return
+    try:
+        value = float(lr)
+    except (TypeError, ValueError):
+        raise SparseCSEError(f"--lr must be a number, not {lr!r}.") from None
+    if not math.isfinite(value) or value <= 0:
+        raise SparseCSEError(f"--lr must be a finite positive number, not {lr}.")
 
 
 def train(model=None, corpus=None, out=None, objective: str = "simcse", objective_args=None, *,
@@ -238,7 +252,7 @@ def train(model=None, corpus=None, out=None, objective: str = "simcse", objectiv
     from accelerate.utils import set_seed
 
     check_out("train", out, options.get("resume", False), options.get("overwrite", False))
-    check_inputs("train", corpus, objective)
+    check_inputs("train", corpus, objective, objective_args, options.get("lr"))
     set_seed(seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
     if isinstance(model, SentenceEncoder):
         encoder = model if pooling is None else SentenceEncoder(

@@ -83,7 +83,7 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
     from sparsecse.shrinking import mask_digest
 
     check_out("rewind", out, options.get("resume", False), options.get("overwrite", False))
-    check_inputs("rewind", corpus, objective)
+    check_inputs("rewind", corpus, objective, objective_args, options.get("lr"))
     mask_path = None if isinstance(mask, Mask) else absolute_path(str(mask))
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
     init_path, scored = resolve_init(mask, init)
