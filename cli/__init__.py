@@ -39,8 +39,8 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except SparseCSEError as exc:
             raise click.ClickException(str(exc)) from None
-        except KeyboardInterrupt:
-            click.echo("Interrupted; nothing half-written was left behind.", err=True)
+        except KeyboardInterrupt as exc:  # a command that keeps resumable work says so in the exception
+            click.echo(str(exc) or "Interrupted; nothing half-written was left behind.", err=True)
             sys.exit(130)
 
 

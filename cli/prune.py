@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from sparsecse.cli.options import json_option, overwrite_option
+from sparsecse.cli.options import echo_json, json_option, overwrite_option
 
 
 def describe(mask) -> str:
@@ -45,10 +44,14 @@ def describe(mask) -> str:
 @json_option
 def command(scores_path, sparsity, lambdas, scope, keep_one_head, out, heatmap, overwrite, as_json):
     """Turn a score file into masks that remove the lowest-scored heads and FFN neurons."""
-    from sparsecse.io import atomic_dir, write_json
+    from sparsecse.io import atomic_dir, check_destination, write_json
+    from sparsecse.plots import check_figure_path
     from sparsecse.pruning import mask_filename, prune_grid
     from sparsecse.scoring import GateScores
 
+    check_destination(out, overwrite, inputs={"score file": scores_path})
+    if heatmap:
+        check_figure_path(heatmap, overwrite, inputs={"score file": scores_path, "--out": out})
     scores = GateScores.load(scores_path)
     masks = prune_grid(scores, sparsity, lambdas, scope=scope, keep_one_head=keep_one_head)
     written = []
@@ -70,11 +73,11 @@ def command(scores_path, sparsity, lambdas, scope, keep_one_head, out, heatmap, 
         head_importance_heatmap(scores.head_scores(lam0), heatmap, pruned=~first.head_mask if len(masks) == 1 else None,
                                 title=f"Head importance (λ={lam0:g})" + (f", {s0:g} pruned" if len(masks) == 1 else ""))
     if as_json:
-        click.echo(json.dumps({"masks": [
+        echo_json({"masks": [
             {"path": str(p), **{k: m.manifest.get(k) for k in (
                 "sparsity", "lambda", "scope", "heads_pruned", "neurons_pruned", "heads_pruned_per_layer",
                 "neurons_pruned_per_layer", "pruned_heads", "encoder_param_sparsity")}}
-            for p, m in zip(written, masks.values())], "heatmap": heatmap}))
+            for p, m in zip(written, masks.values())], "heatmap": heatmap})
         return
     for path, mask in zip(written, masks.values()):
         click.echo(describe(mask))

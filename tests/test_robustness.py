@@ -81,3 +81,266 @@ def test_non_finite_learning_rate_is_refused_before_loading(tmp_path, corpus):
                      "--lr", "inf", "--max-steps", "1")
     one_sentence_error(result, "lr")
     assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()
+
+
+# ---------------------------------------------------------------------------------- shared fixtures
+@pytest.fixture(scope="module")
+def score_file(tiny_bert_dir, tiny_stsb_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("robust") / "scores.safetensors"
+    result = run_cli("score", "--model", tiny_bert_dir, "--data-dir", tiny_stsb_dir, "--batch-size", 8,
+                     "--max-batches", 2, "--out", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def mask_file(score_file):
+    out = score_file.with_name("mask.safetensors")
+    assert run_cli("prune", "--scores", score_file, "--sparsity", 0.25, "--out", out).exit_code == 0
+    return out
+
+
+def blocked_parent(tmp_path):
+    """An --out whose parent is a file: impossible to create, for root too."""
+    (tmp_path / "afile").write_text("x")
+    return tmp_path / "afile" / "out"
+
+
+# ---------------------------------------------------------------------------------- permissions
+@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750)])
+def test_outputs_get_the_permissions_a_normal_write_gives(tmp_path, umask, file_mode, dir_mode):
+    from sparsecse.io import atomic_dir, atomic_file, save_tensors
+
+    old = os.umask(umask)
+    try:
+        with atomic_file(tmp_path / "f.txt") as tmp:
+            tmp.write_text("x")
+        with atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "inner.txt").write_text("y")
+        save_tensors(tmp_path / "t.safetensors", {"a": torch.zeros(2)}, {"kind": "test"})
+    finally:
+        os.umask(old)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert mode(tmp_path / "f.txt") == file_mode
+    assert mode(tmp_path / "d") == dir_mode and mode(tmp_path / "d" / "inner.txt") == file_mode
+    assert mode(tmp_path / "t.safetensors") == file_mode and mode(tmp_path / "t.json") == file_mode
+
+
+# ---------------------------------------------------------------------------------- outputs vs inputs
+def test_prune_refuses_to_write_over_its_score_file(score_file):
+    before = score_file.read_bytes()
+    result = run_cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", score_file, "--overwrite")
+    one_sentence_error(result, "would overwrite the score file")
+    assert score_file.read_bytes() == before
+
+
+def test_train_refuses_out_equal_to_model(tiny_bert_dir, corpus):
+    result = run_cli("train", "--model", tiny_bert_dir, "--corpus", corpus, "--out", tiny_bert_dir, "--overwrite")
+    one_sentence_error(result, "would overwrite the model")
+    assert (tiny_bert_dir / "config.json").is_file()
+
+
+def test_shrink_and_eval_refuse_out_equal_to_an_input(tiny_bert_dir, mask_file, tmp_path):
+    one_sentence_error(run_cli("shrink", "--model", tiny_bert_dir, "--mask", mask_file, "--out", tiny_bert_dir,
+                               "--overwrite"), "would overwrite the model")
+    one_sentence_error(run_cli("eval", "--model", tiny_bert_dir, "--mask", mask_file, "--out", mask_file,
+                               "--overwrite"), "would overwrite the mask")
+
+
+# ---------------------------------------------------------------------------------- impossible --out
+def test_every_command_checks_its_destination_first(tiny_bert_dir, tiny_stsb_dir, score_file, mask_file, corpus,
+                                                     tmp_path, monkeypatch):
+    import sparsecse.evaluation as evaluation
+
+    monkeypatch.setattr(evaluation, "evaluate", lambda **kw: pytest.fail("evaluated before checking --out"))
+    bad = blocked_parent(tmp_path)
+    commands = [
+        ("score", "--model", tiny_bert_dir, "--data-dir", tiny_stsb_dir, "--out", bad),
+        ("prune", "--scores", score_file, "--sparsity", 0.1, "--out", bad),
+        ("eval", "--model", tiny_bert_dir, "--data-dir", tiny_stsb_dir, "--out", bad),
+        ("shrink", "--model", tiny_bert_dir, "--mask", mask_file, "--out", bad),
+        ("train", "--model", tiny_bert_dir, "--corpus", corpus, "--out", bad),
+        ("rewind", "--mask", mask_file, "--corpus", corpus, "--out", bad),
+        ("sweep", "--model", tiny_bert_dir, "--sparsities", 0.1, "--data-dir", tiny_stsb_dir, "--out", bad),
+    ]
+    for args in commands:
+        one_sentence_error(run_cli(*args), "is a file, not a directory")
+    assert not any(p.name != "afile" for p in tmp_path.iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into read-only directories")
+def test_read_only_parent_is_refused(tmp_path):
+    from sparsecse.io import check_destination
+
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    with pytest.raises(SparseCSEError, match="not writable"):
+        check_destination(locked / "out")
+
+
+# ---------------------------------------------------------------------------------- JSON, sidecars, heat maps
+def test_json_never_contains_bare_nan(tmp_path):
+    from sparsecse.io import dumps_json, write_json
+
+    obj = {"a": float("nan"), "b": [1.0, float("inf")], "c": torch.tensor(float("nan")), "d": 2.5}
+    assert json.loads(dumps_json(obj)) == {"a": None, "b": [1.0, None], "c": None, "d": 2.5}
+    write_json(tmp_path / "x.json", obj)
+    assert "NaN" not in (tmp_path / "x.json").read_text()
+
+
+def test_eval_json_output_is_strict_json(tiny_bert_dir, tmp_path, monkeypatch):
+    import sparsecse.evaluation as evaluation
+
+    fake = {"model": "m", "pooling": "mean", "tasks": ["STSBenchmark"], "scores": {"STSBenchmark": float("nan")},
+            "settings": {"data_dir": "d", "sts_aggregation": "all"}, "timing": {"total_s": 1.0}}
+    monkeypatch.setattr(evaluation, "evaluate", lambda **kw: fake)
+    result = run_cli("eval", "--model", tiny_bert_dir, "--json", "--out", tmp_path / "e.json")
+    assert result.exit_code == 0, result.output
+    strict = lambda text: json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}"))  # noqa: E731
+    assert strict(result.output.splitlines()[0])["scores"]["STSBenchmark"] is None
+    assert strict((tmp_path / "e.json").read_text())["scores"]["STSBenchmark"] is None
+
+
+def test_an_existing_sidecar_is_not_replaced_without_overwrite(score_file, tmp_path):
+    side = tmp_path / "m.json"
+    side.write_text("my notes")
+    result = run_cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", tmp_path / "m.safetensors")
+    one_sentence_error(result, "m.json", "--overwrite")
+    assert side.read_text() == "my notes" and not (tmp_path / "m.safetensors").exists()
+    ok = run_cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", tmp_path / "m.safetensors",
+                 "--overwrite")
+    assert ok.exit_code == 0 and json.loads(side.read_text())["kind"] == "mask"
+
+
+def test_heatmap_checked_before_the_mask_is_written(score_file, tmp_path):
+    out = tmp_path / "m.safetensors"
+    one_sentence_error(run_cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", out,
+                               "--heatmap", tmp_path / "x.txt"), "--heatmap", ".png")
+    assert not out.exists()
+    (tmp_path / "h.png").write_bytes(b"precious")
+    one_sentence_error(run_cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", out,
+                               "--heatmap", tmp_path / "h.png"), "already exists")
+    assert (tmp_path / "h.png").read_bytes() == b"precious" and not out.exists()
+
+
+# ---------------------------------------------------------------------------------- score files
+@pytest.mark.parametrize("damage, fragment", [
+    (lambda t: {k: v[:0] for k, v in t.items()}, "holds no scores"),
+    (lambda t: {**t, "head_grad_align": t["head_grad_align"].clone().fill_(float("nan"))}, "non-finite"),
+    (lambda t: {**t, "neuron_grad_uniform": t["neuron_grad_uniform"].to(torch.int64)}, "int64"),
+    (lambda t: {**t, "head_grad_uniform": t["head_grad_uniform"][:, :, :2]}, "shapes disagree"),
+    (lambda t: {**t, "neuron_grad_align": t["neuron_grad_align"][0]}, "dimensions"),
+])
+def test_score_files_are_validated_on_load(score_file, tmp_path, damage, fragment):
+    from safetensors.torch import save_file
+
+    from sparsecse.io import MANIFEST_KEY, load_tensors
+
+    tensors, manifest = load_tensors(score_file)
+    bad = tmp_path / "bad.safetensors"
+    save_file({k: v.contiguous() for k, v in damage(tensors).items()}, str(bad),
+              metadata={MANIFEST_KEY: json.dumps(manifest)})
+    one_sentence_error(run_cli("prune", "--scores", bad, "--sparsity", 0.1, "--out", tmp_path / "m.safetensors"),
+                       fragment)
+    assert not (tmp_path / "m.safetensors").exists()
+
+
+# ---------------------------------------------------------------------------------- devices
+@pytest.mark.parametrize("device", ["foo", "cuda", "cuda:7"])
+def test_bad_device_is_one_sentence_in_every_command(tiny_bert_dir, tiny_stsb_dir, mask_file, corpus, tmp_path,
+                                                     device):
+    tmp_path = tmp_path / "outputs"
+    tmp_path.mkdir()
+    if device != "foo" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    commands = [
+        ("score", "--model", tiny_bert_dir, "--data-dir", tiny_stsb_dir, "--out", tmp_path / "s.safetensors"),
+        ("eval", "--model", tiny_bert_dir, "--data-dir", tiny_stsb_dir),
+        ("shrink", "--model", tiny_bert_dir, "--mask", mask_file, "--out", tmp_path / "small"),
+        ("train", "--model", tiny_bert_dir, "--corpus", corpus, "--out", tmp_path / "t"),
+        ("rewind", "--mask", mask_file, "--corpus", corpus, "--out", tmp_path / "r"),
+        ("sweep", "--model", tiny_bert_dir, "--sparsities", 0.1, "--out", tmp_path / "sw"),
+    ]
+    for args in commands:
+        one_sentence_error(run_cli(*args, "--device", device), repr(device))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_device_refused_by_the_python_api(tiny_bert_dir, corpus, tmp_path):
+    from sparsecse.encoder import SentenceEncoder
+    from sparsecse.training import train
+
+    with pytest.raises(SparseCSEError, match="Unknown device"):
+        SentenceEncoder.load(tiny_bert_dir, device="foo")
+    with pytest.raises(SparseCSEError, match="Unknown device"):
+        train(tiny_bert_dir, corpus, tmp_path / "t", device="foo")
+
+
+# ---------------------------------------------------------------------------------- precision
+def test_auto_precision_follows_the_hardware(monkeypatch):
+    import sparsecse.encoder as enc
+
+    assert enc.cpu_has_native_bf16("flags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_tile\n")
+    assert enc.cpu_has_native_bf16("flags\t\t: fpu amx_bf16\n")
+    assert enc.cpu_has_native_bf16("Features\t: fp asimd bf16 i8mm\n")  # ARM
+    assert not enc.cpu_has_native_bf16("flags\t\t: fpu sse avx2 avx512f\n")
+    monkeypatch.setattr(enc, "cpu_has_native_bf16", lambda cpuinfo=None: False)
+    assert enc.resolve_precision("auto", "cpu") == "fp32"
+    monkeypatch.setattr(enc, "cpu_has_native_bf16", lambda cpuinfo=None: True)
+    assert enc.resolve_precision("auto", "cpu") == "bf16"
+    assert enc.resolve_precision("fp16", "cpu") == "fp16"
+    with pytest.raises(SparseCSEError, match="Unknown precision"):
+        enc.resolve_precision("int8", "cpu")
+
+
+def test_eval_records_what_auto_precision_chose(tiny_bert_dir, tiny_stsb_dir, monkeypatch):
+    import sparsecse.encoder as enc
+    from sparsecse.evaluation import evaluate
+
+    monkeypatch.setattr(enc, "cpu_has_native_bf16", lambda cpuinfo=None: False)
+    result = evaluate(tiny_bert_dir, tasks="STSBenchmark", data_dir=tiny_stsb_dir, precision="auto", device="cpu",
+                      align_uniform=False)
+    assert result["settings"]["precision"] == "fp32"
+
+
+# ---------------------------------------------------------------------------------- models and masks
+def test_model_directory_without_tokenizer_is_refused(tiny_bert_dir, tiny_stsb_dir, tmp_path):
+    import shutil
+
+    from sparsecse.encoder import TOKENIZER_FILES
+
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_bert_dir, bare)
+    for name in os.listdir(bare):
+        if name in TOKENIZER_FILES or "token" in name:
+            (bare / name).unlink()
+    one_sentence_error(run_cli("eval", "--model", bare, "--data-dir", tiny_stsb_dir, "--tasks", "STSBenchmark"),
+                       "no tokenizer files")
+
+
+def test_shrink_and_eval_take_the_model_from_the_mask(tiny_bert_dir, tiny_stsb_dir, mask_file, tmp_path):
+    result = run_cli("shrink", "--mask", mask_file, "--out", tmp_path / "small", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["lineage"]["shrunk_from"] == str(tiny_bert_dir)
+    result = run_cli("eval", "--mask", mask_file, "--data-dir", tiny_stsb_dir, "--tasks", "STSBenchmark", "--json",
+                     "--no-align-uniform", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["model"] == str(tiny_bert_dir)
+
+
+def test_a_mask_whose_model_is_gone_is_refused(mask_file, tmp_path):
+    from sparsecse.masks import Mask
+
+    mask = Mask.load(mask_file)
+    mask.manifest["model"] = str(tmp_path / "gone")
+    moved = tmp_path / "moved.safetensors"
+    mask.save(moved)
+    one_sentence_error(run_cli("shrink", "--mask", moved, "--out", tmp_path / "small"), "no longer exists",
+                       "--model")
+    mask.manifest.pop("model")
+    mask.save(moved, overwrite=True)
+    one_sentence_error(run_cli("shrink", "--mask", moved, "--out", tmp_path / "small"), "--model")
+
+
+def test_eval_refuses_an_empty_task_name():
+    one_sentence_error(run_cli("eval", "--tasks", "STS12,,STS13"), "empty item")
