@@ -30,7 +30,10 @@ class LazyGroup(click.Group):
             if exc.name == f"sparsecse.cli.{_module(name)}":
                 return None
             raise
-        return module.command
+        command = module.command
+        if command.short_help is None and command.help:  # the whole first paragraph, never cut at "..."
+            command.short_help = " ".join(command.help.split("\n\n")[0].split())
+        return command
 
     def invoke(self, ctx):
         from sparsecse.errors import SparseCSEError

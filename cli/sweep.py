@@ -29,7 +29,7 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
         raise SparseCSEError(f"{', '.join(_flag(ctx, n) for n in given)} only apply with --rewind{hint}.")
 
 
-@click.command("sweep", short_help="Score once, then prune and evaluate (and rewind) over a sparsity x λ grid.")
+@click.command("sweep")
 @model_option
 @click.option("--sparsities", required=True, metavar="GRID",
               help="Sparsities: values and start:stop:step ranges, e.g. 0.01:0.10:0.01,0.2:0.5:0.1.")

@@ -165,7 +165,7 @@ def test_every_command_checks_its_destination_first(tiny_bert_dir, tiny_stsb_dir
     ]
     for args in commands:
         one_sentence_error(run_cli(*args), "is a file, not a directory")
-    assert not any(p.name != "afile" for p in tmp_path.iterdir())
+    assert {p.name for p in tmp_path.iterdir()} == {"afile", "corpus.txt"}
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write into read-only directories")
@@ -344,3 +344,258 @@ def test_a_mask_whose_model_is_gone_is_refused(mask_file, tmp_path):
 
 def test_eval_refuses_an_empty_task_name():
     one_sentence_error(run_cli("eval", "--tasks", "STS12,,STS13"), "empty item")
+
+
+# ---------------------------------------------------------------------------------- training runs
+def test_failed_check_in_train_leaves_no_partial_directory(tiny_bert_dir, corpus, tmp_path):
+    from sparsecse.training import train
+
+    out = tmp_path / "t"
+    with pytest.raises(SparseCSEError, match="fewer than one batch"):
+        train(tiny_bert_dir, corpus, out, batch_size=64, max_steps=2, eval_steps=0, show_progress=False,
+              device="cpu")
+    assert not out.exists() and not (tmp_path / "t.partial").exists()
+
+
+def test_weights_that_become_non_finite_are_never_saved(tiny_bert_dir, corpus, tmp_path):
+    from sparsecse.training import train
+
+    out = tmp_path / "t"  # 1e39 is a finite float64 but overflows float32 weights in one step
+    with pytest.raises(SparseCSEError, match="weights became non-finite"):
+        train(tiny_bert_dir, corpus, out, batch_size=8, lr=1e39, max_steps=1, eval_steps=0, show_progress=False,
+              device="cpu")
+    assert not out.exists() and not (tmp_path / "t.partial").exists()
+
+
+def test_interrupt_names_resume_when_a_checkpoint_is_kept(tmp_path):
+    from sparsecse.training.api import _after_failure
+    from sparsecse.training.rundir import RunDir
+
+    run_dir = RunDir(tmp_path / "out")
+    run_dir.path.mkdir()
+    _after_failure(run_dir, True, KeyboardInterrupt())  # no checkpoint yet: nothing worth keeping
+    assert not run_dir.path.exists()
+    run_dir.path.mkdir()
+    run_dir.write_checkpoint(5, lambda tmp: (tmp / "state.txt").write_text("x"))
+    with pytest.raises(KeyboardInterrupt, match="--resume"):
+        _after_failure(run_dir, True, KeyboardInterrupt())
+    assert run_dir.latest_checkpoint() is not None
+
+
+def test_cli_interrupt_message_comes_from_the_command(monkeypatch, tiny_bert_dir, tmp_path):
+    import sparsecse.evaluation as evaluation
+
+    def interrupted(**kw):
+        raise KeyboardInterrupt("Interrupted; the run so far is kept in X.partial: rerun with --resume")
+
+    monkeypatch.setattr(evaluation, "evaluate", interrupted)
+    result = run_cli("eval", "--model", tiny_bert_dir)
+    assert result.exit_code == 130 and "--resume" in result.output and "nothing half-written" not in result.output
+
+
+def test_rewind_checks_the_recorded_initial_checkpoint(tiny_bert_dir, tiny_stsb_dir, corpus, tmp_path):
+    import shutil
+
+    from sparsecse.masks import Mask
+    from sparsecse.training import resolve_init, train
+
+    init = tmp_path / "init"
+    shutil.copytree(tiny_bert_dir, init)
+    trained = train(init, corpus, tmp_path / "trained", batch_size=8, max_steps=1, eval_steps=0,
+                    show_progress=False, device="cpu", lr=1e-4).out
+    mask = Mask.full(2, 4, 48)
+    mask.manifest = {"kind": "mask", "model": str(trained)}
+    assert resolve_init(mask, None)[0] == str(init)
+    (init / "config.json").write_text((init / "config.json").read_text() + "\n")  # changed after training
+    with pytest.raises(SparseCSEError, match="has changed since"):
+        resolve_init(mask, None)
+    assert resolve_init(mask, str(init))[0] == str(init)  # --init: the user's explicit choice
+
+
+# ---------------------------------------------------------------------------------- the command line
+def test_help_does_not_cut_command_descriptions():
+    from sparsecse.cli import COMMANDS
+
+    result = run_cli("--help")
+    commands = result.output.split("Commands:", 1)[1]
+    assert result.exit_code == 0 and "..." not in commands
+    flat = " ".join(commands.split())
+    for name in COMMANDS:
+        command = main.get_command(None, name)
+        if command is not None:
+            first = " ".join(command.help.split("\n\n")[0].split())
+            assert first in flat, name
+
+
+# one convention: each flag spelled and meant the same wherever it applies
+FLAGS = {
+    "train": {"--json", "--seed", "--device", "--quiet", "--overwrite"},
+    "rewind": {"--json", "--seed", "--device", "--quiet", "--overwrite"},
+    "score": {"--json", "--seed", "--device", "--quiet", "--overwrite"},
+    "eval": {"--json", "--seed", "--device", "--quiet", "--overwrite", "--precision", "--fasttest"},
+    "sweep": {"--json", "--seed", "--device", "--quiet", "--overwrite", "--precision", "--fasttest"},
+    "shrink": {"--json", "--device", "--overwrite"},
+    "prune": {"--json", "--overwrite"},
+    "objectives": {"--json"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLAGS))
+def test_sibling_commands_share_their_flags(name):
+    from sparsecse.cli import options
+
+    command = main.get_command(None, name)
+    opts = {o: p for p in command.params for o in p.opts}
+    assert FLAGS[name] <= set(opts), FLAGS[name] - set(opts)
+    shared = {"--json": options.json_option, "--seed": options.seed_option, "--device": options.device_option,
+              "--quiet": options.quiet_option, "--overwrite": options.overwrite_option,
+              "--precision": options.precision_option, "--fasttest": options.fasttest_option}
+    for flag in FLAGS[name]:
+        reference = shared[flag](lambda: None).__click_params__[0]
+        assert opts[flag].help == reference.help, (name, flag)
+
+
+# ---------------------------------------------------------------------------------- sweeps
+class SlowEvaluator:
+    def __call__(self, model, mask, tasks, data_dir, seed, **options):
+        return {"scores": {t: 50.0 for t in tasks}}
+
+
+def test_sweep_checks_rewinding_settings_before_scoring(tiny_bert_dir, tiny_stsb_dir, corpus, tmp_path):
+    out = tmp_path / "sweep"
+    base = ("sweep", "--model", tiny_bert_dir, "--sparsities", 0.25, "--lambdas", 0.5, "--data-dir", tiny_stsb_dir,
+            "--out", out)
+    one_sentence_error(run_cli(*base, "--rewind", "--corpus", corpus, "--objective-args", "temperature=0"),
+                       "temperature must be positive")
+    one_sentence_error(run_cli(*base, "--rewind", "--corpus", corpus, "--objective", "nope"), "Unknown objective")
+    one_sentence_error(run_cli(*base, "--rewind", "--corpus", tmp_path / "none.txt"), "none.txt")
+    one_sentence_error(run_cli(*base, "--rewind", "--corpus", corpus, "--lr", "nan"), "lr")
+    one_sentence_error(run_cli(*base, "--lr", "1e-5"), "--lr only apply with --rewind")
+    one_sentence_error(run_cli(*base, "--batch-size", 8), "--score-batch-size")
+    one_sentence_error(run_cli(*base, "--corpus", corpus, "--no-rewind-dense"), "--corpus", "--rewind-dense")
+    assert not out.exists()
+
+
+def _sweep_in_subprocess(model, data, out, barrier, name):
+    import subprocess
+    import sys
+
+    code = f"""
+import json, os, sys, time
+import torch
+torch.set_num_threads(1)
+from sparsecse import sweeping
+class Slow:
+    def __call__(self, model, mask, tasks, data_dir, seed, **options):
+        time.sleep(1.0)
+        return {{"scores": {{t: 50.0 for t in tasks}}}}
+sweeping.run_evaluation = Slow()
+open({str(barrier)!r} + ".{name}", "w").close()
+while len([f for f in os.listdir({str(barrier.parent)!r}) if f.startswith("ready.")]) < 2:
+    time.sleep(0.05)
+r = sweeping.sweep({str(model)!r}, "0.1,0.2,0.3,0.4", "0.5", {str(out)!r}, tasks="STSBenchmark",
+                   data_dir={str(data)!r}, device="cpu", batch_size=8, max_batches=1, show_progress=False,
+                   make_report=False)
+print(json.dumps({{"computed": r.computed, "reused": r.reused, "busy": r.busy}}))
+"""
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"})
+
+
+def test_two_processes_split_a_sweep(tiny_bert_dir, tiny_stsb_dir, tmp_path, monkeypatch):
+    out = tmp_path / "sweep"
+    barrier = tmp_path / "sync" / "ready"
+    barrier.parent.mkdir()
+    procs = [_sweep_in_subprocess(tiny_bert_dir, tiny_stsb_dir, out, barrier, n) for n in ("a", "b")]
+    replies = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr[-2000:]
+        replies.append(json.loads(stdout.strip().splitlines()[-1]))
+    a, b = (set(r["computed"]) for r in replies)
+    every = {"dense"} | {f"masked/s{s}-l0.5" for s in ("0.1", "0.2", "0.3", "0.4")}
+    assert not a & b, "a point was computed twice"
+    assert a | b | set(replies[0]["reused"]) | set(replies[1]["reused"]) == every
+    assert a and b, "both processes took part"
+    assert not list(out.rglob("*.lock"))
+    assert len(json.loads((out / "sweep.json").read_text())["runs"]) == 2
+    # a later run finds every point (the skipped ones were finished by the other process)
+    from sparsecse import sweeping
+
+    monkeypatch.setattr(sweeping, "run_evaluation", SlowEvaluator())
+    again = sweeping.sweep(tiny_bert_dir, "0.1,0.2,0.3,0.4", "0.5", out, tasks="STSBenchmark", data_dir=tiny_stsb_dir,
+                           device="cpu", batch_size=8, max_batches=1, show_progress=False, make_report=False)
+    assert set(again.reused) == every and not again.computed
+
+
+def test_stale_locks_are_taken_over(tmp_path):
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from sparsecse.locks import FileLock
+
+    path = tmp_path / "p.json.lock"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here = socket.gethostname()
+    cases = [({"pid": dead.pid, "host": here, "started": time.time()}, True),  # holder on this host died
+             ({"pid": os.getppid(), "host": here, "started": time.time()}, False),  # alive
+             ({"pid": 1, "host": "elsewhere", "started": time.time() - 2 * 86400}, True),  # too old
+             ({"pid": 1, "host": "elsewhere", "started": time.time()}, False)]  # another machine, recent
+    for holder, stale in cases:
+        path.write_text(json.dumps(holder))
+        lock = FileLock(path)
+        assert lock.acquire() is stale, holder
+        if stale:
+            assert lock.holder()["pid"] == os.getpid()
+            lock.release()
+            assert not path.exists()
+    path.unlink()
+
+
+def test_sweep_never_keeps_non_finite_scores(tiny_bert_dir, tiny_stsb_dir, tmp_path, monkeypatch):
+    from sparsecse import sweeping
+
+    monkeypatch.setattr(sweeping, "run_evaluation", lambda *a, **k: {"scores": {"STSBenchmark": float("nan")}})
+    out = tmp_path / "sweep"
+    kw = dict(tasks="STSBenchmark", data_dir=tiny_stsb_dir, device="cpu", batch_size=8, max_batches=1,
+              show_progress=False, make_report=False)
+    with pytest.raises(SparseCSEError, match="non-finite"):
+        sweeping.sweep(tiny_bert_dir, "0.25", "0.5", out, **kw)
+    assert not (out / "points" / "dense.json").exists() and not list(out.rglob("*.lock"))
+    # a point file with NaN (as an older version wrote) is evaluated again
+    (out / "points").mkdir(exist_ok=True)
+    (out / "points" / "dense.json").write_text('{"variant": "dense", "scores": {"STSBenchmark": NaN}}')
+    monkeypatch.setattr(sweeping, "run_evaluation", SlowEvaluator())
+    result = sweeping.sweep(tiny_bert_dir, "0.25", "0.5", out, **kw)
+    assert "dense" in result.computed
+    assert json.loads((out / "points" / "dense.json").read_text())["scores"]["STSBenchmark"] == 50.0
+
+
+def test_non_finite_rewound_weights_are_discarded(tmp_path):
+    from safetensors.torch import save_file
+
+    from sparsecse.sweeping import _finite_weights
+
+    save_file({"w": torch.ones(3)}, str(tmp_path / "model.safetensors"))
+    assert _finite_weights(tmp_path)
+    save_file({"w": torch.tensor([1.0, float("nan")])}, str(tmp_path / "model.safetensors"))
+    assert not _finite_weights(tmp_path)
+
+
+def test_report_on_a_damaged_sweep_is_one_sentence(tiny_bert_dir, tiny_stsb_dir, tmp_path, monkeypatch):
+    from sparsecse import sweeping
+
+    monkeypatch.setattr(sweeping, "run_evaluation", SlowEvaluator())
+    out = tmp_path / "sweep"
+    sweeping.sweep(tiny_bert_dir, "0.25", "0.5", out, tasks="STSBenchmark", data_dir=tiny_stsb_dir, device="cpu",
+                   batch_size=8, max_batches=1, show_progress=False, make_report=False)
+    point = out / "points" / "masked" / "s0.25-l0.5.json"
+    good = point.read_text()
+    point.write_text(good[: len(good) // 2])
+    one_sentence_error(run_cli("report", out, "--no-figures"), "s0.25-l0.5.json", "delete it")
+    point.write_text(good)
+    (out / "sweep.json").write_bytes(b"\x00\xff garbage")
+    one_sentence_error(run_cli("report", out, "--no-figures"), "sweep.json")
