@@ -511,12 +511,19 @@ def sweep(
         if plan:
             settings = plan.settings(seed)
             rid = rewind_id(plan.objective, settings)
-            if not (out / "rewound" / rid / "settings.json").is_file():
-                write_json(out / "rewound" / rid / "settings.json", {**settings, "corpus": plan.corpus})
-            for s, lam in run.rewind_jobs(plan, masked):
-                bar.set_postfix_str("rewind " + ("dense" if lam is None else point_name(s, lam)))
-                run.rewound(plan, rid, s, lam)
-                bar.update()
+            rewound_dir = out / "rewound" / rid
+            if not (rewound_dir / "settings.json").is_file():
+                write_json(rewound_dir / "settings.json", {**settings, "corpus": plan.corpus})
+            try:
+                for s, lam in run.rewind_jobs(plan, masked):
+                    bar.set_postfix_str("rewind " + ("dense" if lam is None else point_name(s, lam)))
+                    run.rewound(plan, rid, s, lam)
+                    bar.update()
+            finally:  # settings that produced nothing leave no stub for reports to list
+                if [p.name for p in rewound_dir.iterdir()] == ["settings.json"]:
+                    import shutil
+
+                    shutil.rmtree(rewound_dir)
     finally:
         bar.close()
         run.result.seconds = time.time() - started

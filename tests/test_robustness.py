@@ -599,3 +599,20 @@ def test_report_on_a_damaged_sweep_is_one_sentence(tiny_bert_dir, tiny_stsb_dir,
     point.write_text(good)
     (out / "sweep.json").write_bytes(b"\x00\xff garbage")
     one_sentence_error(run_cli("report", out, "--no-figures"), "sweep.json")
+
+
+def test_a_failed_rewind_leaves_no_stub_settings(tiny_bert_dir, tiny_stsb_dir, corpus, tmp_path, monkeypatch):
+    from sparsecse import sweeping
+
+    def refused(*args, **kw):
+        raise SparseCSEError("The corpus has 40 sentences, fewer than one batch of 64.")
+
+    monkeypatch.setattr(sweeping, "run_evaluation", SlowEvaluator())
+    monkeypatch.setattr(sweeping, "run_rewind", refused)
+    out = tmp_path / "sweep"
+    with pytest.raises(SparseCSEError, match="fewer than one batch"):
+        sweeping.sweep(tiny_bert_dir, "0.25", "0.5", out, tasks="STSBenchmark", data_dir=tiny_stsb_dir, device="cpu",
+                       batch_size=8, max_batches=1, show_progress=False, make_report=False, rewind=True,
+                       corpus=corpus)
+    assert not (out / "rewound").exists() or not any((out / "rewound").iterdir())
+    assert not list(out.rglob("*.lock"))
