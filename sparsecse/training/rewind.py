@@ -95,6 +95,9 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
                "objective": objective, "mask": mask_path, "mask_digest": mask_digest(mask),
                "removal": method, "scored_model": scored,
                "sparsity": mask.manifest.get("sparsity"), "lambda": mask.manifest.get("lambda")}
+    from sparsecse.objectives.distill import with_default_teacher
+
+    objective_args = with_default_teacher(objective, objective_args, scored)  # distill: the dense model
     parent = read_model_config(scored).get("lineage") if scored else None
     if parent:
         lineage["parent"] = parent
