@@ -15,7 +15,8 @@ import pandas as pd
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.io import atomic_file, write_json
-from sparsecse.sweeping import SCORES_FILE, STS_TASKS, SWEEP_FILE, TRANSFER_TASKS
+from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
+from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "task", "score", "avg_sts",
            "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",

@@ -31,9 +31,8 @@ from typing import Any, Callable, Iterable, Sequence
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.io import hash_path, make_manifest, write_json
+from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE
 
-SWEEP_FILE = "sweep.json"
-SCORES_FILE = "scores.safetensors"
 EVAL_MODES = ("masked", "shrunk")
 
 
