@@ -20,7 +20,7 @@ from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "task", "score", "avg_sts",
            "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",
-           "eval_seconds", "rewind_seconds", "point"]
+           "keep_flops", "kept_flops_ratio", "eval_seconds", "rewind_seconds", "point"]
 SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
 AVG_STS, AVG_TRANSFER = "avg_sts", "avg_transfer"
 
