@@ -84,12 +84,11 @@ def _head_order(scores: torch.Tensor, keep_one_head: bool) -> list[int]:
     if not keep_one_head:
         return order
     heads = scores.shape[1]
-    firsts = {}
+    firsts: dict[int, int] = {}
     for flat in order:
         firsts.setdefault(flat // heads, flat)
-    mandatory = sorted(firsts.values(), key=order.index)
-    chosen = set(mandatory)
-    return mandatory + [f for f in order if f not in chosen]
+    chosen = set(firsts.values())
+    return [f for f in order if f in chosen] + [f for f in order if f not in chosen]
 
 
 def select_under_budget(head_scores: torch.Tensor, neuron_scores: torch.Tensor, costs: UnitCosts, budget: float,

@@ -93,14 +93,19 @@ def kept_costs(shape: dict[str, int], mask: Mask, seq_len: int = 128) -> dict[st
     return out
 
 
-def _one_target(sparsity, keep_flops, keep_params) -> tuple[str, float]:
+def _one_target(sparsity, keep_flops, keep_params):
+    """(kind, what was given) for the one target among sparsity, keep_flops and keep_params."""
     given = {k: v for k, v in (("sparsity", sparsity), ("keep_flops", keep_flops), ("keep_params", keep_params))
              if v is not None}
     if len(given) != 1:
         raise SparseCSEError("Give exactly one of sparsity, keep_flops and keep_params"
                              + (f" (got {', '.join(given)})." if given else "."))
     (kind, value), = given.items()
-    return kind, (check_sparsity(float(value)) if kind == "sparsity" else check_budget(value, kind.replace("_", "-")))
+    return kind, value
+
+
+def _check_target(kind: str, value: float) -> float:
+    return check_sparsity(float(value)) if kind == "sparsity" else check_budget(value, kind.replace("_", "-"))
 
 
 def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None, lam: float = 0.5, *,
@@ -123,6 +128,7 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
     kind, value = _one_target(sparsity, keep_flops, keep_params)
+    value = _check_target(kind, value)
     check_lambda(lam)
     check_criterion(criterion)
     return _mask(scores, scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion), kind, value, lam,
@@ -136,10 +142,8 @@ def prune_grid(scores: GateScores | str | os.PathLike, sparsities: Iterable[floa
     """{(target value, λ): mask} for every grid point of one target kind, from one score file, no model run."""
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
-    kind, _ = _one_target(*(None if g is None else 0.5 for g in (sparsities, keep_flops, keep_params)))
-    grid = {"sparsity": sparsities, "keep_flops": keep_flops, "keep_params": keep_params}[kind]
-    check = check_sparsity if kind == "sparsity" else (lambda v: check_budget(v, kind.replace("_", "-")))
-    values = [check(v) for v in parse_grid(grid, kind.replace("_", "-"))]
+    kind, grid = _one_target(sparsities, keep_flops, keep_params)
+    values = [_check_target(kind, v) for v in parse_grid(grid, kind.replace("_", "-"))]
     lambdas = [check_lambda(v) for v in parse_grid(lambdas, "lambda")]
     check_criterion(criterion)
     masks = {}
