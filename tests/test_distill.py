@@ -105,3 +105,12 @@ def test_rewind_distills_from_the_scored_model_and_refuses_a_bad_teacher_before_
         train(tiny_bert_dir, corpus, tmp_path / "t", objective="distill", objective_args=f"teacher={wider}",
               **quick(max_steps=2))
     assert not (tmp_path / "t").exists()
+
+
+def test_train_on_a_shrunk_model_takes_the_teacher_from_its_lineage(tiny_bert_dir, tmp_path):
+    from sparsecse.shrinking import shrink
+
+    mask_path, _ = make_mask(tmp_path, tiny_bert_dir, pooling="mean")
+    shrink(tiny_bert_dir, mask_path, tmp_path / "small", pooling="mean")
+    objective = Distill(student_of(tmp_path / "small"))
+    assert objective.params["teacher"] == str(tiny_bert_dir)
