@@ -95,7 +95,8 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
         (s0, lam0), first = next(iter(masks.items()))
         head_importance_heatmap(scores.head_scores(lam0, criterion), heatmap,
                                 pruned=~first.head_mask if len(masks) == 1 else None,
-                                title=f"Head importance (λ={lam0:g})" + (f", {target_name(first)}" if len(masks) == 1 else ""))
+                                title=f"Head importance (λ={lam0:g})"
+                                + (f", {target_name(first)}" if len(masks) == 1 else ""))
     if as_json:
         click.echo(json.dumps({"masks": [
             {"path": str(p), **{k: m.manifest.get(k) for k in (

@@ -121,8 +121,8 @@ def select_under_budget(head_scores: torch.Tensor, neuron_scores: torch.Tensor, 
             best = (key, h, n)
     _, h, n = best
     if h == 0 and n == 0:
-        raise SparseCSEError(f"A kept-{costs.metric} budget of {budget:g} keeps no head and no neuron "
-                             f"(one neuron costs {costs.neuron / costs.dense:.3g} of the dense model); raise the budget.")
+        raise SparseCSEError(f"A kept-{costs.metric} budget of {budget:g} keeps no head and no neuron (one neuron "
+                             f"costs {costs.neuron / costs.dense:.3g} of the dense model); raise the budget.")
     head_keep = torch.zeros(layers * heads, dtype=torch.bool)
     head_keep[h_order[:h]] = True
     neuron_keep = torch.zeros(neuron_scores.numel(), dtype=torch.bool)

@@ -124,8 +124,8 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
     ``criterion`` (``abs_grad``, ``layer_norm``, ``fisher``) turns the stored gradients into
     importance (:mod:`sparsecse.scoring`). A budget compares heads with neurons, so it needs
     importances on one scale: use ``fisher`` there (on all-MiniLM-L6-v2 at kept FLOPs 0.5 it matches
-    the sparsity-0.5 mask, while ``abs_grad`` and ``layer_norm`` give away nearly all heads; README). The manifest records the target, the criterion, and the
-    kept FLOPs and parameter ratios.
+    the sparsity-0.5 mask, while ``abs_grad`` and ``layer_norm`` give away nearly all heads; README).
+    The manifest records the target, the criterion, and the kept FLOPs and parameter ratios.
     """
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
@@ -203,7 +203,8 @@ def target_name(mask: Mask) -> str:
     budget = m.get("budget")
     if not budget:
         return f"sparsity {m['sparsity']:g}"
-    return f"kept-{budget['metric']} {budget['keep']:g}" + (f" (n={budget['seq_len']})" if budget.get("seq_len") else "")
+    at = f" (n={budget['seq_len']})" if budget.get("seq_len") else ""
+    return f"kept-{budget['metric']} {budget['keep']:g}{at}"
 
 
 def mask_filename(value: float, lam: float, kind: str = "sparsity") -> str:

@@ -102,8 +102,9 @@ class GateScores:
         if missing or manifest.get("kind") != "scores":
             raise SparseCSEError(f"{path} is not a sparsecse score file (missing {', '.join(missing) or 'manifest'}).")
         sizes = tensors.get("batch_sizes")
-        if sizes is not None and (sizes.shape != (tensors[_TENSORS[0]].shape[0],) or (sizes <= 0).any()):
-            raise SparseCSEError(f"{path} holds batch sizes that do not match its {tensors[_TENSORS[0]].shape[0]} batches.")
+        batches = tensors[_TENSORS[0]].shape[0]
+        if sizes is not None and (sizes.shape != (batches,) or (sizes <= 0).any()):
+            raise SparseCSEError(f"{path} holds batch sizes that do not match its {batches} batches.")
         return cls(*(tensors[n].float() for n in _TENSORS), manifest=manifest, path=Path(path), batch_sizes=sizes)
 
 

@@ -78,7 +78,8 @@ def test_teacher_of_another_size_or_tokenizer_is_refused(tiny_bert_dir, tmp_path
     vocab = (other_tok / "vocab.txt").read_text().splitlines()
     from transformers import BertTokenizerFast
 
-    BertTokenizerFast(vocab={t: i for i, t in enumerate(reversed(vocab))}, do_lower_case=True).save_pretrained(other_tok)
+    shuffled = {t: i for i, t in enumerate(reversed(vocab))}
+    BertTokenizerFast(vocab=shuffled, do_lower_case=True).save_pretrained(other_tok)
     with pytest.raises(SparseCSEError, match="tokenizes differently"):
         Distill(student_of(tiny_bert_dir), teacher=str(other_tok))
 
