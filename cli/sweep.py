@@ -31,8 +31,10 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 
 @click.command("sweep")
 @model_option
-@click.option("--sparsities", required=True, metavar="GRID",
+@click.option("--sparsities", default=None, metavar="GRID",
               help="Sparsities: values and start:stop:step ranges, e.g. 0.01:0.10:0.01,0.2:0.5:0.1.")
+@click.option("--keep-flops", default=None, metavar="GRID",
+              help="Also (or instead) kept-FLOPs budget points, e.g. 0.7,0.5,0.35 (see `prune --keep-flops`).")
 @click.option("--lambdas", default="0.25,0.5,0.75", show_default=True, metavar="LIST",
               help="Alignment weights λ in [0, 1] (list or range).")
 @click.option("--tasks", default="sts", show_default=True, help="sts, transfer, all, or task names A,B.")
@@ -78,8 +80,8 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 @json_option
 @quiet_option
 @click.pass_context
-def command(ctx, model, sparsities, lambdas, tasks, out, overwrite, data_dir, split, score_batch_size, max_batches,
-            scope, eval_mode, precision, fasttest, rewind, rewind_sparsities, rewind_lambda, rewind_dense, objective,
+def command(ctx, model, sparsities, keep_flops, lambdas, tasks, out, overwrite, data_dir, split, score_batch_size,
+            max_batches, scope, eval_mode, precision, fasttest, rewind, rewind_sparsities, rewind_lambda, rewind_dense, objective,
             corpus, objective_args, rewind_init, max_steps, batch_size, old_rewind_batch_size, lr, max_length,
             eval_steps, pooling, device, seed, as_json, quiet):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots.
@@ -105,7 +107,7 @@ def command(ctx, model, sparsities, lambdas, tasks, out, overwrite, data_dir, sp
                    rewind_args=rewind_args, rewind_dense=rewind_dense, data_dir=data_dir, seed=seed, split=split,
                    batch_size=score_batch_size, max_batches=max_batches, scope=scope, pooling=pooling, device=device,
                    eval_mode=eval_mode, precision=precision, fasttest=fasttest, overwrite=overwrite,
-                   make_report=False, show_progress=not quiet)
+                   make_report=False, show_progress=not quiet, keep_flops=keep_flops)
     built = report(result.out)
     table = built["table"]
     sts = [t for t in STS_TASKS if t in set(table["task"])]
