@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Callable, Iterable
 
 from sparsecse.errors import SparseCSEError
@@ -61,6 +62,8 @@ def _number(name: str, value: Any) -> float:
 
 def text(name: str, value: Any) -> str:
     """A non-empty string (a model name or path)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
     if not isinstance(value, str) or not value:
         raise SparseCSEError(f"{name} must be a name or path, not {value!r}.")
     return value
