@@ -46,6 +46,11 @@ from sparsecse.cli.options import data_dir_option, device_option, json_option, m
 @click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Scoring: stop after N batches.")
 @click.option("--scope", type=click.Choice(["global", "layer"]), default="global", show_default=True,
               help="Rank units across all layers, or within each layer.")
+@click.option("--criterion", type=click.Choice(["abs_grad", "layer_norm", "fisher"]), default=None,
+              help="Importance from the stored gradients for every point (default: abs_grad for --sparsities, "
+              "fisher for --keep-flops budgets; see `prune --criterion`).")
+@click.option("--keep-one-head/--allow-empty-layers", default=None,
+              help="Never remove a layer's last attention head (default: on for --sparsities, off for budgets).")
 @click.option("--eval-mode", type=click.Choice(["masked", "shrunk"]), default="masked", show_default=True,
               help="Evaluate with gates, or on a physically shrunk copy (same numbers).")
 @pooling_option
@@ -54,7 +59,7 @@ from sparsecse.cli.options import data_dir_option, device_option, json_option, m
 @json_option
 def command(model, sparsities, keep_flops, lambdas, tasks, out, data_dir, rewind, objective, corpus, rewind_sparsities,
             rewind_lambda, rewind_dense, rewind_init, max_steps, rewind_batch_size, lr, max_length, eval_steps,
-            objective_args, split, batch_size, max_batches, scope, eval_mode, pooling, device, seed, as_json):
+            objective_args, split, batch_size, max_batches, scope, criterion, keep_one_head, eval_mode, pooling, device, seed, as_json):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots."""
     from sparsecse.report import best_points, report
     from sparsecse.sweeping import STS_TASKS, sweep
@@ -66,7 +71,8 @@ def command(model, sparsities, keep_flops, lambdas, tasks, out, data_dir, rewind
                    rewind_sparsities=rewind_sparsities, rewind_lambda=rewind_lambda, rewind_init=rewind_init,
                    rewind_args=rewind_args, rewind_dense=rewind_dense, data_dir=data_dir, seed=seed, split=split,
                    batch_size=batch_size, max_batches=max_batches, scope=scope, pooling=pooling, device=device,
-                   eval_mode=eval_mode, make_report=False, show_progress=True, keep_flops=keep_flops)
+                   eval_mode=eval_mode, make_report=False, show_progress=True, keep_flops=keep_flops,
+                   criterion=criterion, keep_one_head=keep_one_head)
     built = report(result.out)
     table = built["table"]
     sts = [t for t in STS_TASKS if t in set(table["task"])]
