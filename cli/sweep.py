@@ -50,6 +50,11 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
               help="Scoring: stop after N batches (as in `score`).")
 @click.option("--scope", type=click.Choice(["global", "layer"]), default="global", show_default=True,
               help="Rank units across all layers, or within each layer.")
+@click.option("--criterion", type=click.Choice(["abs_grad", "layer_norm", "fisher"]), default=None,
+              help="Importance from the stored gradients for every point (default: abs_grad for --sparsities, "
+              "fisher for --keep-flops budgets; see `prune --criterion`).")
+@click.option("--keep-one-head/--allow-empty-layers", default=None,
+              help="Never remove a layer's last attention head (default: on for --sparsities, off for budgets).")
 @click.option("--eval-mode", type=click.Choice(["masked", "shrunk"]), default="masked", show_default=True,
               help="Evaluate with gates, or on a physically shrunk copy (same numbers).")
 @precision_option
@@ -81,7 +86,7 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 @quiet_option
 @click.pass_context
 def command(ctx, model, sparsities, keep_flops, lambdas, tasks, out, overwrite, data_dir, split, score_batch_size,
-            max_batches, scope, eval_mode, precision, fasttest, rewind, rewind_sparsities, rewind_lambda, rewind_dense, objective,
+            max_batches, scope, criterion, keep_one_head, eval_mode, precision, fasttest, rewind, rewind_sparsities, rewind_lambda, rewind_dense, objective,
             corpus, objective_args, rewind_init, max_steps, batch_size, old_rewind_batch_size, lr, max_length,
             eval_steps, pooling, device, seed, as_json, quiet):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots.
@@ -107,7 +112,8 @@ def command(ctx, model, sparsities, keep_flops, lambdas, tasks, out, overwrite, 
                    rewind_args=rewind_args, rewind_dense=rewind_dense, data_dir=data_dir, seed=seed, split=split,
                    batch_size=score_batch_size, max_batches=max_batches, scope=scope, pooling=pooling, device=device,
                    eval_mode=eval_mode, precision=precision, fasttest=fasttest, overwrite=overwrite,
-                   make_report=False, show_progress=not quiet, keep_flops=keep_flops)
+                   make_report=False, show_progress=not quiet, keep_flops=keep_flops,
+                   criterion=criterion, keep_one_head=keep_one_head)
     built = report(result.out)
     table = built["table"]
     sts = [t for t in STS_TASKS if t in set(table["task"])]

@@ -80,6 +80,26 @@ def fingerprint(encoder, data_dir, split: str, batch_size: int, seed: int, max_b
     }
 
 
+# a sweep directory from before the criterion was recorded pruned every point with these
+LEGACY_PRUNING = {"criterion": "abs_grad", "budget_criterion": "abs_grad", "budget_keep_one_head": False}
+
+
+def pruning_settings(out: Path, criterion: str | None, keep_one_head: bool | None) -> dict[str, Any]:
+    """The criterion and keep-one-head rule of sparsity points and of budget points. Defaults: abs_grad and
+    keep one head for sparsity points; fisher (heads and neurons on one scale) and no such rule for budget
+    points, except in a directory from before these were recorded, which resumes as it was made (abs_grad)."""
+    from sparsecse.scoring import check_criterion
+
+    if criterion is not None:
+        check_criterion(criterion)
+    legacy = (out / SWEEP_FILE).is_file() and "criterion" not in read_sweep_state(out).get(
+        "fingerprint", {}).get("pruning", {})
+    return {"criterion": criterion or "abs_grad",
+            "budget_criterion": criterion or ("abs_grad" if legacy else "fisher"),
+            "keep_one_head": True if keep_one_head is None else keep_one_head,
+            "budget_keep_one_head": bool(keep_one_head)}
+
+
 def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
     diffs = []
     for key in sorted(set(old) | set(new)):
@@ -103,7 +123,10 @@ def open_sweep_dir(out: Path, print_: dict[str, Any], overwrite: bool = False) -
 
     state_path = out / SWEEP_FILE
     if state_path.is_file():
-        diffs = _differences(read_sweep_state(out).get("fingerprint", {}), print_)
+        old = dict(read_sweep_state(out).get("fingerprint", {}))
+        if "pruning" in old:  # directories from before the criterion was recorded
+            old["pruning"] = {**LEGACY_PRUNING, **old["pruning"]}
+        diffs = _differences(old, print_)
         if diffs and not overwrite:
             raise SparseCSEError(
                 f"{out} holds a sweep with different model or scoring settings ({'; '.join(diffs[:3])}); "
@@ -270,12 +293,13 @@ class SweepRun:
 
     def __init__(self, out: Path, encoder, scores, tasks: list[str], data_dir, seed: int, eval_mode: str,
                  scope: str, keep_one_head: bool, say: Callable[[str], None], show_progress: bool = False,
-                 eval_options: dict[str, Any] | None = None):
+                 eval_options: dict[str, Any] | None = None, pruning: dict[str, Any] | None = None):
         self.out, self.encoder, self.scores, self.tasks = out, encoder, scores, tasks
         self.eval_options = dict(eval_options or {})
         self.show_progress = show_progress
         self.data_dir, self.seed, self.eval_mode = data_dir, seed, eval_mode
         self.scope, self.keep_one_head, self.say = scope, keep_one_head, say
+        self.pruning = {**LEGACY_PRUNING, "keep_one_head": keep_one_head, **(pruning or {})}
         self.result = SweepResult(out)
         self.masks_dir = out / "masks"
         self.masks_dir.mkdir(exist_ok=True)
@@ -284,13 +308,15 @@ class SweepRun:
     def mask(self, s: float, lam: float):
         from sparsecse.pruning import mask_filename, prune
 
-        mask = prune(self.scores, s, lam, scope=self.scope, keep_one_head=self.keep_one_head)
+        mask = prune(self.scores, s, lam, scope=self.scope, keep_one_head=self.keep_one_head,
+                     criterion=self.pruning["criterion"])
         return mask, self._saved(mask, mask_filename(s, lam))
 
     def budget_mask(self, keep_flops: float, lam: float):
         from sparsecse.pruning import mask_filename, prune
 
-        mask = prune(self.scores, lam=lam, keep_flops=keep_flops)
+        mask = prune(self.scores, lam=lam, keep_flops=keep_flops, criterion=self.pruning["budget_criterion"],
+                     keep_one_head=self.pruning["budget_keep_one_head"])
         return mask, self._saved(mask, mask_filename(keep_flops, lam, "keep_flops"))
 
     def dense_mask(self):
@@ -431,7 +457,7 @@ def sweep(
     batch_size: int = 64,
     max_batches: int | None = None,
     scope: str = "global",
-    keep_one_head: bool = True,
+    keep_one_head: bool | None = None,
     pooling: str | None = None,
     device: str | None = None,
     eval_mode: str = "masked",
@@ -443,6 +469,7 @@ def sweep(
     show_progress: bool = True,
     log: Callable[[str], None] | None = None,
     keep_flops: str | Iterable[float] | None = None,
+    criterion: str | None = None,
 ) -> SweepResult:
     """Score once, then prune and evaluate every (sparsity, λ); rewind the chosen points if asked.
 
@@ -457,6 +484,9 @@ def sweep(
     (``<point>.json.lock``, see :mod:`sparsecse.locks`) and the others skip it.
     ``keep_flops`` adds kept-FLOPs budget points (:func:`sparsecse.pruning.prune`, 128 tokens) at every λ,
     next to (or, with ``sparsities=None``, instead of) the sparsity grid; they are not rewound.
+    ``criterion`` and ``keep_one_head`` apply to every point when given; by default sparsity points use
+    abs_grad and keep one head per layer, budget points fisher and may empty a layer
+    (:func:`pruning_settings`). Both are part of the fingerprint a resumed directory must match.
     """
     from tqdm.auto import tqdm
 
@@ -480,9 +510,12 @@ def sweep(
     plan = plan_rewinds(grid_s, grid_l, objective, corpus, rewind_sparsities, rewind_lambda, rewind_init,
                         rewind_args, rewind_dense) if rewind else None
 
+    pruning = pruning_settings(out, criterion, keep_one_head)
+    keep_one_head = pruning["keep_one_head"]
     encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
     print_ = fingerprint(encoder, data_dir, split, batch_size, seed, max_batches, POSITIVE_THRESHOLD, scope,
                          keep_one_head)
+    print_["pruning"].update(pruning)
     eval_options = {k: v for k, v in (("precision", precision), ("fasttest", fasttest)) if v not in ("fp32", False)}
     if eval_options:  # only non-default values, so sweeps made before these options existed still match
         print_["evaluation"] = eval_options
@@ -493,7 +526,7 @@ def sweep(
     open_sweep_dir(out, print_, overwrite)
     scores = _cached_scores(out, encoder, data_dir, split, batch_size, seed, max_batches, show_progress, say)
     run = SweepRun(out, encoder, scores, task_list, data_dir, seed, eval_mode, scope, keep_one_head, say,
-                   show_progress, eval_options)
+                   show_progress, eval_options, pruning)
 
     grid = [(s, lam) for lam in grid_l for s in grid_s]
     budget_grid = [(b, lam) for lam in grid_l for b in grid_b]
@@ -533,7 +566,7 @@ def sweep(
         bar.close()
         run.result.seconds = time.time() - started
         _record_run(out, run.result, started, total, encoder, print_, task_list, grid_s, grid_l, plan, eval_mode,
-                    dict(seed=seed, scope=scope, keep_one_head=keep_one_head, split=split, batch_size=batch_size,
+                    dict(seed=seed, scope=scope, **pruning, split=split, batch_size=batch_size,
                          max_batches=max_batches, keep_flops=grid_b))
     if make_report:
         from sparsecse.report import report

@@ -6,7 +6,7 @@ from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.gates import Gates
-from sparsecse.scoring import GateScores, make_batches, score
+from sparsecse.scoring import _TENSORS, GateScores, make_batches, score
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,8 @@ def direct_importance(enc, data_dir, lam, batch_size=6, seed=3):
         heads.append(gates.head.grad.abs())
         neurons.append(gates.neuron.grad.abs())
     w = (sizes / sizes.sum())[:, None, None]
-    return (w * torch.stack(heads)).sum(0), (w * torch.stack(neurons)).sum(0)
+    # computed on the encoder's device (a GPU where there is one), compared on the CPU where scores live
+    return (w * torch.stack(heads).cpu()).sum(0), (w * torch.stack(neurons).cpu()).sum(0)
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.25, 0.5, 1.0])
@@ -46,6 +47,7 @@ def test_recombined_scores_equal_a_fresh_run_with_that_lambda(setup, tiny_stsb_d
 
 def test_score_shapes_and_manifest(setup):
     enc, scores = setup
+    assert all(getattr(scores, name).device.type == "cpu" for name in _TENSORS)  # also after a GPU run
     assert scores.shape == (2, 4, 48)
     assert scores.head_grad_align.shape[0] == scores.num_batches == scores.manifest["num_batches"]
     m = scores.manifest

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from click.testing import CliRunner
 
 from sparsecse import sweeping as sweep_mod
@@ -298,3 +299,59 @@ def test_budget_sweep_bad_input(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluato
     with pytest.raises(SparseCSEError, match=message):
         run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "sweep", **kw)
     assert not (tmp_path / "sweep").exists()
+
+
+def _mask_file(out, name):
+    from sparsecse.masks import Mask
+
+    return Mask.load(out / "masks" / f"mask-{name}.safetensors")
+
+
+def test_budget_points_default_to_fisher_and_the_criterion_is_part_of_the_fingerprint(
+        tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    from sparsecse.pruning import prune
+
+    out = tmp_path / "sweep"
+    run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.7")
+    budget, sparse = _mask_file(out, "f0.7-l0.5"), _mask_file(out, "s0.25-l0.5")
+    assert (budget.manifest["criterion"], budget.manifest["keep_one_head"]) == ("fisher", False)
+    assert (sparse.manifest["criterion"], sparse.manifest["keep_one_head"]) == ("abs_grad", True)
+    expected = prune(out / "scores.safetensors", lam=0.5, keep_flops=0.7, criterion="fisher")
+    assert torch.equal(budget.head_mask, expected.head_mask) and torch.equal(budget.neuron_mask, expected.neuron_mask)
+    # another criterion or keep-one-head rule is another sweep; the same settings resume
+    for kw in (dict(criterion="abs_grad"), dict(keep_one_head=True)):
+        with pytest.raises(SparseCSEError, match="different model or scoring settings.*pruning"):
+            run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.7", **kw)
+    again = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities=None, lambdas="0.5", keep_flops="0.7")
+    assert again.computed == []
+
+
+def test_a_sweep_directory_without_a_recorded_criterion_resumes_as_abs_grad(tiny_bert_dir, tiny_stsb_dir, tmp_path,
+                                                                           evaluator):
+    out = tmp_path / "sweep"
+    run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5")
+    state = json.loads((out / "sweep.json").read_text())  # as written before the criterion was recorded
+    state["fingerprint"]["pruning"] = {"scope": "global", "keep_one_head": True}
+    (out / "sweep.json").write_text(json.dumps(state))
+    with pytest.raises(SparseCSEError, match="different model or scoring settings.*criterion"):
+        run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", criterion="fisher")
+    resumed = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.7")
+    assert resumed.computed == ["budget/f0.7-l0.5"]
+    assert _mask_file(out, "f0.7-l0.5").manifest["criterion"] == "abs_grad"
+
+
+def test_sweep_cli_criterion_and_keep_one_head(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    from sparsecse.cli import main
+
+    out = tmp_path / "sweep"
+    args = ["sweep", "--model", str(tiny_bert_dir), "--sparsities", "0.25", "--keep-flops", "0.7", "--lambdas", "0.5",
+            "--tasks", "STSBenchmark", "--out", str(out), "--data-dir", str(tiny_stsb_dir), "--batch-size", "4",
+            "--max-batches", "2", "--device", "cpu", "--criterion", "layer_norm", "--keep-one-head", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    for name in ("f0.7-l0.5", "s0.25-l0.5"):
+        manifest = _mask_file(out, name).manifest
+        assert (manifest["criterion"], manifest["keep_one_head"]) == ("layer_norm", True)
+    assert (_mask_file(out, "f0.7-l0.5").head_mask.sum(1) >= 1).all()
+    bad = CliRunner().invoke(main, [a if a != "layer_norm" else "fisher" for a in args])
+    assert bad.exit_code == 1 and "different model or scoring settings" in bad.output and "Traceback" not in bad.output

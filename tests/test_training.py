@@ -73,7 +73,21 @@ def test_best_checkpoint_is_the_one_saved(tiny_bert_dir, corpus, tiny_stsb_dir, 
     from sparsecse.training.dev_eval import stsb_dev_evaluator
 
     result = train(tiny_bert_dir, corpus, tmp_path / "out", **quick(eval_steps=2, data_dir=tiny_stsb_dir))
-    reloaded = SentenceEncoder.load(tmp_path / "out")
+    # the same device and precision as the evaluation during training: the same weights give the same floats
+    reloaded = SentenceEncoder.load(tmp_path / "out", device="cpu")
+    assert stsb_dev_evaluator(tiny_stsb_dir)(reloaded) == pytest.approx(result.best_score, abs=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (mixed-precision training)")
+def test_best_score_under_mixed_precision_is_the_saved_models_fp32_score(tiny_bert_dir, corpus, tiny_stsb_dir,
+                                                                        tmp_path):
+    """Training runs under bf16/fp16 autocast on a GPU; the dev evaluation must not, so a reload
+    (fp32, same GPU) reproduces the recorded best score."""
+    from sparsecse.training.dev_eval import stsb_dev_evaluator
+
+    result = train(tiny_bert_dir, corpus, tmp_path / "out", pooling="mean",
+                   **quick(eval_steps=2, data_dir=tiny_stsb_dir, device="cuda"))
+    reloaded = SentenceEncoder.load(tmp_path / "out", device="cuda")
     assert stsb_dev_evaluator(tiny_stsb_dir)(reloaded) == pytest.approx(result.best_score, abs=1e-6)
 
 
@@ -245,7 +259,7 @@ def test_rewind_starts_from_the_initial_weights(tiny_bert_dir, corpus, tmp_path)
     trained = train(tiny_bert_dir, corpus, tmp_path / "trained", **quick(max_steps=3, lr=1e-2)).out
     mask_path, mask = make_mask(tmp_path, trained)
     result = rewind(mask_path, corpus, tmp_path / "rewound", **quick(max_steps=1, lr=1e-30))
-    expected = shrink_encoder(SentenceEncoder.load(tiny_bert_dir), mask).model.state_dict()
+    expected = shrink_encoder(SentenceEncoder.load(tiny_bert_dir, device="cpu"), mask).model.state_dict()
     got = weights(result.out)
     assert all(torch.allclose(got[k], expected[k]) for k in got)
 

@@ -16,7 +16,7 @@ from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest, write_json
 from sparsecse.objectives.registry import get_objective, parse_objective_args
-from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator
+from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator, wait_for_everyone
 from sparsecse.training.recipe import resolve_hyperparameters
 from sparsecse.training.rundir import RunDir
 
@@ -145,12 +145,12 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, object
     run_dir = RunDir(out)
     # a partial run without a checkpoint yet starts over (its log and best model would be stale)
     resume_from = run_dir.latest_checkpoint() if run_dir.inspect(fingerprint, resume, overwrite) else None
-    accelerator.wait_for_everyone()  # every process has looked before the first one changes anything
+    wait_for_everyone(accelerator)  # every process has looked before the first one changes anything
     if accelerator.is_main_process:
         run_dir.start(fingerprint, continuing=resume_from is not None)
         if resume and resume_from is None:
             print(f"Nothing to resume in {run_dir.path}; starting from step 0.", file=sys.stderr, flush=True)
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
 
     extra_config = {"lineage": lineage, "training": {"objective": objective, "recipe": hyper["recipe"]}}
     settings = LoopSettings(batch_size=hyper["batch_size"], lr=hyper["lr"], max_length=hyper["max_length"],
@@ -184,7 +184,7 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, object
         )
         _assemble_output(out, run_dir, loop.best_dir, lambda tmp: _save_quietly(encoder, tmp, extra_config),
                          manifest, overwrite)
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
     return result
 
 

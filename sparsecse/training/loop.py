@@ -119,6 +119,16 @@ def make_accelerator(device: str | None = None, mixed_precision: str | None = No
     return Accelerator(cpu=cpu, mixed_precision=mixed_precision, kwargs_handlers=[ddp])
 
 
+def wait_for_everyone(accelerator) -> None:
+    """Accelerate's barrier passes ``device_ids=[local rank]``, which torch turns into a device of the
+    machine's accelerator even for gloo: a CPU run on a 1-GPU machine then asks rank 1 for cuda:1 and
+    fails. CPU processes meet at a plain gloo barrier instead."""
+    if accelerator.num_processes > 1 and accelerator.device.type == "cpu":
+        torch.distributed.barrier()
+    else:
+        accelerator.wait_for_everyone()
+
+
 def _adamw(params: list[nn.Parameter], **options) -> torch.optim.Optimizer:
     """AdamW, fused (one pass over each tensor) where this torch supports it for these parameters:
     on a small model the optimizer step is a good part of the step time."""
@@ -217,7 +227,7 @@ class Trainer:
 
             self.run_dir.write_checkpoint(self.step, write)
             self.checkpointed_best = self.best_step
-        self.acc.wait_for_everyone()
+        wait_for_everyone(self.acc)
 
     def _trainer_state(self) -> dict[str, Any]:
         return {"step": self.step, "epoch": self.sampler.epoch_of(self.step), "best_step": self.best_step,
@@ -246,7 +256,7 @@ class Trainer:
         if self.acc.is_main_process:
             self.run_dir.truncate_log(self.step)
             self.run_dir.prune_best(keep={self.best_step})
-        self.acc.wait_for_everyone()
+        wait_for_everyone(self.acc)
 
     def _seed_process(self, offset: int = 0) -> None:
         """Each process draws its own dropout masks; process 0 keeps the stream it was seeded with."""
@@ -279,7 +289,9 @@ class Trainer:
         self.check_finite_weights()
         record = None
         if self.acc.is_main_process:
-            score = float(self.evaluate(self.encoder))
+            # full precision, outside any autocast: the recorded score is what the saved weights give
+            with torch.autocast(self.acc.device.type, enabled=False):
+                score = float(self.evaluate(self.encoder))
             improved = _better(score, self.best_score)
             if improved:
                 self.best_step, self.best_score = self.step, score
@@ -287,7 +299,7 @@ class Trainer:
                                         keep_step=self.checkpointed_best)
             record = {"step": self.step, "stsb_dev_spearman": score, "best": improved}
             self.history.append({"step": self.step, "score": score})
-        self.acc.wait_for_everyone()
+        wait_for_everyone(self.acc)
         return record
 
     def run(self, resume_from: Path | None) -> LoopResult:
