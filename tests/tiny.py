@@ -43,7 +43,7 @@ def make_mpnet_tokenizer(out: Path):
     from transformers import MPNetTokenizerFast
 
     out.mkdir(parents=True, exist_ok=True)
-    words = [t for t in _vocab() if not t.startswith("[")]
+    words = [t for t in dict.fromkeys(_vocab()) if not t.startswith("[")]  # _vocab() repeats a few letters
     vocab = {token: i for i, token in enumerate(["<s>", "<pad>", "</s>", "[UNK]"] + words + ["<mask>"])}
     tok = MPNetTokenizerFast(vocab=vocab, do_lower_case=True, model_max_length=64, unk_token="[UNK]")
     tok.save_pretrained(out)
