@@ -24,6 +24,7 @@ from sparsecse.gates import Gates, layer_parts
 from sparsecse.masks import Mask
 from sparsecse.objectives.registry import build_objective
 from sparsecse.shrinking import save_model_dir, shrink, shrink_encoder
+from tests.test_gates import assert_gate_gradients_match_finite_differences
 from tests.test_shrink import assert_same_embeddings, gated_embeddings, random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
@@ -111,25 +112,8 @@ def test_zero_neuron_gates_equal_zeroing_the_neurons_output_columns(mpnet_dir):
 
 
 def test_gate_gradients_match_finite_differences(mpnet_dir):
-    encoder = load(mpnet_dir)
-    encoder.model.double()
-    features = encoder.tokenize(SENTENCES[:5])
-
-    def loss_with(gates):
-        with gates.attach(encoder.model):
-            return encoder(**features).pow(2).sum()
-
-    gates = Gates.ones_for(encoder.model, requires_grad=True)
-    gates.head.data, gates.neuron.data = gates.head.data.double(), gates.neuron.data.double()
-    loss_with(gates).backward()
-    eps = 1e-6
-    for kind, index in (("head", (0, 1)), ("head", (2, 3)), ("neuron", (1, 7)), ("neuron", (2, 30))):
-        plus, minus = (Gates(gates.head.detach(), gates.neuron.detach()) for _ in range(2))
-        for g, sign in ((plus, 1), (minus, -1)):
-            g.head, g.neuron = g.head.double(), g.neuron.double()  # float32 gates cannot hold 1 ± 1e-6
-            getattr(g, kind)[index] += sign * eps
-        numeric = (loss_with(plus) - loss_with(minus)).item() / (2 * eps)
-        assert getattr(gates, kind).grad[index].item() == pytest.approx(numeric, rel=1e-5, abs=1e-8)
+    assert_gate_gradients_match_finite_differences(
+        load(mpnet_dir), (("head", (0, 1)), ("head", (2, 3)), ("neuron", (1, 7)), ("neuron", (2, 30))))
 
 
 @pytest.mark.parametrize("sparsity", [0.1, 0.3, 0.5, 0.9])
