@@ -39,12 +39,18 @@ def default_model_path() -> str:
 
 
 def resolve_model(name_or_path: str | os.PathLike | None) -> str:
-    """A local directory, the embedded default, or a Hugging Face hub name passed through."""
+    """A local directory, the embedded default, a model installed by ``sparsecse models install``
+    (:mod:`sparsecse.model_store`), or a Hugging Face hub name passed through."""
     if name_or_path in _DEFAULT_ALIASES:
         return default_model_path()
     text = str(name_or_path)
     if os.path.isdir(text):
         return text
+    from sparsecse.model_store import resolve as resolve_stored
+
+    stored = resolve_stored(text)
+    if stored is not None:
+        return stored
     if os.path.exists(text):
         raise SparseCSEError(f"The model path {text} is a file; a model is a directory or a hub name.")
     if text.startswith((".", "/", "~")) or text.count("/") > 1:

@@ -72,14 +72,28 @@ def _distilbert_layers(model: nn.Module) -> list[LayerParts]:
     return parts
 
 
-# Shrunk models (sparsecse.shrinking) keep BERT's module paths; their model_types are "sparsecse-<base>".
+def _mpnet_layers(model: nn.Module) -> list[LayerParts]:
+    # MPNet keeps q, k, v and the output projection o in one module; the relative position bias
+    # (one slice per head) is computed once in the encoder and only shifts that head's attention
+    # scores, so gating the head's context (the input of o) removes the head with its bias slice.
+    parts = []
+    for layer in _backbone(model).encoder.layer:
+        att = layer.attention.attn
+        parts.append(LayerParts(att.q, att.k, att.v, att.o, layer.intermediate.dense, layer.output.dense,
+                                att.attention_head_size, att))
+    return parts
+
+
+# Shrunk models (sparsecse.shrinking) keep their base's module paths; their model_types are "sparsecse-<base>".
 SHRUNK_MODEL_TYPES = ("sparsecse-bert", "sparsecse-roberta", "sparsecse-xlm-roberta", "sparsecse-camembert",
                       "sparsecse-electra")
+SHRUNK_MPNET_TYPES = ("sparsecse-mpnet",)  # the shrunk MPNet keeps layer.attention.attn.{q,k,v,o}
 
 ADAPTERS = (
     ArchitectureAdapter("bert-like", ("bert", "roberta", "xlm-roberta", "camembert", "electra") + SHRUNK_MODEL_TYPES,
                         _bert_layers, "num_attention_heads"),
     ArchitectureAdapter("distilbert", ("distilbert",), _distilbert_layers, "n_heads"),
+    ArchitectureAdapter("mpnet", ("mpnet",) + SHRUNK_MPNET_TYPES, _mpnet_layers, "num_attention_heads"),
 )
 
 

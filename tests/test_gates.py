@@ -61,8 +61,8 @@ def test_zero_neuron_gates_equal_deleting_the_neurons(encoder):
     assert torch.allclose(gated, by_hand, atol=1e-6)
 
 
-def test_gate_gradient_matches_finite_differences(tiny_bert_dir):
-    enc = SentenceEncoder.load(tiny_bert_dir, pooling="mean")
+def assert_gate_gradients_match_finite_differences(enc, units) -> None:
+    """∂L/∂gate at all-ones gates (float64) equals a central difference, for ``units`` [(kind, index)]."""
     enc.model.double()
     feats = enc.tokenize(SENTENCES[:5])
 
@@ -75,14 +75,20 @@ def test_gate_gradient_matches_finite_differences(tiny_bert_dir):
     gates.neuron.data = gates.neuron.data.double()
     loss_with(gates).backward()
     eps = 1e-6
-    for kind, index in (("head", (0, 2)), ("head", (1, 0)), ("neuron", (0, 11)), ("neuron", (1, 40))):
+    for kind, index in units:
         plus, minus = (Gates(gates.head.detach(), gates.neuron.detach()) for _ in range(2))
         for g, sign in ((plus, 1), (minus, -1)):
-            g.head, g.neuron = g.head.double(), g.neuron.double()
+            g.head, g.neuron = g.head.double(), g.neuron.double()  # float32 gates cannot hold 1 ± 1e-6
             getattr(g, kind)[index] += sign * eps
         numeric = (loss_with(plus) - loss_with(minus)).item() / (2 * eps)
         analytic = getattr(gates, kind).grad[index].item()
         assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-8)
+
+
+def test_gate_gradient_matches_finite_differences(tiny_bert_dir):
+    enc = SentenceEncoder.load(tiny_bert_dir, pooling="mean")
+    assert_gate_gradients_match_finite_differences(
+        enc, (("head", (0, 2)), ("head", (1, 0)), ("neuron", (0, 11)), ("neuron", (1, 40))))
 
 
 def test_mask_for_another_model_is_rejected(tiny_bert_dir):

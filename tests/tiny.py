@@ -1,4 +1,4 @@
-"""Tiny randomly initialised BERT / RoBERTa / DistilBERT model directories for fast tests."""
+"""Tiny randomly initialised BERT / RoBERTa / DistilBERT / MPNet model directories for fast tests."""
 
 from __future__ import annotations
 
@@ -38,13 +38,25 @@ def make_tokenizer(out: Path):
     return tok
 
 
+def make_mpnet_tokenizer(out: Path):
+    """An MPNet tokenizer (<s>=0, <pad>=1, </s>=2: MPNet's position ids assume padding id 1)."""
+    from transformers import MPNetTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    words = [t for t in dict.fromkeys(_vocab()) if not t.startswith("[")]  # _vocab() repeats a few letters
+    vocab = {token: i for i, token in enumerate(["<s>", "<pad>", "</s>", "[UNK]"] + words + ["<mask>"])}
+    tok = MPNetTokenizerFast(vocab=vocab, do_lower_case=True, model_max_length=64, unk_token="[UNK]")
+    tok.save_pretrained(out)
+    return tok
+
+
 def make_tiny_model_dir(out: Path, arch: str = "bert", layers: int = 2, heads: int = 4, hidden: int = 32,
                         ffn: int = 48, seed: int = 0, pooling: str | None = None) -> Path:
     """Save a randomly initialised encoder + tokenizer to ``out`` and return ``out``."""
-    from transformers import AutoModel, BertConfig, DistilBertConfig, RobertaConfig
+    from transformers import AutoModel, BertConfig, DistilBertConfig, MPNetConfig, RobertaConfig
 
     out = Path(out)
-    tok = make_tokenizer(out)
+    tok = make_mpnet_tokenizer(out) if arch == "mpnet" else make_tokenizer(out)
     common = dict(vocab_size=len(tok), max_position_embeddings=72)
     if arch == "bert":
         config = BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
@@ -56,10 +68,17 @@ def make_tiny_model_dir(out: Path, arch: str = "bert", layers: int = 2, heads: i
     elif arch == "distilbert":
         config = DistilBertConfig(dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=ffn, pad_token_id=0,
                                   **common)
+    elif arch == "mpnet":
+        config = MPNetConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                             intermediate_size=ffn, relative_attention_num_buckets=32, pad_token_id=1,
+                             bos_token_id=0, eos_token_id=2, **common)
     else:
         raise ValueError(arch)
     torch.manual_seed(seed)
     model = AutoModel.from_config(config)
+    if arch == "mpnet":  # a bias table as large as the scores, so every head's slice matters in tests
+        with torch.no_grad():
+            model.encoder.relative_attention_bias.weight.normal_(0.0, 1.0)
     model.save_pretrained(out, safe_serialization=True)
     if pooling:
         (out / "sparsecse_config.json").write_text(json.dumps({"pooling": pooling, "max_length": 64}))

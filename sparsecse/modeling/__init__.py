@@ -7,7 +7,7 @@ The two modules are self-contained (torch + transformers only) so a shrunk direc
 from sparsecse.modeling.configuration_sparsecse import SHRUNK_CONFIGS, ShrunkConfigMixin
 from sparsecse.modeling.modeling_sparsecse import SHRUNK_MODELS, HeadlessSelfAttention, shrink_layer
 
-SHRUNK_MODEL_TYPES = tuple(cls.model_type for cls in SHRUNK_CONFIGS.values())  # == sparsecse.gates.SHRUNK_MODEL_TYPES
+SHRUNK_MODEL_TYPES = tuple(cls.model_type for cls in SHRUNK_CONFIGS.values())  # gates: BERT-like + MPNet
 
 __all__ = ["SHRUNK_CONFIGS", "SHRUNK_MODELS", "SHRUNK_MODEL_TYPES", "HeadlessSelfAttention",
            "ShrunkConfigMixin", "shrink_layer"]

@@ -10,7 +10,7 @@ size), while ``kept_heads`` and ``intermediate_sizes`` give the real per-layer s
 from __future__ import annotations
 
 from huggingface_hub.dataclasses import strict
-from transformers import BertConfig, CamembertConfig, ElectraConfig, RobertaConfig, XLMRobertaConfig
+from transformers import BertConfig, CamembertConfig, ElectraConfig, MPNetConfig, RobertaConfig, XLMRobertaConfig
 
 
 class ShrunkConfigMixin:
@@ -81,10 +81,21 @@ class SparseCSEElectraConfig(ShrunkConfigMixin, ElectraConfig):
     has_pooler: bool = False  # ElectraModel has no pooler
 
 
+@strict
+class SparseCSEMPNetConfig(ShrunkConfigMixin, MPNetConfig):
+    """MPNet: ``kept_heads`` also picks each layer's columns of the shared relative position bias table."""
+
+    model_type = "sparsecse-mpnet"
+    base_model_type = "mpnet"
+    kept_heads: list[list[int]] | None = None
+    intermediate_sizes: list[int] | None = None
+    has_pooler: bool = True
+
+
 SHRUNK_CONFIGS = {
     cls.base_model_type: cls
     for cls in (SparseCSEBertConfig, SparseCSERobertaConfig, SparseCSEXLMRobertaConfig,
-                SparseCSECamembertConfig, SparseCSEElectraConfig)
+                SparseCSECamembertConfig, SparseCSEElectraConfig, SparseCSEMPNetConfig)
 }
 
 for _cls in SHRUNK_CONFIGS.values():

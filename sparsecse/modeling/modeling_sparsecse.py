@@ -10,16 +10,18 @@ physical pruning calls it too, so a saved model and its reloaded copy are cut by
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
 from torch import nn
-from transformers import BertModel, CamembertModel, ElectraModel, RobertaModel, XLMRobertaModel
+from transformers import BertModel, CamembertModel, ElectraModel, MPNetModel, RobertaModel, XLMRobertaModel
 
 from .configuration_sparsecse import (
     SparseCSEBertConfig,
     SparseCSECamembertConfig,
     SparseCSEElectraConfig,
+    SparseCSEMPNetConfig,
     SparseCSERobertaConfig,
     SparseCSEXLMRobertaConfig,
 )
@@ -76,13 +78,74 @@ class HeadlessSelfAttention(nn.Module):
         return hidden_states.new_zeros(*hidden_states.shape[:-1], 0), None
 
 
+class ShrunkMPNetSelfAttention(nn.Module):
+    """MPNet self-attention that keeps a subset of the source model's heads.
+
+    MPNet's encoder computes one relative position bias [batch, source heads, q, k] from a table
+    shared by all layers; this layer adds only the slices of the heads it kept (``bias_heads``, indices
+    into the source model's heads), so the table itself stays whole. With no heads left it returns the
+    output projection's bias, as the full layer does with all its head gates at 0. Otherwise the
+    arithmetic is MPNet's own (transformers' MPNetSelfAttention).
+    """
+
+    def __init__(self, source: nn.Module, bias_heads: Sequence[int]):
+        super().__init__()
+        self.q, self.k, self.v, self.o, self.dropout = source.q, source.k, source.v, source.o, source.dropout
+        self.attention_head_size = source.attention_head_size
+        # a plain list, not a buffer: models may be built on the meta device before their weights load
+        self.bias_heads = [int(h) for h in bias_heads]
+        self._bias_index: torch.Tensor | None = None
+        self.num_attention_heads = len(self.bias_heads)
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+
+    def forward(self, hidden_states, attention_mask=None, position_bias=None, output_attentions=False, **kwargs):
+        if self.num_attention_heads == 0:
+            out = self.o(hidden_states.new_zeros(*hidden_states.shape[:-1], 0))
+            return (out, None) if output_attentions else (out,)
+        shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
+        q = self.q(hidden_states).view(shape).transpose(1, 2)
+        k = self.k(hidden_states).view(shape).transpose(1, 2)
+        v = self.v(hidden_states).view(shape).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.attention_head_size)
+        if position_bias is not None:
+            scores = scores + position_bias.index_select(1, self._index_on(position_bias.device))
+        if attention_mask is not None:
+            scores = scores + attention_mask
+        probs = self.dropout(nn.functional.softmax(scores, dim=-1))
+        context = torch.matmul(probs, v).transpose(1, 2).reshape(*hidden_states.shape[:-1], self.all_head_size)
+        out = self.o(context)
+        return (out, probs) if output_attentions else (out,)
+
+    def _index_on(self, device: torch.device) -> torch.Tensor:
+        if self._bias_index is None or self._bias_index.device != device:
+            self._bias_index = torch.tensor(self.bias_heads, dtype=torch.long, device=device)
+        return self._bias_index
+
+
+def _shrink_mpnet_attention(layer: nn.Module, heads: Sequence[int]) -> None:
+    attention = layer.attention.attn
+    current = getattr(attention, "bias_heads", None)
+    if current is None:  # transformers' MPNetSelfAttention: every source head, in order
+        current = list(range(attention.q.out_features // attention.attention_head_size))
+    features = head_feature_index(heads, attention.attention_head_size)
+    for linear in (attention.q, attention.k, attention.v):
+        keep_outputs(linear, features)
+    keep_inputs(attention.o, features)
+    layer.attention.attn = ShrunkMPNetSelfAttention(attention, [current[h] for h in heads])
+
+
 def shrink_layer(layer: nn.Module, heads: Sequence[int], neurons: Sequence[int] | torch.Tensor) -> None:
     """Keep only ``heads`` (indices into the layer's current heads) and FFN ``neurons``, in place.
 
     Removes the heads' query/key/value rows and attention-output columns, and the neurons' FFN-input
     rows + bias and FFN-output columns. With no heads left, the self-attention becomes
-    :class:`HeadlessSelfAttention`.
+    :class:`HeadlessSelfAttention` (MPNet: :class:`ShrunkMPNetSelfAttention` with no heads).
     """
+    heads = list(heads)
+    if hasattr(layer.attention, "attn"):  # MPNet: q, k, v and o in one module, plus a position bias
+        _shrink_mpnet_attention(layer, heads)
+        _shrink_ffn(layer, neurons)
+        return
     attention = layer.attention.self
     head_dim = attention.attention_head_size
     attn_out = layer.attention.output.dense
@@ -97,6 +160,10 @@ def shrink_layer(layer: nn.Module, heads: Sequence[int], neurons: Sequence[int] 
         attention.num_attention_heads = len(heads)
         attention.all_head_size = len(heads) * head_dim
     keep_inputs(attn_out, features)
+    _shrink_ffn(layer, neurons)
+
+
+def _shrink_ffn(layer: nn.Module, neurons: Sequence[int] | torch.Tensor) -> None:
     neurons = torch.as_tensor(neurons, dtype=torch.long).flatten()
     keep_outputs(layer.intermediate.dense, neurons)
     keep_inputs(layer.output.dense, neurons)
@@ -112,8 +179,10 @@ class ShrunkLayersMixin:
         if self._takes_pooling_flag:
             kwargs.setdefault("add_pooling_layer", config.has_pooler)
         super().__init__(config, *args, **kwargs)
+        # The full-size layers hold every source head, so the kept source indices cut them to shape
+        # (and give MPNet layers their position-bias slices); the weights are loaded afterwards.
         for layer, kept, width in zip(self.encoder.layer, config.kept_heads, config.intermediate_sizes):
-            shrink_layer(layer, range(len(kept)), range(width))
+            shrink_layer(layer, kept, range(width))
 
 
 class SparseCSEBertModel(ShrunkLayersMixin, BertModel):
@@ -137,8 +206,12 @@ class SparseCSEElectraModel(ShrunkLayersMixin, ElectraModel):
     _takes_pooling_flag = False
 
 
+class SparseCSEMPNetModel(ShrunkLayersMixin, MPNetModel):
+    config_class = SparseCSEMPNetConfig
+
+
 SHRUNK_MODELS = {
     cls.config_class.base_model_type: cls
     for cls in (SparseCSEBertModel, SparseCSERobertaModel, SparseCSEXLMRobertaModel,
-                SparseCSECamembertModel, SparseCSEElectraModel)
+                SparseCSECamembertModel, SparseCSEElectraModel, SparseCSEMPNetModel)
 }
