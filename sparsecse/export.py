@@ -15,7 +15,9 @@ modules.json/pooling files), and its ``sparsecse_config.json`` names the graph t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import time
 import warnings
@@ -127,8 +129,24 @@ def quantize_int8(fp32_path: Path, int8_path: Path) -> None:
     """ONNX Runtime dynamic quantization: int8 weights (per output channel) of every MatMul."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"])
+    with _quiet_root_logger():
+        quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
+
+
+@contextlib.contextmanager
+def _quiet_root_logger():
+    """onnxruntime.quantization logs advice through the root logger, which would also install a stderr
+    handler for good (logging.basicConfig); a temporary null handler at ERROR level keeps both away."""
+    root, handler = logging.getLogger(), logging.NullHandler()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def base_architecture_config(encoder: SentenceEncoder) -> dict[str, Any]:
