@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, resolve_model, write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
+from sparsecse.evaluation.sts import cosine_rows
 from sparsecse.io import atomic_dir, hash_path, make_manifest, refuse_existing
 from sparsecse.onnx_encoder import (
     EMBEDDING_OUTPUT,
@@ -170,11 +170,6 @@ def onnx_versions() -> dict[str, str]:
     return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 
-def _min_cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))).min())
-
-
 def export(
     model: str | os.PathLike | None = None,
     out: str | os.PathLike | None = None,
@@ -224,7 +219,7 @@ def export(
         verification = {}
         for file in files:
             exported = OnnxEncoder.load(tmp, file=file).encode(CHECK_SENTENCES)
-            verification[f"{settings['files'][file]}_min_cosine"] = round(_min_cosine(exported, reference), 6)
+            verification[f"{settings['files'][file]}_min_cosine"] = round(float(cosine_rows(exported, reference).min()), 6)
         if verification["fp32_min_cosine"] < FP32_MIN_COSINE:
             raise SparseCSEError(f"The exported graph does not reproduce the torch model (minimum cosine "
                                  f"{verification['fp32_min_cosine']:.6f}); nothing was written.")

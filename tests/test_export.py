@@ -16,6 +16,7 @@ from sparsecse.cli import main  # noqa: E402
 from sparsecse.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.evaluation import evaluate  # noqa: E402
+from sparsecse.evaluation.sts import cosine_rows as cosines  # noqa: E402
 from sparsecse.export import export  # noqa: E402
 from sparsecse.masks import Mask  # noqa: E402
 from sparsecse.onnx_encoder import FP32_FILE, INT8_FILE, OnnxEncoder  # noqa: E402
@@ -24,11 +25,6 @@ from tests.tiny import SENTENCES, make_tiny_model_dir  # noqa: E402
 
 # Longer than anything traced at export (2 sentences), of many lengths, plus one with repeated words.
 TEST_SENTENCES = SENTENCES + ["a man is playing the guitar and a woman is slicing an onion near the house " * 2]
-
-
-def cosines(a, b) -> np.ndarray:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
 def shrunk_dir(source, out):
@@ -186,3 +182,18 @@ def test_minilm_export_matches_sentence_transformers(minilm_dir, senteval_dir, t
     kwargs = dict(tasks="STSBenchmark", data_dir=senteval_dir, align_uniform=False)
     onnx_score = evaluate(model=OnnxEncoder.load(result.out, file=FP32_FILE), **kwargs)["scores"]["STSBenchmark"]
     assert onnx_score == pytest.approx(evaluate(model=minilm_dir, **kwargs)["scores"]["STSBenchmark"], abs=0.01)
+
+
+def test_plain_onnxruntime_and_tokenizer_as_the_readme_shows(exported):
+    import onnxruntime as ort
+    from transformers import AutoTokenizer
+
+    _, result = exported
+    expected = OnnxEncoder.load(result.out, file=FP32_FILE).encode(TEST_SENTENCES)
+    # the README's lines, verbatim apart from the directory
+    tokenizer = AutoTokenizer.from_pretrained(result.out)
+    session = ort.InferenceSession(f"{result.out}/onnx/model.onnx", providers=["CPUExecutionProvider"])
+    batch = tokenizer(TEST_SENTENCES, padding=True, truncation=True, return_tensors="np")
+    feeds = {i.name: batch[i.name].astype("int64") for i in session.get_inputs()}
+    embeddings = session.run(["sentence_embedding"], feeds)[0]
+    assert np.abs(embeddings - expected).max() <= 1e-5
