@@ -1,7 +1,7 @@
 """Pruning and quantization together: six ways to serve all-MiniLM-L6-v2 on a CPU, side by side in one run.
 
 The dense model and a pruned, shrunk one (``--pruned``, a ``sparsecse shrink`` directory) each run as
-torch fp32, ONNX fp32 and ONNX int8 (both exported in this run with :func:`sparsecse.export.export`).
+torch fp32, ONNX fp32 and ONNX int8 (both exported in this run with :func:`sparsecse.export`).
 All six encode the distinct STS-B test sentences on ``--threads`` threads, interleaved batch by batch
 in rotating order, each keeping its best of ``--repeats`` times per batch (as
 ``benchmarks/shrink_speed.py`` times); then each is evaluated on the 7 STS tasks by ``evaluate``, the
@@ -30,7 +30,7 @@ from shrink_speed import interleaved_best_times, unique_by_length  # noqa: E402 
 from sparsecse.data.sts import read_sts_benchmark  # noqa: E402
 from sparsecse.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.evaluation import evaluate  # noqa: E402
-from sparsecse.export import export  # noqa: E402
+from sparsecse.exporting import export  # noqa: E402
 from sparsecse.onnx_encoder import FP32_FILE, INT8_FILE, OnnxEncoder  # noqa: E402
 
 SPEEDUP_TARGET = 4.0

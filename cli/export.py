@@ -35,7 +35,7 @@ def describe(result) -> str:
 def command(model, fmt, quantize, out, pooling, opset, overwrite, as_json):
     """Export a dense or shrunk model (encoder + pooling + normalisation) to ONNX with dynamic batch and
     sequence axes; the directory also holds the tokenizer and loads with `sparsecse eval --model DIR`."""
-    from sparsecse.export import export
+    from sparsecse.exporting import export
 
     result = export(model=model, out=out, format=fmt, quantize=None if quantize == "none" else quantize,
                     pooling=pooling, overwrite=overwrite, opset=opset)

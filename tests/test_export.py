@@ -17,7 +17,7 @@ from sparsecse.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.evaluation import evaluate  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows as cosines  # noqa: E402
-from sparsecse.export import export  # noqa: E402
+from sparsecse.exporting import export  # noqa: E402
 from sparsecse.masks import Mask  # noqa: E402
 from sparsecse.onnx_encoder import FP32_FILE, INT8_FILE, OnnxEncoder  # noqa: E402
 from sparsecse.shrinking import save_model_dir, shrink_encoder  # noqa: E402
