@@ -2,10 +2,10 @@
 
 The dense model and a pruned, shrunk one (``--pruned``, a ``sparsecse shrink`` directory) each run as
 torch fp32, ONNX fp32 and ONNX int8 (both exported in this run with :func:`sparsecse.export`).
-All six encode the distinct STS-B test sentences on ``--threads`` threads, interleaved batch by batch
-in rotating order, each keeping its best of ``--repeats`` times per batch (as
-``benchmarks/shrink_speed.py`` times); then each is evaluated on the 7 STS tasks by ``evaluate``, the
-evaluator ``sparsecse eval`` runs. Printed: weights size, sentences/s, speed-up over dense torch fp32
+Each is evaluated on the 7 STS tasks by ``evaluate``, the evaluator ``sparsecse eval`` runs; then all
+six encode the distinct STS-B test sentences on ``--threads`` threads, interleaved batch by batch in
+rotating order, each keeping its best of ``--repeats`` times per batch (as
+``benchmarks/shrink_speed.py`` times). Printed: weights size, sentences/s, speed-up over dense torch fp32
 (wall clock, and process CPU time which other jobs on a shared machine disturb less), STS-B and the
 STS average. Target: pruned + int8 at least 4x the reference, STS average at most 1 point below dense.
 
@@ -68,6 +68,20 @@ def main(argv=None) -> int:
         models[f"{name} ONNX fp32"] = OnnxEncoder.load(out, file=FP32_FILE, threads=args.threads)
         models[f"{name} ONNX int8"] = OnnxEncoder.load(out, file=INT8_FILE, threads=args.threads)
 
+    # Quality first, on one thread (the scores do not depend on it, and one thread suffers least on a
+    # busy machine), printed as each model finishes.
+    quality = {}
+    torch.set_num_threads(1)
+    for name, encoder in models.items():
+        if isinstance(encoder, OnnxEncoder):
+            encoder = OnnxEncoder.load(encoder.source, file=encoder.file, threads=1)
+        result = evaluate(model=encoder, tasks=args.tasks, data_dir=args.data_dir, batch_size=args.batch_size,
+                          align_uniform=False, show_progress=True)
+        quality[name] = result
+        print(f"{name}: STS avg {result.get('avg_sts', float('nan')):.2f}  {json.dumps(result['scores'])}",
+              file=sys.stderr, flush=True)
+    torch.set_num_threads(args.threads)
+
     pairs = read_sts_benchmark(args.data_dir, "test")
     sentences = [p.s1 for p in pairs] + [p.s2 for p in pairs]
     dense = models["dense torch fp32"]
@@ -80,8 +94,7 @@ def main(argv=None) -> int:
 
     rows = []
     for name, encoder in models.items():
-        result = evaluate(model=encoder, tasks=args.tasks, data_dir=args.data_dir, batch_size=args.batch_size,
-                          align_uniform=False, show_progress=True)
+        result = quality[name]
         rows.append({"model": name, "weights_bytes": weights_bytes(encoder), "seconds": sum(best_wall[name]),
                      "cpu_seconds": sum(best_cpu[name]), "scores": result["scores"],
                      "avg_sts": result.get("avg_sts")})
