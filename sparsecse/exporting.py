@@ -219,7 +219,8 @@ def export(
         verification = {}
         for file in files:
             exported = OnnxEncoder.load(tmp, file=file).encode(CHECK_SENTENCES)
-            verification[f"{settings['files'][file]}_min_cosine"] = round(float(cosine_rows(exported, reference).min()), 6)
+            cosine = float(cosine_rows(exported, reference).min())
+            verification[f"{settings['files'][file]}_min_cosine"] = round(cosine, 6)
         if verification["fp32_min_cosine"] < FP32_MIN_COSINE:
             raise SparseCSEError(f"The exported graph does not reproduce the torch model (minimum cosine "
                                  f"{verification['fp32_min_cosine']:.6f}); nothing was written.")

@@ -125,7 +125,8 @@ def test_eval_runs_the_exported_graph_through_the_same_evaluator(exported, tiny_
 def test_exported_model_refuses_what_it_cannot_do(exported, tiny_stsb_dir, tmp_path):
     _, result = exported
     runner = CliRunner()
-    mask = Mask(torch.ones(2, 4, dtype=torch.bool), torch.ones(2, 48, dtype=torch.bool)).save(tmp_path / "m.safetensors")
+    mask = Mask(torch.ones(2, 4, dtype=torch.bool), torch.ones(2, 48, dtype=torch.bool))
+    mask = mask.save(tmp_path / "m.safetensors")
     for extra in (["--mask", str(mask)], ["--pooling", "cls"], ["--precision", "bf16"]):
         run = runner.invoke(main, ["eval", "--model", str(result.out), "--tasks", "STSBenchmark",
                                    "--data-dir", str(tiny_stsb_dir), "--quiet", *extra])
