@@ -9,7 +9,7 @@ rotating order, each keeping its best of ``--repeats`` times per batch (as
 (wall clock, and process CPU time which other jobs on a shared machine disturb less), STS-B and the
 STS average. Target: pruned + int8 at least 4x the reference, STS average at most 1 point below dense.
 
-    python benchmarks/deploy_speed.py --pruned minilm-kf50 [--threads 2] [--repeats 3] [--json OUT]
+    python benchmarks/deploy_speed.py --pruned minilm-f50 [--threads 2] [--repeats 3] [--json OUT]
 """
 
 from __future__ import annotations
