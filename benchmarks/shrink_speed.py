@@ -65,6 +65,37 @@ def time_encode(encoder: SentenceEncoder, sentences, batch_size: int) -> tuple[f
     return time.perf_counter() - wall, time.process_time() - cpu, emb
 
 
+def unique_by_length(sentences, lengths_by_sentence: dict) -> list[str]:
+    """Distinct sentences, longest first: the order encode() batches them in."""
+    return sorted(dict.fromkeys(sentences), key=lambda x: -lengths_by_sentence[x])
+
+
+def interleaved_best_times(models: dict, unique: list[str], batch_size: int, repeats: int):
+    """Per model, per batch-sized chunk of ``unique``: the best wall and process-CPU seconds of ``repeats``.
+
+    Every model encodes every chunk ``repeats`` times in rotating order; a model's time is then the sum
+    over chunks. Short interleaved runs let background jobs on a shared machine disturb single chunks,
+    which the per-chunk minimum then discards.
+    """
+    chunks = [unique[i:i + batch_size] for i in range(0, len(unique), batch_size)]
+    order = list(models)
+    for key in order:  # warm-up (allocator, thread pool)
+        models[key].encode(chunks[0], batch_size=batch_size)
+    best_wall = {key: [float("inf")] * len(chunks) for key in order}
+    best_cpu = {key: [float("inf")] * len(chunks) for key in order}
+    bar = tqdm(total=repeats * len(chunks) * len(order), desc="timing", unit="batch", file=sys.stderr)
+    for r in range(repeats):
+        for c, chunk in enumerate(chunks):
+            shift = (r + c) % len(order)
+            for key in order[shift:] + order[:shift]:
+                wall, cpu, _ = time_encode(models[key], chunk, batch_size)
+                best_wall[key][c] = min(best_wall[key][c], wall)
+                best_cpu[key][c] = min(best_cpu[key][c], cpu)
+                bar.update()
+    bar.close()
+    return best_wall, best_cpu
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=None, help="model (default: all-MiniLM-L6-v2)")
@@ -101,27 +132,9 @@ def main(argv=None) -> int:
           f"masks: {mask_kind}; FFN aligned to {args.align_ffn}; per batch the best of {args.repeats} interleaved runs",
           file=sys.stderr)
 
-    # The sentences, length-sorted as encode() batches them, are cut into batch-sized chunks; every
-    # model encodes every chunk ``repeats`` times in rotating order and keeps its best time per chunk.
-    # A model's time is the sum over chunks: short interleaved runs let background jobs on a shared
-    # machine disturb single chunks, which the per-chunk minimum then discards.
-    unique = sorted(dict.fromkeys(sentences), key=lambda x: -lengths_by_sentence[x])
-    chunks = [unique[i:i + args.batch_size] for i in range(0, len(unique), args.batch_size)]
     order = list(models)
-    for s in order:  # warm-up (allocator, thread pool)
-        models[s].encode(chunks[0], batch_size=args.batch_size)
-    best_wall = {s: [float("inf")] * len(chunks) for s in order}
-    best_cpu = {s: [float("inf")] * len(chunks) for s in order}
-    bar = tqdm(total=args.repeats * len(chunks) * len(order), desc="timing", unit="batch", file=sys.stderr)
-    for r in range(args.repeats):
-        for c, chunk in enumerate(chunks):
-            shift = (r + c) % len(order)
-            for s in order[shift:] + order[:shift]:
-                wall, cpu, _ = time_encode(models[s], chunk, args.batch_size)
-                best_wall[s][c] = min(best_wall[s][c], wall)
-                best_cpu[s][c] = min(best_cpu[s][c], cpu)
-                bar.update()
-    bar.close()
+    best_wall, best_cpu = interleaved_best_times(models, unique_by_length(sentences, lengths_by_sentence),
+                                                 args.batch_size, args.repeats)
     times = {s: sum(best_wall[s]) for s in order}
     cpu_times = {s: sum(best_cpu[s]) for s in order}
     embeddings = {s: models[s].encode(sentences, batch_size=args.batch_size) for s in order}
@@ -139,7 +152,7 @@ def main(argv=None) -> int:
             "flops_per_token": flops,
             "flops_ratio": dense_flops / flops,
             "seconds": times[s],
-            "sentences_per_second": len(unique) / times[s],
+            "sentences_per_second": len(set(sentences)) / times[s],
             "speedup": dense_time / times[s],
             "cpu_seconds": cpu_times[s],
             "cpu_speedup": cpu_times[0.0] / cpu_times[s],

@@ -20,6 +20,8 @@ _API = {
     "prune_grid": "sparsecse.pruning",
     "evaluate": "sparsecse.evaluation",
     "shrink": "sparsecse.shrinking",
+    "export": "sparsecse.exporting",
+    "OnnxEncoder": "sparsecse.onnx_encoder",
     "train": "sparsecse.training",
     "rewind": "sparsecse.training",
     "sweep": "sparsecse.sweeping",

@@ -171,6 +171,10 @@ class SentenceEncoder(nn.Module):
 
         path = resolve_model(name_or_path)
         check_device(device)
+        from sparsecse.onnx_encoder import OnnxEncoder, is_exported_dir
+
+        if is_exported_dir(path):  # written by `sparsecse export`: the same interface, ONNX Runtime inside
+            return OnnxEncoder.load(path, pooling=pooling, max_length=max_length, device=device)
         try:
             config = AutoConfig.from_pretrained(path, trust_remote_code=True)
         except Exception as exc:
@@ -367,8 +371,10 @@ def _autocast(device: torch.device, precision: str):
     return torch.autocast(device_type=device.type, dtype=PRECISIONS[precision])
 
 
-def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_length: int) -> None:
-    """modules.json + pooling config so ``SentenceTransformer(out)`` reproduces our embeddings.
+def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_length: int,
+                                       normalize: bool = False) -> None:
+    """modules.json + pooling config so ``SentenceTransformer(out)`` reproduces our embeddings
+    (followed by a Normalize module if ``normalize``).
 
     ``cls`` (pooler output) has no sentence-transformers pooling equivalent; it is saved as CLS
     token pooling and sparsecse reads its own config first.
@@ -386,6 +392,9 @@ def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_le
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
     ]
+    if normalize:
+        (out / "2_Normalize").mkdir(exist_ok=True)
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
     (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
     (out / "sentence_bert_config.json").write_text(
         json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2) + "\n"
