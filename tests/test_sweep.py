@@ -21,7 +21,7 @@ class CountingEvaluator:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, model, mask, tasks, data_dir, seed):
+    def __call__(self, model, mask, tasks, data_dir, seed, **options):
         from scipy.stats import spearmanr
 
         from sparsecse.alignment import alignment_metric, uniformity_metric
@@ -52,7 +52,7 @@ def evaluator(monkeypatch):
 
 def run(model, data, out, **kw):
     args = dict(sparsities="0.25,0.5", lambdas="0.25,0.75", out=out, tasks="STSBenchmark,STS12", data_dir=data,
-                device="cpu", max_batches=2, batch_size=4, show_progress=False, make_report=False)
+                device="cpu", max_batches=2, batch_size=8, show_progress=False, make_report=False)
     args.update(kw)
     return sweep(model, **args)
 
@@ -119,8 +119,8 @@ def test_refuses_a_sweep_of_other_settings(tiny_bert_dir, tiny_roberta_dir, tiny
     run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5")
     with pytest.raises(SparseCSEError, match="different model or scoring settings.*model"):
         run(tiny_roberta_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5")
-    with pytest.raises(SparseCSEError, match="scoring.batch_size 4 vs 8"):
-        run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", batch_size=8)
+    with pytest.raises(SparseCSEError, match="scoring.batch_size 8 vs 16"):
+        run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", batch_size=16)
     other = tmp_path / "not-a-sweep"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
@@ -256,7 +256,7 @@ def test_sweep_cli(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
 
     out = tmp_path / "sweep"
     args = ["sweep", "--model", str(tiny_bert_dir), "--sparsities", "0.25:0.5:0.25", "--lambdas", "0.5",
-            "--tasks", "STSBenchmark", "--out", str(out), "--data-dir", str(tiny_stsb_dir), "--batch-size", "4",
+            "--tasks", "STSBenchmark", "--out", str(out), "--data-dir", str(tiny_stsb_dir), "--score-batch-size", "8",
             "--max-batches", "2", "--device", "cpu", "--json"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
@@ -276,3 +276,25 @@ def test_shrunk_evaluation_needs_a_shrinkable_architecture(tmp_path, tiny_stsb_d
     with pytest.raises(SparseCSEError, match="'distilbert' models do not support"):
         run(distil, tiny_stsb_dir, tmp_path / "sweep", eval_mode="shrunk")
     assert not (tmp_path / "sweep").exists() and not evaluator.calls
+
+
+def test_budget_points_next_to_sparsities_and_alone(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    out = tmp_path / "sweep"
+    result = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.9,0.7",
+                 make_report=True)
+    assert sorted(result.computed) == ["budget/f0.7-l0.5", "budget/f0.9-l0.5", "dense", "masked/s0.25-l0.5"]
+    point = json.loads((out / "points" / "budget" / "f0.7-l0.5.json").read_text())
+    assert point["keep_flops"] == 0.7 and point["kept_flops_ratio"] <= 0.7 and point["sparsity"] is None
+    assert (out / "masks" / "mask-f0.7-l0.5.safetensors").is_file()
+    table = pd.read_csv(out / "results.csv")
+    assert set(table[table["variant"] == "budget"]["keep_flops"]) == {0.7, 0.9}
+    again = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities=None, lambdas="0.5", keep_flops="0.7")
+    assert again.computed == [] and sorted(again.reused) == ["budget/f0.7-l0.5", "dense"]
+
+
+@pytest.mark.parametrize("kw,message", [(dict(sparsities=None), "needs --sparsities, --keep-flops or both"),
+                                        (dict(keep_flops="0,0.5"), "must lie in")])
+def test_budget_sweep_bad_input(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator, kw, message):
+    with pytest.raises(SparseCSEError, match=message):
+        run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "sweep", **kw)
+    assert not (tmp_path / "sweep").exists()

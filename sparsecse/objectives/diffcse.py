@@ -73,6 +73,8 @@ class DiffCSE(FrozenPartsMixin, SimCSE):
     paper = "Chuang et al. 2022 (DiffCSE, NAACL): BERT-base STS avg 78.49 (SimCSE 76.25)"
     defaults = {"temperature": 0.05, "mlp": True, "batchnorm": True, "generator": None,
                 "mask_ratio": 0.30, "lambda_weight": 0.005}
+    checks = {"batchnorm": validation.flag, "generator": validation.text, "mask_ratio": validation.fraction,
+              "lambda_weight": validation.non_negative}
     training_defaults = {"lr": 7e-6, "epochs": 2}  # the paper's Table 12 (BERT-base, STS)
     requires = {"generator": "a masked LM with the encoder's vocabulary, by name or path; "
                              "the paper uses distilbert-base-uncased for BERT"}

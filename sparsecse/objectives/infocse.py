@@ -48,6 +48,9 @@ class InfoCSE(FrozenPartsMixin, SimCSE):
     paper = "Wu et al. 2022 (InfoCSE, EMNLP Findings): BERT-base STS avg 78.85 (SimCSE 76.25)"
     defaults = {"temperature": 0.05, "mlp": True, "batchnorm": True, "mlm": None, "mask_ratio": 0.40,
                 "mlm_weight": 1e-5, "frozen_layers": 6, "extra_layers": 2, "sentence_vector": "auto"}
+    checks = {"batchnorm": validation.flag, "mlm": validation.text, "mask_ratio": validation.fraction, "mlm_weight": validation.non_negative,
+              "frozen_layers": validation.at_least(0), "extra_layers": validation.at_least(1),
+              "sentence_vector": validation.one_of("auto", "cls", "pooled")}
     training_defaults = {"lr": 7e-6, "epochs": 2}  # the published BERT-base script
     requires = {"mlm": "a masked LM with the encoder's vocabulary, by name or path; "
                        "the paper uses a BERT-base (Condenser) masked LM"}
