@@ -311,6 +311,14 @@ def fit_projection(eq: NormalEquations, weight: torch.Tensor, bias: torch.Tensor
 
 
 # ---------------------------------------------------------------------------------------- the layer loop
+def check_settings(method: str, target: str, ridge: float) -> None:
+    if method not in METHODS:
+        raise SparseCSEError(f"Unknown reconstruction method {method!r}; choose one of {', '.join(METHODS)}.")
+    if target not in TARGETS:
+        raise SparseCSEError(f"Unknown reconstruction target {target!r}; choose one of {', '.join(TARGETS)}.")
+    if not ridge >= 0:
+        raise SparseCSEError(f"The ridge term must be >= 0, not {ridge}.")
+
 @dataclass
 class ReconstructionReport:
     method: str
@@ -359,12 +367,7 @@ def reconstruct(dense: nn.Module, pruned: nn.Module, mask: Mask, batches: Sequen
     pruned units' columns are left as they are (shrinking removes them). Returns the per-layer relative
     errors (Σ‖ŷ − y‖² / Σ‖y‖² over the real tokens) before and after.
     """
-    if method not in METHODS:
-        raise SparseCSEError(f"Unknown reconstruction method {method!r}; choose one of {', '.join(METHODS)}.")
-    if target not in TARGETS:
-        raise SparseCSEError(f"Unknown reconstruction target {target!r}; choose one of {', '.join(TARGETS)}.")
-    if not ridge >= 0:
-        raise SparseCSEError(f"The ridge term must be >= 0, not {ridge}.")
+    check_settings(method, target, ridge)
     if not batches:
         raise SparseCSEError("Reconstruction needs at least one sentence.")
     mask.check_fits(dense)
@@ -438,12 +441,7 @@ class ReconstructionPlan:
     def prepare(cls, corpus: str | os.PathLike, sentences: int = DEFAULT_SENTENCES, method: str = "scales",
                 target: str = "residual", ridge: float = 1e-3, max_length: int = 128, batch_size: int = 64,
                 seed: int = 0) -> "ReconstructionPlan":
-        if method not in METHODS:
-            raise SparseCSEError(f"Unknown reconstruction method {method!r}; choose one of {', '.join(METHODS)}.")
-        if target not in TARGETS:
-            raise SparseCSEError(f"Unknown reconstruction target {target!r}; choose one of {', '.join(TARGETS)}.")
-        if not ridge >= 0:
-            raise SparseCSEError(f"The ridge term must be >= 0, not {ridge}.")
+        check_settings(method, target, ridge)
         if max_length < 2 or batch_size < 1:
             raise SparseCSEError("Reconstruction needs max_length >= 2 and batch_size >= 1.")
         return cls(calibration_sentences(corpus, sentences, seed), method, target, ridge, max_length, batch_size)
