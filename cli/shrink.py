@@ -28,6 +28,13 @@ def describe(result) -> str:
     lines.append("FFN per layer     " + " ".join(f"{n - p}+{p}" if p else str(n)
                                                  for n, p in zip(after["ffn_per_layer"], padding))
                  + ("   (kept+zero padding)" if any(padding) else ""))
+    if result.reconstruction:
+        rec = result.reconstruction
+        lines.append(f"reconstructed on {rec['sentences']} sentences ({rec['tokens']} tokens) of {rec['corpus']}, "
+                     f"{rec['method']}, {rec['seconds']:.0f} s; relative error before -> after per layer:")
+        lines += [f"  layer {r['layer']}: attention {r['attention']['error_before']:.3f} -> "
+                  f"{r['attention']['error_after']:.3f}, FFN {r['ffn']['error_before']:.3f} -> {r['ffn']['error_after']:.3f}"
+                  for r in rec["layers"]]
     if result.out:
         lines.append(f"wrote {result.out}")
     return "\n".join(lines)
@@ -44,16 +51,32 @@ def describe(result) -> str:
 @click.option("--align-ffn", type=click.IntRange(min=1), default=8, show_default=True,
               help="Round each layer's FFN width up to a multiple of N with zero neurons, which change no "
                    "output but let CPU matrix kernels run at full speed; 1 keeps exactly the mask's neurons.")
+@click.option("--reconstruct", "corpus", default=None, type=click.Path(dir_okay=False), metavar="CORPUS",
+              help="Refit the kept heads and neurons so each layer matches the dense model on sentences of "
+                   "this file (one per line), layer by layer, before removing the rest (no retraining).")
+@click.option("--reconstruct-sentences", type=click.IntRange(min=1), default=2048, show_default=True,
+              help="How many sentences of CORPUS (a seeded sample) the reconstruction fits on.")
+@click.option("--reconstruct-method", type=click.Choice(["scales", "full"]), default="scales", show_default=True,
+              help="scales: one factor per kept head/neuron (Kwon et al. 2022); full: the whole output "
+                   "projection over the kept units (ridge; falls back to scales if ill-conditioned).")
+@click.option("--reconstruct-target", type=click.Choice(["residual", "sublayer"]), default="residual",
+              show_default=True, help="Match the pre-LayerNorm residual sum (residual) or the sublayer output.")
+@click.option("--reconstruct-ridge", type=click.FloatRange(min=0), default=1e-3, show_default=True,
+              help="Ridge weight (relative to the mean diagonal of the normal equations).")
 @device_option
 @overwrite_option
 @json_option
-def command(model, mask_path, out, pooling, seq_len, align_ffn, device, overwrite, as_json):
+def command(model, mask_path, out, pooling, seq_len, align_ffn, corpus, reconstruct_sentences,
+            reconstruct_method, reconstruct_target, reconstruct_ridge, device, overwrite, as_json):
     """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
+    from sparsecse.reconstruction import ReconstructionPlan
     from sparsecse.shrinking import shrink
 
+    plan = None if corpus is None else ReconstructionPlan.prepare(
+        corpus, reconstruct_sentences, reconstruct_method, reconstruct_target, reconstruct_ridge)
     result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, pooling=pooling,
-                    device=device, seq_len=seq_len, align_ffn=align_ffn)
+                    device=device, seq_len=seq_len, align_ffn=align_ffn, reconstruct=plan, show_progress=True)
     if as_json:
         echo_json(result.to_dict())
     else:

@@ -33,6 +33,7 @@ from sparsecse.flops import size_report
 from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
 from sparsecse.masks import Mask, model_for_mask
 from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
+from sparsecse.reconstruction import ReconstructionPlan, reconstruction_plan
 
 # Config fields that describe the saved object rather than the architecture; never copied over.
 _CONFIG_FIELDS_NOT_COPIED = {"model_type", "architectures", "auto_map", "transformers_version", "_name_or_path",
@@ -195,6 +196,7 @@ class ShrinkResult:
     lineage: dict[str, Any]
     out: Path | None = None
     mask_summary: dict[str, Any] = field(default_factory=dict)
+    reconstruction: dict[str, Any] | None = None
 
     def ratios(self) -> dict[str, float]:
         keys = ("parameters", "layer_parameters", "flops_per_token", "weights_bytes")
@@ -202,7 +204,8 @@ class ShrinkResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"out": str(self.out) if self.out else None, "before": self.before, "after": self.after,
-                "ratios": self.ratios(), "lineage": self.lineage, "mask": self.mask_summary}
+                "ratios": self.ratios(), "lineage": self.lineage, "mask": self.mask_summary,
+                "reconstruction": self.reconstruction}
 
 
 def shrink(
@@ -214,6 +217,9 @@ def shrink(
     device: str | None = None,
     seq_len: int = 128,
     align_ffn: int = 8,
+    reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None,
+    reconstruct_sentences: int = 2048,
+    show_progress: bool = False,
 ) -> ShrinkResult:
     """Load ``model``, remove ``mask``'s units and (given ``out``) save the smaller model directory.
 
@@ -221,7 +227,9 @@ def shrink(
     pooling, a manifest and the lineage (source model and its hash, mask and its hash); its config.json
     records each layer's kept heads and FFN width. FLOPs per token are counted at ``seq_len`` tokens.
     FFN widths are padded to multiples of ``align_ffn`` with inert zero neurons (counted in the
-    parameters and FLOPs); ``align_ffn=1`` keeps exactly the mask's neurons.
+    parameters and FLOPs); ``align_ffn=1`` keeps exactly the mask's neurons. ``reconstruct`` (a corpus
+    file, or a :class:`sparsecse.reconstruction.ReconstructionPlan` for other settings) refits the kept
+    units on ``reconstruct_sentences`` of its sentences before the removal (:mod:`sparsecse.reconstruction`).
     """
     if mask is None:
         raise SparseCSEError("shrink needs a mask (--mask).")
@@ -229,10 +237,12 @@ def shrink(
     if out is not None:
         check_destination(out, overwrite, inputs={"model": model, "mask": mask_path})
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
+    plan = reconstruction_plan(reconstruct, reconstruct_sentences)
     model = model_for_mask(mask, model)
     encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
     source = encoder.source
     before = size_report(encoder.model, seq_len, model_dir=source)
+    rebuilt = plan.run(encoder, mask, show_progress).to_dict() if plan else None
     shrink_encoder(encoder, mask, align_ffn)
     lineage = {
         "shrunk_from": source,
@@ -245,11 +255,11 @@ def shrink(
     mask_summary = {k: mask.manifest[k] for k in ("sparsity", "lambda", "scope") if k in mask.manifest}
     mask_summary.update(heads_pruned=mask.heads_pruned, neurons_pruned=mask.neurons_pruned)
     after = size_report(encoder.model, seq_len)
-    result = ShrinkResult(encoder, before, after, lineage, mask_summary=mask_summary)
+    result = ShrinkResult(encoder, before, after, lineage, mask_summary=mask_summary, reconstruction=rebuilt)
     if out is not None:
         manifest = make_manifest("shrunk_model", inputs={"model": source, "mask": mask_path},
                                  params={"pooling": encoder.pooling, "seq_len": seq_len, "align_ffn": align_ffn},
-                                 mask=mask_summary, before=before, after=after)
+                                 mask=mask_summary, before=before, after=after, reconstruction=rebuilt)
         result.out = save_model_dir(encoder, out, lineage=lineage, manifest=manifest, overwrite=overwrite)
         result.after["weights_bytes"] = size_report(encoder.model, seq_len, model_dir=out).get("weights_bytes")
     return result
