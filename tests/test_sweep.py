@@ -345,7 +345,7 @@ def test_sweep_cli_criterion_and_keep_one_head(tiny_bert_dir, tiny_stsb_dir, tmp
 
     out = tmp_path / "sweep"
     args = ["sweep", "--model", str(tiny_bert_dir), "--sparsities", "0.25", "--keep-flops", "0.7", "--lambdas", "0.5",
-            "--tasks", "STSBenchmark", "--out", str(out), "--data-dir", str(tiny_stsb_dir), "--batch-size", "4",
+            "--tasks", "STSBenchmark", "--out", str(out), "--data-dir", str(tiny_stsb_dir), "--score-batch-size", "8",
             "--max-batches", "2", "--device", "cpu", "--criterion", "layer_norm", "--keep-one-head", "--json"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
