@@ -46,7 +46,11 @@ def format_table(results: dict) -> str:
               help="STS12-16: one Spearman over all subsets (all), or the (weighted) mean of per-subset ones.")
 @click.option("--split", "sts_split", type=click.Choice(["test", "dev"]), default="test", show_default=True,
               help="Split of STS-B and SICK-R (dev = SICK trial) to score.")
-@click.option("--fasttest", is_flag=True, help="Transfer tasks with 5 instead of 10 folds.")
+@click.option("--fasttest", is_flag=True, help="Transfer tasks with 5 instead of 10 folds (and, with the senteval "
+              "protocol, SimCSE's fast classifier settings).")
+@click.option("--transfer-protocol", type=click.Choice(["senteval", "fast"]), default="senteval", show_default=True,
+              help="Transfer classifier: SentEval's PyTorch logistic regression, as the papers report (senteval), "
+                   "or scikit-learn's, several times faster (fast).")
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
               help="Encoding precision (bf16/fp16 via autocast; fast on GPUs, slow on most CPUs).")
 @pooling_option
@@ -61,8 +65,8 @@ def format_table(results: dict) -> str:
               help="Also write the results with a manifest to this JSON file.")
 @overwrite_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fasttest, precision, pooling,
-            batch_size, align_uniform, device, seed, as_json, out, overwrite, quiet):
+def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fasttest, transfer_protocol, precision,
+            pooling, batch_size, align_uniform, device, seed, as_json, out, overwrite, quiet):
     """Evaluate a model (or a model gated by a mask) on STS and SentEval transfer tasks.
 
     STS: cosine similarity, Spearman x 100 (STS12-16 over all subsets, STS-B and SICK-R on test).
@@ -80,7 +84,7 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
     results = evaluate(model=model, mask=mask_path, tasks=tasks, data_dir=data_dir, pooling=pooling,
                        batch_size=batch_size, device=device, sts_aggregation=sts_aggregation, fasttest=fasttest,
                        precision=precision, show_progress=not quiet, seed=seed, sts_split=sts_split,
-                       align_uniform=align_uniform)
+                       align_uniform=align_uniform, transfer_protocol=transfer_protocol)
     if out:
         params = {k: v for k, v in results["settings"].items() if k != "data_dir"}
         params.update(tasks=results["tasks"], pooling=results["pooling"])
