@@ -337,7 +337,8 @@ def test_infocse_encoder_gradient_flows_only_through_cls(mean_pooled_dir, mlm_di
 
 def test_infocse_full_forward_sends_the_mlm_gradient_only_to_cls(mean_pooled_dir, mlm_dirs):
     """Same seed, λ = 0 vs λ = 1: the difference of the two gradients on the encoder's last hidden
-    states (all from the MLM term) is non-zero at [CLS] only; the mean-pooled SimCSE term touches all."""
+    states (all from the MLM term) is non-zero at [CLS] only, and in both dropout views (the published
+    code reconstructs both); the mean-pooled SimCSE term touches all positions."""
     encoder = load_encoder(mean_pooled_dir)
     objective = build("infocse", encoder, mlm_dirs, sentence_vector="cls").eval()
     encoder.eval()
@@ -359,9 +360,8 @@ def test_infocse_full_forward_sends_the_mlm_gradient_only_to_cls(mean_pooled_dir
     n = grads[0].shape[0] // 2
     difference = grads[1] - grads[0]
     assert grads[0][:, 1:].abs().sum() > 0
-    assert difference[:n, 0].abs().sum() > 0
+    assert difference[:n, 0].abs().sum() > 0 and difference[n:, 0].abs().sum() > 0
     assert torch.allclose(difference[:, 1:], torch.zeros_like(difference[:, 1:]), atol=1e-7)
-    assert torch.allclose(difference[n:], torch.zeros_like(difference[n:]), atol=1e-7)
 
 
 def test_infocse_sentence_vector_follows_the_encoders_pooling(tiny_bert_dir, mean_pooled_dir, mlm_dirs):
