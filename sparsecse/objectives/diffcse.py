@@ -41,19 +41,21 @@ from sparsecse.objectives.base import ObjectiveOutput
 from sparsecse.objectives.losses import info_nce
 from sparsecse.objectives.masked_lm import (FrozenPartsMixin, MaskedLM, choose_positions, corrupt,
                                             load_masked_lm, mask_token_id)
-from sparsecse.objectives.simcse import SimCSE
+from sparsecse.objectives.simcse import SimCSE, initializer_range, reference_init
 from sparsecse.training.recipe import with_backbone_defaults
 
 
 class ProjectionMLP(nn.Module):
-    """DiffCSE's train-only projector: Linear-BN-ReLU-Linear-BN (last BN without affine), width 2d."""
+    """DiffCSE's train-only projector: Linear-BN-ReLU-Linear-BN (last BN without affine), width 2d;
+    the linear layers initialised N(0, std) as the reference code's ``init_weights()`` leaves them."""
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, std: float = 0.02):
         super().__init__()
         self.net = nn.Sequential(
             nn.Linear(dim, 2 * dim, bias=False), nn.BatchNorm1d(2 * dim), nn.ReLU(),
             nn.Linear(2 * dim, dim, bias=False), nn.BatchNorm1d(dim, affine=False),
         )
+        reference_init(self, std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -117,12 +119,12 @@ class DiffCSE(FrozenPartsMixin, SimCSE):
         self.mask_ratio = validation.fraction("mask_ratio", self.params["mask_ratio"])
         self.lambda_weight = validation.non_negative("lambda_weight", self.params["lambda_weight"])
         if validation.flag("batchnorm", self.params["batchnorm"]):
-            self.mlp = ProjectionMLP(encoder.dim)
+            self.mlp = ProjectionMLP(encoder.dim, initializer_range(encoder))
         self.mask_id = mask_token_id(encoder.tokenizer, "DiffCSE")
         self.special_ids = list(encoder.tokenizer.all_special_ids)
         self._set_frozen("generator", load_masked_lm(self.params["generator"], encoder, "generator").model)
         self.discriminator = pretrained_discriminator(encoder, self.params["discriminator"])
-        self.rtd_head = nn.Linear(encoder.dim, 2)
+        self.rtd_head = reference_init(nn.Linear(encoder.dim, 2), initializer_range(encoder))
         self.to(encoder.device)
 
     @property

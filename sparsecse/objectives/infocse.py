@@ -42,7 +42,7 @@ from sparsecse.objectives.diffcse import ProjectionMLP
 from sparsecse.objectives.losses import info_nce
 from sparsecse.objectives.masked_lm import (FrozenPartsMixin, choose_positions, corrupt, load_masked_lm,
                                             mask_token_id, truncated_backbone)
-from sparsecse.objectives.simcse import SimCSE
+from sparsecse.objectives.simcse import SimCSE, initializer_range
 from sparsecse.training.recipe import with_backbone_defaults
 
 
@@ -67,7 +67,7 @@ class InfoCSE(FrozenPartsMixin, SimCSE):
             vector = "pooled" if encoder.pooling == "mean" else "cls"
         self.sentence_vector = vector
         if validation.flag("batchnorm", self.params["batchnorm"]):
-            self.mlp = ProjectionMLP(encoder.dim)
+            self.mlp = ProjectionMLP(encoder.dim, initializer_range(encoder))
         self.mask_id = mask_token_id(encoder.tokenizer, "InfoCSE")
         self.special_ids = list(encoder.tokenizer.all_special_ids)
 
