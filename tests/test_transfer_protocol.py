@@ -119,3 +119,25 @@ def test_evaluate_transfer_protocol_option(tiny_bert_dir, fake_senteval):
     assert fast["details"]["TREC"]["protocol"] == "fast" and fast["details"]["TREC"]["C"] in KFOLD_C_GRID
     with pytest.raises(SparseCSEError, match="transfer protocol"):
         evaluate(tiny_bert_dir, transfer_protocol="pytorch", **common)
+
+
+def test_cli_transfer_protocol_flag(tiny_bert_dir, fake_senteval):
+    import json
+
+    from click.testing import CliRunner
+
+    from sparsecse.cli import main
+
+    def run(*extra):
+        return CliRunner().invoke(main, ["eval", "--model", str(tiny_bert_dir), "--data-dir", str(fake_senteval),
+                                         "--tasks", "MRPC", "--fasttest", "--json", "--quiet", "--device", "cpu",
+                                         *extra])
+
+    fast = run("--transfer-protocol", "fast")
+    assert fast.exit_code == 0, fast.output
+    payload = json.loads(fast.stdout)
+    assert payload["settings"]["transfer_protocol"] == "fast" and payload["details"]["MRPC"]["C"] in KFOLD_C_GRID
+    default = json.loads(run().stdout)
+    assert default["settings"]["transfer_protocol"] == "senteval" and default["details"]["MRPC"]["C"] in L2_GRID
+    bad = run("--transfer-protocol", "pytorch")
+    assert bad.exit_code == 2 and "pytorch" in bad.output
