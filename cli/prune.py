@@ -1,4 +1,5 @@
-"""sparsecse prune: a score file + sparsities + lambdas -> mask files (no model run)."""
+"""sparsecse prune: a score file + sparsities (or a kept-FLOPs / kept-parameters budget) + lambdas -> mask
+files (no model run)."""
 
 from __future__ import annotations
 
@@ -15,65 +16,93 @@ def describe(mask) -> str:
     layers, heads, ffn = mask.shape
     heads_text = "; ".join(f"layer {layer}: head{'s' if len(hs) > 1 else ''} {', '.join(map(str, hs))}"
                            for layer, hs in mask.pruned_heads().items())
+    from sparsecse.pruning import target_name
+
     lines = [
-        f"sparsity {m['sparsity']:g}, lambda {m['lambda']:g} ({m['scope']}): "
+        f"{target_name(mask)}, lambda {m['lambda']:g}, {m.get('criterion', 'abs_grad')} ({m['scope']}): "
         f"{mask.heads_pruned}/{layers * heads} heads, {mask.neurons_pruned}/{layers * ffn} FFN neurons removed"
         + (f", {100 * m['encoder_param_sparsity']:.2f}% of encoder-layer parameters" if "encoder_param_sparsity" in m
            else ""),
         f"  heads removed              {heads_text or 'none'}",
         "  neurons removed per layer  " + " ".join(f"L{i}:{n}" for i, n in enumerate(mask.neurons_pruned_per_layer())),
     ]
+    if "kept_flops_ratio" in m:
+        lines.append(f"  kept                       {m['kept_flops_ratio']:.4f} of layer FLOPs per token "
+                     f"(n={m['seq_len']}), {m['kept_params_ratio']:.4f} of layer parameters")
     return "\n".join(lines)
 
 
 @click.command("prune")
 @click.option("--scores", "scores_path", required=True, type=click.Path(dir_okay=False),
               help="Score file written by `sparsecse score`.")
-@click.option("--sparsity", required=True, help="Fraction of heads and of neurons to remove: 0.02, a list "
+@click.option("--sparsity", default=None, help="Fraction of heads and of neurons to remove: 0.02, a list "
               "0.02,0.05 or ranges 0.01:0.10:0.01.")
+@click.option("--keep-flops", default=None, metavar="B",
+              help="Instead of --sparsity: keep the most important heads and neurons, chosen jointly, within B "
+              "(in (0, 1], list or range) of the transformer layers' FLOPs per token.")
+@click.option("--keep-params", default=None, metavar="B",
+              help="Instead of --sparsity: the same budget in transformer-layer parameters.")
+@click.option("--criterion", type=click.Choice(["abs_grad", "layer_norm", "fisher"]), default="abs_grad",
+              show_default=True, help="Importance from the stored gradients: E|g|, E|g| normalised per layer, "
+              "or E[g^2].")
+@click.option("--seq-len", type=click.IntRange(min=1), default=128, show_default=True,
+              help="Reference sequence length for the FLOPs of attention.")
 @click.option("--lambda", "lambdas", default="0.5", show_default=True,
               help="Alignment weight λ in [0, 1] (list or range as for --sparsity).")
 @click.option("--scope", type=click.Choice(["global", "layer"]), default="global", show_default=True,
               help="Rank units across all layers, or within each layer.")
-@click.option("--keep-one-head/--allow-empty-layers", default=True, show_default=True,
-              help="Never remove a layer's last attention head.")
+@click.option("--keep-one-head/--allow-empty-layers", default=None,
+              help="Never remove a layer's last attention head (default: on for --sparsity, off for budgets).")
 @click.option("--out", required=True, type=click.Path(),
               help="Mask file for one sparsity and λ; a directory of mask files for a grid.")
 @click.option("--heatmap", type=click.Path(dir_okay=False), default=None,
               help="Also save a layers x heads importance heat map (PNG or SVG), for the first λ.")
 @overwrite_option
 @json_option
-def command(scores_path, sparsity, lambdas, scope, keep_one_head, out, heatmap, overwrite, as_json):
-    """Turn a score file into masks that remove the lowest-scored heads and FFN neurons."""
-    from sparsecse.io import atomic_dir, write_json
+def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, lambdas, scope, keep_one_head, out,
+            heatmap, overwrite, as_json):
+    """Turn a score file into masks: remove the lowest-scored heads and FFN neurons (--sparsity), or keep
+    the most important ones within a FLOPs or parameter budget (--keep-flops, --keep-params)."""
+    from sparsecse.io import atomic_dir, refuse_existing, write_json
     from sparsecse.pruning import mask_filename, prune_grid
     from sparsecse.scoring import GateScores
 
+    refuse_existing(out, overwrite)
     scores = GateScores.load(scores_path)
-    masks = prune_grid(scores, sparsity, lambdas, scope=scope, keep_one_head=keep_one_head)
+    masks = prune_grid(scores, sparsity, lambdas, scope=scope, keep_one_head=keep_one_head, keep_flops=keep_flops,
+                       keep_params=keep_params, criterion=criterion, seq_len=seq_len)
+    kind = "sparsity" if sparsity is not None else "keep_flops" if keep_flops is not None else "keep_params"
+    if scores.batch_sizes is None and not as_json:
+        click.echo(f"Note: {scores_path} weighs its scoring batches equally ({scores.weighting}).", err=True)
     written = []
     if len(masks) == 1:
         (mask,) = masks.values()
         written.append(mask.save(out, overwrite=overwrite))
     else:
         with atomic_dir(out, overwrite=overwrite) as tmp:
-            for (s, lam), mask in masks.items():
-                mask.save(Path(tmp) / mask_filename(s, lam))
+            for (v, lam), mask in masks.items():
+                mask.save(Path(tmp) / mask_filename(v, lam, kind))
             write_json(Path(tmp) / "index.json", [
-                {"file": mask_filename(s, lam), "sparsity": s, "lambda": lam, "heads_pruned": m.heads_pruned,
-                 "neurons_pruned": m.neurons_pruned} for (s, lam), m in masks.items()])
-        written = [Path(out) / mask_filename(s, lam) for s, lam in masks]
+                {"file": mask_filename(v, lam, kind), kind: v, "lambda": lam, "criterion": criterion,
+                 "heads_pruned": m.heads_pruned, "neurons_pruned": m.neurons_pruned,
+                 "kept_flops_ratio": m.manifest.get("kept_flops_ratio"),
+                 "kept_params_ratio": m.manifest.get("kept_params_ratio")} for (v, lam), m in masks.items()])
+        written = [Path(out) / mask_filename(v, lam, kind) for v, lam in masks]
     if heatmap:
         from sparsecse.plots import head_importance_heatmap
+        from sparsecse.pruning import target_name
 
         (s0, lam0), first = next(iter(masks.items()))
-        head_importance_heatmap(scores.head_scores(lam0), heatmap, pruned=~first.head_mask if len(masks) == 1 else None,
-                                title=f"Head importance (λ={lam0:g})" + (f", {s0:g} pruned" if len(masks) == 1 else ""))
+        head_importance_heatmap(scores.head_scores(lam0, criterion), heatmap,
+                                pruned=~first.head_mask if len(masks) == 1 else None,
+                                title=f"Head importance (λ={lam0:g})"
+                                + (f", {target_name(first)}" if len(masks) == 1 else ""))
     if as_json:
         click.echo(json.dumps({"masks": [
             {"path": str(p), **{k: m.manifest.get(k) for k in (
-                "sparsity", "lambda", "scope", "heads_pruned", "neurons_pruned", "heads_pruned_per_layer",
-                "neurons_pruned_per_layer", "pruned_heads", "encoder_param_sparsity")}}
+                "sparsity", "budget", "lambda", "criterion", "scope", "heads_pruned", "neurons_pruned",
+                "heads_pruned_per_layer", "neurons_pruned_per_layer", "pruned_heads", "encoder_param_sparsity",
+                "kept_flops_ratio", "kept_params_ratio", "seq_len")}}
             for p, m in zip(written, masks.values())], "heatmap": heatmap}))
         return
     for path, mask in zip(written, masks.values()):

@@ -11,8 +11,10 @@ from sparsecse.cli.options import data_dir_option, device_option, json_option, m
 
 @click.command("sweep")
 @model_option
-@click.option("--sparsities", required=True, metavar="GRID",
+@click.option("--sparsities", default=None, metavar="GRID",
               help="Sparsities: values and start:stop:step ranges, e.g. 0.01:0.10:0.01,0.2:0.5:0.1.")
+@click.option("--keep-flops", default=None, metavar="GRID",
+              help="Also (or instead) kept-FLOPs budget points, e.g. 0.7,0.5,0.35 (see `prune --keep-flops`).")
 @click.option("--lambdas", default="0.25,0.5,0.75", show_default=True, metavar="LIST",
               help="Alignment weights λ in [0, 1] (list or range).")
 @click.option("--tasks", default="sts", show_default=True, help="sts, transfer, all, or task names A,B.")
@@ -50,7 +52,7 @@ from sparsecse.cli.options import data_dir_option, device_option, json_option, m
 @device_option
 @seed_option
 @json_option
-def command(model, sparsities, lambdas, tasks, out, data_dir, rewind, objective, corpus, rewind_sparsities,
+def command(model, sparsities, keep_flops, lambdas, tasks, out, data_dir, rewind, objective, corpus, rewind_sparsities,
             rewind_lambda, rewind_dense, rewind_init, max_steps, rewind_batch_size, lr, max_length, eval_steps,
             objective_args, split, batch_size, max_batches, scope, eval_mode, pooling, device, seed, as_json):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots."""
@@ -64,7 +66,7 @@ def command(model, sparsities, lambdas, tasks, out, data_dir, rewind, objective,
                    rewind_sparsities=rewind_sparsities, rewind_lambda=rewind_lambda, rewind_init=rewind_init,
                    rewind_args=rewind_args, rewind_dense=rewind_dense, data_dir=data_dir, seed=seed, split=split,
                    batch_size=batch_size, max_batches=max_batches, scope=scope, pooling=pooling, device=device,
-                   eval_mode=eval_mode, make_report=False, show_progress=True)
+                   eval_mode=eval_mode, make_report=False, show_progress=True, keep_flops=keep_flops)
     built = report(result.out)
     table = built["table"]
     sts = [t for t in STS_TASKS if t in set(table["task"])]

@@ -1,6 +1,7 @@
-"""Scores + sparsity + λ -> masks. Heads and neurons are ranked separately; the lowest-scored
-round(s·#units) of each kind are removed, across all layers (``scope="global"``) or within each
-layer (``scope="layer"``). By default no layer loses its last head."""
+"""Scores + λ + a target -> masks. With a sparsity s, heads and neurons are ranked separately and the
+lowest-scored round(s·#units) of each kind are removed, across all layers (``scope="global"``) or
+within each layer (``scope="layer"``), and by default no layer loses its last head. With a kept-FLOPs
+or kept-parameters budget, heads and neurons are chosen jointly (:mod:`sparsecse.budget`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from typing import Any, Iterable
 
 import torch
 
+from sparsecse.budget import UnitCosts, check_budget, select_under_budget
 from sparsecse.errors import SparseCSEError
 from sparsecse.grid import check_sparsity, parse_grid
 from sparsecse.masks import Mask
-from sparsecse.scoring import GateScores, check_lambda
+from sparsecse.scoring import GateScores, check_criterion, check_lambda
 
 SCOPES = ("global", "layer")
+TARGET_PREFIX = {"sparsity": "s", "keep_flops": "f", "keep_params": "p"}
 
 
 def round_half_up(x: float) -> int:
@@ -74,51 +77,110 @@ def masks_from_scores(head_scores: torch.Tensor, neuron_scores: torch.Tensor, sp
 
 def encoder_param_counts(shape: dict[str, int], mask: Mask) -> dict[str, Any]:
     """Parameters of the transformer layers (no embeddings) before and after removing the masked units."""
-    d, dh, f = shape["hidden"], shape["head_dim"], shape["ffn"]
-    layers, heads = shape["layers"], shape["heads"]
-    per_head = 4 * d * dh + 3 * dh  # Q, K, V rows + biases, output-projection columns
-    per_neuron = 2 * d + 1  # FFN first-layer row + bias, second-layer column
-    per_layer_fixed = d + 2 * d + d + 2 * d  # output-projection bias, LayerNorm, FFN output bias, LayerNorm
-    total = layers * (heads * per_head + f * per_neuron + per_layer_fixed)
-    removed = mask.heads_pruned * per_head + mask.neurons_pruned * per_neuron
-    return {"encoder_params": total, "encoder_params_removed": removed,
-            "encoder_param_sparsity": removed / total}
+    costs = UnitCosts.from_shape(shape, "params")
+    removed = mask.heads_pruned * costs.head + mask.neurons_pruned * costs.neuron
+    return {"encoder_params": costs.dense, "encoder_params_removed": removed,
+            "encoder_param_sparsity": removed / costs.dense}
 
 
-def prune(scores: GateScores | str | os.PathLike, sparsity: float, lam: float, scope: str = "global",
-          keep_one_head: bool = True) -> Mask:
-    """The mask that removes the lowest-scored fraction ``sparsity`` of heads and of FFN neurons."""
+def kept_costs(shape: dict[str, int], mask: Mask, seq_len: int = 128) -> dict[str, Any]:
+    """Kept FLOPs per token (at ``seq_len``) and kept parameters of the transformer layers, and their ratios."""
+    out: dict[str, Any] = {"seq_len": seq_len}
+    for metric in ("flops", "params"):
+        costs = UnitCosts.from_shape(shape, metric, seq_len)
+        kept = costs.kept(mask.head_mask, mask.neuron_mask)
+        out.update({f"kept_{metric}": kept, f"dense_{metric}": costs.dense, f"kept_{metric}_ratio": kept / costs.dense})
+    return out
+
+
+def _one_target(sparsity, keep_flops, keep_params):
+    """(kind, what was given) for the one target among sparsity, keep_flops and keep_params."""
+    given = {k: v for k, v in (("sparsity", sparsity), ("keep_flops", keep_flops), ("keep_params", keep_params))
+             if v is not None}
+    if len(given) != 1:
+        raise SparseCSEError("Give exactly one of sparsity, keep_flops and keep_params"
+                             + (f" (got {', '.join(given)})." if given else "."))
+    (kind, value), = given.items()
+    return kind, value
+
+
+def _check_target(kind: str, value: float) -> float:
+    return check_sparsity(float(value)) if kind == "sparsity" else check_budget(value, kind.replace("_", "-"))
+
+
+def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None, lam: float = 0.5, *,
+          keep_flops: float | None = None, keep_params: float | None = None, criterion: str = "abs_grad",
+          seq_len: int = 128, scope: str = "global", keep_one_head: bool | None = None) -> Mask:
+    """A mask from a score file at alignment weight ``lam``, for exactly one target:
+
+    - ``sparsity`` s: remove the round(s·#units) lowest-scored heads and, separately, neurons (ranked
+      across layers, or within each with ``scope="layer"``); no layer loses its last head unless
+      ``keep_one_head=False``;
+    - ``keep_flops`` B: keep the heads and neurons, chosen jointly, of highest summed importance whose
+      transformer-layer FLOPs per token at ``seq_len`` tokens are at most B of the dense model's (exact
+      search, :mod:`sparsecse.budget`); a layer's attention or FFN may empty unless ``keep_one_head``;
+    - ``keep_params`` B: the same with the layers' parameters as the cost.
+
+    ``criterion`` (``abs_grad``, ``layer_norm``, ``fisher``) turns the stored gradients into
+    importance (:mod:`sparsecse.scoring`). A budget compares heads with neurons, so it needs
+    importances on one scale: use ``fisher`` there (on all-MiniLM-L6-v2 at kept FLOPs 0.5 it matches
+    the sparsity-0.5 mask, while ``abs_grad`` and ``layer_norm`` give away nearly all heads; README).
+    The manifest records the target, the criterion, and the kept FLOPs and parameter ratios.
+    """
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
+    kind, value = _one_target(sparsity, keep_flops, keep_params)
+    value = _check_target(kind, value)
     check_lambda(lam)
-    return _mask(scores, scores.head_scores(lam), scores.neuron_scores(lam), sparsity, lam, scope, keep_one_head)
+    check_criterion(criterion)
+    return _mask(scores, scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion), kind, value, lam,
+                 criterion, seq_len, scope, keep_one_head)
 
 
-def prune_grid(scores: GateScores | str | os.PathLike, sparsities: Iterable[float] | str,
-               lambdas: Iterable[float] | str, scope: str = "global",
-               keep_one_head: bool = True) -> dict[tuple[float, float], Mask]:
-    """{(sparsity, λ): mask} for every grid point, from one score file and no model run."""
+def prune_grid(scores: GateScores | str | os.PathLike, sparsities: Iterable[float] | str | None = None,
+               lambdas: Iterable[float] | str = 0.5, scope: str = "global", keep_one_head: bool | None = None, *,
+               keep_flops: Iterable[float] | str | None = None, keep_params: Iterable[float] | str | None = None,
+               criterion: str = "abs_grad", seq_len: int = 128) -> dict[tuple[float, float], Mask]:
+    """{(target value, λ): mask} for every grid point of one target kind, from one score file, no model run."""
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
-    sparsities = [check_sparsity(s) for s in parse_grid(sparsities, "sparsity")]
+    kind, grid = _one_target(sparsities, keep_flops, keep_params)
+    values = [_check_target(kind, v) for v in parse_grid(grid, kind.replace("_", "-"))]
     lambdas = [check_lambda(v) for v in parse_grid(lambdas, "lambda")]
+    check_criterion(criterion)
     masks = {}
     for lam in lambdas:
-        head_scores, neuron_scores = scores.head_scores(lam), scores.neuron_scores(lam)
-        for s in sparsities:
-            masks[(s, lam)] = _mask(scores, head_scores, neuron_scores, s, lam, scope, keep_one_head)
+        head_scores, neuron_scores = scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion)
+        for v in values:
+            masks[(v, lam)] = _mask(scores, head_scores, neuron_scores, kind, v, lam, criterion, seq_len, scope,
+                                    keep_one_head)
     return masks
 
 
-def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Tensor, sparsity: float,
-          lam: float, scope: str, keep_one_head: bool) -> Mask:
-    head_keep, neuron_keep = masks_from_scores(head_scores, neuron_scores, sparsity, scope, keep_one_head)
-    mask = Mask(head_keep, neuron_keep)
+def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Tensor, kind: str, value: float,
+          lam: float, criterion: str, seq_len: int, scope: str, keep_one_head: bool | None) -> Mask:
     src = scores.manifest
+    if kind == "sparsity":
+        keep_one_head = True if keep_one_head is None else keep_one_head
+        head_keep, neuron_keep = masks_from_scores(head_scores, neuron_scores, value, scope, keep_one_head)
+        budget = None
+    else:
+        keep_one_head = False if keep_one_head is None else keep_one_head
+        if scope != "global":
+            raise SparseCSEError("A kept-FLOPs or kept-parameters budget chooses units across all layers; "
+                                 "scope must be global.")
+        metric = kind.split("_")[1]
+        costs = UnitCosts.from_shape(src.get("shape", {}), metric, seq_len)
+        head_keep, neuron_keep = select_under_budget(head_scores, neuron_scores, costs, value, keep_one_head)
+        budget = {"metric": metric, "keep": value, "seq_len": seq_len if metric == "flops" else None}
+    mask = Mask(head_keep, neuron_keep)
     mask.manifest = {
         "kind": "mask",
-        "sparsity": sparsity,
+        "sparsity": value if kind == "sparsity" else None,
+        "budget": budget,
         "lambda": lam,
+        "criterion": criterion,
+        "batch_weighting": scores.weighting,
         "scope": scope,
         "keep_one_head": keep_one_head,
         "model": src.get("model"),
@@ -130,9 +192,21 @@ def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Te
     }
     if "shape" in src:
         mask.manifest.update(encoder_param_counts(src["shape"], mask))
+        mask.manifest.update(kept_costs(src["shape"], mask, seq_len))
     mask.manifest.update(mask.summary())
     return mask
 
 
-def mask_filename(sparsity: float, lam: float) -> str:
-    return f"mask-s{sparsity:g}-l{lam:g}.safetensors"
+def target_name(mask: Mask) -> str:
+    """How a mask was asked for: 'sparsity 0.5', 'kept-flops 0.5 (n=128)' or 'kept-params 0.5'."""
+    m = mask.manifest
+    budget = m.get("budget")
+    if not budget:
+        return f"sparsity {m['sparsity']:g}"
+    at = f" (n={budget['seq_len']})" if budget.get("seq_len") else ""
+    return f"kept-{budget['metric']} {budget['keep']:g}{at}"
+
+
+def mask_filename(value: float, lam: float, kind: str = "sparsity") -> str:
+    """mask-s0.02-l0.5.safetensors for a sparsity, mask-f0.5-l0.5 / mask-p0.5-l0.5 for a FLOPs / params budget."""
+    return f"mask-{TARGET_PREFIX[kind]}{value:g}-l{lam:g}.safetensors"

@@ -15,11 +15,12 @@ import pandas as pd
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.io import atomic_file, write_json
-from sparsecse.sweeping import SCORES_FILE, STS_TASKS, SWEEP_FILE, TRANSFER_TASKS
+from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
+from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "task", "score", "avg_sts",
            "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",
-           "eval_seconds", "rewind_seconds", "point"]
+           "keep_flops", "kept_flops_ratio", "eval_seconds", "rewind_seconds", "point"]
 SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
 AVG_STS, AVG_TRANSFER = "avg_sts", "avg_transfer"
 

@@ -4,8 +4,17 @@ One forward and one backward per batch give both gradients exactly. A batch stac
 rows (both sides of STS-B positive pairs) and the uniformity rows (STS-B sentences); rows of a
 transformer do not interact in eval mode, so each row group gets its own copy of the gates and
 ``backward(L_align + L_uniform)`` leaves ∂L_align/∂gate in the first copy and ∂L_uniform/∂gate in the
-second. Both are stored per batch, so score(λ) = mean_b |λ·g_align + (1−λ)·g_uniform| is exact for
-every λ later, without running the model again.
+second. Both are stored per batch (with each batch's number of positive pairs), so score(λ) is exact
+for every λ and every criterion later, without running the model again:
+
+- ``abs_grad`` (the paper's, default): E_b |g_b| with g_b = λ·g_align + (1−λ)·g_uniform;
+- ``layer_norm``: the same, with each layer's head scores (and, separately, its neuron scores)
+  divided by their L2 norm before the global ranking (Michel et al. 2019);
+- ``fisher``: E_b g_b² (the empirical Fisher of the gate, Kwon et al. 2022).
+
+E_b weights each batch by its number of positive pairs, so a short last batch (28 of 64 pairs on
+STS-B train) counts for what it holds. Score files written before batch sizes were stored load with
+equal weights, and say so in :attr:`GateScores.weighting`.
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ from sparsecse.io import hash_path, load_tensors, make_manifest, save_tensors
 
 POSITIVE_THRESHOLD = 4.0
 _TENSORS = ("head_grad_align", "head_grad_uniform", "neuron_grad_align", "neuron_grad_uniform")
+CRITERIA = ("abs_grad", "layer_norm", "fisher")
+EQUAL_WEIGHTS_NOTE = "equal batch weights (the score file predates stored batch sizes)"
 
 
 @dataclass
@@ -41,6 +52,18 @@ class GateScores:
     neuron_grad_uniform: torch.Tensor
     manifest: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    batch_sizes: torch.Tensor | None = None  # [B] positive pairs per batch; None: equal weights
+
+    @property
+    def weighting(self) -> str:
+        return "batch size (positive pairs)" if self.batch_sizes is not None else EQUAL_WEIGHTS_NOTE
+
+    def batch_weights(self) -> torch.Tensor:
+        """[B] weights summing to 1: each batch's share of the positive pairs (equal if sizes are unknown)."""
+        if self.batch_sizes is None:
+            return torch.full((self.num_batches,), 1.0 / self.num_batches)
+        sizes = self.batch_sizes.double()
+        return (sizes / sizes.sum()).float()
 
     @property
     def num_batches(self) -> int:
@@ -56,14 +79,18 @@ class GateScores:
     def sha256(self) -> str | None:
         return hash_path(self.path) if self.path else None
 
-    def head_scores(self, lam: float) -> torch.Tensor:
-        return combine(self.head_grad_align, self.head_grad_uniform, lam)
+    def head_scores(self, lam: float, criterion: str = "abs_grad") -> torch.Tensor:
+        """[L, H] importance of every head at ``lam`` under ``criterion`` (see the module docstring)."""
+        return combine(self.head_grad_align, self.head_grad_uniform, lam, criterion, self.batch_weights())
 
-    def neuron_scores(self, lam: float) -> torch.Tensor:
-        return combine(self.neuron_grad_align, self.neuron_grad_uniform, lam)
+    def neuron_scores(self, lam: float, criterion: str = "abs_grad") -> torch.Tensor:
+        """[L, F] importance of every FFN neuron at ``lam`` under ``criterion``."""
+        return combine(self.neuron_grad_align, self.neuron_grad_uniform, lam, criterion, self.batch_weights())
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
         tensors = {name: getattr(self, name) for name in _TENSORS}
+        if self.batch_sizes is not None:
+            tensors["batch_sizes"] = self.batch_sizes.long()
         self.path = save_tensors(path, tensors, self.manifest, overwrite=overwrite)
         self.__dict__.pop("sha256", None)  # the cached hash belonged to the previous path
         return self.path
@@ -74,7 +101,11 @@ class GateScores:
         missing = [n for n in _TENSORS if n not in tensors]
         if missing or manifest.get("kind") != "scores":
             raise SparseCSEError(f"{path} is not a sparsecse score file (missing {', '.join(missing) or 'manifest'}).")
-        return cls(*(tensors[n].float() for n in _TENSORS), manifest=manifest, path=Path(path))
+        sizes = tensors.get("batch_sizes")
+        batches = tensors[_TENSORS[0]].shape[0]
+        if sizes is not None and (sizes.shape != (batches,) or (sizes <= 0).any()):
+            raise SparseCSEError(f"{path} holds batch sizes that do not match its {batches} batches.")
+        return cls(*(tensors[n].float() for n in _TENSORS), manifest=manifest, path=Path(path), batch_sizes=sizes)
 
 
 def check_lambda(lam: float) -> float:
@@ -84,10 +115,28 @@ def check_lambda(lam: float) -> float:
     return lam
 
 
-def combine(grad_align: torch.Tensor, grad_uniform: torch.Tensor, lam: float) -> torch.Tensor:
-    """mean over batches of |λ·g_align + (1−λ)·g_uniform| (the gradient of L_score(λ), exactly)."""
-    lam = check_lambda(lam)
-    return (lam * grad_align + (1.0 - lam) * grad_uniform).abs().mean(0)
+def check_criterion(criterion: str) -> str:
+    if criterion not in CRITERIA:
+        raise SparseCSEError(f"Unknown criterion {criterion!r}; choose {', '.join(CRITERIA)}.")
+    return criterion
+
+
+def combine(grad_align: torch.Tensor, grad_uniform: torch.Tensor, lam: float, criterion: str = "abs_grad",
+            weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-unit importance [L, U] from per-batch gradients [B, L, U]: with g = λ·g_align + (1−λ)·g_uniform
+    (the gradient of L_score(λ), exactly), the weighted batch mean of |g| (``abs_grad``), of |g| then
+    divided per layer by its L2 norm (``layer_norm``), or of g² (``fisher``). ``weights`` [B] sum to 1;
+    None means equal weights."""
+    lam, criterion = check_lambda(lam), check_criterion(criterion)
+    grad = lam * grad_align + (1.0 - lam) * grad_uniform
+    if weights is None:
+        weights = torch.full((grad.shape[0],), 1.0 / grad.shape[0])
+    per_batch = grad.square() if criterion == "fisher" else grad.abs()
+    scores = torch.einsum("b,b...->...", weights.to(per_batch.dtype), per_batch)
+    if criterion == "layer_norm":
+        norms = scores.norm(dim=-1, keepdim=True)
+        scores = scores / torch.where(norms > 0, norms, torch.ones_like(norms))
+    return scores
 
 
 # ---------------------------------------------------------------------------- batches
@@ -260,6 +309,7 @@ def score(
                "head_dim": int(layer_parts(encoder.model)[0].head_dim)},
         num_batches=len(batches),
         num_positive_pairs=sum(len(b.pairs) for b in batches),
+        batch_weighting="positive pairs per batch (tensor batch_sizes)",
         seconds=round(seconds, 3),
     )
-    return GateScores(*grads, manifest=manifest)
+    return GateScores(*grads, manifest=manifest, batch_sizes=torch.tensor([len(b.pairs) for b in batches]))

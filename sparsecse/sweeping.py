@@ -8,6 +8,7 @@ atomically, so a killed sweep resumes where it stopped and a larger grid reuses 
     DIR/masks/mask-s0.02-l0.5.safetensors     one mask per grid point
     DIR/points/dense.json                     the unpruned model's evaluation
     DIR/points/masked/s0.02-l0.5.json         a pruned model (masked, no retraining)
+    DIR/points/budget/f0.5-l0.5.json          a kept-FLOPs budget mask (masked, no retraining)
     DIR/rewound/<objective>-<id>/s0.02-l0.5/  a rewound model directory
     DIR/points/rewound/<objective>-<id>/s0.02-l0.5.json
     DIR/results.csv, results.json, summary.md, figures/   rebuilt by :func:`sparsecse.report.report`
@@ -31,9 +32,8 @@ from typing import Any, Callable, Iterable, Sequence
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.io import hash_path, make_manifest, write_json
+from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE
 
-SWEEP_FILE = "sweep.json"
-SCORES_FILE = "scores.safetensors"
 EVAL_MODES = ("masked", "shrunk")
 
 
@@ -47,6 +47,10 @@ def task_average(scores: dict[str, float], group: Sequence[str]) -> float | None
 # ---------------------------------------------------------------------------- naming
 def point_name(sparsity: float, lam: float) -> str:
     return f"s{sparsity:g}-l{lam:g}"
+
+
+def budget_point_name(keep_flops: float, lam: float) -> str:
+    return f"f{keep_flops:g}-l{lam:g}"
 
 
 def rewind_id(objective: str, settings: dict[str, Any]) -> str:
@@ -262,6 +266,12 @@ class SweepRun:
         mask = prune(self.scores, s, lam, scope=self.scope, keep_one_head=self.keep_one_head)
         return mask, self._saved(mask, mask_filename(s, lam))
 
+    def budget_mask(self, keep_flops: float, lam: float):
+        from sparsecse.pruning import mask_filename, prune
+
+        mask = prune(self.scores, lam=lam, keep_flops=keep_flops)
+        return mask, self._saved(mask, mask_filename(keep_flops, lam, "keep_flops"))
+
     def dense_mask(self):
         """The keep-everything mask, for rewinding the unpruned model as a control."""
         from sparsecse.masks import Mask
@@ -308,6 +318,16 @@ class SweepRun:
                           lambda todo: evaluate_pruned(self.encoder, mask, todo, self.data_dir, self.seed,
                                                        self.eval_mode))
 
+    def budget(self, keep_flops: float, lam: float) -> dict[str, Any]:
+        """A kept-FLOPs budget point (layers may lose all their heads, as with ``prune --keep-flops``)."""
+        mask, mask_path = self.budget_mask(keep_flops, lam)
+        record = {"variant": "budget", "sparsity": None, "keep_flops": keep_flops, "lambda": lam,
+                  "mask": mask_path.name, "kept_flops_ratio": mask.manifest.get("kept_flops_ratio"),
+                  **mask_record(mask)}
+        return self.point(self.out / "points" / "budget" / f"{budget_point_name(keep_flops, lam)}.json", record,
+                          lambda todo: evaluate_pruned(self.encoder, mask, todo, self.data_dir, self.seed,
+                                                       self.eval_mode))
+
     def rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None) -> dict[str, Any]:
         """Rewind one point (``lam`` None: the unpruned control) unless its model exists, then evaluate it."""
         name = "dense" if lam is None else point_name(s, lam)
@@ -338,7 +358,7 @@ class SweepRun:
 
 def sweep(
     model=None,
-    sparsities: str | Iterable[float] = "0.01:0.10:0.01,0.2:0.5:0.1",
+    sparsities: str | Iterable[float] | None = "0.01:0.10:0.01,0.2:0.5:0.1",
     lambdas: str | Iterable[float] = "0.25,0.5,0.75",
     out: str | os.PathLike = "sweep",
     tasks: str | Sequence[str] = "sts",
@@ -364,6 +384,7 @@ def sweep(
     make_report: bool = True,
     show_progress: bool = True,
     log: Callable[[str], None] | None = None,
+    keep_flops: str | Iterable[float] | None = None,
 ) -> SweepResult:
     """Score once, then prune and evaluate every (sparsity, λ); rewind the chosen points if asked.
 
@@ -372,6 +393,8 @@ def sweep(
     ``rewind_args`` go to :func:`sparsecse.training.rewind` (max_steps, batch_size, lr, objective_args, ...);
     ``rewind_dense`` also retrains the unpruned model the same way, as a control.
     ``eval_mode`` "shrunk" evaluates a physically pruned copy instead of the gated model (same numbers).
+    ``keep_flops`` adds kept-FLOPs budget points (:func:`sparsecse.pruning.prune`, 128 tokens) at every λ,
+    next to (or, with ``sparsities=None``, instead of) the sparsity grid; they are not rewound.
     """
     from tqdm.auto import tqdm
 
@@ -383,7 +406,8 @@ def sweep(
     if eval_mode not in EVAL_MODES:
         raise SparseCSEError(f"Unknown eval mode {eval_mode!r}; choose masked or shrunk.")
     task_list = resolve_tasks(tasks)
-    grid_s, grid_l = _check_grid(sparsities, lambdas)
+    grid_s, grid_l = _check_grid(sparsities, lambdas) if sparsities is not None else ([], _check_grid(0.5, lambdas)[1])
+    grid_b = _check_budgets(keep_flops, sparsities)
     plan = plan_rewinds(grid_s, grid_l, objective, corpus, rewind_sparsities, rewind_lambda, rewind_init,
                         rewind_args, rewind_dense) if rewind else None
 
@@ -399,7 +423,8 @@ def sweep(
                    show_progress)
 
     grid = [(s, lam) for lam in grid_l for s in grid_s]
-    total = len(grid) + int(dense) + (plan.count if plan else 0)
+    budget_grid = [(b, lam) for lam in grid_l for b in grid_b]
+    total = len(grid) + len(budget_grid) + int(dense) + (plan.count if plan else 0)
     bar = tqdm(total=total, desc="sweep", unit="point", disable=not show_progress)
     try:
         if dense:
@@ -410,6 +435,10 @@ def sweep(
         for s, lam in grid:
             bar.set_postfix_str(f"sparsity {s:g}, λ {lam:g}")
             masked.setdefault(s, {})[lam] = run.masked(s, lam)
+            bar.update()
+        for b, lam in budget_grid:
+            bar.set_postfix_str(f"kept FLOPs {b:g}, λ {lam:g}")
+            run.budget(b, lam)
             bar.update()
         if plan:
             settings = plan.settings(seed)
@@ -424,12 +453,23 @@ def sweep(
         run.result.seconds = time.time() - started
         _record_run(out, run.result, started, total, encoder, print_, task_list, grid_s, grid_l, plan, eval_mode,
                     dict(seed=seed, scope=scope, keep_one_head=keep_one_head, split=split, batch_size=batch_size,
-                         max_batches=max_batches))
+                         max_batches=max_batches, keep_flops=grid_b))
     if make_report:
         from sparsecse.report import report
 
         report(out)
     return run.result
+
+
+def _check_budgets(keep_flops, sparsities) -> list[float]:
+    if keep_flops is None:
+        if sparsities is None:
+            raise SparseCSEError("A sweep needs --sparsities, --keep-flops or both.")
+        return []
+    from sparsecse.budget import check_budget
+    from sparsecse.grid import parse_grid
+
+    return [check_budget(b, "kept-FLOPs budget") for b in parse_grid(keep_flops, "kept-FLOPs")]
 
 
 def _check_shrinkable(encoder, what: str) -> None:

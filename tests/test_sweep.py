@@ -281,3 +281,25 @@ def test_shrunk_evaluation_needs_a_shrinkable_architecture(tmp_path, tiny_stsb_d
     with pytest.raises(SparseCSEError, match="'distilbert' models do not support"):
         run(distil, tiny_stsb_dir, tmp_path / "sweep", eval_mode="shrunk")
     assert not (tmp_path / "sweep").exists() and not evaluator.calls
+
+
+def test_budget_points_next_to_sparsities_and_alone(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    out = tmp_path / "sweep"
+    result = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.9,0.7",
+                 make_report=True)
+    assert sorted(result.computed) == ["budget/f0.7-l0.5", "budget/f0.9-l0.5", "dense", "masked/s0.25-l0.5"]
+    point = json.loads((out / "points" / "budget" / "f0.7-l0.5.json").read_text())
+    assert point["keep_flops"] == 0.7 and point["kept_flops_ratio"] <= 0.7 and point["sparsity"] is None
+    assert (out / "masks" / "mask-f0.7-l0.5.safetensors").is_file()
+    table = pd.read_csv(out / "results.csv")
+    assert set(table[table["variant"] == "budget"]["keep_flops"]) == {0.7, 0.9}
+    again = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities=None, lambdas="0.5", keep_flops="0.7")
+    assert again.computed == [] and sorted(again.reused) == ["budget/f0.7-l0.5", "dense"]
+
+
+@pytest.mark.parametrize("kw,message", [(dict(sparsities=None), "needs --sparsities, --keep-flops or both"),
+                                        (dict(keep_flops="0,0.5"), "must lie in")])
+def test_budget_sweep_bad_input(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator, kw, message):
+    with pytest.raises(SparseCSEError, match=message):
+        run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "sweep", **kw)
+    assert not (tmp_path / "sweep").exists()

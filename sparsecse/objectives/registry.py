@@ -18,6 +18,7 @@ BUILTIN = {
     "noise_negatives": "sparsecse.objectives.noise_negatives:NoiseNegatives",
     "input_noise": "sparsecse.objectives.input_noise:InputNoise",
     "weight_perturbation": "sparsecse.objectives.weight_perturbation:WeightPerturbation",
+    "distill": "sparsecse.objectives.distill:Distill",
 }
 _registered: dict[str, type[Objective]] = {}
 

@@ -20,6 +20,7 @@ from sparsecse.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
 from sparsecse.gates import layer_parts
 from sparsecse.masks import Mask
+from sparsecse.objectives.distill import with_default_teacher
 from sparsecse.training.api import (TrainResult, absolute_path, check_inputs, check_out, read_model_config, run,
                                     source_hash)
 
@@ -112,7 +113,9 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
     lineage = {"stage": "rewind", "init": init_path, "init_sha256": source_hash(init_path),
                "objective": objective, "mask": mask_path, "mask_digest": mask_digest(mask),
                "init_source": init_source, "removal": method, "scored_model": scored,
-               "sparsity": mask.manifest.get("sparsity"), "lambda": mask.manifest.get("lambda")}
+               "sparsity": mask.manifest.get("sparsity"), "budget": mask.manifest.get("budget"),
+               "lambda": mask.manifest.get("lambda")}
+    objective_args = with_default_teacher(objective, objective_args, scored)  # distill: the dense model
     parent = read_model_config(scored).get("lineage") if scored else None
     if parent:
         lineage["parent"] = parent
