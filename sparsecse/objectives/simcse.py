@@ -22,7 +22,7 @@ def reference_init(module: nn.Module, std: float = 0.02) -> nn.Module:
 
 def initializer_range(encoder) -> float:
     """The backbone's ``initializer_range`` (0.02 for BERT, RoBERTa, MiniLM), else 0.02."""
-    return float(getattr(encoder.config, "initializer_range", None) or 0.02)
+    return float(getattr(getattr(encoder, "config", None), "initializer_range", None) or 0.02)
 
 
 class MLPHead(nn.Module):
