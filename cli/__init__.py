@@ -30,7 +30,10 @@ class LazyGroup(click.Group):
             if exc.name == f"sparsecse.cli.{_module(name)}":
                 return None
             raise
-        return module.command
+        command = module.command
+        if command.short_help is None and command.help:  # the whole first paragraph, never cut at "..."
+            command.short_help = " ".join(command.help.split("\n\n")[0].split())
+        return command
 
     def invoke(self, ctx):
         from sparsecse.errors import SparseCSEError
@@ -39,8 +42,8 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except SparseCSEError as exc:
             raise click.ClickException(str(exc)) from None
-        except KeyboardInterrupt:
-            click.echo("Interrupted; nothing half-written was left behind.", err=True)
+        except KeyboardInterrupt as exc:  # a command that keeps resumable work says so in the exception
+            click.echo(str(exc) or "Interrupted; nothing half-written was left behind.", err=True)
             sys.exit(130)
 
 

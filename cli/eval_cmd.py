@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from sparsecse.cli.options import (
     data_dir_option,
     device_option,
+    echo_json,
+    fasttest_option,
     json_option,
     model_option,
     overwrite_option,
     pooling_option,
+    precision_option,
+    quiet_option,
     seed_option,
 )
 
@@ -46,13 +48,11 @@ def format_table(results: dict) -> str:
               help="STS12-16: one Spearman over all subsets (all), or the (weighted) mean of per-subset ones.")
 @click.option("--split", "sts_split", type=click.Choice(["test", "dev"]), default="test", show_default=True,
               help="Split of STS-B and SICK-R (dev = SICK trial) to score.")
-@click.option("--fasttest", is_flag=True, help="Transfer tasks with 5 instead of 10 folds (and, with the senteval "
-              "protocol, SimCSE's fast classifier settings).")
+@fasttest_option
 @click.option("--transfer-protocol", type=click.Choice(["senteval", "fast"]), default="senteval", show_default=True,
               help="Transfer classifier: SentEval's PyTorch logistic regression, as the papers report (senteval), "
                    "or scikit-learn's, several times faster (fast).")
-@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
-              help="Encoding precision (bf16/fp16 via autocast; fast on GPUs, slow on most CPUs).")
+@precision_option
 @pooling_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,
               help="Sentences per encoding batch (default 128 on CPU, 512 on GPU; batches are length-sorted).")
@@ -64,7 +64,7 @@ def format_table(results: dict) -> str:
 @click.option("--out", default=None, type=click.Path(dir_okay=False),
               help="Also write the results with a manifest to this JSON file.")
 @overwrite_option
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@quiet_option
 def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fasttest, transfer_protocol, precision,
             pooling, batch_size, align_uniform, device, seed, as_json, out, overwrite, quiet):
     """Evaluate a model (or a model gated by a mask) on STS and SentEval transfer tasks.
@@ -72,15 +72,12 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
     STS: cosine similarity, Spearman x 100 (STS12-16 over all subsets, STS-B and SICK-R on test).
     Transfer: logistic regression on frozen embeddings, accuracy x 100.
     """
-    from pathlib import Path
-
-    from sparsecse.errors import SparseCSEError
     from sparsecse.evaluation import evaluate, resolve_tasks
-    from sparsecse.io import atomic_file, make_manifest
+    from sparsecse.io import atomic_file, check_destination, dumps_json, make_manifest
 
     resolve_tasks(tasks)  # a bad task list fails before the model loads
-    if out and Path(out).exists() and not overwrite:
-        raise SparseCSEError(f"{out} already exists; choose another --out or pass --overwrite.")
+    if out:
+        check_destination(out, overwrite, inputs={"model": model, "mask": mask_path})
     results = evaluate(model=model, mask=mask_path, tasks=tasks, data_dir=data_dir, pooling=pooling,
                        batch_size=batch_size, device=device, sts_aggregation=sts_aggregation, fasttest=fasttest,
                        precision=precision, show_progress=not quiet, seed=seed, sts_split=sts_split,
@@ -91,9 +88,9 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
         manifest = make_manifest("eval", inputs={"model": results["model"], "mask": mask_path},
                                  params={**params, "data_dir": results["settings"]["data_dir"]}, seed=seed)
         with atomic_file(out, overwrite=overwrite) as tmp:
-            tmp.write_text(json.dumps({**results, "manifest": manifest}, indent=2) + "\n")
+            tmp.write_text(dumps_json({**results, "manifest": manifest}, indent=2) + "\n")
     if as_json:
-        click.echo(json.dumps(results))
+        echo_json(results)
     else:
         click.echo(format_table(results))
         if out:

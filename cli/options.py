@@ -1,4 +1,11 @@
-"""Options shared by several commands, so every command spells them the same way."""
+"""Options shared by several commands, so every command spells them the same way.
+
+The convention (README, "Common options"): ``--out`` is what a command writes and ``--overwrite``
+lets it replace an existing one; ``--json`` prints one JSON object on stdout instead of the text
+report; ``--quiet`` drops the progress bars (stderr); ``--seed`` is recorded in every manifest;
+``--device`` is checked before anything loads; ``--precision`` is the encoding precision of the
+commands that embed sentences; ``--fasttest`` is SentEval's 5-fold transfer protocol.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,35 @@ data_dir_option = click.option(
 pooling_option = click.option(
     "--pooling", type=click.Choice(["cls", "cls_before_pooler", "mean"]), default=None,
     help="Sentence pooling (default: the model's own config, else cls_before_pooler).")
-device_option = click.option("--device", default=None, help="torch device (default: cuda if available, else cpu).")
+
+
+def _check_device(ctx, param, value):
+    from sparsecse.encoder import check_device
+    from sparsecse.errors import SparseCSEError
+
+    try:
+        check_device(value)
+    except SparseCSEError as exc:
+        raise click.ClickException(str(exc)) from None
+    return value
+
+
+device_option = click.option("--device", default=None, metavar="DEV", callback=_check_device,
+                             help="torch device: cpu, cuda, cuda:N (default: cuda if available, else cpu).")
 seed_option = click.option("--seed", type=int, default=0, show_default=True, help="Random seed (recorded).")
 overwrite_option = click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+quiet_option = click.option("--quiet", is_flag=True, help="No progress bars.")
+precision_option = click.option(
+    "--precision", type=click.Choice(["fp32", "bf16", "fp16", "auto"]), default="fp32", show_default=True,
+    help="Encoding precision (bf16/fp16 via autocast). auto: bf16 on GPUs that support it and on CPUs with native "
+         "bf16 (avx512_bf16/amx_bf16), else fp32.")
+fasttest_option = click.option("--fasttest", is_flag=True, help="Transfer tasks with 5 instead of 10 folds (and, "
+                               "with the senteval classifier, SimCSE's fast settings).")
+
+
+def echo_json(obj) -> None:
+    """One JSON object on stdout; NaN and infinities become null (valid for strict parsers)."""
+    from sparsecse.io import dumps_json
+
+    click.echo(dumps_json(obj))

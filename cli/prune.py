@@ -3,12 +3,11 @@ files (no model run)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from sparsecse.cli.options import json_option, overwrite_option
+from sparsecse.cli.options import echo_json, json_option, overwrite_option
 
 
 def describe(mask) -> str:
@@ -63,11 +62,14 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
             heatmap, overwrite, as_json):
     """Turn a score file into masks: remove the lowest-scored heads and FFN neurons (--sparsity), or keep
     the most important ones within a FLOPs or parameter budget (--keep-flops, --keep-params)."""
-    from sparsecse.io import atomic_dir, refuse_existing, write_json
+    from sparsecse.io import atomic_dir, check_destination, write_json
+    from sparsecse.plots import check_figure_path
     from sparsecse.pruning import mask_filename, prune_grid
     from sparsecse.scoring import GateScores
 
-    refuse_existing(out, overwrite)
+    check_destination(out, overwrite, inputs={"score file": scores_path})
+    if heatmap:
+        check_figure_path(heatmap, overwrite, inputs={"score file": scores_path, "--out": out})
     scores = GateScores.load(scores_path)
     masks = prune_grid(scores, sparsity, lambdas, scope=scope, keep_one_head=keep_one_head, keep_flops=keep_flops,
                        keep_params=keep_params, criterion=criterion, seq_len=seq_len)
@@ -98,12 +100,12 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
                                 title=f"Head importance (λ={lam0:g})"
                                 + (f", {target_name(first)}" if len(masks) == 1 else ""))
     if as_json:
-        click.echo(json.dumps({"masks": [
+        echo_json({"masks": [
             {"path": str(p), **{k: m.manifest.get(k) for k in (
                 "sparsity", "budget", "lambda", "criterion", "scope", "heads_pruned", "neurons_pruned",
                 "heads_pruned_per_layer", "neurons_pruned_per_layer", "pruned_heads", "encoder_param_sparsity",
                 "kept_flops_ratio", "kept_params_ratio", "seq_len")}}
-            for p, m in zip(written, masks.values())], "heatmap": heatmap}))
+            for p, m in zip(written, masks.values())], "heatmap": heatmap})
         return
     for path, mask in zip(written, masks.values()):
         click.echo(describe(mask))

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from sparsecse.cli.options import (data_dir_option, device_option, json_option, model_option, overwrite_option,
-                                   pooling_option, seed_option)
+from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
+                                   overwrite_option, pooling_option, quiet_option, seed_option)
 
 
 @click.command("score")
@@ -24,20 +22,21 @@ from sparsecse.cli.options import (data_dir_option, device_option, json_option, 
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Score file (.safetensors).")
 @overwrite_option
 @json_option
-def command(model, data_dir, split, batch_size, max_batches, pooling, device, seed, out, overwrite, as_json):
+@quiet_option
+def command(model, data_dir, split, batch_size, max_batches, pooling, device, seed, out, overwrite, as_json, quiet):
     """Score every attention head and FFN neuron of a model by E|dL/dgate| on STS-B."""
-    from sparsecse.io import refuse_existing
+    from sparsecse.io import check_destination
     from sparsecse.scoring import score
 
-    refuse_existing(out, overwrite)  # fail before the slow part
+    check_destination(out, overwrite, inputs={"model": model}, sidecar=True)  # fail before the slow part
 
     scores = score(model, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed, pooling=pooling,
-                   device=device, max_batches=max_batches, show_progress=True)
+                   device=device, max_batches=max_batches, show_progress=not quiet)
     path = scores.save(out, overwrite=overwrite)
     m = scores.manifest
     if as_json:
-        click.echo(json.dumps({"scores": str(path), "num_batches": m["num_batches"], "seconds": m["seconds"],
-                               "shape": m["shape"], "pooling": m["pooling"]}))
+        echo_json({"scores": str(path), "num_batches": m["num_batches"], "seconds": m["seconds"],
+                   "shape": m["shape"], "pooling": m["pooling"]})
         return
     layers, heads, ffn = scores.shape
     click.echo(f"Scored {layers} layers x {heads} heads and {layers} x {ffn} FFN neurons of {m['model']}")

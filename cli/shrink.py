@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from sparsecse.cli.options import device_option, json_option, model_option, overwrite_option, pooling_option
+from sparsecse.cli.options import device_option, echo_json, json_option, model_option, overwrite_option, pooling_option
 
 
 def _mb(n: int | None) -> str:
@@ -38,7 +36,7 @@ def describe(result) -> str:
 @click.command("shrink")
 @model_option
 @click.option("--mask", "mask_path", required=True, type=click.Path(dir_okay=False),
-              help="Mask file written by `sparsecse prune`.")
+              help="Mask file written by `sparsecse prune` (without --model: applied to the model it was made for).")
 @click.option("--out", required=True, type=click.Path(), help="Directory for the smaller model.")
 @pooling_option
 @click.option("--seq-len", type=click.IntRange(min=1), default=128, show_default=True,
@@ -57,6 +55,6 @@ def command(model, mask_path, out, pooling, seq_len, align_ffn, device, overwrit
     result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, pooling=pooling,
                     device=device, seq_len=seq_len, align_ffn=align_ffn)
     if as_json:
-        click.echo(json.dumps(result.to_dict()))
+        echo_json(result.to_dict())
     else:
         click.echo(describe(result))

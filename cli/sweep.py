@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from sparsecse.cli.options import data_dir_option, device_option, json_option, model_option, pooling_option, seed_option
+from sparsecse.cli.options import (data_dir_option, device_option, echo_json, fasttest_option, json_option,
+                                   model_option, overwrite_option, pooling_option, precision_option, quiet_option,
+                                   seed_option)
+
+# flags that only mean something with --rewind (refused without it, rather than silently ignored)
+REWIND_ONLY = ("objective", "corpus", "rewind_sparsities", "rewind_lambda", "rewind_dense", "rewind_init",
+               "max_steps", "batch_size", "old_rewind_batch_size", "lr", "max_length", "eval_steps", "objective_args")
+
+
+def _flag(ctx, name: str) -> str:
+    return next(p.opts[0] for p in ctx.command.params if p.name == name)
+
+
+def _check_rewind_flags(ctx, rewind: bool) -> None:
+    from click.core import ParameterSource
+
+    from sparsecse.errors import SparseCSEError
+
+    given = [n for n in REWIND_ONLY if ctx.get_parameter_source(n) not in (ParameterSource.DEFAULT, None)]
+    if given and not rewind:
+        hint = (" (the scoring batch is --score-batch-size; --batch-size is the rewinding batch, as in train)"
+                if "batch_size" in given else "")
+        raise SparseCSEError(f"{', '.join(_flag(ctx, n) for n in given)} only apply with --rewind{hint}.")
 
 
 @click.command("sweep")
@@ -20,65 +40,87 @@ from sparsecse.cli.options import data_dir_option, device_option, json_option, m
 @click.option("--tasks", default="sts", show_default=True, help="sts, transfer, all, or task names A,B.")
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="Sweep directory; an existing one with the same model and scoring settings is resumed.")
+@overwrite_option
 @data_dir_option
-@click.option("--rewind", is_flag=True, help="Also rewind pruned models (retrain from the initial weights).")
-@click.option("--objective", default="simcse", show_default=True, help="Rewinding objective (see `objectives`).")
-@click.option("--corpus", type=click.Path(dir_okay=False), default=None, help="Rewinding corpus, one sentence a line.")
+@click.option("--split", type=click.Choice(["train", "dev", "test"]), default="train", show_default=True,
+              help="Scoring: STS-B split (as in `score`).")
+@click.option("--score-batch-size", type=click.IntRange(min=2), default=64, show_default=True,
+              help="Scoring: positive pairs per batch (`score --batch-size`).")
+@click.option("--max-batches", type=click.IntRange(min=1), default=None,
+              help="Scoring: stop after N batches (as in `score`).")
+@click.option("--scope", type=click.Choice(["global", "layer"]), default="global", show_default=True,
+              help="Rank units across all layers, or within each layer.")
+@click.option("--eval-mode", type=click.Choice(["masked", "shrunk"]), default="masked", show_default=True,
+              help="Evaluate with gates, or on a physically shrunk copy (same numbers).")
+@precision_option
+@fasttest_option
+@click.option("--rewind", is_flag=True, help="Also rewind pruned models (retrain from the initial weights); the "
+              "flags below apply only with it and mean what they mean in `rewind`.")
 @click.option("--rewind-sparsities", default=None, metavar="GRID",
               help="Sparsities to rewind (default: the whole grid); must be in --sparsities.")
 @click.option("--rewind-lambda", default="best", show_default=True,
               help="λ to rewind at: best (per sparsity, the best STS average without rewinding) or a list.")
 @click.option("--rewind-dense/--no-rewind-dense", default=True, show_default=True,
               help="Also retrain the unpruned model the same way, as a control.")
+@click.option("--objective", default="simcse", show_default=True, help="Training objective (see `objectives`).")
+@click.option("--corpus", type=click.Path(dir_okay=False), default=None, help="Training text, one sentence a line.")
+@click.option("--objective-args", default=None, metavar="K=V,..", help="Objective parameters.")
 @click.option("--init", "rewind_init", default=None, metavar="M",
               help="Checkpoint to rewind to (default: the model's recorded initial checkpoint, else the model).")
-@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Rewinding: training steps.")
-@click.option("--rewind-batch-size", type=click.IntRange(min=2), default=None, help="Rewinding: batch size.")
-@click.option("--lr", type=float, default=None, help="Rewinding: learning rate.")
-@click.option("--max-length", type=click.IntRange(min=4), default=None, help="Rewinding: max tokens per sentence.")
-@click.option("--eval-steps", type=click.IntRange(min=0), default=None,
-              help="Rewinding: STS-B dev every N steps (0 = never).")
-@click.option("--objective-args", default=None, metavar="K=V,..", help="Rewinding: objective parameters.")
-@click.option("--split", type=click.Choice(["train", "dev", "test"]), default="train", show_default=True,
-              help="STS-B split to score on.")
-@click.option("--batch-size", type=click.IntRange(min=2), default=64, show_default=True,
-              help="Scoring: positive pairs per batch.")
-@click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Scoring: stop after N batches.")
-@click.option("--scope", type=click.Choice(["global", "layer"]), default="global", show_default=True,
-              help="Rank units across all layers, or within each layer.")
-@click.option("--eval-mode", type=click.Choice(["masked", "shrunk"]), default="masked", show_default=True,
-              help="Evaluate with gates, or on a physically shrunk copy (same numbers).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Training steps.")
+@click.option("--batch-size", type=click.IntRange(min=2), default=None, help="Training batch (as in `rewind`).")
+@click.option("--rewind-batch-size", "old_rewind_batch_size", type=click.IntRange(min=2), default=None, hidden=True,
+              help="Deprecated spelling of --batch-size.")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, help="Peak learning rate.")
+@click.option("--max-length", type=click.IntRange(min=2), default=None, help="Tokens per training sentence.")
+@click.option("--eval-steps", type=click.IntRange(min=0), default=None, help="STS-B dev every N steps (0 = never).")
 @pooling_option
 @device_option
 @seed_option
 @json_option
-def command(model, sparsities, keep_flops, lambdas, tasks, out, data_dir, rewind, objective, corpus, rewind_sparsities,
-            rewind_lambda, rewind_dense, rewind_init, max_steps, rewind_batch_size, lr, max_length, eval_steps,
-            objective_args, split, batch_size, max_batches, scope, eval_mode, pooling, device, seed, as_json):
-    """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots."""
+@quiet_option
+@click.pass_context
+def command(ctx, model, sparsities, keep_flops, lambdas, tasks, out, overwrite, data_dir, split, score_batch_size,
+            max_batches, scope, eval_mode, precision, fasttest, rewind, rewind_sparsities, rewind_lambda, rewind_dense, objective,
+            corpus, objective_args, rewind_init, max_steps, batch_size, old_rewind_batch_size, lr, max_length,
+            eval_steps, pooling, device, seed, as_json, quiet):
+    """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots.
+
+    Several processes (or machines sharing the directory) may run the same sweep: each point is locked
+    while it is computed and the others skip it.
+    """
+    from sparsecse.errors import SparseCSEError
     from sparsecse.report import best_points, report
     from sparsecse.sweeping import STS_TASKS, sweep
 
-    rewind_args = {k: v for k, v in dict(max_steps=max_steps, batch_size=rewind_batch_size, lr=lr,
+    _check_rewind_flags(ctx, rewind)
+    if old_rewind_batch_size is not None:
+        if batch_size is not None:
+            raise SparseCSEError("Pass --batch-size only (--rewind-batch-size is its deprecated spelling).")
+        click.echo("Warning: --rewind-batch-size is deprecated; use --batch-size.", err=True)
+        batch_size = old_rewind_batch_size
+    rewind_args = {k: v for k, v in dict(max_steps=max_steps, batch_size=batch_size, lr=lr,
                                          max_length=max_length, eval_steps=eval_steps,
                                          objective_args=objective_args).items() if v is not None}
     result = sweep(model, sparsities, lambdas, out, tasks=tasks, rewind=rewind, objective=objective, corpus=corpus,
                    rewind_sparsities=rewind_sparsities, rewind_lambda=rewind_lambda, rewind_init=rewind_init,
                    rewind_args=rewind_args, rewind_dense=rewind_dense, data_dir=data_dir, seed=seed, split=split,
-                   batch_size=batch_size, max_batches=max_batches, scope=scope, pooling=pooling, device=device,
-                   eval_mode=eval_mode, make_report=False, show_progress=True, keep_flops=keep_flops)
+                   batch_size=score_batch_size, max_batches=max_batches, scope=scope, pooling=pooling, device=device,
+                   eval_mode=eval_mode, precision=precision, fasttest=fasttest, overwrite=overwrite,
+                   make_report=False, show_progress=not quiet, keep_flops=keep_flops)
     built = report(result.out)
     table = built["table"]
     sts = [t for t in STS_TASKS if t in set(table["task"])]
     picks = best_points(table, sts) if sts else None
     if as_json:
-        click.echo(json.dumps({"out": str(result.out), "computed": len(result.computed), "reused": len(result.reused),
-                               "seconds": round(result.seconds, 1), "results_csv": str(built["results_csv"]),
-                               "summary": str(built["summary"]),
-                               "baseline": picks and picks["baseline"],
-                               "best_average": picks and picks["best_average"]}))
+        echo_json({"out": str(result.out), "computed": len(result.computed), "reused": len(result.reused),
+                   "busy": len(result.busy), "seconds": round(result.seconds, 1),
+                   "results_csv": str(built["results_csv"]), "summary": str(built["summary"]),
+                   "baseline": picks and picks["baseline"], "best_average": picks and picks["best_average"]})
         return
-    click.echo(f"{len(result.computed)} points computed, {len(result.reused)} reused, {result.seconds / 60:.1f} min")
+    busy = f", {len(result.busy)} left to another process" if result.busy else ""
+    click.echo(f"{len(result.computed)} points computed, {len(result.reused)} reused{busy}, "
+               f"{result.seconds / 60:.1f} min")
     click.echo(built["summary_text"])
     click.echo(f"Results: {built['results_csv']}, {built['summary']}, {len(built['figures'])} figure files in "
                f"{result.out / 'figures'}")

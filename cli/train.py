@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from sparsecse.cli.options import (data_dir_option, device_option, json_option, model_option, overwrite_option,
-                                   pooling_option, seed_option)
+from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
+                                   overwrite_option, pooling_option, quiet_option, seed_option)
 
 
 def training_options(func):
@@ -37,7 +35,7 @@ def training_options(func):
         click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]), default=None,
                      help="GPU mixed precision (default: bf16 where supported, else fp16; CPU: no)."),
         click.option("--tensorboard", is_flag=True, help="Also log to OUT/tensorboard."),
-        data_dir_option, pooling_option, device_option, seed_option, overwrite_option, json_option,
+        data_dir_option, pooling_option, device_option, seed_option, overwrite_option, json_option, quiet_option,
     ]
     for option in reversed(options):
         func = option(func)
@@ -46,13 +44,13 @@ def training_options(func):
 
 def run_options(kwargs: dict) -> tuple[dict, bool]:
     """Click's keyword arguments -> (the Python API's keyword arguments, --json)."""
-    as_json = kwargs.pop("as_json")
-    return {**kwargs, "show_progress": True}, as_json
+    as_json, quiet = kwargs.pop("as_json"), kwargs.pop("quiet")
+    return {**kwargs, "show_progress": not quiet}, as_json
 
 
 def report(result, as_json: bool, verb: str) -> None:
     if as_json:
-        click.echo(json.dumps(result.to_dict()))
+        echo_json(result.to_dict())
         return
     h = result.hyperparameters
     chosen = (f"best STS-B dev {result.best_score:.2f} at step {result.best_step}"

@@ -52,9 +52,43 @@ def resolve_model(name_or_path: str | os.PathLike | None) -> str:
     return text
 
 
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")
+
+
+def check_tokenizer_files(path: str) -> None:
+    """A local model directory must ship its tokenizer: without one, transformers builds an empty
+    tokenizer that maps every word to [UNK] and the model still "works", with meaningless results."""
+    if os.path.isdir(path) and not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
+        raise SparseCSEError(f"The model directory {path} has no tokenizer files (one of {', '.join(TOKENIZER_FILES)}); "
+                             "copy them from the model it came from.")
+
+
+def check_device(device: str | torch.device | None) -> torch.device | None:
+    """The device named by ``device`` (None stays None), refused in one sentence when this machine
+    does not have it."""
+    if device is None or isinstance(device, torch.device) and device.type == "cpu":
+        return device
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise SparseCSEError(f"Unknown device {device!r}; use cpu, cuda or cuda:N.") from None
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SparseCSEError(f"Device {device!r} was asked for, but CUDA is not available on this machine.")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise SparseCSEError(f"Device {device!r} does not exist; this machine has "
+                                 f"{torch.cuda.device_count()} CUDA device(s).")
+    elif parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise SparseCSEError(f"Device {device!r} was asked for, but MPS is not available on this machine.")
+    elif parsed.type not in ("cpu", "cuda", "mps"):
+        raise SparseCSEError(f"Unsupported device {device!r}; use cpu, cuda or cuda:N.")
+    return parsed
+
+
 def pick_device(device: str | torch.device | None = None) -> torch.device:
     if device is not None:
-        return torch.device(device)
+        return check_device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -130,6 +164,7 @@ class SentenceEncoder(nn.Module):
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         path = resolve_model(name_or_path)
+        check_device(device)
         try:
             config = AutoConfig.from_pretrained(path, trust_remote_code=True)
         except Exception as exc:
@@ -137,6 +172,7 @@ class SentenceEncoder(nn.Module):
         from sparsecse.gates import get_adapter  # validates the architecture before loading weights
 
         get_adapter(config)
+        check_tokenizer_files(path)
         try:
             model = AutoModel.from_pretrained(path, config=config, trust_remote_code=True, **model_kwargs)
             tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)  # shrunk dirs ship code
@@ -270,6 +306,36 @@ class SentenceEncoder(nn.Module):
 
 DEFAULT_BATCH_SIZE = {"cpu": 128, "cuda": 512}  # larger GPU batches keep the device busy
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISION_CHOICES = (*PRECISIONS, "auto")
+_BF16_CPU_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # x86 AVX512-BF16 / AMX, ARM (Graviton3+, Apple M2+)
+
+
+def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU multiplies bf16 matrices in hardware (the flags /proc/cpuinfo lists); without
+    them bf16 autocast is emulated and slower than fp32."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):
+            flags.update(value.split())
+    return bool(flags & _BF16_CPU_FLAGS)
+
+
+def resolve_precision(precision: str, device: str | torch.device | None = None) -> str:
+    """``auto`` -> bf16 on a CUDA GPU that supports it or a CPU with native bf16, else fp32."""
+    if precision not in PRECISION_CHOICES:
+        raise SparseCSEError(f"Unknown precision {precision!r}; choose one of {', '.join(PRECISION_CHOICES)}.")
+    if precision != "auto":
+        return precision
+    target = pick_device(device)
+    if target.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if target.type == "cpu" and cpu_has_native_bf16() else "fp32"
 
 
 def length_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
@@ -289,8 +355,7 @@ def length_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int
 
 
 def _autocast(device: torch.device, precision: str):
-    if precision not in PRECISIONS:
-        raise SparseCSEError(f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
+    precision = resolve_precision(precision, device)
     if PRECISIONS[precision] is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=PRECISIONS[precision])

@@ -6,6 +6,7 @@ import contextlib
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -93,6 +94,58 @@ def refuse_existing(out: str | os.PathLike, overwrite: bool) -> None:
         raise SparseCSEError(f"{out} already exists; choose another --out or pass --overwrite.")
 
 
+def _same_or_inside(path: Path, container: Path) -> bool:
+    try:
+        return path == container or path.is_relative_to(container)
+    except ValueError:
+        return False
+
+
+def check_destination(
+    out: str | os.PathLike,
+    overwrite: bool = False,
+    inputs: Mapping[str, str | os.PathLike | None] | None = None,
+    option: str = "--out",
+    sidecar: bool = False,
+) -> Path:
+    """Everything about an output that can be checked before the work starts (every command calls
+    this first): it does not exist unless ``overwrite``, it is none of the ``inputs`` (nor a directory
+    holding one, nor inside an input directory), and its nearest existing ancestor is a writable
+    directory, so the result can be written when the work is done."""
+    out = Path(out)
+    resolved = out.resolve()
+    for name, value in (inputs or {}).items():
+        if value is None or not os.path.exists(value):
+            continue
+        source = Path(value).resolve()
+        if _same_or_inside(source, resolved) or (source.is_dir() and _same_or_inside(resolved, source)):
+            raise SparseCSEError(f"{option} {out} would overwrite the {name} it reads ({value}); choose another "
+                                 f"{option}.")
+    refuse_existing(out, overwrite)
+    if sidecar and sidecar_path(out).exists() and not overwrite:  # a tensor file's JSON manifest
+        raise SparseCSEError(f"{sidecar_path(out)} (the manifest written beside {out.name}) already exists; "
+                             f"choose another {option} or pass --overwrite.")
+    ancestor = resolved.parent
+    while not ancestor.exists() and not ancestor.is_symlink():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise SparseCSEError(f"Cannot write {option} {out}: {ancestor} is a file, not a directory.")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise SparseCSEError(f"Cannot write {option} {out}: the directory {ancestor} is not writable.")
+    return out
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _normal_mode(path: Path, directory: bool) -> None:
+    """mkstemp/mkdtemp create 0600/0700; give the output what a plain open()/mkdir() would."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
 @contextlib.contextmanager
 def atomic_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary directory beside ``out``; rename it to ``out`` only if the block succeeds."""
@@ -100,6 +153,7 @@ def atomic_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path
     refuse_existing(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    _normal_mode(tmp, directory=True)
     try:
         yield tmp
     except BaseException:
@@ -124,17 +178,37 @@ def atomic_file(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Pat
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     os.close(fd)
     tmp = Path(name)
+    _normal_mode(tmp, directory=False)
     try:
         yield tmp
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    _normal_mode(tmp, directory=False)  # again: some writers (safetensors) recreate the file
     os.replace(tmp, out)
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by None, so the JSON is valid for strict parsers."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item") and getattr(obj, "ndim", None) == 0:  # numpy / torch scalars
+        return json_safe(obj.item())
+    return obj
+
+
+def dumps_json(obj: Any, **kwargs: Any) -> str:
+    """json.dumps that writes null for NaN and infinities (never the invalid bare NaN)."""
+    return json.dumps(json_safe(obj), allow_nan=False, default=str, **kwargs)
 
 
 def write_json(path: str | os.PathLike, obj: Any, overwrite: bool = True) -> None:
     with atomic_file(path, overwrite=overwrite) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+        tmp.write_text(dumps_json(obj, indent=2, sort_keys=False) + "\n")
 
 
 def sidecar_path(path: str | os.PathLike) -> Path:
@@ -154,10 +228,10 @@ def save_tensors(
 
     path = Path(path)
     side = sidecar_path(path)
-    refuse_existing(path, overwrite)
+    check_destination(path, overwrite, sidecar=True)
     payload = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     with atomic_file(path, overwrite=overwrite) as tmp:
-        save_file(payload, str(tmp), metadata={MANIFEST_KEY: json.dumps(manifest, default=str)})
+        save_file(payload, str(tmp), metadata={MANIFEST_KEY: dumps_json(manifest)})
         write_json(side, manifest, overwrite=True)
     return path
 

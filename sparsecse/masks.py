@@ -100,3 +100,17 @@ class Mask:
             "neurons_pruned_per_layer": self.neurons_pruned_per_layer(),
             "pruned_heads": {str(k): v for k, v in self.pruned_heads().items()},
         }
+
+
+def model_for_mask(mask: "Mask | str | os.PathLike", model: str | os.PathLike | None = None):
+    """``model`` if given, else the model the mask was made from (recorded in its manifest), so a mask
+    is never applied to the default model by accident."""
+    if model is not None:
+        return model
+    mask = mask if isinstance(mask, Mask) else Mask.load(mask)
+    recorded = mask.manifest.get("model")
+    if not recorded:
+        raise SparseCSEError("The mask does not record which model it was made for; pass --model.")
+    if os.path.isabs(str(recorded)) and not os.path.isdir(str(recorded)):
+        raise SparseCSEError(f"The model {recorded} that the mask was made for no longer exists; pass --model.")
+    return recorded

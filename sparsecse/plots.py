@@ -17,6 +17,21 @@ def _pyplot():
     return plt
 
 
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+def check_figure_path(out: str | os.PathLike, overwrite: bool = False, option: str = "--heatmap",
+                      inputs=None) -> Path:
+    """Refuse, before any work, a figure path whose suffix matplotlib cannot write or that exists."""
+    from sparsecse.errors import SparseCSEError
+    from sparsecse.io import check_destination
+
+    out = Path(out)
+    if out.suffix.lstrip(".").lower() not in FIGURE_FORMATS:
+        raise SparseCSEError(f"{option} {out} must end in {', '.join('.' + f for f in FIGURE_FORMATS)}.")
+    return check_destination(out, overwrite, inputs=inputs, option=option)
+
+
 def _save(fig, out: str | os.PathLike, close: bool = True) -> Path:
     from sparsecse.io import atomic_file
 

@@ -16,7 +16,7 @@ import pandas as pd
 from sparsecse.errors import SparseCSEError
 from sparsecse.io import atomic_file, write_json
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
-from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE
+from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE, read_point, read_sweep_state
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "task", "score", "avg_sts",
            "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",
@@ -31,7 +31,7 @@ def load_points(out: str | os.PathLike) -> list[dict[str, Any]]:
     root = Path(out) / "points"
     points = []
     for path in sorted(root.rglob("*.json")):
-        record = json.loads(path.read_text())
+        record = read_point(path)
         record["point"] = str(path.relative_to(root).with_suffix(""))
         points.append(record)
     return points
@@ -224,7 +224,10 @@ def model_label(model) -> str:
 def rewind_settings_lines(out: Path | None) -> list[str]:
     lines = []
     for settings_path in sorted(Path(out).glob("rewound/*/settings.json")) if out else []:
-        settings = json.loads(settings_path.read_text())
+        try:
+            settings = json.loads(settings_path.read_text())
+        except (OSError, ValueError):
+            continue  # a damaged settings record only loses its line in the summary
         args = ", ".join(f"{k} {v}" for k, v in (settings.get("args") or {}).items()) or "the recipe's defaults"
         lines.append(f"- rewinding `{settings_path.parent.name}`: objective {settings.get('objective')}, corpus "
                      f"`{settings.get('corpus')}`, {args}, seed {settings.get('seed')}, "
@@ -410,7 +413,7 @@ def report(out: str | os.PathLike, figures: bool = True) -> dict[str, Any]:
     state_path = out / SWEEP_FILE
     if not state_path.is_file():
         raise SparseCSEError(f"{out} is not a sweep directory (it has no {SWEEP_FILE}).")
-    state = json.loads(state_path.read_text())
+    state = read_sweep_state(out)
     points = load_points(out)
     if not points:
         raise SparseCSEError(f"The sweep in {out} has no evaluated points yet.")

@@ -89,6 +89,7 @@ class GateScores:
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
         tensors = {name: getattr(self, name) for name in _TENSORS}
+        check_score_tensors(tensors, path)  # never write a score file that load would refuse
         if self.batch_sizes is not None:
             tensors["batch_sizes"] = self.batch_sizes.long()
         self.path = save_tensors(path, tensors, self.manifest, overwrite=overwrite)
@@ -101,11 +102,34 @@ class GateScores:
         missing = [n for n in _TENSORS if n not in tensors]
         if missing or manifest.get("kind") != "scores":
             raise SparseCSEError(f"{path} is not a sparsecse score file (missing {', '.join(missing) or 'manifest'}).")
+        check_score_tensors(tensors, path)
         sizes = tensors.get("batch_sizes")
         batches = tensors[_TENSORS[0]].shape[0]
         if sizes is not None and (sizes.shape != (batches,) or (sizes <= 0).any()):
             raise SparseCSEError(f"{path} holds batch sizes that do not match its {batches} batches.")
         return cls(*(tensors[n].float() for n in _TENSORS), manifest=manifest, path=Path(path), batch_sizes=sizes)
+
+
+def check_score_tensors(tensors: dict[str, torch.Tensor], path) -> None:
+    """Floating-point [batches, layers, heads] / [batches, layers, neurons] pairs with at least one
+    batch, matching shapes and only finite values; anything else would make a meaningless mask."""
+    for name in _TENSORS:
+        t = tensors[name]
+        if not t.is_floating_point():
+            raise SparseCSEError(f"The score file {path} is corrupt: {name} holds {t.dtype} values, not floats.")
+        if t.dim() != 3:
+            raise SparseCSEError(f"The score file {path} is corrupt: {name} has {t.dim()} dimensions, not 3.")
+    heads, neurons = tensors["head_grad_align"].shape, tensors["neuron_grad_align"].shape
+    if tensors["head_grad_uniform"].shape != heads or tensors["neuron_grad_uniform"].shape != neurons \
+            or heads[:2] != neurons[:2]:
+        raise SparseCSEError(f"The score file {path} is corrupt: its tensors' shapes disagree "
+                             f"({', '.join(f'{n} {list(tensors[n].shape)}' for n in _TENSORS)}).")
+    if heads[0] == 0 or 0 in heads[1:] or 0 in neurons[1:]:
+        raise SparseCSEError(f"The score file {path} holds no scores (shape {list(heads)} / {list(neurons)}).")
+    for name in _TENSORS:
+        if not torch.isfinite(tensors[name]).all():
+            raise SparseCSEError(f"The score file {path} holds non-finite values (NaN or infinity) in {name}; "
+                                 "score the model again.")
 
 
 def check_lambda(lam: float) -> float:
@@ -292,6 +316,12 @@ def score(
     start = time.perf_counter()
     grads = compute_gradients(encoder, batches, show_progress=show_progress)
     seconds = time.perf_counter() - start
+    for name, grad in zip(_TENSORS, grads):
+        bad = (~torch.isfinite(grad)).flatten(1).any(1).nonzero().flatten().tolist()
+        if bad:  # e.g. a batch whose positive pairs are all identical sentences: log E||h-h+||^2 = log 0
+            raise SparseCSEError(f"Scoring gave non-finite {name} in batch(es) {', '.join(map(str, bad[:5]))} "
+                                 "(a batch whose positive pairs are all identical sentences has no alignment "
+                                 "gradient); use a larger --batch-size.")
     config = encoder.config
     from sparsecse.data.paths import resolve_data_dir
 

@@ -30,8 +30,8 @@ from torch import nn
 from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.flops import size_report
-from sparsecse.io import atomic_dir, hash_path, make_manifest, sha256_file
-from sparsecse.masks import Mask
+from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
+from sparsecse.masks import Mask, model_for_mask
 from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
 
 # Config fields that describe the saved object rather than the architecture; never copied over.
@@ -225,10 +225,11 @@ def shrink(
     """
     if mask is None:
         raise SparseCSEError("shrink needs a mask (--mask).")
-    if out is not None and Path(out).exists() and not overwrite:
-        raise SparseCSEError(f"{out} already exists; choose another --out or pass --overwrite.")
     mask_path = None if isinstance(mask, Mask) else str(mask)
+    if out is not None:
+        check_destination(out, overwrite, inputs={"model": model, "mask": mask_path})
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
+    model = model_for_mask(mask, model)
     encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
     source = encoder.source
     before = size_report(encoder.model, seq_len, model_dir=source)

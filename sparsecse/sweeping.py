@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.io import hash_path, make_manifest, write_json
-from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE
+from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE, read_point, read_sweep_state
 
 EVAL_MODES = ("masked", "shrunk")
 
@@ -95,38 +96,47 @@ def _short(value, width: int = 48) -> str:
     return text if len(text) <= width else "..." + text[-(width - 3):]
 
 
-def open_sweep_dir(out: Path, print_: dict[str, Any]) -> dict[str, Any]:
-    """Create ``out`` or reopen it; refuses a directory from another model or other scoring settings."""
+def open_sweep_dir(out: Path, print_: dict[str, Any], overwrite: bool = False) -> dict[str, Any]:
+    """Create ``out`` or reopen it; refuses a directory from another model or other scoring settings
+    (``overwrite``: deletes that sweep and starts afresh). Safe when several processes open it at once."""
+    from sparsecse.locks import FileLock
+
     state_path = out / SWEEP_FILE
     if state_path.is_file():
-        state = json.loads(state_path.read_text())
-        diffs = _differences(state.get("fingerprint", {}), print_)
-        if diffs:
+        diffs = _differences(read_sweep_state(out).get("fingerprint", {}), print_)
+        if diffs and not overwrite:
             raise SparseCSEError(
                 f"{out} holds a sweep with different model or scoring settings ({'; '.join(diffs[:3])}); "
-                "choose another --out to start a new sweep.")
-        return state
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+                "choose another --out to start a new sweep, or pass --overwrite to replace it.")
+        if diffs:
+            import shutil
+
+            shutil.rmtree(out)
+    elif out.exists() and (not out.is_dir() or any(not p.name.endswith(".lock") for p in out.iterdir())):
         raise SparseCSEError(f"{out} exists and is not a sweep directory; choose another --out.")
     out.mkdir(parents=True, exist_ok=True)
-    state = {"fingerprint": print_, "runs": []}
-    write_json(state_path, state)
+    with FileLock(out / (SWEEP_FILE + ".lock")):  # another process may be creating it right now
+        if state_path.is_file():
+            return read_sweep_state(out)
+        state = {"fingerprint": print_, "runs": []}
+        write_json(state_path, state)
     return state
 
 
 # ---------------------------------------------------------------------------- points on disk
-def read_point(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError:  # written atomically, so only a hand-edited file gets here
-        raise SparseCSEError(f"The sweep point {path} is not valid JSON; delete it to recompute the point.") from None
-
-
 def missing_tasks(point: dict[str, Any] | None, tasks: Sequence[str]) -> list[str]:
+    """The tasks without a finite score (a NaN or null one, e.g. from an older version, is redone)."""
     have = (point or {}).get("scores", {})
-    return [t for t in tasks if t not in have]
+    return [t for t in tasks if not isinstance(have.get(t), (int, float)) or not math.isfinite(have[t])]
+
+
+def _finite_weights(model_dir: Path) -> bool:
+    from safetensors.torch import load_file
+
+    import torch
+
+    return all(torch.isfinite(t).all() for f in model_dir.glob("*.safetensors") for t in load_file(str(f)).values()
+               if t.is_floating_point())
 
 
 def merge_evaluation(point: dict[str, Any], result: dict[str, Any], seconds: float) -> dict[str, Any]:
@@ -157,22 +167,23 @@ def mask_record(mask) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- evaluation
-def run_evaluation(model, mask, tasks: Sequence[str], data_dir, seed: int) -> dict[str, Any]:
-    """``sparsecse.evaluation.evaluate`` on the given tasks (tests swap this function out)."""
+def run_evaluation(model, mask, tasks: Sequence[str], data_dir, seed: int, **options) -> dict[str, Any]:
+    """``sparsecse.evaluation.evaluate`` on the given tasks (tests swap this function out); ``options``:
+    device, precision, fasttest."""
     from sparsecse.evaluation import evaluate
 
-    return evaluate(model=model, mask=mask, tasks=",".join(tasks), data_dir=data_dir, seed=seed)
+    return evaluate(model=model, mask=mask, tasks=",".join(tasks), data_dir=data_dir, seed=seed, **options)
 
 
-def evaluate_pruned(encoder, mask, tasks, data_dir, seed: int, eval_mode: str) -> dict[str, Any]:
+def evaluate_pruned(encoder, mask, tasks, data_dir, seed: int, eval_mode: str, **options) -> dict[str, Any]:
     """Evaluate ``encoder`` with ``mask``: gated (``masked``) or on a physically shrunk copy (``shrunk``)."""
     if eval_mode == "masked":
-        return run_evaluation(encoder, mask, tasks, data_dir, seed)
+        return run_evaluation(encoder, mask, tasks, data_dir, seed, **options)
     from sparsecse.shrinking import shrink_encoder
 
     small = shrink_encoder(copy.deepcopy(encoder), mask)
     try:
-        return run_evaluation(small, None, tasks, data_dir, seed)
+        return run_evaluation(small, None, tasks, data_dir, seed, **options)
     finally:
         del small
 
@@ -183,6 +194,7 @@ class SweepResult:
     out: Path
     computed: list[str] = field(default_factory=list)  # point names evaluated (or extended) in this run
     reused: list[str] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)  # points another process was computing (skipped)
     seconds: float = 0.0
 
 
@@ -220,10 +232,17 @@ def _check_grid(sparsities, lambdas) -> tuple[list[float], list[float]]:
 
 
 def plan_rewinds(grid_s, grid_l, objective, corpus, sparsities, lambdas, init, args, dense) -> RewindPlan:
+    from sparsecse.training.api import check_inputs
+
     if corpus is None:
         raise SparseCSEError("Rewinding needs a training corpus (--corpus FILE).")
-    if not Path(corpus).is_file():
-        raise SparseCSEError(f"The corpus {corpus} does not exist.")
+    args = dict(args or {})
+    # corpus, objective, objective parameters and --lr, checked before anything is scored
+    check_inputs("sweep --rewind", corpus, objective, args.get("objective_args"), args.get("lr"))
+    if init is not None:
+        from sparsecse.encoder import resolve_model
+
+        resolve_model(init)
     chosen = grid_s if sparsities is None else _check_grid(sparsities, [0.5])[0]
     outside = [s for s in chosen if s not in grid_s]
     if outside:
@@ -250,8 +269,10 @@ class SweepRun:
     every requested task, and written as soon as it is done."""
 
     def __init__(self, out: Path, encoder, scores, tasks: list[str], data_dir, seed: int, eval_mode: str,
-                 scope: str, keep_one_head: bool, say: Callable[[str], None], show_progress: bool = False):
+                 scope: str, keep_one_head: bool, say: Callable[[str], None], show_progress: bool = False,
+                 eval_options: dict[str, Any] | None = None):
         self.out, self.encoder, self.scores, self.tasks = out, encoder, scores, tasks
+        self.eval_options = dict(eval_options or {})
         self.show_progress = show_progress
         self.data_dir, self.seed, self.eval_mode = data_dir, seed, eval_mode
         self.scope, self.keep_one_head, self.say = scope, keep_one_head, say
@@ -299,24 +320,46 @@ class SweepRun:
         point = {**record, **(point or {})}
         t0 = time.perf_counter()
         point = merge_evaluation(point, evaluate(todo), time.perf_counter() - t0)
+        bad = [task for task, value in point["scores"].items() if not math.isfinite(value)]
+        if bad:
+            raise SparseCSEError(f"The sweep point {name} scored non-finite values on {', '.join(bad)}; it was not "
+                                 "saved.")
         write_json(path, point)
         self.result.computed.append(name)
         if point.get("avg_sts") is not None:
             self.say(f"  {name}: avg STS {point['avg_sts']:.2f} ({time.perf_counter() - t0:.0f} s)")
         return point
 
+    def locked(self, path: Path, compute: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+        """``compute()`` while holding ``path``'s lock; None (point skipped) while another process holds it."""
+        from sparsecse.locks import FileLock
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(path.with_name(path.name + ".lock"))
+        if not lock.acquire():
+            name = str(path.relative_to(self.out / "points").with_suffix(""))
+            holder = lock.holder() or {}
+            self.say(f"  {name}: skipped, process {holder.get('pid')} on {holder.get('host')} is computing it")
+            self.result.busy.append(name)
+            return None
+        try:
+            return compute()
+        finally:
+            lock.release()
+
     def dense(self) -> dict[str, Any]:
         record = {"variant": "dense", "sparsity": 0.0, "lambda": None, "heads_pruned": 0, "neurons_pruned": 0,
                   "param_sparsity": 0.0}
-        return self.point(self.out / "points" / "dense.json", record,
-                          lambda todo: run_evaluation(self.encoder, None, todo, self.data_dir, self.seed))
+        path = self.out / "points" / "dense.json"
+        return self.locked(path, lambda: self.point(path, record, lambda todo: run_evaluation(
+            self.encoder, None, todo, self.data_dir, self.seed, **self.eval_options)))
 
     def masked(self, s: float, lam: float) -> dict[str, Any]:
         mask, mask_path = self.mask(s, lam)
         record = {"variant": "masked", "sparsity": s, "lambda": lam, "mask": mask_path.name, **mask_record(mask)}
-        return self.point(self.out / "points" / "masked" / f"{point_name(s, lam)}.json", record,
-                          lambda todo: evaluate_pruned(self.encoder, mask, todo, self.data_dir, self.seed,
-                                                       self.eval_mode))
+        path = self.out / "points" / "masked" / f"{point_name(s, lam)}.json"
+        return self.locked(path, lambda: self.point(path, record, lambda todo: evaluate_pruned(
+            self.encoder, mask, todo, self.data_dir, self.seed, self.eval_mode, **self.eval_options)))
 
     def budget(self, keep_flops: float, lam: float) -> dict[str, Any]:
         """A kept-FLOPs budget point (layers may lose all their heads, as with ``prune --keep-flops``)."""
@@ -324,15 +367,25 @@ class SweepRun:
         record = {"variant": "budget", "sparsity": None, "keep_flops": keep_flops, "lambda": lam,
                   "mask": mask_path.name, "kept_flops_ratio": mask.manifest.get("kept_flops_ratio"),
                   **mask_record(mask)}
-        return self.point(self.out / "points" / "budget" / f"{budget_point_name(keep_flops, lam)}.json", record,
-                          lambda todo: evaluate_pruned(self.encoder, mask, todo, self.data_dir, self.seed,
-                                                       self.eval_mode))
+        path = self.out / "points" / "budget" / f"{budget_point_name(keep_flops, lam)}.json"
+        return self.locked(path, lambda: self.point(path, record, lambda todo: evaluate_pruned(
+            self.encoder, mask, todo, self.data_dir, self.seed, self.eval_mode, **self.eval_options)))
 
-    def rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None) -> dict[str, Any]:
+    def rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None) -> dict[str, Any] | None:
         """Rewind one point (``lam`` None: the unpruned control) unless its model exists, then evaluate it."""
         name = "dense" if lam is None else point_name(s, lam)
         point_path = self.out / "points" / "rewound" / rid / f"{name}.json"
+        return self.locked(point_path, lambda: self._rewound(plan, rid, s, lam, name, point_path))
+
+    def _rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None, name: str,
+                 point_path: Path) -> dict[str, Any]:
         model_dir = self.out / "rewound" / rid / name
+        if model_dir.is_dir() and not _finite_weights(model_dir):  # e.g. from a version that saved NaN weights
+            import shutil
+
+            self.say(f"  rewound/{rid}/{name}: its weights are not finite; discarding it and rewinding again")
+            shutil.rmtree(model_dir)
+            point_path.unlink(missing_ok=True)
         mask, mask_path = self.dense_mask() if lam is None else self.mask(s, lam)
         record = {"variant": "rewound", "objective": plan.objective, "rewind_id": rid, "sparsity": s, "lambda": lam,
                   "lambda_choice": None if lam is None else plan.lambdas if isinstance(plan.lambdas, str) else "given",
@@ -345,12 +398,14 @@ class SweepRun:
             record["rewind_seconds"] = round(time.perf_counter() - t0, 1)
         else:
             record["rewind_seconds"] = (read_point(point_path) or {}).get("rewind_seconds")
-        return self.point(point_path, record,
-                          lambda todo: run_evaluation(str(model_dir), None, todo, self.data_dir, self.seed))
+        return self.point(point_path, record, lambda todo: run_evaluation(
+            str(model_dir), None, todo, self.data_dir, self.seed, **self.eval_options))
 
     def rewind_jobs(self, plan: RewindPlan, masked: dict[float, dict[float, dict]]) -> list[tuple[float, float | None]]:
         jobs: list[tuple[float, float | None]] = [(0.0, None)] if plan.dense else []
         for s in plan.sparsities:
+            if plan.lambdas == "best" and not all(masked[s].values()):
+                continue  # another process is evaluating this sparsity's points; it rewinds them too
             lams = [best_lambda(masked[s])] if plan.lambdas == "best" else list(plan.lambdas)
             jobs += [(s, lam) for lam in lams]
         return jobs
@@ -381,6 +436,9 @@ def sweep(
     device: str | None = None,
     eval_mode: str = "masked",
     dense: bool = True,
+    precision: str = "fp32",
+    fasttest: bool = False,
+    overwrite: bool = False,
     make_report: bool = True,
     show_progress: bool = True,
     log: Callable[[str], None] | None = None,
@@ -393,6 +451,10 @@ def sweep(
     ``rewind_args`` go to :func:`sparsecse.training.rewind` (max_steps, batch_size, lr, objective_args, ...);
     ``rewind_dense`` also retrains the unpruned model the same way, as a control.
     ``eval_mode`` "shrunk" evaluates a physically pruned copy instead of the gated model (same numbers).
+    ``precision`` and ``fasttest`` are passed to the evaluation (non-default values join the sweep's
+    fingerprint). ``overwrite`` replaces a sweep directory of other settings instead of refusing it.
+    Several processes may run the same sweep on one directory: each point is locked while computed
+    (``<point>.json.lock``, see :mod:`sparsecse.locks`) and the others skip it.
     ``keep_flops`` adds kept-FLOPs budget points (:func:`sparsecse.pruning.prune`, 128 tokens) at every λ,
     next to (or, with ``sparsities=None``, instead of) the sparsity grid; they are not rewound.
     """
@@ -405,22 +467,33 @@ def sweep(
     say = log or (lambda msg: tqdm.write(msg) if show_progress else None)
     if eval_mode not in EVAL_MODES:
         raise SparseCSEError(f"Unknown eval mode {eval_mode!r}; choose masked or shrunk.")
+    from sparsecse.encoder import check_device, resolve_precision
+    from sparsecse.io import check_destination
+
     task_list = resolve_tasks(tasks)
     grid_s, grid_l = _check_grid(sparsities, lambdas) if sparsities is not None else ([], _check_grid(0.5, lambdas)[1])
     grid_b = _check_budgets(keep_flops, sparsities)
+    check_device(device)
+    precision = resolve_precision(precision, device)
+    out = Path(out)
+    check_destination(out, True, inputs={"model": model, "corpus": corpus, "initial checkpoint": rewind_init})
     plan = plan_rewinds(grid_s, grid_l, objective, corpus, rewind_sparsities, rewind_lambda, rewind_init,
                         rewind_args, rewind_dense) if rewind else None
 
-    out = Path(out)
     encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
     print_ = fingerprint(encoder, data_dir, split, batch_size, seed, max_batches, POSITIVE_THRESHOLD, scope,
                          keep_one_head)
+    eval_options = {k: v for k, v in (("precision", precision), ("fasttest", fasttest)) if v not in ("fp32", False)}
+    if eval_options:  # only non-default values, so sweeps made before these options existed still match
+        print_["evaluation"] = eval_options
+    if device is not None:
+        eval_options["device"] = device
     if eval_mode == "shrunk" or plan:
         _check_shrinkable(encoder, "--eval-mode shrunk" if eval_mode == "shrunk" else "rewinding")
-    open_sweep_dir(out, print_)
+    open_sweep_dir(out, print_, overwrite)
     scores = _cached_scores(out, encoder, data_dir, split, batch_size, seed, max_batches, show_progress, say)
     run = SweepRun(out, encoder, scores, task_list, data_dir, seed, eval_mode, scope, keep_one_head, say,
-                   show_progress)
+                   show_progress, eval_options)
 
     grid = [(s, lam) for lam in grid_l for s in grid_s]
     budget_grid = [(b, lam) for lam in grid_l for b in grid_b]
@@ -443,11 +516,19 @@ def sweep(
         if plan:
             settings = plan.settings(seed)
             rid = rewind_id(plan.objective, settings)
-            write_json(out / "rewound" / rid / "settings.json", {**settings, "corpus": plan.corpus})
-            for s, lam in run.rewind_jobs(plan, masked):
-                bar.set_postfix_str("rewind " + ("dense" if lam is None else point_name(s, lam)))
-                run.rewound(plan, rid, s, lam)
-                bar.update()
+            rewound_dir = out / "rewound" / rid
+            if not (rewound_dir / "settings.json").is_file():
+                write_json(rewound_dir / "settings.json", {**settings, "corpus": plan.corpus})
+            try:
+                for s, lam in run.rewind_jobs(plan, masked):
+                    bar.set_postfix_str("rewind " + ("dense" if lam is None else point_name(s, lam)))
+                    run.rewound(plan, rid, s, lam)
+                    bar.update()
+            finally:  # settings that produced nothing leave no stub for reports to list
+                if [p.name for p in rewound_dir.iterdir()] == ["settings.json"]:
+                    import shutil
+
+                    shutil.rmtree(rewound_dir)
     finally:
         bar.close()
         run.result.seconds = time.time() - started
@@ -487,19 +568,31 @@ def _cached_scores(out: Path, encoder, data_dir, split, batch_size, seed, max_ba
     """The sweep's gate scores: computed once, then read back from the sweep directory."""
     from sparsecse.scoring import GateScores, score
 
+    from sparsecse.locks import FileLock
+
     path = out / SCORES_FILE
-    if not path.is_file():
-        say(f"Scoring {encoder.source} on STS-B {split} ...")
-        scores = score(encoder, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed,
-                       max_batches=max_batches, show_progress=show_progress)
-        scores.save(path, overwrite=True)
+    with FileLock(out / (SCORES_FILE + ".lock")):  # a second process waits for the first one's scores
+        if not path.is_file():
+            say(f"Scoring {encoder.source} on STS-B {split} ...")
+            scores = score(encoder, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed,
+                           max_batches=max_batches, show_progress=show_progress)
+            scores.save(path, overwrite=True)
     return GateScores.load(path)  # loaded back, so masks record the score file and its hash
 
 
 def _record_run(out: Path, result: SweepResult, started: float, total: int, encoder, print_, tasks, grid_s, grid_l,
                 plan: RewindPlan | None, eval_mode: str, settings: dict[str, Any]) -> None:
     """Append this invocation to sweep.json's run history and rewrite the sweep's manifest."""
-    state = json.loads((out / SWEEP_FILE).read_text())
+    from sparsecse.locks import FileLock
+
+    with FileLock(out / (SWEEP_FILE + ".lock")):
+        _record_run_locked(out, result, started, total, encoder, print_, tasks, grid_s, grid_l, plan, eval_mode,
+                           settings)
+
+
+def _record_run_locked(out: Path, result: SweepResult, started: float, total: int, encoder, print_, tasks, grid_s,
+                       grid_l, plan: RewindPlan | None, eval_mode: str, settings: dict[str, Any]) -> None:
+    state = read_sweep_state(out)
     rewind = {"sparsities": plan.sparsities, "lambda": plan.lambdas, "objective": plan.objective,
               "corpus": plan.corpus, "args": plan.args, "dense_control": plan.dense} if plan else None
     state["runs"].append({
@@ -507,6 +600,7 @@ def _record_run(out: Path, result: SweepResult, started: float, total: int, enco
         "seconds": round(result.seconds, 1), "sparsities": grid_s, "lambdas": grid_l, "tasks": tasks,
         "eval_mode": eval_mode, "rewind": rewind,
         "points_computed": len(result.computed), "points_reused": len(result.reused),
+        "points_skipped_busy": len(result.busy),
         "finished": len(result.computed) + len(result.reused) == total,
     })
     write_json(out / SWEEP_FILE, state)

@@ -23,7 +23,7 @@ class CountingEvaluator:
         self.calls = []
         self.embeddings = []  # (s1 rows, s2 rows) of every call
 
-    def __call__(self, model, mask, tasks, data_dir, seed):
+    def __call__(self, model, mask, tasks, data_dir, seed, **options):
         from scipy.stats import spearmanr
 
         from sparsecse.alignment import alignment_metric, uniformity_metric
@@ -55,7 +55,7 @@ def evaluator(monkeypatch):
 
 def run(model, data, out, **kw):
     args = dict(sparsities="0.25,0.5", lambdas="0.25,0.75", out=out, tasks="STSBenchmark,STS12", data_dir=data,
-                device="cpu", max_batches=2, batch_size=4, show_progress=False, make_report=False)
+                device="cpu", max_batches=2, batch_size=8, show_progress=False, make_report=False)
     args.update(kw)
     return sweep(model, **args)
 
@@ -122,8 +122,8 @@ def test_refuses_a_sweep_of_other_settings(tiny_bert_dir, tiny_roberta_dir, tiny
     run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5")
     with pytest.raises(SparseCSEError, match="different model or scoring settings.*model"):
         run(tiny_roberta_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5")
-    with pytest.raises(SparseCSEError, match="scoring.batch_size 4 vs 8"):
-        run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", batch_size=8)
+    with pytest.raises(SparseCSEError, match="scoring.batch_size 8 vs 16"):
+        run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", batch_size=16)
     other = tmp_path / "not-a-sweep"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
@@ -261,7 +261,7 @@ def test_sweep_cli(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
 
     out = tmp_path / "sweep"
     args = ["sweep", "--model", str(tiny_bert_dir), "--sparsities", "0.25:0.5:0.25", "--lambdas", "0.5",
-            "--tasks", "STSBenchmark", "--out", str(out), "--data-dir", str(tiny_stsb_dir), "--batch-size", "4",
+            "--tasks", "STSBenchmark", "--out", str(out), "--data-dir", str(tiny_stsb_dir), "--score-batch-size", "8",
             "--max-batches", "2", "--device", "cpu", "--json"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output

@@ -116,8 +116,13 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_run(tiny_bert_dir, corpu
 
 
 def test_resume_refuses_a_different_run(tiny_bert_dir, corpus, tmp_path, monkeypatch):
-    def killed(self, batch):
-        raise Killed()
+    forward, calls = SimCSE.forward, []
+
+    def killed(self, batch):  # after the step-2 checkpoint (a run killed before any is removed)
+        if len(calls) == 2:
+            raise Killed()
+        calls.append(1)
+        return forward(self, batch)
 
     monkeypatch.setattr(SimCSE, "forward", killed)
     with pytest.raises(Killed):

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from sparsecse.data.paths import resolve_data_dir
-from sparsecse.encoder import POOLINGS, PRECISIONS, SentenceEncoder
+from sparsecse.encoder import POOLINGS, SentenceEncoder, resolve_precision
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.align_uniform import alignment_uniformity
 from sparsecse.evaluation.embedding import EmbeddingTable
@@ -51,8 +51,7 @@ def evaluate(
         raise SparseCSEError(f"Unknown STS aggregation {sts_aggregation!r}; choose one of {', '.join(AGGREGATIONS)}.")
     if sts_split not in SPLITS:
         raise SparseCSEError(f"Unknown STS split {sts_split!r}; choose one of {', '.join(SPLITS)}.")
-    if precision not in PRECISIONS:
-        raise SparseCSEError(f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
+    precision = resolve_precision(precision, device)  # "auto" is recorded as what it chose
     if transfer_protocol not in PROTOCOLS:
         raise SparseCSEError(f"Unknown transfer protocol {transfer_protocol!r}; choose one of {', '.join(PROTOCOLS)}.")
     root = resolve_data_dir(data_dir)
@@ -68,6 +67,10 @@ def evaluate(
     else:
         sts_pairs_for_au = sts_data.get("STSBenchmark", {}).get(sts_split)
 
+    if mask is not None and model is None:
+        from sparsecse.masks import model_for_mask
+
+        model = model_for_mask(mask)  # the mask's own model, never the default by accident
     owns_encoder = not isinstance(model, SentenceEncoder)
     encoder = SentenceEncoder.load(model, pooling=pooling, device=device) if owns_encoder else model
     results: dict[str, Any] = {

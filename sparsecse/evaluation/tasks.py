@@ -21,9 +21,9 @@ def resolve_tasks(spec: str | list[str] | tuple[str, ...] | None) -> list[str]:
     by_lower = {name.lower(): name for name in ALL_TASKS}
     by_lower.update({alias.lower(): name for alias, name in ALIASES.items()})
     chosen: set[str] = set()
-    for item in (x.strip() for x in items):
+    for item in (str(x).strip() for x in items):
         if not item:
-            continue
+            raise SparseCSEError(f"The task list {spec!r} has an empty item; separate task names by single commas.")
         if item.lower() in GROUPS:
             chosen.update(GROUPS[item.lower()])
         elif item.lower() in by_lower:

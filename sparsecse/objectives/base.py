@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.objectives import validation
 
 
 @dataclass
@@ -33,21 +34,39 @@ class Objective(nn.Module):
     # shifts the backbone's SimCSE recipe for this objective (keys: batch_size, lr, max_length, epochs);
     # explicit training arguments still win
     training_defaults: ClassVar[dict[str, Any]] = {}
+    # parameter name -> check(name, value) returning the value or raising SparseCSEError (type and range);
+    # merged with the base classes' checks, so temperature and mlp are checked for every objective
+    checks: ClassVar[dict[str, validation.Check]] = {}
 
     def __init__(self, encoder: nn.Module, **params: Any):
         super().__init__()
-        unknown = sorted(set(params) - set(self.defaults))
-        if unknown:
-            raise SparseCSEError(
-                f"Objective {self.name!r} has no parameter {', '.join(unknown)}; "
-                f"its parameters are {', '.join(sorted(self.defaults)) or 'none'}."
-            )
-        self.params = {**self.defaults, **params}
-        for key, what in self.requires.items():
-            if not self.params.get(key):
-                raise SparseCSEError(f"Objective {self.name!r} needs {key}= ({what}).")
+        self.params = self.check_params(params)
         # held in a list so the encoder is not registered (and saved) as part of the objective
         self._encoder = [encoder]
+
+    @classmethod
+    def parameter_checks(cls) -> dict[str, validation.Check]:
+        merged: dict[str, validation.Check] = {"temperature": validation.positive, "mlp": validation.flag}
+        for klass in reversed(cls.__mro__):
+            merged.update(vars(klass).get("checks", {}))
+        return {k: v for k, v in merged.items() if k in cls.defaults}
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Defaults + ``params``, each checked against its declared type and range (no model needed)."""
+        unknown = sorted(set(params) - set(cls.defaults))
+        if unknown:
+            raise SparseCSEError(
+                f"Objective {cls.name!r} has no parameter {', '.join(unknown)}; "
+                f"its parameters are {', '.join(sorted(cls.defaults)) or 'none'}."
+            )
+        merged = {**cls.defaults, **params}
+        for key, what in cls.requires.items():
+            if not merged.get(key):
+                raise SparseCSEError(f"Objective {cls.name!r} needs {key}= ({what}).")
+        for key, check in cls.parameter_checks().items():
+            check(f"Objective {cls.name!r} parameter {key}", merged[key])
+        return merged
 
     @property
     def encoder(self) -> nn.Module:

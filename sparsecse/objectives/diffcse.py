@@ -107,6 +107,8 @@ class DiffCSE(FrozenPartsMixin, SimCSE):
     paper = "Chuang et al. 2022 (DiffCSE, NAACL): BERT-base STS avg 78.49 (SimCSE 76.25)"
     defaults = {"temperature": 0.05, "mlp": True, "batchnorm": True, "generator": None,
                 "mask_ratio": 0.30, "lambda_weight": 0.005, "discriminator": None}
+    checks = {"batchnorm": validation.flag, "generator": validation.text, "mask_ratio": validation.fraction,
+              "lambda_weight": validation.non_negative, "discriminator": validation.optional(validation.text)}
     # the paper's Table 12 (STS): BERT-base, and RoBERTa-base where it differs
     backbone_defaults = {"roberta-base": {"mask_ratio": 0.20}}
     training_defaults = {"lr": 7e-6, "epochs": 2, "batch_size": 64}
@@ -115,7 +117,7 @@ class DiffCSE(FrozenPartsMixin, SimCSE):
                              "the paper uses distilbert-base-uncased for BERT"}
 
     def __init__(self, encoder, **params):
-        super().__init__(encoder, **with_backbone_defaults(type(self), encoder.config, params))
+        super().__init__(encoder, **with_backbone_defaults(type(self), getattr(encoder, "config", None), params))
         self.mask_ratio = validation.fraction("mask_ratio", self.params["mask_ratio"])
         self.lambda_weight = validation.non_negative("lambda_weight", self.params["lambda_weight"])
         if validation.flag("batchnorm", self.params["batchnorm"]):

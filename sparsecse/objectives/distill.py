@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.base import Objective, ObjectiveOutput
-from sparsecse.objectives.validation import choice, non_negative
+from sparsecse.objectives.validation import choice, non_negative, one_of, optional, text
 
 LOSSES = ("mse", "cosine")
 _PROBE = "The quick brown fox, naïvely 123 jumps; over the lazy dog's Ünïcode."
@@ -61,6 +61,7 @@ class Distill(Objective):
                    "teacher embeddings cached per sentence; simcse_weight adds SimCSE's loss.")
     paper = "Reimers & Gurevych 2020 (sentence-transformers MSE distillation); Kwon et al. 2022"
     defaults = {"teacher": None, "loss": "mse", "simcse_weight": 0.0, "temperature": 0.05}
+    checks = {"teacher": optional(text), "loss": one_of(*LOSSES), "simcse_weight": non_negative}
 
     def __init__(self, encoder, **params):
         super().__init__(encoder, **params)

@@ -53,13 +53,16 @@ class InfoCSE(FrozenPartsMixin, SimCSE):
     paper = "Wu et al. 2022 (InfoCSE, EMNLP Findings): BERT-base STS avg 78.85 (SimCSE 76.25)"
     defaults = {"temperature": 0.05, "mlp": True, "batchnorm": True, "mlm": None, "mask_ratio": 0.40,
                 "mlm_weight": 1e-5, "frozen_layers": 6, "extra_layers": 2, "sentence_vector": "auto"}
+    checks = {"batchnorm": validation.flag, "mlm": validation.text, "mask_ratio": validation.fraction, "mlm_weight": validation.non_negative,
+              "frozen_layers": validation.at_least(0), "extra_layers": validation.at_least(1),
+              "sentence_vector": validation.one_of("auto", "cls", "pooled")}
     backbone_defaults = {"bert-large": {"mask_ratio": 0.30}}  # the published BERT-large script
     training_defaults = {"lr": 7e-6, "epochs": 2, "batch_size": 64}  # the published scripts (base and large)
     requires = {"mlm": "a masked LM with the encoder's vocabulary, by name or path; "
                        "the paper uses a BERT-base (Condenser) masked LM"}
 
     def __init__(self, encoder, **params):
-        super().__init__(encoder, **with_backbone_defaults(type(self), encoder.config, params))
+        super().__init__(encoder, **with_backbone_defaults(type(self), getattr(encoder, "config", None), params))
         self.mask_ratio = validation.fraction("mask_ratio", self.params["mask_ratio"])
         self.mlm_weight = validation.non_negative("mlm_weight", self.params["mlm_weight"])
         vector = validation.choice("sentence_vector", self.params["sentence_vector"], ("auto", "cls", "pooled"))

@@ -49,6 +49,7 @@ class InputNoise(SimCSE):
     paper = ("Park 2023 (SNU master's thesis): BERT-base STS avg 75.57±0.70 (gaussian), 75.17±1.18 "
              "(gaussian_dropout) vs SimCSE 74.80±1.12 (5 seeds)")
     defaults = {"temperature": 0.05, "mlp": True, "noise": "gaussian", "sigma": 0.001}
+    checks = {"noise": validation.one_of(*NOISES), "sigma": validation.non_negative}
 
     def __init__(self, encoder, **params):
         super().__init__(encoder, **params)

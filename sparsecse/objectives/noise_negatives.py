@@ -41,6 +41,7 @@ class NoiseNegatives(SimCSE):
                    "(per dimension; also N(0,1), N(μ,1), N(0,σ)).")
     paper = "Park 2023 (SNU master's thesis): BERT-base STS avg 76.38±0.52 vs SimCSE 74.80±1.12 (5 seeds)"
     defaults = {"temperature": 0.05, "mlp": True, "num_samples": None, "distribution": "mu_sigma"}
+    checks = {"num_samples": validation.optional(validation.at_least(0)), "distribution": validation.one_of(*DISTRIBUTIONS)}
 
     def __init__(self, encoder, **params):
         super().__init__(encoder, **params)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import math
+import os
+from typing import Any, Callable, Iterable
 
 from sparsecse.errors import SparseCSEError
+
+Check = Callable[[str, Any], Any]
 
 
 def fraction(name: str, value: Any) -> float:
@@ -45,12 +49,37 @@ def choice(name: str, value: Any, options: Iterable[str]) -> str:
 
 
 def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or isinstance(value, str):
         raise SparseCSEError(f"{name} must be a number, not {value!r}.")
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         raise SparseCSEError(f"{name} must be a number, not {value!r}.") from None
+    if not math.isfinite(number):
+        raise SparseCSEError(f"{name} must be a finite number, not {value!r}.")
+    return number
+
+
+def text(name: str, value: Any) -> str:
+    """A non-empty string (a model name or path)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value:
+        raise SparseCSEError(f"{name} must be a name or path, not {value!r}.")
+    return value
+
+
+def optional(check: Check) -> Check:
+    """``check``, but None (the parameter's "not set" default) passes."""
+    return lambda name, value: None if value is None else check(name, value)
+
+
+def one_of(*options: str) -> Check:
+    return lambda name, value: choice(name, value, options)
+
+
+def at_least(minimum: int) -> Check:
+    return lambda name, value: count(name, value, minimum)
 
 
 def flag(name: str, value: Any) -> bool:

@@ -33,6 +33,7 @@ class WeightPerturbation(SimCSE):
     paper = ("Park 2023 (SNU master's thesis): BERT-base STS avg 75.25±0.74 (AWP), 75.66±0.54 (AWP + FGSM) "
              "vs SimCSE 74.80±1.12 (5 seeds)")
     defaults = {"temperature": 0.05, "mlp": True, "gamma": 5e-3, "fgsm": False, "fgsm_epsilon": 1e-3}
+    checks = {"gamma": validation.non_negative, "fgsm": validation.flag, "fgsm_epsilon": validation.non_negative}
 
     def __init__(self, encoder, **params):
         super().__init__(encoder, **params)

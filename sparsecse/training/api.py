@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -13,7 +14,7 @@ from typing import Any, Sequence
 from sparsecse.data.corpus import check_corpus_file, read_corpus
 from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.io import atomic_dir, hash_path, make_manifest, write_json
+from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest, write_json
 from sparsecse.objectives.registry import get_objective, parse_objective_args
 from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator
 from sparsecse.training.recipe import resolve_hyperparameters
@@ -65,10 +66,13 @@ def read_model_config(model_dir: str | None) -> dict[str, Any]:
         return {}
 
 
-def check_out(kind: str, out, resume: bool, overwrite: bool) -> None:
-    """Fail before loading anything when ``out`` is missing, finished, or an unfinished run is in the way."""
+def check_out(kind: str, out, resume: bool, overwrite: bool, inputs: dict | None = None) -> None:
+    """Fail before loading anything when ``out`` is missing, finished, one of the ``inputs``, not
+    writable, or an unfinished run is in the way."""
     if out is None:
         raise SparseCSEError(f"{kind} needs an output directory (--out).")
+    # overwrite=True: RunDir.inspect words the "already exists" case (it knows about --resume)
+    check_destination(out, True, inputs={k: v for k, v in (inputs or {}).items() if isinstance(v, (str, os.PathLike))})
     RunDir(out).inspect(None, resume=resume, overwrite=overwrite)
 
 
@@ -100,6 +104,9 @@ def _plan(kind, encoder, corpus, objective, objective_args, *, max_steps, batch_
     if max_steps is not None and int(max_steps) < 1:
         raise SparseCSEError(f"--max-steps must be at least 1, not {max_steps}.")
     steps_per_epoch = len(sentences) // hyper["batch_size"]
+    if steps_per_epoch == 0:  # checked here, before OUT.partial is created
+        raise SparseCSEError(f"The corpus has {len(sentences)} sentences, fewer than one batch of "
+                             f"{hyper['batch_size']}; lower --batch-size or use a larger corpus.")
     eval_steps = int(eval_steps or 0)
     evaluate = None
     if eval_steps:
@@ -152,7 +159,11 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, object
                             desc=f"{kind} ({objective})")
     trainer = Trainer(accelerator, encoder, built, plan.sentences, settings, run_dir, plan.evaluate,
                       save_model=lambda enc, path: _save_quietly(enc, path, extra_config))
-    loop = trainer.run(resume_from)
+    try:
+        loop = trainer.run(resume_from)
+    except BaseException as exc:
+        _after_failure(run_dir, accelerator.is_main_process, exc)
+        raise
 
     record = {**hyper, "max_steps": plan.total_steps, "steps_per_epoch": plan.steps_per_epoch,
               "eval_steps": plan.eval_steps, "save_steps": plan.save_steps, "objective": objective,
@@ -175,6 +186,18 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, object
                          manifest, overwrite)
     accelerator.wait_for_everyone()
     return result
+
+
+def _after_failure(run_dir: RunDir, main: bool, exc: BaseException) -> None:
+    """A run that stopped before its first checkpoint leaves no OUT.partial (it would only block the
+    next run); one with a checkpoint stays, and an interrupt says how to continue it."""
+    if not main:
+        return
+    if run_dir.latest_checkpoint() is None:
+        run_dir.remove()
+    elif isinstance(exc, KeyboardInterrupt):
+        raise KeyboardInterrupt(f"Interrupted; the run so far is kept in {run_dir.path}: rerun with --resume (same "
+                                f"settings) to continue it, or with --overwrite to start over.") from None
 
 
 def _assemble_output(out, run_dir: RunDir, best_dir: Path | None, save_last, manifest: dict, overwrite: bool) -> None:
@@ -216,13 +239,29 @@ def _hash_sentences(sentences: Sequence[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------- train
-def check_inputs(kind: str, corpus, objective: str) -> None:
-    """Fail on a missing corpus file or an unknown objective before any model is loaded."""
+def check_inputs(kind: str, corpus, objective: str, objective_args=None, lr=None, device=None) -> None:
+    """Fail on a missing corpus file, an unknown objective, a bad objective parameter, a
+    non-finite learning rate or a missing device before any model is loaded."""
+    from sparsecse.encoder import check_device
+
+    check_device(device)
     if corpus is None:
         raise SparseCSEError(f"{kind} needs a corpus (--corpus FILE, one sentence per line).")
     if isinstance(corpus, (str, os.PathLike)):
         check_corpus_file(corpus)
-    get_objective(objective)
+    get_objective(objective).check_params(_objective_params(objective_args))
+    check_lr(lr)
+
+
+def check_lr(lr) -> None:
+    if lr is None:
+        return
+    try:
+        value = float(lr)
+    except (TypeError, ValueError):
+        raise SparseCSEError(f"--lr must be a number, not {lr!r}.") from None
+    if not math.isfinite(value) or value <= 0:
+        raise SparseCSEError(f"--lr must be a finite positive number, not {lr}.")
 
 
 def train(model=None, corpus=None, out=None, objective: str = "simcse", objective_args=None, *,
@@ -237,8 +276,9 @@ def train(model=None, corpus=None, out=None, objective: str = "simcse", objectiv
     """
     from accelerate.utils import set_seed
 
-    check_out("train", out, options.get("resume", False), options.get("overwrite", False))
-    check_inputs("train", corpus, objective)
+    check_out("train", out, options.get("resume", False), options.get("overwrite", False),
+              inputs={"model": model, "corpus": corpus})
+    check_inputs("train", corpus, objective, objective_args, options.get("lr"), options.get("device"))
     set_seed(seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
     if isinstance(model, SentenceEncoder):
         encoder = model if pooling is None else SentenceEncoder(

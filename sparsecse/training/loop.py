@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.io import write_json
+from sparsecse.io import dumps_json, write_json
 from sparsecse.training.rundir import RunDir
 from sparsecse.training.state import capture_rng, read_state, restore_rng, write_state
 
@@ -108,7 +108,10 @@ def make_accelerator(device: str | None = None, mixed_precision: str | None = No
 
     from accelerate import Accelerator, DistributedDataParallelKwargs
 
-    cpu = device == "cpu" or not torch.cuda.is_available()
+    from sparsecse.encoder import check_device
+
+    device = check_device(device)
+    cpu = (device is not None and device.type == "cpu") or not torch.cuda.is_available()
     if mixed_precision is None and not os.environ.get("ACCELERATE_MIXED_PRECISION"):
         mixed_precision = "no" if cpu else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
     # BERT's pooler (and some objectives' parts) get no gradient under cls_before_pooler / mean pooling
@@ -190,7 +193,15 @@ class Trainer:
         self.checkpointed_best: int | None = None
 
     # ------------------------------------------------------------------ checkpoints
+    def check_finite_weights(self) -> None:
+        """Never evaluate, checkpoint or save weights that hold NaN or infinity (e.g. after a huge --lr)."""
+        for name, p in self.encoder.model.named_parameters():
+            if not torch.isfinite(p.detach()).all():
+                raise SparseCSEError(f"The weights became non-finite (NaN or infinity, first in {name}) by step "
+                                     f"{self.step}; nothing was saved. Try a lower --lr.")
+
     def save_checkpoint(self) -> None:
+        self.check_finite_weights()
         rng = _gather_objects(capture_rng(), self.acc)
         if self.acc.is_main_process:
             def write(tmp: Path) -> None:
@@ -265,6 +276,7 @@ class Trainer:
         return float(loss.detach()), logs, lr
 
     def _evaluate(self) -> dict[str, Any] | None:
+        self.check_finite_weights()
         record = None
         if self.acc.is_main_process:
             score = float(self.evaluate(self.encoder))
@@ -310,6 +322,7 @@ class Trainer:
                     self._report(records, log, board, bar)
                 if s.save_steps and self.step % s.save_steps == 0 and self.step < s.max_steps:
                     self.save_checkpoint()
+            self.check_finite_weights()  # the last weights may be saved as the model
         finally:
             bar.close()
             if log:
@@ -323,7 +336,7 @@ class Trainer:
 
     def _report(self, records: list[dict | None], log, board, bar) -> None:
         for record in filter(None, records):
-            log.write(json.dumps(record) + "\n")
+            log.write(dumps_json(record) + "\n")
             if board is not None:
                 for key, value in record.items():
                     if key not in ("step", "best") and isinstance(value, (int, float)):

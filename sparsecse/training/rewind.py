@@ -19,6 +19,7 @@ import torch
 from sparsecse.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
 from sparsecse.gates import layer_parts
+from sparsecse.io import check_destination, hash_path
 from sparsecse.masks import Mask
 from sparsecse.objectives.distill import with_default_teacher
 from sparsecse.training.api import (TrainResult, absolute_path, check_inputs, check_out, read_model_config, run,
@@ -33,13 +34,28 @@ def resolve_init(mask: Mask, init: str | os.PathLike | None) -> tuple[str, str |
         return resolve_model(init), scored
     if not scored:
         raise SparseCSEError("The mask does not record which model was scored; pass --init.")
-    recorded = (read_model_config(scored).get("lineage") or {}).get("init")
+    lineage = read_model_config(scored).get("lineage") or {}
+    recorded = lineage.get("init")
     if recorded:
         if os.path.isdir(recorded) or not os.path.isabs(recorded):
+            check_recorded_hash(recorded, lineage.get("init_sha256"), scored)
             return resolve_model(recorded), scored
         raise SparseCSEError(f"The initial checkpoint {recorded} recorded in {scored}'s lineage no longer exists; "
                              f"pass --init.")
     return resolve_model(scored), scored
+
+
+def check_recorded_hash(recorded: str, expected: str | None, scored: str) -> None:
+    """The initial checkpoint must still be the one the lineage hashed (or is changed by a later run)."""
+    if not expected or not os.path.isdir(recorded):
+        return
+    if os.path.abspath(recorded) == os.path.abspath(scored):
+        raise SparseCSEError(f"The lineage of {scored} names itself as its initial checkpoint (it was trained "
+                             f"with --out equal to --model); pass --init.")
+    if hash_path(recorded) != expected:
+        raise SparseCSEError(f"The initial checkpoint {recorded} recorded in {scored}'s lineage has changed since "
+                             f"{scored} was trained from it (its sha256 differs); pass --init to rewind to it "
+                             f"anyway, or to the original checkpoint.")
 
 
 @torch.no_grad()
@@ -100,12 +116,14 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
 
     from sparsecse.shrinking import mask_digest
 
-    check_out("rewind", out, options.get("resume", False), options.get("overwrite", False))
-    check_inputs("rewind", corpus, objective)
+    check_out("rewind", out, options.get("resume", False), options.get("overwrite", False),
+              inputs={"mask": None if isinstance(mask, Mask) else mask, "init": init, "corpus": corpus})
+    check_inputs("rewind", corpus, objective, objective_args, options.get("lr"), options.get("device"))
     mask_path = None if isinstance(mask, Mask) else absolute_path(str(mask))
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
     init_path, scored = resolve_init(mask, init)
     init_path, scored = absolute_path(init_path), absolute_path(scored)
+    check_destination(out, True, inputs={"initial checkpoint": init_path, "scored model": scored})
     init_source = init_origin(init, scored)
     set_seed(seed)
     encoder = SentenceEncoder.load(init_path, pooling=pooling or mask.manifest.get("pooling"), device="cpu")

@@ -1,0 +1,92 @@
+"""Advisory lock files, so several processes (or machines sharing a file system) can split a sweep.
+
+A lock is a file created with O_CREAT|O_EXCL (atomic on local file systems and on NFSv3+) that
+records who holds it: ``{"pid", "host", "started"}``. A lock is *stale*, and is taken over, when its
+holder is on this host and that process no longer runs, or when it is older than ``stale_after``
+seconds (default 24 h; a holder on another host cannot be asked whether it still runs), or when it
+cannot be read at all (a crash between creating and writing it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+STALE_AFTER_S = 24 * 3600
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+class FileLock:
+    def __init__(self, path: str | os.PathLike, stale_after: float = STALE_AFTER_S):
+        self.path = Path(path)
+        self.stale_after = stale_after
+        self.held = False
+
+    def holder(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def is_stale(self) -> bool:
+        info = self.holder()
+        if not isinstance(info, dict):
+            try:  # half-written by a process that died; give a live writer a moment
+                return time.time() - self.path.stat().st_mtime > 60
+            except OSError:
+                return True
+        if info.get("host") == socket.gethostname():
+            return not _alive(int(info.get("pid", -1)))
+        return time.time() - float(info.get("started", 0)) > self.stale_after
+
+    def acquire(self) -> bool:
+        """Take the lock if it is free or stale; False if another live process holds it."""
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if not self.is_stale():
+                    return False
+                self.path.unlink(missing_ok=True)  # take over a stale lock, then try once more
+                continue
+            with os.fdopen(fd, "w") as f:
+                json.dump({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}, f)
+            self.held = True
+            return True
+        return False
+
+    def wait(self, timeout: float = 600.0, poll: float = 0.5) -> None:
+        """Block until the lock is taken (for short critical sections such as a file update)."""
+        deadline = time.monotonic() + timeout
+        while not self.acquire():
+            if time.monotonic() > deadline:
+                from sparsecse.errors import SparseCSEError
+
+                raise SparseCSEError(f"{self.path} has been locked by {self.holder()} for over {timeout:.0f} s; "
+                                     "delete it if that process is gone.")
+            time.sleep(poll)
+
+    def release(self) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False
+
+    def __enter__(self) -> "FileLock":
+        self.wait()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
