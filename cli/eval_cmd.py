@@ -49,6 +49,9 @@ def format_table(results: dict) -> str:
 @click.option("--split", "sts_split", type=click.Choice(["test", "dev"]), default="test", show_default=True,
               help="Split of STS-B and SICK-R (dev = SICK trial) to score.")
 @fasttest_option
+@click.option("--transfer-protocol", type=click.Choice(["senteval", "fast"]), default="senteval", show_default=True,
+              help="Transfer classifier: SentEval's PyTorch logistic regression, as the papers report (senteval), "
+                   "or scikit-learn's, several times faster (fast).")
 @precision_option
 @pooling_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,
@@ -62,8 +65,8 @@ def format_table(results: dict) -> str:
               help="Also write the results with a manifest to this JSON file.")
 @overwrite_option
 @quiet_option
-def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fasttest, precision, pooling,
-            batch_size, align_uniform, device, seed, as_json, out, overwrite, quiet):
+def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fasttest, transfer_protocol, precision,
+            pooling, batch_size, align_uniform, device, seed, as_json, out, overwrite, quiet):
     """Evaluate a model (or a model gated by a mask) on STS and SentEval transfer tasks.
 
     STS: cosine similarity, Spearman x 100 (STS12-16 over all subsets, STS-B and SICK-R on test).
@@ -78,7 +81,7 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
     results = evaluate(model=model, mask=mask_path, tasks=tasks, data_dir=data_dir, pooling=pooling,
                        batch_size=batch_size, device=device, sts_aggregation=sts_aggregation, fasttest=fasttest,
                        precision=precision, show_progress=not quiet, seed=seed, sts_split=sts_split,
-                       align_uniform=align_uniform)
+                       align_uniform=align_uniform, transfer_protocol=transfer_protocol)
     if out:
         params = {k: v for k, v in results["settings"].items() if k != "data_dir"}
         params.update(tasks=results["tasks"], pooling=results["pooling"])

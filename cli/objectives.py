@@ -20,6 +20,8 @@ def command(as_json):
         click.echo(json.dumps({name: {"description": cls.description, "paper": cls.paper,
                                       "parameters": cls.defaults, "requires": cls.requires,
                                       "training_defaults": getattr(cls, "training_defaults", {}),
+                                      "backbone_defaults": getattr(cls, "backbone_defaults", {}),
+                                      "backbone_training_defaults": getattr(cls, "backbone_training_defaults", {}),
                                       "module": cls.__module__}
                                for name, cls in sorted(found.items())}, default=str))
         return
@@ -34,3 +36,8 @@ def command(as_json):
         shifted = getattr(cls, "training_defaults", None)
         if shifted:
             click.echo(f"    training defaults: {', '.join(f'{k}={v!r}' for k, v in shifted.items())}")
+        backbones = {**getattr(cls, "backbone_defaults", {})}
+        for backbone, values in (getattr(cls, "backbone_training_defaults", None) or {}).items():
+            backbones[backbone] = {**backbones.get(backbone, {}), **values}
+        for backbone, values in backbones.items():
+            click.echo(f"    on {backbone}: {', '.join(f'{k}={v!r}' for k, v in values.items())}")

@@ -148,3 +148,58 @@ def test_real_senteval_counts(senteval_dir, task_dir):
         pytest.skip(f"{senteval_dir / task_dir} is absent from this machine's SentEval data")
     read, expected = REAL_COUNTS[task_dir]
     assert read(senteval_dir) == expected
+
+
+# ------------------------------------------------------------------ gold scores: finite, on the task's scale
+def _stsb_dir(tmp_path, rows):
+    folder = tmp_path / "STS" / "STSBenchmark"
+    folder.mkdir(parents=True)
+    lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{score}\ta man {i}\ta woman {i}" for i, score in enumerate(rows)]
+    for split in ("train", "dev", "test"):
+        _write(folder / f"sts-{split}.csv", "\n".join(lines) + "\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("bad", ["nan", "NaN", "inf", "-inf"])
+def test_non_finite_gold_scores_are_refused_with_file_and_line(tmp_path, bad):
+    root = _stsb_dir(tmp_path, ["3.0", "2.5", bad])
+    with pytest.raises(SparseCSEError, match=rf"sts-test\.csv:3: the gold score '{bad}' is not a finite number"):
+        read_sts_benchmark(root, "test")
+    inputs = _write(tmp_path / "in.txt", "a\tb\nc\td\n")
+    gold = _write(tmp_path / "gs.txt", f"4\n{bad}\n")
+    with pytest.raises(SparseCSEError, match=rf"gs\.txt:2: the gold score '{bad}' is not a finite number"):
+        read_sts_subset(inputs, gold)
+    sick = tmp_path / "SICK"
+    sick.mkdir()
+    _write(sick / "SICK_test_annotated.txt", f"pair_ID\tsentence_A\tsentence_B\trelatedness_score\n1\ta\tb\t{bad}\n")
+    with pytest.raises(SparseCSEError, match=r"SICK_test_annotated\.txt:2: .* not a finite number"):
+        read_sick(tmp_path, "test")
+
+
+def test_non_finite_gold_score_fails_eval_instead_of_printing_nan(tmp_path, tiny_bert_dir):
+    from sparsecse.evaluation import evaluate
+
+    root = _stsb_dir(tmp_path, ["3.0", "nan", "1.0"])
+    with pytest.raises(SparseCSEError, match="not a finite number"):
+        evaluate(tiny_bert_dir, tasks="STSBenchmark", data_dir=root, device="cpu")
+
+
+def test_gold_scores_outside_the_scale_are_read_with_one_warning(tmp_path, capsys):
+    root = _stsb_dir(tmp_path, ["3.0", "5.0", "0.0", "7.5", "-1"])
+    pairs = read_sts_benchmark(root, "test")
+    assert [p.score for p in pairs] == [3.0, 5.0, 0.0, 7.5, -1.0]
+    err = capsys.readouterr().err
+    assert err.count("Warning") == 1 and "sts-test.csv: 2 gold scores outside the task's scale 0-5" in err
+    assert "first at line 4: 7.5" in err
+    inputs = _write(tmp_path / "in.txt", "a\tb\nc\td\ne\tf\n")
+    read_sts_subset(inputs, _write(tmp_path / "gs.txt", "4\n\n5\n"))
+    assert capsys.readouterr().err == ""  # 0-5 and unscored lines: nothing to say
+    read_sts_subset(inputs, _write(tmp_path / "gs2.txt", "4\n\n6\n"))
+    assert "gs2.txt: 1 gold score outside the task's scale 0-5 (first at line 3: 6)" in capsys.readouterr().err
+    sick = tmp_path / "SICK"
+    sick.mkdir()
+    _write(sick / "SICK_test_annotated.txt", "pair_ID\tsentence_A\tsentence_B\trelatedness_score\n"
+                                            "1\ta\tb\t4.5\n\n2\tc\td\t0.5\n")
+    read_sick(tmp_path, "test")
+    assert "SICK_test_annotated.txt: 1 gold score outside the task's scale 1-5 (first at line 4: 0.5)" \
+        in capsys.readouterr().err

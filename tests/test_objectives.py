@@ -215,23 +215,46 @@ def test_diffcse_edits_only_masked_positions_with_the_generators_argmax(tiny_ber
     assert replaced.any()
 
 
-def test_diffcse_rtd_loss_uses_the_replaced_positions_as_labels(tiny_bert_dir, mlm_dirs):
+def test_diffcse_rtd_loss_averages_over_every_batch_by_length_position(tiny_bert_dir, mlm_dirs):
+    """As the published code: cross-entropy over all B x T positions, padding and position 0 included
+    with label "original" (the scale λ = 0.005 was tuned on), not over real tokens only."""
     encoder = load_encoder(tiny_bert_dir)
     objective = build("diffcse", encoder, mlm_dirs).eval()
     encoder.eval()
     batch = batch_of(encoder)
     ids, attention = batch["input_ids"], batch["attention_mask"]
+    assert not attention.bool().all()  # the batch has padding
     known = torch.zeros_like(ids, dtype=torch.bool)
     known[:, 2] = True
     objective.edit = lambda i, a: (ids, known, known)
     h = objective.project(encoder(**batch))
     loss, logs = objective.rtd_loss(h, batch)
-    logits = objective.rtd_logits(h, ids, batch)
-    scored = attention.bool().clone()
-    scored[:, 0] = False
-    expected = torch.nn.functional.cross_entropy(logits[scored], known[scored].long())
+    log_probs = torch.log_softmax(objective.rtd_logits(h, ids, batch), -1)
+    expected = -log_probs.gather(-1, known.long().unsqueeze(-1)).sum() / ids.numel()
     assert torch.allclose(loss, expected)
-    assert logs["replaced_frac"] == pytest.approx(float(known[scored].float().mean()))
+    real = attention.bool()
+    assert logs["replaced_frac"] == pytest.approx(float(known[real].float().mean()))
+
+
+def test_diffcse_puts_h_straight_into_position_0_of_the_embedding_output(tiny_bert_dir, mlm_dirs):
+    """The first transformer layer reads h itself at position 0 (no position/type embedding, LayerNorm
+    or dropout on it) and the discriminator's own embedding output elsewhere."""
+    encoder = load_encoder(tiny_bert_dir)
+    objective = build("diffcse", encoder, mlm_dirs).eval()
+    batch = batch_of(encoder)
+    h = torch.randn(batch["input_ids"].shape[0], encoder.dim)
+    seen = []
+    first_layer = objective.discriminator.encoder.layer[0]
+    handle = first_layer.register_forward_pre_hook(
+        lambda m, args, kwargs: seen.append(args[0] if args else kwargs["hidden_states"]), with_kwargs=True)
+    try:
+        objective.rtd_logits(h, batch["input_ids"], batch)
+    finally:
+        handle.remove()
+    plain = objective.discriminator.embeddings(input_ids=batch["input_ids"])
+    assert torch.equal(seen[0][:, 0], h)
+    assert torch.allclose(seen[0][:, 1:], plain[:, 1:])
+    assert not objective.discriminator.embeddings._forward_hooks  # the hook is gone afterwards
 
 
 def test_diffcse_gradient_reaches_encoder_through_h_and_generator_stays_untouched(tiny_bert_dir, mlm_dirs):
@@ -260,13 +283,26 @@ def test_diffcse_gradient_reaches_encoder_through_h_and_generator_stays_untouche
     assert not any(k.startswith("generator") for k in objective.state_dict())
 
 
-def test_diffcse_discriminator_is_a_separate_copy_of_the_encoder(tiny_bert_dir, mlm_dirs):
+def test_diffcse_discriminator_starts_from_the_dense_pretrained_checkpoint(tiny_bert_dir, mlm_dirs):
+    """The published code loads the discriminator from the pretrained model: a rewound (shrunk,
+    changed) encoder still gets the full-size weights of the checkpoint it was loaded from."""
+    shrink = pytest.importorskip("sparsecse.shrinking")
+    dense = dict(SentenceEncoder.load(tiny_bert_dir, device="cpu").model.named_parameters())
     encoder = load_encoder(tiny_bert_dir)
+    with torch.no_grad():
+        encoder.model.embeddings.word_embeddings.weight.add_(1.0)  # the encoder has moved on
+    shrink.shrink_encoder(encoder, _example_mask(encoder.model))
     objective = build("diffcse", encoder, mlm_dirs)
-    own, copy = dict(encoder.model.named_parameters()), dict(objective.discriminator.named_parameters())
-    assert own.keys() == copy.keys()
-    for name in own:
-        assert torch.equal(own[name], copy[name]) and own[name].data_ptr() != copy[name].data_ptr()
+    disc = dict(objective.discriminator.named_parameters())
+    assert disc.keys() == dense.keys() and not hasattr(objective.discriminator.config, "kept_heads")
+    assert all(torch.equal(disc[k], dense[k]) and disc[k].requires_grad for k in dense)
+    own = dict(encoder.model.named_parameters())
+    assert all(disc[k].data_ptr() != own[k].data_ptr() for k in own if k in disc)
+    # an explicit discriminator= checkpoint is used instead; one of another width is refused
+    other = build("diffcse", load_encoder(tiny_bert_dir), mlm_dirs, discriminator=str(tiny_bert_dir))
+    assert torch.equal(other.discriminator.embeddings.word_embeddings.weight, dense["embeddings.word_embeddings.weight"])
+    with pytest.raises(SparseCSEError, match="vocabulary and width"):
+        build("diffcse", load_encoder(tiny_bert_dir), mlm_dirs, discriminator=str(mlm_dirs["wide"]))
 
 
 def test_diffcse_discriminator_depends_on_the_sentence_embedding(tiny_bert_dir, mlm_dirs):
@@ -301,7 +337,8 @@ def test_infocse_encoder_gradient_flows_only_through_cls(mean_pooled_dir, mlm_di
 
 def test_infocse_full_forward_sends_the_mlm_gradient_only_to_cls(mean_pooled_dir, mlm_dirs):
     """Same seed, λ = 0 vs λ = 1: the difference of the two gradients on the encoder's last hidden
-    states (all from the MLM term) is non-zero at [CLS] only; the mean-pooled SimCSE term touches all."""
+    states (all from the MLM term) is non-zero at [CLS] only, and in both dropout views (the published
+    code reconstructs both); the mean-pooled SimCSE term touches all positions."""
     encoder = load_encoder(mean_pooled_dir)
     objective = build("infocse", encoder, mlm_dirs, sentence_vector="cls").eval()
     encoder.eval()
@@ -323,9 +360,8 @@ def test_infocse_full_forward_sends_the_mlm_gradient_only_to_cls(mean_pooled_dir
     n = grads[0].shape[0] // 2
     difference = grads[1] - grads[0]
     assert grads[0][:, 1:].abs().sum() > 0
-    assert difference[:n, 0].abs().sum() > 0
+    assert difference[:n, 0].abs().sum() > 0 and difference[n:, 0].abs().sum() > 0
     assert torch.allclose(difference[:, 1:], torch.zeros_like(difference[:, 1:]), atol=1e-7)
-    assert torch.allclose(difference[n:], torch.zeros_like(difference[n:]), atol=1e-7)
 
 
 def test_infocse_sentence_vector_follows_the_encoders_pooling(tiny_bert_dir, mean_pooled_dir, mlm_dirs):
@@ -582,9 +618,8 @@ def test_objectives_train_a_physically_shrunk_encoder(variant, tiny_bert_dir, ml
     objective = build(variant, encoder, mlm_dirs)
     outputs = train_steps(encoder, objective, batch_of(encoder), steps=3)
     assert all(math.isfinite(float(o.loss)) for o in outputs)
-    if variant == "diffcse":
-        assert type(objective.discriminator) is type(encoder.model)
-        assert objective.discriminator.config.kept_heads == encoder.model.config.kept_heads
+    if variant == "diffcse":  # the discriminator is the dense checkpoint the encoder was loaded from
+        assert not hasattr(objective.discriminator.config, "kept_heads")
 
 
 # ---------------------------------------------------------------------------------------------- frozen parts follow .to()

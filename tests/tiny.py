@@ -51,13 +51,20 @@ def make_mpnet_tokenizer(out: Path):
 
 
 def make_tiny_model_dir(out: Path, arch: str = "bert", layers: int = 2, heads: int = 4, hidden: int = 32,
-                        ffn: int = 48, seed: int = 0, pooling: str | None = None) -> Path:
-    """Save a randomly initialised encoder + tokenizer to ``out`` and return ``out``."""
+                        ffn: int = 48, seed: int = 0, pooling: str | None = None,
+                        init_range: float | None = None) -> Path:
+    """Save a randomly initialised encoder + tokenizer to ``out`` and return ``out``.
+
+    ``init_range`` (the config's ``initializer_range``, 0.02 by default) 0.2 spreads the sentence
+    similarities out: at 0.02 every cosine of a 2-layer model lies within about 1e-5 of 1, so float
+    rounding decides their ranks."""
     from transformers import AutoModel, BertConfig, DistilBertConfig, MPNetConfig, RobertaConfig
 
     out = Path(out)
     tok = make_mpnet_tokenizer(out) if arch == "mpnet" else make_tokenizer(out)
     common = dict(vocab_size=len(tok), max_position_embeddings=72)
+    if init_range is not None:
+        common["initializer_range"] = init_range
     if arch == "bert":
         config = BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                             intermediate_size=ffn, **common)
@@ -112,3 +119,26 @@ def write_stsb(root: Path, n_train: int = 48, seed: int = 0) -> Path:
             lines.append("\t".join(["main-captions", "MSRvid", "2012test", f"{i:04d}", f"{score:.3f}", a, b]))
         (d / f"sts-{split}.csv").write_text("\n".join(lines) + "\n")
     return Path(root)
+
+
+def write_spread_stsb(root: Path) -> Path:
+    """A synthetic STS-B whose test pairs are 24 different pairs of two different sentences, with
+    distinct gold scores: no pair's cosine ties another's by construction (see ``similarity_gap``)."""
+    d = Path(root) / "STS" / "STSBenchmark"
+    d.mkdir(parents=True, exist_ok=True)
+    pairs = [(SENTENCES[i], SENTENCES[(i + step) % len(SENTENCES)]) for step in (1, 5) for i in range(12)]
+    lines = ["\t".join(["main-captions", "MSRvid", "2012test", f"{i:04d}", f"{(i * 7 % 24) / 4.8:.3f}", a, b])
+             for i, (a, b) in enumerate(pairs)]
+    for split in ("train", "dev", "test"):
+        (d / f"sts-{split}.csv").write_text("\n".join(lines) + "\n")
+    return Path(root)
+
+
+def similarity_gap(encoder, pairs) -> float:
+    """The smallest difference between two pairs' cosine similarities under ``encoder``: a score test
+    on these pairs is free of rounding only when this is far above float32 rounding (~1e-7)."""
+    import numpy as np
+
+    a = encoder.encode([p.s1 for p in pairs], normalize=True)
+    b = encoder.encode([p.s2 for p in pairs], normalize=True)
+    return float(np.diff(np.sort((a * b).sum(1))).min())

@@ -16,7 +16,7 @@ from sparsecse.evaluation.align_uniform import alignment_uniformity
 from sparsecse.evaluation.embedding import EmbeddingTable
 from sparsecse.evaluation.sts import AGGREGATIONS, SPLITS, evaluate_sts, load_sts_task, sentences_of
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
-from sparsecse.evaluation.transfer import evaluate_transfer, load_transfer_task, transfer_sentences
+from sparsecse.evaluation.transfer import PROTOCOLS, evaluate_transfer, load_transfer_task, transfer_sentences
 
 
 def evaluate(
@@ -34,6 +34,7 @@ def evaluate(
     seed: int = 0,
     sts_split: str = "test",
     align_uniform: bool | None = None,
+    transfer_protocol: str = "senteval",
 ) -> dict[str, Any]:
     """Evaluate ``model`` (None = the embedded default, a name/directory, or a SentenceEncoder).
 
@@ -42,6 +43,7 @@ def evaluate(
     "avg_sts", "avg_transfer", "alignment", "uniformity", "details", "settings", "timing", ...}``;
     the averages cover the tasks that ran. Alignment/uniformity (STS-B ``sts_split``) are computed
     when asked, or by default whenever STS-B ran (its embeddings are then already at hand).
+    ``transfer_protocol``: ``senteval`` (SentEval's PyTorch classifier, as the papers report) or ``fast``.
     """
     start = time.perf_counter()
     names = resolve_tasks(tasks)
@@ -50,6 +52,8 @@ def evaluate(
     if sts_split not in SPLITS:
         raise SparseCSEError(f"Unknown STS split {sts_split!r}; choose one of {', '.join(SPLITS)}.")
     precision = resolve_precision(precision, device)  # "auto" is recorded as what it chose
+    if transfer_protocol not in PROTOCOLS:
+        raise SparseCSEError(f"Unknown transfer protocol {transfer_protocol!r}; choose one of {', '.join(PROTOCOLS)}.")
     root = resolve_data_dir(data_dir)
     sts_names = [t for t in names if t in STS_TASKS]
     transfer_names = [t for t in names if t in TRANSFER_TASKS]
@@ -93,13 +97,14 @@ def evaluate(
         if transfer_data:
             table.add([s for d in transfer_data.values() for s in transfer_sentences(d)], desc="transfer sentences")
             scores, details = evaluate_transfer(transfer_data, table, fasttest=fasttest, seed=seed,
-                                                show_progress=show_progress)
+                                                show_progress=show_progress, protocol=transfer_protocol)
             results["scores"].update(scores)
             results["avg_transfer"] = float(np.mean(list(scores.values())))
             results.setdefault("details", {}).update(details)
     results["scores"] = {t: results["scores"][t] for t in names}
     results["settings"] = {
         "sts_aggregation": sts_aggregation, "sts_split": sts_split, "fasttest": fasttest, "precision": precision,
+        "transfer_protocol": transfer_protocol,
         "batch_size": batch_size, "seed": seed, "max_length": encoder.max_length, "data_dir": str(root),
         "device": str(encoder.device),
     }

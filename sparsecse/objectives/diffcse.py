@@ -1,20 +1,30 @@
 """DiffCSE (Chuang et al. 2022): SimCSE + λ · conditional replaced-token detection (RTD).
 
 A frozen masked LM (the generator) fills randomly masked positions with its argmax token; a
-discriminator with the encoder's architecture (its own weights, starting as a copy of the
-encoder's) reads the edited sentence with the sentence embedding h in place of the first token's
-input embedding and predicts, per token, whether it was replaced. The RTD loss reaches the encoder
-only through h. Generator and discriminator are train-only; the saved model is the encoder alone.
+discriminator with the encoder's architecture reads the edited sentence with the sentence
+embedding h in place of the first position's embedding output and predicts, per token, whether it
+was replaced. The RTD loss reaches the encoder only through h. Generator and discriminator are
+train-only; the saved model is the encoder alone.
 
-Choices, with the published code (voidism/DiffCSE) as reference:
-- h is the projected embedding (the BatchNorm projector's output, as the published code feeds the
-  discriminator); both dropout views are edited and detected, each with its own mask.
-- Only the masked positions are rewritten (the published code re-predicts every position); the
-  generator sees [MASK] at each of them (the published collator uses BERT's 80/10/10).
-- The RTD loss averages over real tokens except the first (which holds h; its label is trivial).
+As the published code (voidism/DiffCSE) does:
+- The discriminator starts from the dense pretrained weights: those of the checkpoint the encoder
+  was loaded from (``discriminator=`` names another), so a rewound, shrunk encoder still gets a
+  full-size discriminator loaded from its initial checkpoint.
+- h replaces position 0 of the embedding layer's output (after position/type embeddings, LayerNorm
+  and dropout), so h enters the first transformer layer as it is.
+- The RTD loss is the mean over all batch x length positions, padding and position 0 included (label
+  "original" there): the scale on which λ = 0.005 was tuned.
+- h is the projected embedding (the BatchNorm projector's output); both dropout views are edited
+  and detected, each with its own mask.
+- Training defaults follow the paper's Table 12: batch 64, 2 epochs, and lr 7e-6 / mask ratio 0.30
+  for BERT-base, lr 1e-5 / mask ratio 0.20 for RoBERTa-base (other backbones take BERT-base's).
+
+Departures (also in the README, "Fidelity to the papers"):
+- Only the masked positions are rewritten (the published code takes the generator's argmax at every
+  position, so an unmasked token the generator would change is also "replaced"); the generator sees
+  [MASK] at each of them (the published collator uses BERT's 80/10/10).
 - The generator runs in eval mode (no dropout): argmax replacement is then deterministic given the mask.
 - h is the pooled embedding the encoder is evaluated on (its own pooling), projected.
-- Training defaults follow the paper's Table 12 for BERT-base: lr 7e-6, 2 epochs (batch 64, length 32).
 """
 
 from __future__ import annotations
@@ -31,18 +41,21 @@ from sparsecse.objectives.base import ObjectiveOutput
 from sparsecse.objectives.losses import info_nce
 from sparsecse.objectives.masked_lm import (FrozenPartsMixin, MaskedLM, choose_positions, corrupt,
                                             load_masked_lm, mask_token_id)
-from sparsecse.objectives.simcse import SimCSE
+from sparsecse.objectives.simcse import SimCSE, initializer_range, reference_init
+from sparsecse.training.recipe import with_backbone_defaults
 
 
 class ProjectionMLP(nn.Module):
-    """DiffCSE's train-only projector: Linear-BN-ReLU-Linear-BN (last BN without affine), width 2d."""
+    """DiffCSE's train-only projector: Linear-BN-ReLU-Linear-BN (last BN without affine), width 2d;
+    the linear layers initialised N(0, std) as the reference code's ``init_weights()`` leaves them."""
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, std: float = 0.02):
         super().__init__()
         self.net = nn.Sequential(
             nn.Linear(dim, 2 * dim, bias=False), nn.BatchNorm1d(2 * dim), nn.ReLU(),
             nn.Linear(2 * dim, dim, bias=False), nn.BatchNorm1d(dim, affine=False),
         )
+        reference_init(self, std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -59,11 +72,32 @@ def copy_architecture(model: nn.Module) -> nn.Module:
     except Exception as exc:
         raise SparseCSEError(f"Cannot build a copy of the encoder's architecture ({type(exc).__name__}: {exc}).") \
             from None
-    reference = next(model.parameters())
+    return twin
+
+
+def pretrained_discriminator(encoder, source: str | None) -> nn.Module:
+    """The transformer of ``source`` (default: the checkpoint ``encoder`` was loaded from), as loaded
+    from disk, on the encoder's device and dtype and trainable; a copy of the encoder's own weights when
+    it was not loaded from a checkpoint."""
+    from sparsecse.encoder import SentenceEncoder
+
+    source = source or encoder.source
+    if source:
+        twin = SentenceEncoder.load(source, device="cpu").model
+        if twin.get_input_embeddings().weight.shape != encoder.model.get_input_embeddings().weight.shape:
+            raise SparseCSEError(f"The discriminator {source} does not share the encoder's vocabulary and width.")
+    else:
+        twin = copy_architecture(encoder.model)
+    reference = next(encoder.model.parameters())
     twin.to(device=reference.device, dtype=reference.dtype)
     for p in twin.parameters():
         p.requires_grad_(True)
-    return twin.train(model.training)
+    return twin.train(encoder.model.training)
+
+
+def embedding_output_module(model: nn.Module) -> nn.Module:
+    """The module whose output enters the first transformer layer (ELECTRA projects its embeddings)."""
+    return getattr(model, "embeddings_project", None) or model.embeddings
 
 
 class DiffCSE(FrozenPartsMixin, SimCSE):
@@ -72,24 +106,27 @@ class DiffCSE(FrozenPartsMixin, SimCSE):
                    "embedding; a frozen masked LM makes the edits.")
     paper = "Chuang et al. 2022 (DiffCSE, NAACL): BERT-base STS avg 78.49 (SimCSE 76.25)"
     defaults = {"temperature": 0.05, "mlp": True, "batchnorm": True, "generator": None,
-                "mask_ratio": 0.30, "lambda_weight": 0.005}
+                "mask_ratio": 0.30, "lambda_weight": 0.005, "discriminator": None}
     checks = {"batchnorm": validation.flag, "generator": validation.text, "mask_ratio": validation.fraction,
-              "lambda_weight": validation.non_negative}
-    training_defaults = {"lr": 7e-6, "epochs": 2}  # the paper's Table 12 (BERT-base, STS)
+              "lambda_weight": validation.non_negative, "discriminator": validation.optional(validation.text)}
+    # the paper's Table 12 (STS): BERT-base, and RoBERTa-base where it differs
+    backbone_defaults = {"roberta-base": {"mask_ratio": 0.20}}
+    training_defaults = {"lr": 7e-6, "epochs": 2, "batch_size": 64}
+    backbone_training_defaults = {"roberta-base": {"lr": 1e-5}}
     requires = {"generator": "a masked LM with the encoder's vocabulary, by name or path; "
                              "the paper uses distilbert-base-uncased for BERT"}
 
     def __init__(self, encoder, **params):
-        super().__init__(encoder, **params)
+        super().__init__(encoder, **with_backbone_defaults(type(self), getattr(encoder, "config", None), params))
         self.mask_ratio = validation.fraction("mask_ratio", self.params["mask_ratio"])
         self.lambda_weight = validation.non_negative("lambda_weight", self.params["lambda_weight"])
         if validation.flag("batchnorm", self.params["batchnorm"]):
-            self.mlp = ProjectionMLP(encoder.dim)
+            self.mlp = ProjectionMLP(encoder.dim, initializer_range(encoder))
         self.mask_id = mask_token_id(encoder.tokenizer, "DiffCSE")
         self.special_ids = list(encoder.tokenizer.all_special_ids)
         self._set_frozen("generator", load_masked_lm(self.params["generator"], encoder, "generator").model)
-        self.discriminator = copy_architecture(encoder.model)
-        self.rtd_head = nn.Linear(encoder.dim, 2)
+        self.discriminator = pretrained_discriminator(encoder, self.params["discriminator"])
+        self.rtd_head = reference_init(nn.Linear(encoder.dim, 2), initializer_range(encoder))
         self.to(encoder.device)
 
     @property
@@ -109,24 +146,32 @@ class DiffCSE(FrozenPartsMixin, SimCSE):
         return edited, edited != input_ids, masked
 
     def rtd_logits(self, h: torch.Tensor, edited: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """[B, T, 2] replaced/original logits of the discriminator conditioned on ``h`` at position 0."""
-        token_embeds = self.discriminator.get_input_embeddings()(edited)
-        inputs_embeds = torch.cat([h.unsqueeze(1).to(token_embeds.dtype), token_embeds[:, 1:]], dim=1)
-        extra = {k: v for k, v in batch.items() if k not in ("input_ids", "attention_mask")}
-        hidden = self.discriminator(inputs_embeds=inputs_embeds, attention_mask=batch["attention_mask"],
-                                    **extra).last_hidden_state
+        """[B, T, 2] replaced/original logits of the discriminator reading ``edited`` with ``h`` in place
+        of position 0 of its embedding output."""
+
+        def put_h_first(module, args, output):
+            return torch.cat([h.unsqueeze(1).to(output.dtype), output[:, 1:]], dim=1)
+
+        handle = embedding_output_module(self.discriminator).register_forward_hook(put_h_first)
+        try:
+            extra = {k: v for k, v in batch.items() if k not in ("input_ids", "attention_mask")}
+            hidden = self.discriminator(input_ids=edited, attention_mask=batch["attention_mask"],
+                                        **extra).last_hidden_state
+        finally:
+            handle.remove()
         return self.rtd_head(hidden)
 
     def rtd_loss(self, h: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Cross-entropy averaged over all batch x length positions (padding and position 0 count as
+        "original"), as the published code computes it; accuracy and replaced share over real tokens."""
         edited, replaced, _ = self.edit(batch["input_ids"], batch["attention_mask"])
         logits = self.rtd_logits(h, edited, batch)
-        scored = batch["attention_mask"].bool().clone()
-        scored[:, 0] = False
-        labels = replaced[scored].long()
-        loss = F.cross_entropy(logits[scored], labels)
-        hits = logits[scored].argmax(-1) == labels
+        labels = replaced.long()
+        loss = F.cross_entropy(logits.reshape(-1, 2), labels.reshape(-1))
+        real = batch["attention_mask"].bool()
+        hits = logits[real].argmax(-1) == labels[real]
         logs = {"rtd_loss": float(loss.detach()), "rtd_acc": float(hits.float().mean()),
-                "replaced_frac": float(labels.float().mean())}
+                "replaced_frac": float(labels[real].float().mean())}
         return loss, logs
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:

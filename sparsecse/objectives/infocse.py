@@ -20,7 +20,11 @@ Choices (documented in the README, "Objectives"):
 - The sentence vector is the final [CLS] state (``sentence_vector=cls``, before any pooler or
   projector, as the paper's "12-cls"); for a mean-pooled encoder such as all-MiniLM-L6-v2 the default
   ``auto`` uses the mean-pooled embedding instead (``pooled``), the vector that model is evaluated on.
-- Training defaults follow the published BERT-base script: lr 7e-6, 2 epochs (batch 64, length 32).
+- The MLM loss covers both dropout views, each masked independently, as the published code does
+  (one cross-entropy over the masked tokens of all 2B rows).
+- Training defaults follow the published scripts: lr 7e-6, 2 epochs, batch 64, length 32; the mask
+  ratio is 0.40 for BERT-base and 0.30 for BERT-large (``InfoCSE-bert-large.sh``). Other backbones
+  (the paper has no RoBERTa setting) take BERT-base's.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from sparsecse.objectives.diffcse import ProjectionMLP
 from sparsecse.objectives.losses import info_nce
 from sparsecse.objectives.masked_lm import (FrozenPartsMixin, choose_positions, corrupt, load_masked_lm,
                                             mask_token_id, truncated_backbone)
-from sparsecse.objectives.simcse import SimCSE
+from sparsecse.objectives.simcse import SimCSE, initializer_range
+from sparsecse.training.recipe import with_backbone_defaults
 
 
 class InfoCSE(FrozenPartsMixin, SimCSE):
@@ -51,12 +56,13 @@ class InfoCSE(FrozenPartsMixin, SimCSE):
     checks = {"batchnorm": validation.flag, "mlm": validation.text, "mask_ratio": validation.fraction, "mlm_weight": validation.non_negative,
               "frozen_layers": validation.at_least(0), "extra_layers": validation.at_least(1),
               "sentence_vector": validation.one_of("auto", "cls", "pooled")}
-    training_defaults = {"lr": 7e-6, "epochs": 2}  # the published BERT-base script
+    backbone_defaults = {"bert-large": {"mask_ratio": 0.30}}  # the published BERT-large script
+    training_defaults = {"lr": 7e-6, "epochs": 2, "batch_size": 64}  # the published scripts (base and large)
     requires = {"mlm": "a masked LM with the encoder's vocabulary, by name or path; "
                        "the paper uses a BERT-base (Condenser) masked LM"}
 
     def __init__(self, encoder, **params):
-        super().__init__(encoder, **params)
+        super().__init__(encoder, **with_backbone_defaults(type(self), getattr(encoder, "config", None), params))
         self.mask_ratio = validation.fraction("mask_ratio", self.params["mask_ratio"])
         self.mlm_weight = validation.non_negative("mlm_weight", self.params["mlm_weight"])
         vector = validation.choice("sentence_vector", self.params["sentence_vector"], ("auto", "cls", "pooled"))
@@ -64,7 +70,7 @@ class InfoCSE(FrozenPartsMixin, SimCSE):
             vector = "pooled" if encoder.pooling == "mean" else "cls"
         self.sentence_vector = vector
         if validation.flag("batchnorm", self.params["batchnorm"]):
-            self.mlp = ProjectionMLP(encoder.dim)
+            self.mlp = ProjectionMLP(encoder.dim, initializer_range(encoder))
         self.mask_id = mask_token_id(encoder.tokenizer, "InfoCSE")
         self.special_ids = list(encoder.tokenizer.all_special_ids)
 
@@ -113,12 +119,9 @@ class InfoCSE(FrozenPartsMixin, SimCSE):
         pooled = self.encoder.pool(outputs, doubled["attention_mask"])
         z1, z2 = self.project(pooled).chunk(2, dim=0)
         cl_loss, logits = info_nce(z1, z2, self.params["temperature"])
-        first_view = slice(0, batch["input_ids"].shape[0])
-        if self.sentence_vector == "cls":
-            sentence_vectors = outputs.last_hidden_state[first_view, 0]
-        else:
-            sentence_vectors = pooled[first_view]
-        mlm, logs = self.mlm_loss(sentence_vectors, batch)
+        # both views reconstruct their own masked copy, as in the published code
+        sentence_vectors = outputs.last_hidden_state[:, 0] if self.sentence_vector == "cls" else pooled
+        mlm, logs = self.mlm_loss(sentence_vectors, doubled)
         loss = cl_loss + self.mlm_weight * mlm
         acc = (logits.argmax(-1) == torch.arange(logits.shape[0], device=logits.device)).float().mean()
         return ObjectiveOutput(loss, {"loss": float(loss.detach()), "simcse_loss": float(cl_loss.detach()),

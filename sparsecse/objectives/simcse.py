@@ -9,13 +9,31 @@ from sparsecse.objectives.base import Objective, ObjectiveOutput
 from sparsecse.objectives.losses import info_nce
 
 
-class MLPHead(nn.Module):
-    """SimCSE's train-only projection on the pooled embedding: dense + tanh."""
+def reference_init(module: nn.Module, std: float = 0.02) -> nn.Module:
+    """Every Linear in ``module`` drawn N(0, std) with zero bias: what the reference code's
+    ``init_weights()`` (BERT's initializer, ``initializer_range`` 0.02) does to the heads it adds."""
+    for layer in module.modules():
+        if isinstance(layer, nn.Linear):
+            nn.init.normal_(layer.weight, mean=0.0, std=std)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+    return module
 
-    def __init__(self, dim: int):
+
+def initializer_range(encoder) -> float:
+    """The backbone's ``initializer_range`` (0.02 for BERT, RoBERTa, MiniLM), else 0.02."""
+    return float(getattr(getattr(encoder, "config", None), "initializer_range", None) or 0.02)
+
+
+class MLPHead(nn.Module):
+    """SimCSE's train-only projection on the pooled embedding: dense + tanh, initialised N(0, std)
+    with zero bias as in the reference code."""
+
+    def __init__(self, dim: int, std: float = 0.02):
         super().__init__()
         self.dense = nn.Linear(dim, dim)
         self.activation = nn.Tanh()
+        reference_init(self, std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.activation(self.dense(x))
@@ -37,7 +55,7 @@ class SimCSE(Objective):
 
     def __init__(self, encoder, **params):
         super().__init__(encoder, **params)
-        self.mlp = MLPHead(encoder.dim) if self.params["mlp"] else nn.Identity()
+        self.mlp = MLPHead(encoder.dim, initializer_range(encoder)) if self.params["mlp"] else nn.Identity()
 
     def project(self, emb: torch.Tensor) -> torch.Tensor:
         return self.mlp(emb)

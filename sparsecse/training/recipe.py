@@ -3,8 +3,10 @@
 Gao et al. (2021), Table D.1 / run_unsup_example.sh: batch 64 and lr 3e-5 for BERT-base, 64 / 1e-5
 for BERT-large, 512 / 1e-5 for RoBERTa-base, 512 / 3e-5 for RoBERTa-large; max length 32, one epoch
 and temperature 0.05 for all. Any other backbone (MiniLM, DistilBERT, ELECTRA, ...) falls back to
-the BERT-base recipe. An objective may shift the defaults with its ``training_defaults``; explicit
-arguments win over both.
+the BERT-base recipe. A shrunk model keeps its source's recipe: the backbone is read from the base
+model type (``sparsecse-roberta`` is RoBERTa) and the hidden size and depth, which shrinking keeps.
+An objective may shift the defaults with its ``training_defaults`` and, per backbone, its
+``backbone_training_defaults`` (e.g. DiffCSE's RoBERTa-base settings); explicit arguments win over all.
 """
 
 from __future__ import annotations
@@ -35,23 +37,39 @@ RECIPES = {
 FALLBACK = RECIPES[("bert", 768)]
 
 
+def backbone_of(config) -> str | None:
+    """``bert-base``, ``bert-large``, ``roberta-base`` or ``roberta-large`` (shrunk or not), else None."""
+    from sparsecse.shrinking import base_model_type
+
+    model_type = base_model_type(config) if config is not None else ""
+    family = "roberta" if model_type in _ROBERTA_FAMILY else "bert" if model_type == "bert" else None
+    shape = (getattr(config, "hidden_size", None), getattr(config, "num_hidden_layers", None))
+    # base = 12 layers x 768, large = 24 x 1024; a 6-layer 768 model is not BERT-base
+    size = {(768, 12): "base", (1024, 24): "large"}.get(shape)
+    return f"{family}-{size}" if family and size else None
+
+
 def recipe_for(config) -> Recipe:
     """SimCSE's recipe for this model config (by family and hidden size), else BERT-base's."""
-    model_type = getattr(config, "model_type", "")
-    family = "roberta" if model_type in _ROBERTA_FAMILY else "bert" if model_type == "bert" else None
-    hidden = getattr(config, "hidden_size", None)
-    layers = getattr(config, "num_hidden_layers", None)
-    # base = 12 layers x 768, large = 24 x 1024; a 6-layer 768 model is not BERT-base
-    if family and (hidden, layers) in ((768, 12), (1024, 24)):
-        return RECIPES[(family, hidden)]
-    return FALLBACK
+    backbone = backbone_of(config)
+    if backbone is None:
+        return FALLBACK
+    family, size = backbone.split("-")
+    return RECIPES[(family, 768 if size == "base" else 1024)]
+
+
+def with_backbone_defaults(objective_cls, config, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with the objective's ``backbone_defaults`` for this backbone filled in where not given."""
+    per_backbone = (getattr(objective_cls, "backbone_defaults", None) or {}).get(backbone_of(config), {})
+    return {**per_backbone, **params}
 
 
 def resolve_hyperparameters(config, objective_cls=None, **explicit: Any) -> dict[str, Any]:
     """batch_size, lr, max_length, epochs: explicit value, else objective default, else the recipe."""
     recipe = recipe_for(config)
     resolved: dict[str, Any] = {k: v for k, v in asdict(recipe).items() if k != "name"}
-    shifted = getattr(objective_cls, "training_defaults", None) or {}
+    shifted = {**(getattr(objective_cls, "training_defaults", None) or {}),
+               **(getattr(objective_cls, "backbone_training_defaults", None) or {}).get(backbone_of(config), {})}
     unknown = sorted(set(shifted) - set(resolved))
     if unknown:
         raise SparseCSEError(f"Objective {objective_cls.name!r} sets unknown training defaults {', '.join(unknown)}; "

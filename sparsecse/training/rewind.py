@@ -12,6 +12,7 @@ same as one with the units removed.
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
 
@@ -87,6 +88,22 @@ def remove_units(encoder: SentenceEncoder, mask: Mask) -> str:
     return "zeroed"
 
 
+NO_LINEAGE = "the scored model itself (it records no initial checkpoint)"
+
+
+def init_origin(init, scored: str | None) -> str:
+    """Where the rewind's starting weights come from; warns on stderr when that is the scored model
+    itself, which restarts from the weights that were scored rather than from the initial ones."""
+    if init is not None:
+        return "argument"
+    if (read_model_config(scored).get("lineage") or {}).get("init"):
+        return "lineage"
+    print(f"Warning: {scored} records no initial checkpoint (it was not trained by sparsecse), so rewinding "
+          f"starts from its own weights, not from weights before training; pass --init to choose them.",
+          file=sys.stderr, flush=True)
+    return NO_LINEAGE
+
+
 def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", objective_args=None, *,
            pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
     """Reset to ``init``'s weights, remove ``mask``'s pruned units and retrain with ``objective``.
@@ -107,12 +124,13 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
     init_path, scored = resolve_init(mask, init)
     init_path, scored = absolute_path(init_path), absolute_path(scored)
     check_destination(out, True, inputs={"initial checkpoint": init_path, "scored model": scored})
+    init_source = init_origin(init, scored)
     set_seed(seed)
     encoder = SentenceEncoder.load(init_path, pooling=pooling or mask.manifest.get("pooling"), device="cpu")
     method = remove_units(encoder, mask)
     lineage = {"stage": "rewind", "init": init_path, "init_sha256": source_hash(init_path),
                "objective": objective, "mask": mask_path, "mask_digest": mask_digest(mask),
-               "removal": method, "scored_model": scored,
+               "init_source": init_source, "removal": method, "scored_model": scored,
                "sparsity": mask.manifest.get("sparsity"), "budget": mask.manifest.get("budget"),
                "lambda": mask.manifest.get("lambda")}
     objective_args = with_default_teacher(objective, objective_args, scored)  # distill: the dense model
