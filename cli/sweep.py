@@ -28,6 +28,9 @@ from sparsecse.cli.options import data_dir_option, device_option, json_option, m
               help="λ to rewind at: best (per sparsity, the best STS average without rewinding) or a list.")
 @click.option("--rewind-dense/--no-rewind-dense", default=True, show_default=True,
               help="Also retrain the unpruned model the same way, as a control.")
+@click.option("--seeds", default=None, metavar="LIST",
+              help="Rewinding seeds, e.g. 0,1,2: every rewound point and the control once per seed (default: "
+                   "--seed); the report shows mean ± std and which differences to the control hold.")
 @click.option("--init", "rewind_init", default=None, metavar="M",
               help="Checkpoint to rewind to (default: the model's recorded initial checkpoint, else the model).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Rewinding: training steps.")
@@ -51,8 +54,8 @@ from sparsecse.cli.options import data_dir_option, device_option, json_option, m
 @seed_option
 @json_option
 def command(model, sparsities, lambdas, tasks, out, data_dir, rewind, objective, corpus, rewind_sparsities,
-            rewind_lambda, rewind_dense, rewind_init, max_steps, rewind_batch_size, lr, max_length, eval_steps,
-            objective_args, split, batch_size, max_batches, scope, eval_mode, pooling, device, seed, as_json):
+            rewind_lambda, rewind_dense, seeds, rewind_init, max_steps, rewind_batch_size, lr, max_length,
+            eval_steps, objective_args, split, batch_size, max_batches, scope, eval_mode, pooling, device, seed, as_json):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots."""
     from sparsecse.report import best_points, report
     from sparsecse.sweeping import STS_TASKS, sweep
@@ -62,8 +65,8 @@ def command(model, sparsities, lambdas, tasks, out, data_dir, rewind, objective,
                                          objective_args=objective_args).items() if v is not None}
     result = sweep(model, sparsities, lambdas, out, tasks=tasks, rewind=rewind, objective=objective, corpus=corpus,
                    rewind_sparsities=rewind_sparsities, rewind_lambda=rewind_lambda, rewind_init=rewind_init,
-                   rewind_args=rewind_args, rewind_dense=rewind_dense, data_dir=data_dir, seed=seed, split=split,
-                   batch_size=batch_size, max_batches=max_batches, scope=scope, pooling=pooling, device=device,
+                   rewind_args=rewind_args, rewind_dense=rewind_dense, seeds=seeds, data_dir=data_dir, seed=seed,
+                   split=split, batch_size=batch_size, max_batches=max_batches, scope=scope, pooling=pooling, device=device,
                    eval_mode=eval_mode, make_report=False, show_progress=True)
     built = report(result.out)
     table = built["table"]
@@ -74,7 +77,9 @@ def command(model, sparsities, lambdas, tasks, out, data_dir, rewind, objective,
                                "seconds": round(result.seconds, 1), "results_csv": str(built["results_csv"]),
                                "summary": str(built["summary"]),
                                "baseline": picks and picks["baseline"],
-                               "best_average": picks and picks["best_average"]}))
+                               "best_average": picks and picks["best_average"],
+                               "vs_control": [{"point": c["point"], "seeds": c["seeds"], **c["rows"]["avg_sts"]}
+                                              for c in built["comparisons"] if "avg_sts" in c["rows"]]}))
         return
     click.echo(f"{len(result.computed)} points computed, {len(result.reused)} reused, {result.seconds / 60:.1f} min")
     click.echo(built["summary_text"])

@@ -57,3 +57,24 @@ def load_results(path: str | os.PathLike) -> dict[str, Any]:
         pairs["similarity"] = np.asarray(pairs["similarity"], dtype=np.float64)
         pairs["gold"] = np.asarray(pairs["gold"], dtype=np.float64)
     return results
+
+
+def save_pairs(path: str | os.PathLike, pairs: dict[str, dict]) -> Path:
+    """Per-task similarities and gold scores as a safetensors file (subset sizes in its manifest)."""
+    import torch
+
+    from sparsecse.io import save_tensors
+
+    tensors = {f"{task}/{key}": torch.as_tensor(np.asarray(p[key], dtype=np.float64))
+               for task, p in pairs.items() for key in ("similarity", "gold")}
+    return save_tensors(path, tensors, {"kind": "sts_pairs", "subsets": {t: dict(p["subsets"]) for t, p in pairs.items()}},
+                        overwrite=True)
+
+
+def load_pairs(path: str | os.PathLike) -> dict[str, dict]:
+    """What :func:`save_pairs` wrote: {task: {"similarity", "gold", "subsets"}}."""
+    from sparsecse.io import load_tensors
+
+    tensors, manifest = load_tensors(path, what="pair similarity file")
+    return {task: {"similarity": tensors[f"{task}/similarity"].numpy(), "gold": tensors[f"{task}/gold"].numpy(),
+                   "subsets": sizes} for task, sizes in manifest.get("subsets", {}).items()}
