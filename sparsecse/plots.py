@@ -50,7 +50,7 @@ def head_importance_heatmap(head_scores, out: str | os.PathLike, pruned=None, ti
 
 
 # ---------------------------------------------------------------------------- sweep figures
-Curve = tuple  # (sparsities, values) or, for markers, (sparsities, values, standard deviations)
+Curve = tuple  # (sparsities, values) or, for markers, (sparsities, values, standard deviations, labels)
 
 
 def save_both(fig, out_stem: str | os.PathLike) -> list[Path]:
@@ -88,6 +88,9 @@ def _draw_curves(ax, curves: dict[str, Curve], markers: dict[str, Curve] | None,
         if errors is not None:  # standard deviation over seeds
             ax.errorbar(xs, ys, yerr=errors, fmt="none", ecolor=color, elinewidth=1.2, capsize=4, zorder=4)
         ax.scatter(xs, ys, marker="*", s=90, zorder=5, color=color, label=label)
+        for x, y, text in zip(xs, ys, curve[3] if len(curve) > 3 else []):
+            if text:  # e.g. ✓: the difference to the control holds
+                ax.annotate(text, (x, y), xytext=(6, 4), textcoords="offset points", color=color, fontsize=9)
     if baseline is not None:
         ax.axhline(baseline, color="black", linestyle="--", linewidth=1, label=baseline_label)
     for (label, value), (color, style) in zip((references or {}).items(), REFERENCE_STYLES * 4):
@@ -102,7 +105,8 @@ def score_vs_sparsity(curves: dict[str, Curve], out_stem, baseline: float | None
                       markers: dict[str, Curve] | None = None, references: dict[str, float] | None = None,
                       ylabel: str = "average STS (Spearman x 100)", title: str | None = None) -> list[Path]:
     """One line per λ (``curves``: label -> (sparsities, values)); the dense model as a dashed line;
-    ``markers`` (e.g. rewound points) as stars, with error bars when they carry standard deviations;
+    ``markers`` (e.g. rewound points) as stars, with error bars when they carry standard deviations and
+    their labels (e.g. ✓ where a difference to the control holds) beside them;
     ``references`` (e.g. the dense model retrained: a value or (mean, std)) as dotted lines, with a
     ± std band."""
     plt = _pyplot()

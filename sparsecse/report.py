@@ -414,15 +414,20 @@ def _curves(frame: pd.DataFrame, column: str) -> dict[str, tuple[list[float], li
             for lam, g in masked.groupby("lambda")}
 
 
-def _rewound_markers(frame: pd.DataFrame, column: str) -> dict[str, tuple[list[float], list[float], list[float]]]:
-    """Rewound points per setting: (sparsities, seed means, seed standard deviations or 0)."""
+def _rewound_markers(frame: pd.DataFrame, column: str, comparisons: list[dict[str, Any]] | None = None
+                     ) -> dict[str, tuple[list[float], list[float], list[float], list[str]]]:
+    """Rewound points per setting: (sparsities, seed means, seed standard deviations or 0, marks), the mark
+    "✓" where the difference to the retrained control holds (see :func:`control_comparisons`)."""
+    holds = {(c["rewind_id"], c["sparsity"]) for c in comparisons or []
+             if c["rows"].get(column, {}).get("holds")}
     rewound = frame[(frame["variant"] == "rewound") & (frame["sparsity"] > 0) & frame[column].notna()]
     markers = {}
     for (rid, obj), g in rewound.groupby(["rewind_id", "objective"]):
         g = g.sort_values("sparsity")
         seeds = int(g["n_seeds"].max())
         label = f"rewound ({obj})" + (f", mean ± std of {seeds} seeds" if seeds > 1 else "")
-        markers[label] = (list(g["sparsity"]), list(g[column]), [_std(r, column) or 0.0 for _, r in g.iterrows()])
+        markers[label] = (list(g["sparsity"]), list(g[column]), [_std(r, column) or 0.0 for _, r in g.iterrows()],
+                          ["✓" if (rid, s) in holds else "" for s in g["sparsity"]])
     return markers
 
 
@@ -466,7 +471,8 @@ def chosen_points(frame: pd.DataFrame, count: int = 4) -> list[pd.Series]:
     return [same[same["sparsity"] == s].iloc[0] for s in sorted(picks)]
 
 
-def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any]) -> list[Path]:
+def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any],
+                 comparisons: list[dict[str, Any]] | None = None) -> list[Path]:
     from sparsecse import plots
 
     figures = out / "figures"
@@ -475,7 +481,7 @@ def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any]) -> list[
     written: list[Path] = []
     if frame[AVG_STS].notna().any():
         written += plots.score_vs_sparsity(_curves(frame, AVG_STS), figures / "avg_sts_vs_sparsity",
-                                           _baseline(frame, AVG_STS), _rewound_markers(frame, AVG_STS),
+                                           _baseline(frame, AVG_STS), _rewound_markers(frame, AVG_STS, comparisons),
                                            _retrained_dense(frame, AVG_STS),
                                            title=f"Average STS ({_count_sts(frame)} tasks) vs sparsity")
     for group, stem, ylabel in ((STS_TASKS, "sts_tasks_vs_sparsity", "Spearman x 100"),
@@ -489,7 +495,7 @@ def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any]) -> list[
         written += plots.tasks_vs_sparsity(
             {names[p]: _curves(frame, p) for p in panels}, figures / stem,
             {names[p]: _baseline(frame, p) for p in panels if _baseline(frame, p) is not None},
-            {names[p]: _rewound_markers(frame, p) for p in panels},
+            {names[p]: _rewound_markers(frame, p, comparisons) for p in panels},
             {names[p]: _retrained_dense(frame, p) for p in panels}, ylabel=ylabel,
             title=("STS tasks" if group is STS_TASKS else "Transfer tasks") + " vs sparsity")
     if frame["alignment"].notna().any():
@@ -567,7 +573,7 @@ def report(out: str | os.PathLike, figures: bool = True, replicates: int = 1000,
     summary = summary_markdown(table, state, out, comparisons)
     with atomic_file(out / "summary.md", overwrite=True) as tmp:
         tmp.write_text(summary)
-    written = make_figures(out, table, state) if figures else []
+    written = make_figures(out, table, state, comparisons) if figures else []
     return {"results_csv": out / "results.csv", "results_json": out / "results.json",
             "summary": out / "summary.md", "figures": written, "table": table, "summary_text": summary,
             "comparisons": comparisons}
