@@ -21,19 +21,16 @@ def format_table(results: dict) -> str:
     """Scores one per line (with their bootstrap intervals), then the averages and alignment/uniformity."""
     boot = results.get("bootstrap")
     ci = {**boot["tasks"], "avg_sts": boot["avg"]} if boot else {}
-
-    def value(key, x):
-        return f"{x:.2f}" + (f"  [{ci[key][0]:.2f}, {ci[key][1]:.2f}]" if key in ci else "")
-
-    rows = [(task, value(task, score)) for task, score in results["scores"].items()]
+    rows = [(task, f"{score:.2f}", task) for task, score in results["scores"].items()]
     for key, label in (("avg_sts", "STS avg"), ("avg_transfer", "transfer avg")):
         if key in results:
-            rows.append((label, value(key, results[key])))
+            rows.append((label, f"{results[key]:.2f}", key))
     for key in ("alignment", "uniformity"):
         if key in results:
-            rows.append((key, f"{results[key]:.4f}"))
-    width = max(len(name) for name, _ in rows)
-    lines = [f"{name:<{width}}  {value:>8}" for name, value in rows]
+            rows.append((key, f"{results[key]:.4f}", key))
+    width = max(len(name) for name, _, _ in rows)
+    lines = [f"{name:<{width}}  {value:>8}" + (f"  [{ci[key][0]:.2f}, {ci[key][1]:.2f}]" if key in ci else "")
+             for name, value, key in rows]
     if boot:
         lines.insert(0, f"{'':<{width}}  {'score':>8}  {100 * boot['level']:g}% interval ({boot['replicates']} "
                         f"bootstrap replicates, seed {boot['seed']})")

@@ -123,3 +123,16 @@ def test_compare_bad_input_is_one_line_error(tiny_bert_dir, fake_senteval, resul
     for args, message in cases:
         r = cli(*args)
         assert r.exit_code != 0 and message in r.output and "Traceback" not in r.output, (args, r.output)
+
+
+@pytest.mark.integration
+def test_all_minilm_on_stsb_interval_and_self_comparison(minilm_dir, senteval_dir, tmp_path):
+    out = tmp_path / "minilm.json"
+    r = cli("eval", "--model", minilm_dir, "--data-dir", senteval_dir, "--tasks", "STSBenchmark", "--bootstrap", 200,
+            "--quiet", "--out", out, "--json")
+    assert r.exit_code == 0, r.output
+    payload = json.loads(r.stdout)
+    lo, hi = payload["bootstrap"]["tasks"]["STSBenchmark"]
+    assert lo < payload["scores"]["STSBenchmark"] < hi and 0.5 < hi - lo < 10  # 1379 pairs: a few points wide
+    same = sparsecse.compare(out, out, replicates=200)
+    assert same["avg_sts"]["ci"] == [0.0, 0.0] and same["avg_sts"]["p"] == 1.0
