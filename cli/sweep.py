@@ -78,7 +78,7 @@ def command(model, sparsities, lambdas, tasks, out, data_dir, rewind, objective,
                                "summary": str(built["summary"]),
                                "baseline": picks and picks["baseline"],
                                "best_average": picks and picks["best_average"],
-                               "vs_control": [{"point": c["point"], "seeds": c["seeds"], **c["rows"]["avg_sts"]}
+                               "vs_control": [{**c["rows"]["avg_sts"], "config": c["point"], "seeds": c["seeds"]}
                                               for c in built["comparisons"] if "avg_sts" in c["rows"]]}))
         return
     click.echo(f"{len(result.computed)} points computed, {len(result.reused)} reused, {result.seconds / 60:.1f} min")
