@@ -20,16 +20,22 @@ from sparsecse.cli.options import (
 
 
 def format_table(results: dict) -> str:
-    """Scores one per line, then the averages and alignment/uniformity."""
-    rows = [(task, f"{score:.2f}") for task, score in results["scores"].items()]
+    """Scores one per line (with their bootstrap intervals), then the averages and alignment/uniformity."""
+    boot = results.get("bootstrap")
+    ci = {**boot["tasks"], "avg_sts": boot["avg"]} if boot else {}
+    rows = [(task, f"{score:.2f}", task) for task, score in results["scores"].items()]
     for key, label in (("avg_sts", "STS avg"), ("avg_transfer", "transfer avg")):
         if key in results:
-            rows.append((label, f"{results[key]:.2f}"))
+            rows.append((label, f"{results[key]:.2f}", key))
     for key in ("alignment", "uniformity"):
         if key in results:
-            rows.append((key, f"{results[key]:.4f}"))
-    width = max(len(name) for name, _ in rows)
-    lines = [f"{name:<{width}}  {value:>8}" for name, value in rows]
+            rows.append((key, f"{results[key]:.4f}", key))
+    width = max(len(name) for name, _, _ in rows)
+    lines = [f"{name:<{width}}  {value:>8}" + (f"  [{ci[key][0]:.2f}, {ci[key][1]:.2f}]" if key in ci else "")
+             for name, value, key in rows]
+    if boot:
+        lines.insert(0, f"{'':<{width}}  {'score':>8}  {100 * boot['level']:g}% interval ({boot['replicates']} "
+                        f"bootstrap replicates, seed {boot['seed']})")
     settings = results["settings"]
     lines.append(f"({results['model']}, pooling {results['pooling']}, STS '{settings['sts_aggregation']}', "
                  f"{results['timing']['total_s']:.1f} s)")
@@ -61,19 +67,26 @@ def format_table(results: dict) -> str:
 @device_option
 @seed_option
 @json_option
+@click.option("--bootstrap", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
+              help="95% interval per STS task and for the average from N bootstrap resamples of the pairs "
+                   "(1000 is usual; 0 = none).")
+@click.option("--bootstrap-seed", type=int, default=0, show_default=True, help="Seed of the bootstrap resamples.")
 @click.option("--out", default=None, type=click.Path(dir_okay=False),
-              help="Also write the results with a manifest to this JSON file.")
+              help="Also write the results with a manifest and the per-pair STS similarities (for "
+                   "`sparsecse compare`) to this JSON file.")
 @overwrite_option
 @quiet_option
 def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fasttest, transfer_protocol, precision,
-            pooling, batch_size, align_uniform, device, seed, as_json, out, overwrite, quiet):
+            pooling, batch_size, align_uniform, device, seed, bootstrap, bootstrap_seed, as_json, out, overwrite,
+            quiet):
     """Evaluate a model (or a model gated by a mask) on STS and SentEval transfer tasks.
 
     STS: cosine similarity, Spearman x 100 (STS12-16 over all subsets, STS-B and SICK-R on test).
     Transfer: logistic regression on frozen embeddings, accuracy x 100.
     """
     from sparsecse.evaluation import evaluate, resolve_tasks
-    from sparsecse.io import atomic_file, check_destination, dumps_json, make_manifest
+    from sparsecse.evaluation.results_file import save_results, without_pairs
+    from sparsecse.io import check_destination, make_manifest
 
     resolve_tasks(tasks)  # a bad task list fails before the model loads
     if out:
@@ -81,14 +94,16 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
     results = evaluate(model=model, mask=mask_path, tasks=tasks, data_dir=data_dir, pooling=pooling,
                        batch_size=batch_size, device=device, sts_aggregation=sts_aggregation, fasttest=fasttest,
                        precision=precision, show_progress=not quiet, seed=seed, sts_split=sts_split,
-                       align_uniform=align_uniform, transfer_protocol=transfer_protocol)
+                       align_uniform=align_uniform, transfer_protocol=transfer_protocol, bootstrap=bootstrap,
+                       bootstrap_seed=bootstrap_seed, keep_pairs=bool(out))
     if out:
         params = {k: v for k, v in results["settings"].items() if k != "data_dir"}
-        params.update(tasks=results["tasks"], pooling=results["pooling"])
+        params.update(tasks=results["tasks"], pooling=results["pooling"], bootstrap=bootstrap,
+                      bootstrap_seed=bootstrap_seed)
         manifest = make_manifest("eval", inputs={"model": results["model"], "mask": mask_path},
                                  params={**params, "data_dir": results["settings"]["data_dir"]}, seed=seed)
-        with atomic_file(out, overwrite=overwrite) as tmp:
-            tmp.write_text(dumps_json({**results, "manifest": manifest}, indent=2) + "\n")
+        save_results(out, results, manifest, overwrite=overwrite)
+    results = without_pairs(results)
     if as_json:
         echo_json(results)
     else:

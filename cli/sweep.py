@@ -9,7 +9,7 @@ from sparsecse.cli.options import (data_dir_option, device_option, echo_json, fa
                                    seed_option)
 
 # flags that only mean something with --rewind (refused without it, rather than silently ignored)
-REWIND_ONLY = ("objective", "corpus", "rewind_sparsities", "rewind_lambda", "rewind_dense", "rewind_init",
+REWIND_ONLY = ("objective", "corpus", "rewind_sparsities", "rewind_lambda", "rewind_dense", "seeds", "rewind_init",
                "max_steps", "batch_size", "old_rewind_batch_size", "lr", "max_length", "eval_steps", "objective_args")
 
 
@@ -67,6 +67,9 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
               help="λ to rewind at: best (per sparsity, the best STS average without rewinding) or a list.")
 @click.option("--rewind-dense/--no-rewind-dense", default=True, show_default=True,
               help="Also retrain the unpruned model the same way, as a control.")
+@click.option("--seeds", default=None, metavar="LIST",
+              help="Rewinding seeds, e.g. 0,1,2: every rewound point and the control once per seed (default: "
+                   "--seed); the report shows mean ± std and which differences to the control hold.")
 @click.option("--objective", default="simcse", show_default=True, help="Training objective (see `objectives`).")
 @click.option("--corpus", type=click.Path(dir_okay=False), default=None, help="Training text, one sentence a line.")
 @click.option("--objective-args", default=None, metavar="K=V,..", help="Objective parameters.")
@@ -86,9 +89,9 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 @quiet_option
 @click.pass_context
 def command(ctx, model, sparsities, keep_flops, lambdas, tasks, out, overwrite, data_dir, split, score_batch_size,
-            max_batches, scope, criterion, keep_one_head, eval_mode, precision, fasttest, rewind, rewind_sparsities, rewind_lambda, rewind_dense, objective,
-            corpus, objective_args, rewind_init, max_steps, batch_size, old_rewind_batch_size, lr, max_length,
-            eval_steps, pooling, device, seed, as_json, quiet):
+            max_batches, scope, criterion, keep_one_head, eval_mode, precision, fasttest, rewind, rewind_sparsities,
+            rewind_lambda, rewind_dense, seeds, objective, corpus, objective_args, rewind_init, max_steps, batch_size,
+            old_rewind_batch_size, lr, max_length, eval_steps, pooling, device, seed, as_json, quiet):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots.
 
     Several processes (or machines sharing the directory) may run the same sweep: each point is locked
@@ -109,9 +112,9 @@ def command(ctx, model, sparsities, keep_flops, lambdas, tasks, out, overwrite, 
                                          objective_args=objective_args).items() if v is not None}
     result = sweep(model, sparsities, lambdas, out, tasks=tasks, rewind=rewind, objective=objective, corpus=corpus,
                    rewind_sparsities=rewind_sparsities, rewind_lambda=rewind_lambda, rewind_init=rewind_init,
-                   rewind_args=rewind_args, rewind_dense=rewind_dense, data_dir=data_dir, seed=seed, split=split,
-                   batch_size=score_batch_size, max_batches=max_batches, scope=scope, pooling=pooling, device=device,
-                   eval_mode=eval_mode, precision=precision, fasttest=fasttest, overwrite=overwrite,
+                   rewind_args=rewind_args, rewind_dense=rewind_dense, seeds=seeds, data_dir=data_dir, seed=seed,
+                   split=split, batch_size=score_batch_size, max_batches=max_batches, scope=scope, pooling=pooling,
+                   device=device, eval_mode=eval_mode, precision=precision, fasttest=fasttest, overwrite=overwrite,
                    make_report=False, show_progress=not quiet, keep_flops=keep_flops,
                    criterion=criterion, keep_one_head=keep_one_head)
     built = report(result.out)
@@ -122,7 +125,9 @@ def command(ctx, model, sparsities, keep_flops, lambdas, tasks, out, overwrite, 
         echo_json({"out": str(result.out), "computed": len(result.computed), "reused": len(result.reused),
                    "busy": len(result.busy), "seconds": round(result.seconds, 1),
                    "results_csv": str(built["results_csv"]), "summary": str(built["summary"]),
-                   "baseline": picks and picks["baseline"], "best_average": picks and picks["best_average"]})
+                   "baseline": picks and picks["baseline"], "best_average": picks and picks["best_average"],
+                   "vs_control": [{**c["rows"]["avg_sts"], "config": c["point"], "seeds": c["seeds"]}
+                                  for c in built["comparisons"] if "avg_sts" in c["rows"]]})
         return
     busy = f", {len(result.busy)} left to another process" if result.busy else ""
     click.echo(f"{len(result.computed)} points computed, {len(result.reused)} reused{busy}, "

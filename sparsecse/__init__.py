@@ -19,6 +19,7 @@ _API = {
     "prune": "sparsecse.pruning",
     "prune_grid": "sparsecse.pruning",
     "evaluate": "sparsecse.evaluation",
+    "compare": "sparsecse.evaluation.compare",
     "shrink": "sparsecse.shrinking",
     "export": "sparsecse.exporting",
     "OnnxEncoder": "sparsecse.onnx_encoder",

@@ -65,7 +65,7 @@ def head_importance_heatmap(head_scores, out: str | os.PathLike, pruned=None, ti
 
 
 # ---------------------------------------------------------------------------- sweep figures
-Curve = tuple  # (sparsities, values)
+Curve = tuple  # (sparsities, values) or, for markers, (sparsities, values, standard deviations, labels)
 
 
 def save_both(fig, out_stem: str | os.PathLike) -> list[Path]:
@@ -93,16 +93,26 @@ REFERENCE_STYLES = (("crimson", ":"), ("darkviolet", ":"), ("saddlebrown", ":"))
 
 def _draw_curves(ax, curves: dict[str, Curve], markers: dict[str, Curve] | None, baseline: float | None,
                  references: dict[str, float] | None = None, baseline_label: str = "dense"):
-    everything = [s for xs, _ in list(curves.values()) + list((markers or {}).values()) for s in xs]
+    everything = [s for curve in list(curves.values()) + list((markers or {}).values()) for s in curve[0]]
     pos = _sparsity_axis(ax, everything)
     for label, (xs, ys) in curves.items():
         ax.plot([pos[float(s)] for s in xs], ys, marker="o", markersize=3, linewidth=1.3, label=label)
-    for (label, (xs, ys)), color in zip((markers or {}).items(), MARKER_COLORS * 4):
-        ax.scatter([pos[float(s)] for s in xs], ys, marker="*", s=90, zorder=5, color=color, label=label)
+    for (label, curve), color in zip((markers or {}).items(), MARKER_COLORS * 4):
+        xs, ys = [pos[float(s)] for s in curve[0]], curve[1]
+        errors = curve[2] if len(curve) > 2 and any(curve[2]) else None
+        if errors is not None:  # standard deviation over seeds
+            ax.errorbar(xs, ys, yerr=errors, fmt="none", ecolor=color, elinewidth=1.2, capsize=4, zorder=4)
+        ax.scatter(xs, ys, marker="*", s=90, zorder=5, color=color, label=label)
+        for x, y, text in zip(xs, ys, curve[3] if len(curve) > 3 else []):
+            if text:  # e.g. ✓: the difference to the control holds
+                ax.annotate(text, (x, y), xytext=(6, 4), textcoords="offset points", color=color, fontsize=9)
     if baseline is not None:
         ax.axhline(baseline, color="black", linestyle="--", linewidth=1, label=baseline_label)
     for (label, value), (color, style) in zip((references or {}).items(), REFERENCE_STYLES * 4):
+        value, spread = value if isinstance(value, tuple) else (value, 0.0)
         ax.axhline(value, color=color, linestyle=style, linewidth=1.2, label=label)
+        if spread:  # mean ± standard deviation over seeds as a band
+            ax.axhspan(value - spread, value + spread, color=color, alpha=0.12, linewidth=0)
     ax.grid(alpha=0.3)
 
 
@@ -110,8 +120,10 @@ def score_vs_sparsity(curves: dict[str, Curve], out_stem, baseline: float | None
                       markers: dict[str, Curve] | None = None, references: dict[str, float] | None = None,
                       ylabel: str = "average STS (Spearman x 100)", title: str | None = None) -> list[Path]:
     """One line per λ (``curves``: label -> (sparsities, values)); the dense model as a dashed line;
-    ``markers`` (e.g. rewound points) as stars; ``references`` (e.g. the dense model retrained) as
-    dotted lines."""
+    ``markers`` (e.g. rewound points) as stars, with error bars when they carry standard deviations and
+    their labels (e.g. ✓ where a difference to the control holds) beside them;
+    ``references`` (e.g. the dense model retrained: a value or (mean, std)) as dotted lines, with a
+    ± std band."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     _draw_curves(ax, curves, markers, baseline, references)

@@ -9,13 +9,15 @@ atomically, so a killed sweep resumes where it stopped and a larger grid reuses 
     DIR/points/dense.json                     the unpruned model's evaluation
     DIR/points/masked/s0.02-l0.5.json         a pruned model (masked, no retraining)
     DIR/points/budget/f0.5-l0.5.json          a kept-FLOPs budget mask (masked, no retraining)
-    DIR/rewound/<objective>-<id>/s0.02-l0.5/  a rewound model directory
-    DIR/points/rewound/<objective>-<id>/s0.02-l0.5.json
+    DIR/rewound/<objective>-<id>/s0.02-l0.5-seed0/   a rewound model directory (one per seed)
+    DIR/points/rewound/<objective>-<id>/s0.02-l0.5-seed0.json
+    DIR/pairs/<point>.safetensors             per-pair STS similarities of a point (for paired tests)
     DIR/results.csv, results.json, summary.md, figures/   rebuilt by :func:`sparsecse.report.report`
 
 A point file records the task scores it holds; asking for more tasks later evaluates only the missing
 ones. Rewinding settings are part of the rewound points' path (``<id>`` hashes them), so different
-objectives or corpora live side by side in one sweep.
+objectives or corpora live side by side in one sweep; the seed is not part of ``<id>`` but of each
+rewound point's name, so the seeds of one setting sit together and a rerun reuses finished seeds.
 """
 
 from __future__ import annotations
@@ -52,6 +54,26 @@ def point_name(sparsity: float, lam: float) -> str:
 
 def budget_point_name(keep_flops: float, lam: float) -> str:
     return f"f{keep_flops:g}-l{lam:g}"
+
+
+def seeded_name(name: str, seed: int) -> str:
+    return f"{name}-seed{seed}"
+
+
+def parse_seeds(seeds: str | int | Iterable[int] | None, default: int) -> list[int]:
+    """``"0,1,2"`` (or a list) -> distinct integer seeds in the given order; None -> ``[default]``."""
+    if seeds is None:
+        return [int(default)]
+    items = seeds.split(",") if isinstance(seeds, str) else [seeds] if isinstance(seeds, int) else list(seeds)
+    try:
+        values = [int(str(x).strip()) for x in items if str(x).strip()]
+    except ValueError:
+        raise SparseCSEError(f"Seeds must be comma-separated integers, not {seeds!r}.") from None
+    if not values:
+        raise SparseCSEError("No seed given; pass --seeds as comma-separated integers, e.g. 0,1,2.")
+    if len(set(values)) != len(values):
+        raise SparseCSEError(f"The seeds {seeds!r} repeat a value; each seed is rewound once.")
+    return values
 
 
 def rewind_id(objective: str, settings: dict[str, Any]) -> str:
@@ -191,11 +213,12 @@ def mask_record(mask) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- evaluation
 def run_evaluation(model, mask, tasks: Sequence[str], data_dir, seed: int, **options) -> dict[str, Any]:
-    """``sparsecse.evaluation.evaluate`` on the given tasks (tests swap this function out); ``options``:
-    device, precision, fasttest."""
+    """``sparsecse.evaluation.evaluate`` on the given tasks, keeping the per-pair STS similarities (tests
+    swap this function out); ``options``: device, precision, fasttest."""
     from sparsecse.evaluation import evaluate
 
-    return evaluate(model=model, mask=mask, tasks=",".join(tasks), data_dir=data_dir, seed=seed, **options)
+    return evaluate(model=model, mask=mask, tasks=",".join(tasks), data_dir=data_dir, seed=seed, keep_pairs=True,
+                    **options)
 
 
 def evaluate_pruned(encoder, mask, tasks, data_dir, seed: int, eval_mode: str, **options) -> dict[str, Any]:
@@ -232,17 +255,19 @@ class RewindPlan:
     init: str | None
     args: dict[str, Any]
     dense: bool  # also retrain the unpruned model, as a control
+    seeds: list[int] = field(default_factory=lambda: [0])  # each point and the control once per seed
 
     @property
     def count(self) -> int:
         per_sparsity = 1 if self.lambdas == "best" else len(self.lambdas)
-        return len(self.sparsities) * per_sparsity + int(self.dense)
+        return (len(self.sparsities) * per_sparsity + int(self.dense)) * len(self.seeds)
 
-    def settings(self, seed: int) -> dict[str, Any]:
+    def settings(self) -> dict[str, Any]:
+        """What names a rewinding setting (the seed is not in it: seeds are points of one setting)."""
         from sparsecse.io import sha256_file
 
         return {"objective": self.objective, "corpus_sha256": sha256_file(self.corpus),
-                "init": str(self.init) if self.init else None, "args": self.args, "seed": seed}
+                "init": str(self.init) if self.init else None, "args": self.args}
 
 
 def _check_grid(sparsities, lambdas) -> tuple[list[float], list[float]]:
@@ -254,7 +279,8 @@ def _check_grid(sparsities, lambdas) -> tuple[list[float], list[float]]:
     return sparsities, lambdas
 
 
-def plan_rewinds(grid_s, grid_l, objective, corpus, sparsities, lambdas, init, args, dense) -> RewindPlan:
+def plan_rewinds(grid_s, grid_l, objective, corpus, sparsities, lambdas, init, args, dense,
+                 seeds: list[int] | None = None) -> RewindPlan:
     from sparsecse.training.api import check_inputs
 
     if corpus is None:
@@ -275,7 +301,7 @@ def plan_rewinds(grid_s, grid_l, objective, corpus, sparsities, lambdas, init, a
         lambdas = _check_grid([0.5], lambdas)[1]
         if any(v not in grid_l for v in lambdas):
             raise SparseCSEError("Rewind lambdas must be in the sweep's lambda grid.")
-    return RewindPlan(chosen, lambdas, objective, str(corpus), init, dict(args or {}), dense)
+    return RewindPlan(chosen, lambdas, objective, str(corpus), init, dict(args or {}), dense, seeds or [0])
 
 
 def best_lambda(points: dict[float, dict[str, Any]], key: str = "avg_sts") -> float:
@@ -345,11 +371,14 @@ class SweepRun:
             return point
         point = {**record, **(point or {})}
         t0 = time.perf_counter()
-        point = merge_evaluation(point, evaluate(todo), time.perf_counter() - t0)
+        result = evaluate(todo)
+        point = merge_evaluation(point, result, time.perf_counter() - t0)
         bad = [task for task, value in point["scores"].items() if not math.isfinite(value)]
         if bad:
             raise SparseCSEError(f"The sweep point {name} scored non-finite values on {', '.join(bad)}; it was not "
                                  "saved.")
+        if result.get("pairs"):
+            self._save_pairs(name, result["pairs"])
         write_json(path, point)
         self.result.computed.append(name)
         if point.get("avg_sts") is not None:
@@ -372,6 +401,13 @@ class SweepRun:
             return compute()
         finally:
             lock.release()
+
+    def _save_pairs(self, name: str, pairs: dict) -> None:
+        """Keep a point's per-pair similarities (merged with tasks evaluated before) for paired tests."""
+        from sparsecse.evaluation.results_file import load_pairs, save_pairs
+
+        path = self.out / "pairs" / f"{name}.safetensors"
+        save_pairs(path, {**(load_pairs(path) if path.is_file() else {}), **pairs})
 
     def dense(self) -> dict[str, Any]:
         record = {"variant": "dense", "sparsity": 0.0, "lambda": None, "heads_pruned": 0, "neurons_pruned": 0,
@@ -397,13 +433,14 @@ class SweepRun:
         return self.locked(path, lambda: self.point(path, record, lambda todo: evaluate_pruned(
             self.encoder, mask, todo, self.data_dir, self.seed, self.eval_mode, **self.eval_options)))
 
-    def rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None) -> dict[str, Any] | None:
-        """Rewind one point (``lam`` None: the unpruned control) unless its model exists, then evaluate it."""
-        name = "dense" if lam is None else point_name(s, lam)
+    def rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None, seed: int) -> dict[str, Any] | None:
+        """Rewind one point (``lam`` None: the unpruned control) with ``seed`` unless its model exists, then
+        evaluate it."""
+        name = seeded_name("dense" if lam is None else point_name(s, lam), seed)
         point_path = self.out / "points" / "rewound" / rid / f"{name}.json"
-        return self.locked(point_path, lambda: self._rewound(plan, rid, s, lam, name, point_path))
+        return self.locked(point_path, lambda: self._rewound(plan, rid, s, lam, seed, name, point_path))
 
-    def _rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None, name: str,
+    def _rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None, seed: int, name: str,
                  point_path: Path) -> dict[str, Any]:
         model_dir = self.out / "rewound" / rid / name
         if model_dir.is_dir() and not _finite_weights(model_dir):  # e.g. from a version that saved NaN weights
@@ -413,19 +450,20 @@ class SweepRun:
             shutil.rmtree(model_dir)
             point_path.unlink(missing_ok=True)
         mask, mask_path = self.dense_mask() if lam is None else self.mask(s, lam)
-        record = {"variant": "rewound", "objective": plan.objective, "rewind_id": rid, "sparsity": s, "lambda": lam,
+        record = {"variant": "rewound", "objective": plan.objective, "rewind_id": rid, "seed": seed,
+                  "sparsity": s, "lambda": lam,
                   "lambda_choice": None if lam is None else plan.lambdas if isinstance(plan.lambdas, str) else "given",
                   "mask": mask_path.name, "model_dir": str(model_dir.relative_to(self.out)), **mask_record(mask)}
         if not model_dir.is_dir():
             self.say(f"Rewinding {name} with {plan.objective} ...")
             t0 = time.perf_counter()
-            run_rewind(mask_path, plan.corpus, model_dir, init=plan.init, objective=plan.objective, seed=self.seed,
+            run_rewind(mask_path, plan.corpus, model_dir, init=plan.init, objective=plan.objective, seed=seed,
                        data_dir=self.data_dir, show_progress=self.show_progress, **plan.args)
             record["rewind_seconds"] = round(time.perf_counter() - t0, 1)
         else:
             record["rewind_seconds"] = (read_point(point_path) or {}).get("rewind_seconds")
         return self.point(point_path, record, lambda todo: run_evaluation(
-            str(model_dir), None, todo, self.data_dir, self.seed, **self.eval_options))
+            str(model_dir), None, todo, self.data_dir, seed, **self.eval_options))
 
     def rewind_jobs(self, plan: RewindPlan, masked: dict[float, dict[float, dict]]) -> list[tuple[float, float | None]]:
         jobs: list[tuple[float, float | None]] = [(0.0, None)] if plan.dense else []
@@ -451,6 +489,7 @@ def sweep(
     rewind_init: str | os.PathLike | None = None,
     rewind_args: dict[str, Any] | None = None,
     rewind_dense: bool = True,
+    seeds: str | Iterable[int] | None = None,
     data_dir: str | os.PathLike | None = None,
     seed: int = 0,
     split: str = "train",
@@ -476,7 +515,9 @@ def sweep(
     ``rewind_sparsities`` (default: the whole grid) picks the points to rewind, at ``rewind_lambda``:
     ``"best"`` (per sparsity, the λ with the best STS average without rewinding) or given values.
     ``rewind_args`` go to :func:`sparsecse.training.rewind` (max_steps, batch_size, lr, objective_args, ...);
-    ``rewind_dense`` also retrains the unpruned model the same way, as a control.
+    ``rewind_dense`` also retrains the unpruned model the same way, as a control. ``seeds`` (default:
+    ``[seed]``) rewinds every chosen point and the control once per seed (seed-major order); ``seed``
+    alone seeds scoring and evaluation.
     ``eval_mode`` "shrunk" evaluates a physically pruned copy instead of the gated model (same numbers).
     ``precision`` and ``fasttest`` are passed to the evaluation (non-default values join the sweep's
     fingerprint). ``overwrite`` replaces a sweep directory of other settings instead of refusing it.
@@ -503,12 +544,15 @@ def sweep(
     task_list = resolve_tasks(tasks)
     grid_s, grid_l = _check_grid(sparsities, lambdas) if sparsities is not None else ([], _check_grid(0.5, lambdas)[1])
     grid_b = _check_budgets(keep_flops, sparsities)
+    rewind_seeds = parse_seeds(seeds, seed)
+    if seeds is not None and not rewind:
+        raise SparseCSEError("--seeds sets the rewinding seeds; add --rewind (scoring and evaluation use --seed).")
     check_device(device)
     precision = resolve_precision(precision, device)
     out = Path(out)
     check_destination(out, True, inputs={"model": model, "corpus": corpus, "initial checkpoint": rewind_init})
     plan = plan_rewinds(grid_s, grid_l, objective, corpus, rewind_sparsities, rewind_lambda, rewind_init,
-                        rewind_args, rewind_dense) if rewind else None
+                        rewind_args, rewind_dense, rewind_seeds) if rewind else None
 
     pruning = pruning_settings(out, criterion, keep_one_head)
     keep_one_head = pruning["keep_one_head"]
@@ -547,16 +591,19 @@ def sweep(
             run.budget(b, lam)
             bar.update()
         if plan:
-            settings = plan.settings(seed)
+            settings = plan.settings()
             rid = rewind_id(plan.objective, settings)
             rewound_dir = out / "rewound" / rid
             if not (rewound_dir / "settings.json").is_file():
                 write_json(rewound_dir / "settings.json", {**settings, "corpus": plan.corpus})
             try:
-                for s, lam in run.rewind_jobs(plan, masked):
-                    bar.set_postfix_str("rewind " + ("dense" if lam is None else point_name(s, lam)))
-                    run.rewound(plan, rid, s, lam)
-                    bar.update()
+                jobs = run.rewind_jobs(plan, masked)
+                for rewind_seed in plan.seeds:  # seed-major order
+                    for s, lam in jobs:
+                        name = "dense" if lam is None else point_name(s, lam)
+                        bar.set_postfix_str(f"rewind {name}, seed {rewind_seed}")
+                        run.rewound(plan, rid, s, lam, rewind_seed)
+                        bar.update()
             finally:  # settings that produced nothing leave no stub for reports to list
                 if [p.name for p in rewound_dir.iterdir()] == ["settings.json"]:
                     import shutil
@@ -627,7 +674,8 @@ def _record_run_locked(out: Path, result: SweepResult, started: float, total: in
                        grid_l, plan: RewindPlan | None, eval_mode: str, settings: dict[str, Any]) -> None:
     state = read_sweep_state(out)
     rewind = {"sparsities": plan.sparsities, "lambda": plan.lambdas, "objective": plan.objective,
-              "corpus": plan.corpus, "args": plan.args, "dense_control": plan.dense} if plan else None
+              "corpus": plan.corpus, "args": plan.args, "dense_control": plan.dense,
+              "seeds": plan.seeds} if plan else None
     state["runs"].append({
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "seconds": round(result.seconds, 1), "sparsities": grid_s, "lambdas": grid_l, "tasks": tasks,

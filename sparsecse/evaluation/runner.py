@@ -14,7 +14,9 @@ from sparsecse.encoder import POOLINGS, SentenceEncoder, resolve_precision
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.align_uniform import alignment_uniformity
 from sparsecse.evaluation.embedding import EmbeddingTable
-from sparsecse.evaluation.sts import AGGREGATIONS, SPLITS, evaluate_sts, load_sts_task, sentences_of
+from sparsecse.evaluation.bootstrap import TaskPairs, score_intervals
+from sparsecse.evaluation.sts import (AGGREGATIONS, SPLITS, data_digest, evaluate_sts, load_sts_task,
+                                      sentences_of)
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.evaluation.transfer import PROTOCOLS, evaluate_transfer, load_transfer_task, transfer_sentences
 
@@ -35,6 +37,9 @@ def evaluate(
     sts_split: str = "test",
     align_uniform: bool | None = None,
     transfer_protocol: str = "senteval",
+    bootstrap: int = 0,
+    bootstrap_seed: int = 0,
+    keep_pairs: bool = False,
 ) -> dict[str, Any]:
     """Evaluate ``model`` (None = the embedded default, a name/directory, or a SentenceEncoder).
 
@@ -44,6 +49,11 @@ def evaluate(
     the averages cover the tasks that ran. Alignment/uniformity (STS-B ``sts_split``) are computed
     when asked, or by default whenever STS-B ran (its embeddings are then already at hand).
     ``transfer_protocol``: ``senteval`` (SentEval's PyTorch classifier, as the papers report) or ``fast``.
+
+    With STS tasks, ``"data"`` fingerprints the pairs scored (:func:`sts_fingerprint`). ``bootstrap``
+    replicates (> 0) add ``"bootstrap"``: a percentile interval per STS task and for their average, by
+    resampling pairs with ``bootstrap_seed`` (:mod:`sparsecse.evaluation.bootstrap`). ``keep_pairs``
+    keeps ``"pairs"``: per STS task the per-pair similarities, gold scores and subset sizes.
     """
     start = time.perf_counter()
     names = resolve_tasks(tasks)
@@ -54,9 +64,13 @@ def evaluate(
     precision = resolve_precision(precision, device)  # "auto" is recorded as what it chose
     if transfer_protocol not in PROTOCOLS:
         raise SparseCSEError(f"Unknown transfer protocol {transfer_protocol!r}; choose one of {', '.join(PROTOCOLS)}.")
+    if bootstrap < 0:
+        raise SparseCSEError(f"The number of bootstrap replicates must be positive, not {bootstrap}.")
     root = resolve_data_dir(data_dir)
     sts_names = [t for t in names if t in STS_TASKS]
     transfer_names = [t for t in names if t in TRANSFER_TASKS]
+    if bootstrap and not sts_names:
+        raise SparseCSEError("Bootstrap intervals need at least one STS task; transfer accuracies are not resampled.")
     # Read every file before loading the model so bad data fails fast.
     sts_data = {t: load_sts_task(root, t, sts_split) for t in sts_names}
     transfer_data = {t: load_transfer_task(root, t) for t in transfer_names}
@@ -87,9 +101,17 @@ def evaluate(
         table.add(sts_sentences, desc="STS sentences")
         if sts_data:
             scores, details = evaluate_sts(sts_data, table, sts_aggregation)
+            pairs = {task: d.pop("pairs") for task, d in details.items()}
             results["scores"].update(scores)
             results["avg_sts"] = float(np.mean(list(scores.values())))
             results.setdefault("details", {}).update(details)
+            results["data"] = sts_fingerprint(sts_data, sts_split, sts_aggregation)
+            if bootstrap:
+                results["bootstrap"] = score_intervals(
+                    {t: p["similarity"] for t, p in pairs.items()}, task_pairs(pairs), bootstrap, bootstrap_seed,
+                    sts_aggregation)
+            if keep_pairs:
+                results["pairs"] = pairs
         if align_uniform:
             au = alignment_uniformity(sts_pairs_for_au, table)
             results.update(alignment=au["alignment"], uniformity=au["uniformity"])
@@ -111,6 +133,17 @@ def evaluate(
     results["timing"] = {"encode_s": round(table.seconds, 3), "total_s": round(time.perf_counter() - start, 3),
                          "sentences_encoded": len(table)}
     return results
+
+
+def sts_fingerprint(sts_data: dict, split: str, aggregation: str) -> dict[str, Any]:
+    """What two evaluations must share for their per-pair similarities to be compared."""
+    return {"tasks": list(sts_data), "pairs": {t: sum(map(len, s.values())) for t, s in sts_data.items()},
+            "sha256": {t: data_digest(s) for t, s in sts_data.items()}, "split": split, "aggregation": aggregation}
+
+
+def task_pairs(pairs: dict[str, dict]) -> dict[str, TaskPairs]:
+    """{task: TaskPairs} from ``evaluate``'s (or a result file's) ``"pairs"``."""
+    return {t: TaskPairs.of(p["gold"], list(p["subsets"].values())) for t, p in pairs.items()}
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ scored on one split (test by default; dev for model selection).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Callable, Mapping, Sequence
 
@@ -55,8 +56,19 @@ def pearson100(predicted: Sequence[float], gold: Sequence[float]) -> float:
     return float(pearsonr(predicted, gold)[0] * 100)
 
 
+def data_digest(subsets: Mapping[str, list[Pair]]) -> str:
+    """sha256 of a task's scored pairs (subset names, both sentences, gold scores), in order."""
+    h = hashlib.sha256()
+    for name, pairs in subsets.items():
+        h.update(f"[{name}]\n".encode())
+        for p in pairs:
+            h.update(f"{p.s1}\t{p.s2}\t{p.score!r}\n".encode())
+    return h.hexdigest()
+
+
 def score_subsets(subsets: Mapping[str, list[Pair]], embed: Embed) -> dict:
-    """Spearman/Pearson x 100 per subset and aggregated ("all", "mean", "wmean") for one task."""
+    """Spearman/Pearson x 100 per subset and aggregated ("all", "mean", "wmean") for one task; under
+    "pairs", the per-pair cosine similarities and gold scores (subsets concatenated, in order)."""
     predicted, gold, per_subset = [], [], {}
     for name, pairs in subsets.items():
         if len(pairs) < 2:
@@ -77,6 +89,7 @@ def score_subsets(subsets: Mapping[str, list[Pair]], embed: Embed) -> dict:
                     "wmean": float((pearsons * sizes).sum() / sizes.sum())},
         "n": int(sizes.sum()),
         "subsets": per_subset,
+        "pairs": {"similarity": all_pred, "gold": all_gold, "subsets": {k: v["n"] for k, v in per_subset.items()}},
     }
 
 

@@ -1,0 +1,141 @@
+"""``compare``: B - A on the STS tasks with paired-bootstrap intervals and p-values.
+
+A and B are models (each optionally gated by a mask) or result files written by ``sparsecse eval
+--out``. Both must have scored the same pairs (checked by the data fingerprint); each replicate
+resamples the pairs once and scores both on that resample.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.evaluation.bootstrap import LEVEL, P_VALUE_TEST, paired_comparison
+from sparsecse.evaluation.results_file import load_results
+from sparsecse.evaluation.tasks import STS_TASKS, resolve_tasks
+
+SIDES = ("A", "B")
+
+
+def is_result_file(source) -> bool:
+    """A result file is an existing file; a model is a directory or a Hugging Face name."""
+    return isinstance(source, (str, os.PathLike)) and Path(source).is_file()
+
+
+def _sts_only(tasks) -> list[str] | None:
+    if tasks is None:
+        return None
+    names = resolve_tasks(tasks)
+    other = [t for t in names if t not in STS_TASKS]
+    if other:
+        raise SparseCSEError(f"compare works on STS tasks (per-pair similarities), not on {', '.join(other)}.")
+    return names
+
+
+def _restrict(results: dict, tasks: list[str] | None, name: str) -> dict:
+    """The result file's scores, pairs and fingerprint limited to ``tasks``."""
+    if tasks is None:
+        return results
+    missing = [t for t in tasks if t not in results["pairs"]]
+    if missing:
+        raise SparseCSEError(f"The result file {name} has no per-pair similarities for {', '.join(missing)}.")
+    data = results["data"]
+    keep = {**data, "tasks": tasks, "pairs": {t: data["pairs"][t] for t in tasks},
+            "sha256": {t: data["sha256"][t] for t in tasks}}
+    return {**results, "data": keep, "pairs": {t: results["pairs"][t] for t in tasks},
+            "scores": {t: results["scores"][t] for t in tasks}}
+
+
+def data_difference(a: dict, b: dict) -> str | None:
+    """The first way two data fingerprints differ, in words; None when they match."""
+    if list(a["tasks"]) != list(b["tasks"]):
+        return f"tasks {','.join(a['tasks'])} vs {','.join(b['tasks'])}"
+    for key in ("split", "aggregation"):
+        if a.get(key) != b.get(key):
+            return f"STS {key} {a.get(key)} vs {b.get(key)}"
+    for task in a["tasks"]:
+        if a["pairs"][task] != b["pairs"][task]:
+            return f"{task} with {a['pairs'][task]} vs {b['pairs'][task]} pairs"
+        if a["sha256"][task] != b["sha256"][task]:
+            return f"different {task} sentences or gold scores"
+    return None
+
+
+def compare(a=None, b=None, mask_a=None, mask_b=None, tasks: str | list[str] | None = None, data_dir=None,
+            replicates: int = 1000, seed: int = 0, level: float = LEVEL, sts_split: str = "test",
+            sts_aggregation: str = "all", pooling: str | None = None, batch_size: int | None = None,
+            device: str | None = None, show_progress: bool = False) -> dict[str, Any]:
+    """B - A per STS task and for the average, with paired-bootstrap intervals and p-values.
+
+    ``a`` and ``b``: a model (None = the embedded default, a name or directory; ``mask_a``/``mask_b``
+    gate it) or a result file from ``sparsecse eval --out``. ``tasks`` (default: the result file's
+    tasks, else the 7 STS tasks) must be STS tasks. Models are evaluated on the result file's split
+    and aggregation when the other side is a file. Returns ``{"tasks": {task: {"a", "b", "diff", "ci",
+    "p", "ci_unpaired"}}, "avg_sts": {...}, "a", "b", "replicates", "seed", "level", "test", "data"}``.
+    """
+    names = _sts_only(tasks)
+    if replicates < 1:
+        raise SparseCSEError(f"compare needs at least one bootstrap replicate, not {replicates}.")
+    if not 0 < level < 1:
+        raise SparseCSEError(f"The interval level must be in (0, 1), not {level}.")
+    sources, masks = {"A": a, "B": b}, {"A": mask_a, "B": mask_b}
+    loaded: dict[str, dict] = {}
+    for side in SIDES:  # files first: they are cheap to check
+        if is_result_file(sources[side]):
+            if masks[side] is not None:
+                raise SparseCSEError(f"--mask-{side.lower()} gates a model, but {side} is the result file "
+                                     f"{sources[side]}.")
+            loaded[side] = _restrict(load_results(sources[side]), names, str(sources[side]))
+    if len(loaded) == 2:
+        _check_same_data(loaded["A"], loaded["B"], sources)
+    for side in SIDES:
+        mask = masks[side]
+        if isinstance(mask, (str, os.PathLike)) and not Path(mask).is_file():
+            raise SparseCSEError(f"The mask file {mask} does not exist.")
+    reference = next(iter(loaded.values()), None)
+    for side in SIDES:
+        if side in loaded:
+            continue
+        from sparsecse.evaluation.runner import evaluate
+
+        data = reference["data"] if reference else None
+        loaded[side] = evaluate(
+            model=sources[side], mask=masks[side], tasks=data["tasks"] if data else names or "sts",
+            data_dir=data_dir, pooling=pooling, batch_size=batch_size, device=device,
+            sts_aggregation=data["aggregation"] if data else sts_aggregation,
+            sts_split=data["split"] if data else sts_split, show_progress=show_progress, align_uniform=False,
+            keep_pairs=True)
+        reference = reference or loaded[side]
+    _check_same_data(loaded["A"], loaded["B"], sources)
+
+    from sparsecse.evaluation.runner import task_pairs
+
+    data = loaded["A"]["data"]
+    result = paired_comparison({t: p["similarity"] for t, p in loaded["A"]["pairs"].items()},
+                               {t: p["similarity"] for t, p in loaded["B"]["pairs"].items()},
+                               task_pairs(loaded["A"]["pairs"]), loaded["A"]["scores"], loaded["B"]["scores"],
+                               replicates, seed, data["aggregation"], level)
+    return {
+        "a": _describe(sources["A"], loaded["A"]), "b": _describe(sources["B"], loaded["B"]),
+        "tasks": result["tasks"], "avg_sts": result["avg"], "replicates": replicates, "seed": seed, "level": level,
+        "interval": "percentile of the paired replicates of B - A", "test": P_VALUE_TEST, "data": data,
+    }
+
+
+def _check_same_data(a: dict, b: dict, sources: dict) -> None:
+    why = data_difference(a["data"], b["data"])
+    if why:
+        raise SparseCSEError(f"A ({_name(sources['A'])}) and B ({_name(sources['B'])}) were evaluated on "
+                             f"different data or tasks ({why}), so their pairs cannot be compared.")
+
+
+def _name(source) -> str:
+    return "the default model" if source is None else str(source)
+
+
+def _describe(source, results: dict) -> dict[str, Any]:
+    mask = results.get("mask")
+    return {"source": _name(source), "kind": "result file" if is_result_file(source) else "model",
+            "model": results.get("model"), "mask": mask.get("path") if isinstance(mask, dict) else None}
