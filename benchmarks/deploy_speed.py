@@ -25,9 +25,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from shrink_speed import interleaved_best_times, unique_by_length  # noqa: E402  (beside this file)
+from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402  (beside this file)
 
-from sparsecse.data.sts import read_sts_benchmark  # noqa: E402
 from sparsecse.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.evaluation import evaluate  # noqa: E402
 from sparsecse.exporting import export  # noqa: E402
@@ -82,12 +81,7 @@ def main(argv=None) -> int:
               file=sys.stderr, flush=True)
     torch.set_num_threads(args.threads)
 
-    pairs = read_sts_benchmark(args.data_dir, "test")
-    sentences = [p.s1 for p in pairs] + [p.s2 for p in pairs]
-    dense = models["dense torch fp32"]
-    distinct = list(dict.fromkeys(sentences))
-    lengths = dense.tokenizer(distinct, truncation=True, max_length=dense.max_length)["input_ids"]
-    unique = unique_by_length(distinct, {s: len(ids) for s, ids in zip(distinct, lengths)})
+    unique, _ = stsb_test_sentences(args.data_dir, models["dense torch fp32"])
     print(f"{len(unique)} distinct STS-B test sentences; {args.threads} threads; per batch of {args.batch_size} "
           f"the best of {args.repeats} interleaved runs; pruned model {args.pruned}", file=sys.stderr)
     best_wall, best_cpu = interleaved_best_times(models, unique, args.batch_size, args.repeats)

@@ -70,6 +70,15 @@ def unique_by_length(sentences, lengths_by_sentence: dict) -> list[str]:
     return sorted(dict.fromkeys(sentences), key=lambda x: -lengths_by_sentence[x])
 
 
+def stsb_test_sentences(data_dir, encoder: SentenceEncoder) -> tuple[list[str], dict[str, int]]:
+    """The distinct STS-B test sentences longest first, and their token counts under ``encoder``."""
+    pairs = read_sts_benchmark(data_dir, "test")
+    distinct = list(dict.fromkeys([p.s1 for p in pairs] + [p.s2 for p in pairs]))
+    ids = encoder.tokenizer(distinct, truncation=True, max_length=encoder.max_length)["input_ids"]
+    lengths = {s: len(i) for s, i in zip(distinct, ids)}
+    return unique_by_length(distinct, lengths), lengths
+
+
 def interleaved_best_times(models: dict, unique: list[str], batch_size: int, repeats: int):
     """Per model, per batch-sized chunk of ``unique``: the best wall and process-CPU seconds of ``repeats``.
 
@@ -116,10 +125,8 @@ def main(argv=None) -> int:
     pairs = read_sts_benchmark(args.data_dir, "test")
     sentences = [p.s1 for p in pairs] + [p.s2 for p in pairs]
     dense = SentenceEncoder.load(args.model, device="cpu")
-    distinct = list(dict.fromkeys(sentences))
-    lengths = [len(ids) for ids in dense.tokenizer(distinct, truncation=True, max_length=dense.max_length)["input_ids"]]
-    lengths_by_sentence = dict(zip(distinct, lengths))
-    seq_len = round(statistics.mean(lengths))
+    unique, lengths_by_sentence = stsb_test_sentences(args.data_dir, dense)
+    seq_len = round(statistics.mean(lengths_by_sentence.values()))
 
     models = {0.0: dense}
     masks = {}
@@ -133,8 +140,7 @@ def main(argv=None) -> int:
           file=sys.stderr)
 
     order = list(models)
-    best_wall, best_cpu = interleaved_best_times(models, unique_by_length(sentences, lengths_by_sentence),
-                                                 args.batch_size, args.repeats)
+    best_wall, best_cpu = interleaved_best_times(models, unique, args.batch_size, args.repeats)
     times = {s: sum(best_wall[s]) for s in order}
     cpu_times = {s: sum(best_cpu[s]) for s in order}
     embeddings = {s: models[s].encode(sentences, batch_size=args.batch_size) for s in order}

@@ -63,18 +63,23 @@ def describe(result) -> str:
               show_default=True, help="Match the pre-LayerNorm residual sum (residual) or the sublayer output.")
 @click.option("--reconstruct-ridge", type=click.FloatRange(min=0), default=1e-3, show_default=True,
               help="Ridge weight (relative to the mean diagonal of the normal equations).")
+@click.option("--reconstruct-weighting", type=click.Choice(["none", "layernorm"]), default="none",
+              show_default=True, help="layernorm: weigh each token by 1/σ² of the dense pre-LayerNorm sum, so "
+                                      "the fit is on what the following LayerNorm passes on.")
 @device_option
 @overwrite_option
 @json_option
 def command(model, mask_path, out, pooling, seq_len, align_ffn, corpus, reconstruct_sentences,
-            reconstruct_method, reconstruct_target, reconstruct_ridge, device, overwrite, as_json):
+            reconstruct_method, reconstruct_target, reconstruct_ridge, reconstruct_weighting, device, overwrite,
+            as_json):
     """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
     from sparsecse.reconstruction import ReconstructionPlan
     from sparsecse.shrinking import shrink
 
     plan = None if corpus is None else ReconstructionPlan.prepare(
-        corpus, reconstruct_sentences, reconstruct_method, reconstruct_target, reconstruct_ridge)
+        corpus, reconstruct_sentences, reconstruct_method, reconstruct_target, reconstruct_ridge,
+        weighting=reconstruct_weighting)
     result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, pooling=pooling,
                     device=device, seq_len=seq_len, align_ffn=align_ffn, reconstruct=plan, show_progress=True)
     if as_json:

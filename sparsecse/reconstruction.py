@@ -40,6 +40,7 @@ from sparsecse.masks import Mask
 
 METHODS = ("scales", "full")
 TARGETS = ("residual", "sublayer")
+WEIGHTINGS = ("none", "layernorm")
 DEFAULT_SENTENCES = 2048
 MAX_CONDITION = 1e10  # above this (after the ridge) the full refit falls back to scales
 
@@ -197,7 +198,7 @@ def _run_layer(layer: nn.Module, parts: LayerParts, hidden: torch.Tensor, call: 
 
 # ---------------------------------------------------------------------------------------- least squares
 class NormalEquations:
-    """Running sums for the least-squares fit y ≈ W x + b over tokens (float64)."""
+    """Running sums for the (token-weighted) least-squares fit y ≈ W x + b over tokens (float64)."""
 
     def __init__(self, inputs: int, outputs: int):
         self.xtx = torch.zeros(inputs, inputs, dtype=torch.float64)
@@ -205,16 +206,21 @@ class NormalEquations:
         self.sx = torch.zeros(inputs, dtype=torch.float64)
         self.sy = torch.zeros(outputs, dtype=torch.float64)
         self.yy = 0.0
-        self.n = 0
+        self.n = 0.0  # total weight
+        self.tokens = 0
 
-    def add(self, x: torch.Tensor, y: torch.Tensor) -> None:
+    def add(self, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None = None) -> None:
+        """Add tokens (rows of ``x`` and ``y``), each counted ``weight`` times (default once)."""
         x, y = x.double().cpu(), y.double().cpu()
-        self.xtx += x.T @ x
-        self.xty += x.T @ y
-        self.sx += x.sum(0)
-        self.sy += y.sum(0)
-        self.yy += float((y * y).sum())
-        self.n += x.shape[0]
+        w = torch.ones(x.shape[0], dtype=torch.float64) if weight is None else weight.double().cpu()
+        xw = x * w[:, None]
+        self.xtx += x.T @ xw
+        self.xty += xw.T @ y
+        self.sx += xw.sum(0)
+        self.sy += (y * w[:, None]).sum(0)
+        self.yy += float((w * (y * y).sum(1)).sum())
+        self.n += float(w.sum())
+        self.tokens += x.shape[0]
 
     def centered(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(Σ x̃ x̃ᵀ, Σ x̃ ỹᵀ) with x̃, ỹ the deviations from the token means."""
@@ -285,7 +291,7 @@ def fit_projection(eq: NormalEquations, weight: torch.Tensor, bias: torch.Tensor
     below the current one, the current weights are kept.
     """
     before = eq.error(weight, bias)
-    info: dict[str, Any] = {"method": method, "tokens": eq.n, "inputs": weight.shape[1]}
+    info: dict[str, Any] = {"method": method, "tokens": eq.tokens, "inputs": weight.shape[1]}
     new_weight, condition = solve_full(eq, weight, ridge) if method == "full" else (None, None)
     if method == "full":
         info["condition"] = condition
@@ -311,13 +317,15 @@ def fit_projection(eq: NormalEquations, weight: torch.Tensor, bias: torch.Tensor
 
 
 # ---------------------------------------------------------------------------------------- the layer loop
-def check_settings(method: str, target: str, ridge: float) -> None:
+def check_settings(method: str, target: str, ridge: float, weighting: str = "none") -> None:
     if method not in METHODS:
         raise SparseCSEError(f"Unknown reconstruction method {method!r}; choose one of {', '.join(METHODS)}.")
     if target not in TARGETS:
         raise SparseCSEError(f"Unknown reconstruction target {target!r}; choose one of {', '.join(TARGETS)}.")
     if not ridge >= 0:
         raise SparseCSEError(f"The ridge term must be >= 0, not {ridge}.")
+    if weighting not in WEIGHTINGS:
+        raise SparseCSEError(f"Unknown reconstruction weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}.")
 
 @dataclass
 class ReconstructionReport:
@@ -328,10 +336,12 @@ class ReconstructionReport:
     seconds: float
     calibration: dict[str, Any] = field(default_factory=dict)
     tokens: int = 0
+    weighting: str = "none"
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.calibration, "method": self.method, "target": self.target, "ridge": self.ridge,
-                "tokens": self.tokens, "seconds": round(self.seconds, 2), "layers": self.layers}
+                "weighting": self.weighting, "tokens": self.tokens, "seconds": round(self.seconds, 2),
+                "layers": self.layers}
 
 
 def _kept_columns(keep: torch.Tensor, width: int) -> tuple[torch.Tensor, list[list[int]]]:
@@ -359,15 +369,20 @@ def _refit(pruned_linear: nn.Linear, columns: torch.Tensor, groups, eq: NormalEq
 @torch.no_grad()
 def reconstruct(dense: nn.Module, pruned: nn.Module, mask: Mask, batches: Sequence[dict[str, torch.Tensor]],
                 method: str = "scales", target: str = "residual", ridge: float = 1e-3,
-                show_progress: bool = False) -> ReconstructionReport:
+                show_progress: bool = False, weighting: str = "none") -> ReconstructionReport:
     """Refit ``pruned`` (a copy of ``dense`` of the same shape) in place so that, with ``mask``
     applied, each layer's sublayer outputs match ``dense``'s on ``batches`` (tokenized sentences).
 
     Only the attention and FFN output projections change (columns of kept units and the bias); the
     pruned units' columns are left as they are (shrinking removes them). Returns the per-layer relative
     errors (Σ‖ŷ − y‖² / Σ‖y‖² over the real tokens) before and after.
+
+    ``weighting="layernorm"`` weighs each token by 1/σ², σ the standard deviation of the dense model's
+    pre-LayerNorm sum at that token: the LayerNorm that follows divides by σ, so this fits what the next
+    layer sees rather than letting a few tokens of very large norm (special tokens, outlier
+    dimensions) decide the fit.
     """
-    check_settings(method, target, ridge)
+    check_settings(method, target, ridge, weighting)
     if not batches:
         raise SparseCSEError("Reconstruction needs at least one sentence.")
     mask.check_fits(dense)
@@ -392,10 +407,15 @@ def reconstruct(dense: nn.Module, pruned: nn.Module, mask: Mask, batches: Sequen
         for i, (d_layer, p_layer, d_parts, p_parts) in enumerate(zip(dense_layers, pruned_layers, dense_parts,
                                                                       pruned_parts)):
             targets = {"attention": [], "ffn": []}
+            weights = {"attention": [], "ffn": []}
             for b, call in enumerate(calls):
                 out, seen = _run_layer(d_layer, d_parts, dense_h[b], call)
                 for name in targets:
                     y = seen[name + "_out"]
+                    if weighting == "layernorm":
+                        weights[name].append(1.0 / (y + seen[name + "_res"]).var(-1, unbiased=False).clamp_min(1e-12))
+                    else:
+                        weights[name].append(None)
                     # residual target: the dense pre-LayerNorm sum minus the pruned residual, added below
                     targets[name].append((y + seen[name + "_res"] if target == "residual" else y).float())
                 dense_h[b] = out
@@ -411,7 +431,7 @@ def reconstruct(dense: nn.Module, pruned: nn.Module, mask: Mask, batches: Sequen
                     y = targets[name][b]
                     if target == "residual":
                         y = y - seen[name + "_res"]
-                    eq.add(seen[name + "_in"][:, columns], y)
+                    eq.add(seen[name + "_in"][:, columns], y, weights[name][b])
                     bar.update()
                 layer_info[name] = _refit(linear, columns, groups, eq, method, ridge)
             for b, call in enumerate(calls):
@@ -423,7 +443,8 @@ def reconstruct(dense: nn.Module, pruned: nn.Module, mask: Mask, batches: Sequen
         gates.detach()
         dense.train(was_training[0])
         pruned.train(was_training[1])
-    return ReconstructionReport(method, target, ridge, report_layers, time.perf_counter() - start, tokens=tokens)
+    return ReconstructionReport(method, target, ridge, report_layers, time.perf_counter() - start, tokens=tokens,
+                                weighting=weighting)
 
 
 @dataclass
@@ -436,15 +457,17 @@ class ReconstructionPlan:
     ridge: float = 1e-3
     max_length: int = 128
     batch_size: int = 64
+    weighting: str = "none"
 
     @classmethod
     def prepare(cls, corpus: str | os.PathLike, sentences: int = DEFAULT_SENTENCES, method: str = "scales",
                 target: str = "residual", ridge: float = 1e-3, max_length: int = 128, batch_size: int = 64,
-                seed: int = 0) -> "ReconstructionPlan":
-        check_settings(method, target, ridge)
+                seed: int = 0, weighting: str = "none") -> "ReconstructionPlan":
+        check_settings(method, target, ridge, weighting)
         if max_length < 2 or batch_size < 1:
             raise SparseCSEError("Reconstruction needs max_length >= 2 and batch_size >= 1.")
-        return cls(calibration_sentences(corpus, sentences, seed), method, target, ridge, max_length, batch_size)
+        return cls(calibration_sentences(corpus, sentences, seed), method, target, ridge, max_length, batch_size,
+                   weighting)
 
     def run(self, encoder, mask: Mask, show_progress: bool = False) -> ReconstructionReport:
         """Reconstruct ``encoder.model`` (full size, before shrinking) in place for ``mask``."""
@@ -453,7 +476,7 @@ class ReconstructionPlan:
         dense = copy.deepcopy(encoder.model)
         batches = token_batches(encoder.tokenizer, self.calibration.sentences, self.batch_size, self.max_length)
         report = reconstruct(dense, encoder.model, mask, batches, self.method, self.target, self.ridge,
-                             show_progress=show_progress)
+                             show_progress=show_progress, weighting=self.weighting)
         report.calibration = {**self.calibration.describe(), "max_length": self.max_length}
         return report
 

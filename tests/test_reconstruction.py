@@ -47,12 +47,14 @@ def duplicated_model(path):
 
 @pytest.mark.parametrize("method", ["scales", "full"])
 @pytest.mark.parametrize("target", ["residual", "sublayer"])
-def test_redundant_units_are_recovered_exactly(tmp_path, method, target):
+@pytest.mark.parametrize("weighting", ["none", "layernorm"])
+def test_redundant_units_are_recovered_exactly(tmp_path, method, target, weighting):
     encoder, mask = duplicated_model(tmp_path / "m")
     dense = copy.deepcopy(encoder)
     plain = shrink_encoder(copy.deepcopy(encoder), mask)
     batches = token_batches(encoder.tokenizer, SENTENCES, batch_size=5)
-    report = reconstruct(copy.deepcopy(dense.model), encoder.model, mask, batches, method, target, ridge=0.0)
+    report = reconstruct(copy.deepcopy(dense.model), encoder.model, mask, batches, method, target, ridge=0.0,
+                         weighting=weighting)
     shrink_encoder(encoder, mask)
     expected = dense.encode(SENTENCES)
     assert abs(plain.encode(SENTENCES) - expected).max() > 1e-2  # removing the copies does change the output
@@ -71,11 +73,13 @@ def test_redundant_units_are_recovered_exactly(tmp_path, method, target):
 @pytest.mark.parametrize("method", ["scales", "full"])
 @pytest.mark.parametrize("target", ["residual", "sublayer"])
 @pytest.mark.parametrize("ridge", [0.0, 1e-3, 10.0])
-def test_never_increases_a_layers_error(tiny_bert_dir, method, target, ridge):
+@pytest.mark.parametrize("weighting", ["none", "layernorm"])
+def test_never_increases_a_layers_error(tiny_bert_dir, method, target, ridge, weighting):
     encoder = SentenceEncoder.load(tiny_bert_dir, device="cpu")
     mask = random_mask(encoder.model, 0.5, seed=3)
     batches = token_batches(encoder.tokenizer, SENTENCES, batch_size=4)
-    report = reconstruct(copy.deepcopy(encoder.model), encoder.model, mask, batches, method, target, ridge)
+    report = reconstruct(copy.deepcopy(encoder.model), encoder.model, mask, batches, method, target, ridge,
+                         weighting=weighting)
     assert len(report.layers) == mask.shape[0]
     for layer in report.layers:
         for sub in ("attention", "ffn"):
@@ -129,3 +133,31 @@ def test_missing_or_empty_corpus_is_refused_before_anything_is_written(tiny_bert
     assert "Traceback" not in result.output and not out.exists()
     with pytest.raises(SparseCSEError):
         ReconstructionPlan.prepare(corpus)
+
+
+def test_token_weights_give_the_weighted_least_squares_solution():
+    """NormalEquations with per-token weights == numpy's least squares on sqrt(w)-scaled rows with an intercept."""
+    import numpy as np
+
+    from sparsecse.reconstruction import NormalEquations, fit_projection
+
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(200, 6, generator=gen, dtype=torch.float64), torch.randn(200, 3, generator=gen, dtype=torch.float64)
+    w = torch.rand(200, generator=gen, dtype=torch.float64) * 4 + 0.1
+    eq = NormalEquations(6, 3)
+    eq.add(x[:120], y[:120], w[:120])
+    eq.add(x[120:], y[120:], w[120:])
+    weight, bias, info = fit_projection(eq, torch.zeros(3, 6, dtype=torch.float64), torch.zeros(3, dtype=torch.float64),
+                                        [[i] for i in range(6)], "full", ridge=0.0)
+    design = np.hstack([x.numpy(), np.ones((200, 1))]) * np.sqrt(w.numpy())[:, None]
+    solution = np.linalg.lstsq(design, y.numpy() * np.sqrt(w.numpy())[:, None], rcond=None)[0]
+    np.testing.assert_allclose(weight.numpy(), solution[:6].T, atol=1e-9)
+    np.testing.assert_allclose(bias.numpy(), solution[6], atol=1e-9)
+    residual = ((design @ solution - y.numpy() * np.sqrt(w.numpy())[:, None]) ** 2).sum()
+    assert info["error_after"] == pytest.approx(residual / float((w * (y * y).sum(1)).sum()), rel=1e-6)
+    assert info["tokens"] == 200
+
+
+def test_unknown_weighting_is_refused(corpus):
+    with pytest.raises(SparseCSEError, match="weighting"):
+        ReconstructionPlan.prepare(corpus, weighting="tokens")
