@@ -127,7 +127,8 @@ class Bench:
                                                                   "kept_flops_ratio", "kept_params_ratio")}}
             if result.reconstruction:
                 record["reconstruction"] = {k: result.reconstruction.get(k) for k in
-                                            ("sentences", "tokens", "method", "target", "ridge", "seconds")}
+                                            ("sentences", "tokens", "method", "target", "ridge", "weighting",
+                                                                      "seconds")}
             return {**record, **self.evaluate(out)}
         return self.cached(name, compute)
 
@@ -165,7 +166,8 @@ class Bench:
         if rows & {"c", "d"}:
             plan = ReconstructionPlan.prepare(self.args.corpus, self.args.reconstruct_sentences,
                                               method=self.args.reconstruct_method,
-                                              target=self.args.reconstruct_target)
+                                              target=self.args.reconstruct_target,
+                                              weighting=self.args.reconstruct_weighting)
             results["c"] = self.shrunk_row(f"{tag}-c", budget_mask, plan)
         if "d" in rows:
             results["d"] = self.distilled_row(f"{tag}-d", Path(results["c"]["model_dir"]))
@@ -184,8 +186,9 @@ def main(argv=None) -> int:
                         help="sentences for reconstruction and distillation")
     parser.add_argument("--data-dir", default=None, help="SentEval data (default: $SPARSECSE_DATA / cache)")
     parser.add_argument("--reconstruct-sentences", type=int, default=2048)
-    parser.add_argument("--reconstruct-method", default="scales", choices=["scales", "full"])
+    parser.add_argument("--reconstruct-method", default="full", choices=["scales", "full"])
     parser.add_argument("--reconstruct-target", default="residual", choices=["residual", "sublayer"])
+    parser.add_argument("--reconstruct-weighting", default="layernorm", choices=["none", "layernorm"])
     parser.add_argument("--epochs", type=int, default=1, help="distillation epochs over --corpus")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)

@@ -35,6 +35,9 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
               help="Sparsities: values and start:stop:step ranges, e.g. 0.01:0.10:0.01,0.2:0.5:0.1.")
 @click.option("--keep-flops", default=None, metavar="GRID",
               help="Also (or instead) kept-FLOPs budget points, e.g. 0.7,0.5,0.35 (see `prune --keep-flops`).")
+@click.option("--reconstruct", default=None, type=click.Path(dir_okay=False), metavar="CORPUS",
+              help="Also evaluate every budget point after retraining-free reconstruction on sentences of this "
+                   "file (`shrink --reconstruct`'s defaults).")
 @click.option("--lambdas", default="0.25,0.5,0.75", show_default=True, metavar="LIST",
               help="Alignment weights λ in [0, 1] (list or range).")
 @click.option("--tasks", default="sts", show_default=True, help="sts, transfer, all, or task names A,B.")
@@ -88,7 +91,7 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 @json_option
 @quiet_option
 @click.pass_context
-def command(ctx, model, sparsities, keep_flops, lambdas, tasks, out, overwrite, data_dir, split, score_batch_size,
+def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out, overwrite, data_dir, split, score_batch_size,
             max_batches, scope, criterion, keep_one_head, eval_mode, precision, fasttest, rewind, rewind_sparsities,
             rewind_lambda, rewind_dense, seeds, objective, corpus, objective_args, rewind_init, max_steps, batch_size,
             old_rewind_batch_size, lr, max_length, eval_steps, pooling, device, seed, as_json, quiet):
@@ -115,7 +118,7 @@ def command(ctx, model, sparsities, keep_flops, lambdas, tasks, out, overwrite, 
                    rewind_args=rewind_args, rewind_dense=rewind_dense, seeds=seeds, data_dir=data_dir, seed=seed,
                    split=split, batch_size=score_batch_size, max_batches=max_batches, scope=scope, pooling=pooling,
                    device=device, eval_mode=eval_mode, precision=precision, fasttest=fasttest, overwrite=overwrite,
-                   make_report=False, show_progress=not quiet, keep_flops=keep_flops,
+                   make_report=False, show_progress=not quiet, keep_flops=keep_flops, reconstruct=reconstruct,
                    criterion=criterion, keep_one_head=keep_one_head)
     built = report(result.out)
     table = built["table"]

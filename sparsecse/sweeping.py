@@ -9,6 +9,7 @@ atomically, so a killed sweep resumes where it stopped and a larger grid reuses 
     DIR/points/dense.json                     the unpruned model's evaluation
     DIR/points/masked/s0.02-l0.5.json         a pruned model (masked, no retraining)
     DIR/points/budget/f0.5-l0.5.json          a kept-FLOPs budget mask (masked, no retraining)
+    DIR/points/reconstructed/<id>/f0.5-l0.5.json   the same mask after reconstruction (``reconstruct``)
     DIR/rewound/<objective>-<id>/s0.02-l0.5-seed0/   a rewound model directory (one per seed)
     DIR/points/rewound/<objective>-<id>/s0.02-l0.5-seed0.json
     DIR/pairs/<point>.safetensors             per-pair STS similarities of a point (for paired tests)
@@ -433,6 +434,25 @@ class SweepRun:
         return self.locked(path, lambda: self.point(path, record, lambda todo: evaluate_pruned(
             self.encoder, mask, todo, self.data_dir, self.seed, self.eval_mode, **self.eval_options)))
 
+    def reconstructed(self, plan, rid: str, keep_flops: float, lam: float) -> dict[str, Any] | None:
+        """A budget point refit by retraining-free reconstruction (:mod:`sparsecse.reconstruction`)."""
+        mask, mask_path = self.budget_mask(keep_flops, lam)
+        record = {"variant": "reconstructed", "reconstruct_id": rid, "sparsity": None, "keep_flops": keep_flops,
+                  "lambda": lam, "mask": mask_path.name, "kept_flops_ratio": mask.manifest.get("kept_flops_ratio"),
+                  **mask_record(mask)}
+        path = self.out / "points" / "reconstructed" / rid / f"{budget_point_name(keep_flops, lam)}.json"
+
+        def evaluate(todo):
+            refit = copy.deepcopy(self.encoder)
+            report = plan.run(refit, mask)
+            self.say(f"  reconstructed {budget_point_name(keep_flops, lam)} in {report.seconds:.0f} s")
+            try:
+                return evaluate_pruned(refit, mask, todo, self.data_dir, self.seed, self.eval_mode,
+                                       **self.eval_options)
+            finally:
+                del refit
+        return self.locked(path, lambda: self.point(path, record, evaluate))
+
     def rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None, seed: int) -> dict[str, Any] | None:
         """Rewind one point (``lam`` None: the unpruned control) with ``seed`` unless its model exists, then
         evaluate it."""
@@ -509,6 +529,7 @@ def sweep(
     log: Callable[[str], None] | None = None,
     keep_flops: str | Iterable[float] | None = None,
     criterion: str | None = None,
+    reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None,
 ) -> SweepResult:
     """Score once, then prune and evaluate every (sparsity, λ); rewind the chosen points if asked.
 
@@ -528,6 +549,9 @@ def sweep(
     ``criterion`` and ``keep_one_head`` apply to every point when given; by default sparsity points use
     abs_grad and keep one head per layer, budget points fisher and may empty a layer
     (:func:`pruning_settings`). Both are part of the fingerprint a resumed directory must match.
+    ``reconstruct`` (a corpus file, or a :class:`sparsecse.reconstruction.ReconstructionPlan`) adds, for
+    every budget point, the same mask after retraining-free reconstruction, under a directory named by
+    the reconstruction's settings (corpus hash included).
     """
     from tqdm.auto import tqdm
 
@@ -553,6 +577,7 @@ def sweep(
     check_destination(out, True, inputs={"model": model, "corpus": corpus, "initial checkpoint": rewind_init})
     plan = plan_rewinds(grid_s, grid_l, objective, corpus, rewind_sparsities, rewind_lambda, rewind_init,
                         rewind_args, rewind_dense, rewind_seeds) if rewind else None
+    recon = _reconstruction(reconstruct, grid_b)
 
     pruning = pruning_settings(out, criterion, keep_one_head)
     keep_one_head = pruning["keep_one_head"]
@@ -574,7 +599,7 @@ def sweep(
 
     grid = [(s, lam) for lam in grid_l for s in grid_s]
     budget_grid = [(b, lam) for lam in grid_l for b in grid_b]
-    total = len(grid) + len(budget_grid) + int(dense) + (plan.count if plan else 0)
+    total = len(grid) + len(budget_grid) * (2 if recon else 1) + int(dense) + (plan.count if plan else 0)
     bar = tqdm(total=total, desc="sweep", unit="point", disable=not show_progress)
     try:
         if dense:
@@ -590,6 +615,12 @@ def sweep(
             bar.set_postfix_str(f"kept FLOPs {b:g}, λ {lam:g}")
             run.budget(b, lam)
             bar.update()
+        if recon:
+            plan_r, recon_id = recon
+            for b, lam in budget_grid:
+                bar.set_postfix_str(f"reconstruct kept FLOPs {b:g}, λ {lam:g}")
+                run.reconstructed(plan_r, recon_id, b, lam)
+                bar.update()
         if plan:
             settings = plan.settings()
             rid = rewind_id(plan.objective, settings)
@@ -620,6 +651,22 @@ def sweep(
 
         report(out)
     return run.result
+
+
+def _reconstruction(reconstruct, budgets: list[float]):
+    """(plan, '<method>-<8 hex>' naming its settings) for ``reconstruct``, or None; checked before any model
+    loads."""
+    if reconstruct is None:
+        return None
+    if not budgets:
+        raise SparseCSEError("--reconstruct refits the kept-FLOPs budget points; add --keep-flops.")
+    from sparsecse.reconstruction import reconstruction_plan
+
+    plan = reconstruction_plan(reconstruct)
+    settings = {**plan.calibration.describe(), "corpus": None, "method": plan.method, "target": plan.target,
+                "ridge": plan.ridge, "weighting": plan.weighting, "max_length": plan.max_length}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+    return plan, f"{plan.method}-{digest}"
 
 
 def _check_budgets(keep_flops, sparsities) -> list[float]:

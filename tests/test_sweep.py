@@ -359,3 +359,31 @@ def test_sweep_cli_criterion_and_keep_one_head(tiny_bert_dir, tiny_stsb_dir, tmp
     assert (_mask_file(out, "f0.7-l0.5").head_mask.sum(1) >= 1).all()
     bad = CliRunner().invoke(main, [a if a != "layer_norm" else "fisher" for a in args])
     assert bad.exit_code == 1 and "different model or scoring settings" in bad.output and "Traceback" not in bad.output
+
+
+def test_reconstructed_budget_points(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(p.s1 for p in read_sts_benchmark(tiny_stsb_dir, "train")) + "\n")
+    out = tmp_path / "sweep"
+    result = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities=None, lambdas="0.5", keep_flops="0.7",
+                 reconstruct=str(corpus), make_report=True)
+    recon = [name for name in result.computed if name.startswith("reconstructed/")]
+    assert len(recon) == 1 and recon[0].endswith("/f0.7-l0.5")
+    point = json.loads((out / "points" / f"{recon[0]}.json").read_text())
+    assert point["variant"] == "reconstructed" and point["keep_flops"] == 0.7
+    assert point["reconstruct_id"] == recon[0].split("/")[1]
+    budget_emb, recon_emb = evaluator.embeddings[-2][0], evaluator.embeddings[-1][0]
+    assert not torch.allclose(budget_emb, recon_emb)  # the refit changed the kept units' weights
+    table = pd.read_csv(out / "results.csv")
+    assert set(table["variant"]) == {"dense", "budget", "reconstructed"}
+    again = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities=None, lambdas="0.5", keep_flops="0.7",
+                reconstruct=str(corpus))
+    assert again.computed == [] and recon[0] in again.reused
+
+
+def test_reconstruct_needs_budget_points(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a sentence\n")
+    with pytest.raises(SparseCSEError, match="add --keep-flops"):
+        run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "sweep", sparsities="0.25", reconstruct=str(corpus))
+    assert not (tmp_path / "sweep").exists()
