@@ -68,11 +68,16 @@ def drop_layers(encoder: SentenceEncoder, keep: list[int]) -> SentenceEncoder:
 def sparsity_for_flops(scores, budget: float, lam: float) -> tuple[float, object]:
     """The sparsity (0.01 steps) whose mask keeps the FLOPs fraction closest to ``budget``, and its mask."""
     best = None
-    for step in range(1, 100):
-        mask = sparsecse.prune(scores, sparsity=step / 100, lam=lam)
+    for step in range(1, 100):  # kept FLOPs fall as the sparsity grows: stop once past the budget
+        try:
+            mask = sparsecse.prune(scores, sparsity=step / 100, lam=lam)
+        except sparsecse.SparseCSEError:  # past what keeping one head per layer allows
+            break
         gap = abs(mask.manifest["kept_flops_ratio"] - budget)
         if best is None or gap < best[0]:
             best = (gap, step / 100, mask)
+        if mask.manifest["kept_flops_ratio"] < budget:
+            break
     return best[1], best[2]
 
 

@@ -56,14 +56,14 @@ def describe(result) -> str:
                    "this file (one per line), layer by layer, before removing the rest (no retraining).")
 @click.option("--reconstruct-sentences", type=click.IntRange(min=1), default=2048, show_default=True,
               help="How many sentences of CORPUS (a seeded sample) the reconstruction fits on.")
-@click.option("--reconstruct-method", type=click.Choice(["scales", "full"]), default="scales", show_default=True,
+@click.option("--reconstruct-method", type=click.Choice(["scales", "full"]), default="full", show_default=True,
               help="scales: one factor per kept head/neuron (Kwon et al. 2022); full: the whole output "
                    "projection over the kept units (ridge; falls back to scales if ill-conditioned).")
 @click.option("--reconstruct-target", type=click.Choice(["residual", "sublayer"]), default="residual",
               show_default=True, help="Match the pre-LayerNorm residual sum (residual) or the sublayer output.")
 @click.option("--reconstruct-ridge", type=click.FloatRange(min=0), default=1e-3, show_default=True,
               help="Ridge weight (relative to the mean diagonal of the normal equations).")
-@click.option("--reconstruct-weighting", type=click.Choice(["none", "layernorm"]), default="none",
+@click.option("--reconstruct-weighting", type=click.Choice(["none", "layernorm"]), default="layernorm",
               show_default=True, help="layernorm: weigh each token by 1/σ² of the dense pre-LayerNorm sum, so "
                                       "the fit is on what the following LayerNorm passes on.")
 @device_option

@@ -452,17 +452,17 @@ class ReconstructionPlan:
     """Checked inputs of a reconstruction (made before any model is loaded), then :meth:`run`."""
 
     calibration: Calibration
-    method: str = "scales"
+    method: str = "full"
     target: str = "residual"
     ridge: float = 1e-3
     max_length: int = 128
     batch_size: int = 64
-    weighting: str = "none"
+    weighting: str = "layernorm"
 
     @classmethod
-    def prepare(cls, corpus: str | os.PathLike, sentences: int = DEFAULT_SENTENCES, method: str = "scales",
+    def prepare(cls, corpus: str | os.PathLike, sentences: int = DEFAULT_SENTENCES, method: str = "full",
                 target: str = "residual", ridge: float = 1e-3, max_length: int = 128, batch_size: int = 64,
-                seed: int = 0, weighting: str = "none") -> "ReconstructionPlan":
+                seed: int = 0, weighting: str = "layernorm") -> "ReconstructionPlan":
         check_settings(method, target, ridge, weighting)
         if max_length < 2 or batch_size < 1:
             raise SparseCSEError("Reconstruction needs max_length >= 2 and batch_size >= 1.")
