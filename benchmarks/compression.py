@@ -41,6 +41,7 @@ from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E4
 import sparsecse  # noqa: E402
 from sparsecse.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.flops import size_report  # noqa: E402
+from sparsecse.io import write_json  # noqa: E402
 from sparsecse.reconstruction import ReconstructionPlan  # noqa: E402
 from sparsecse.shrinking import save_model_dir  # noqa: E402
 
@@ -65,6 +66,13 @@ def drop_layers(encoder: SentenceEncoder, keep: list[int]) -> SentenceEncoder:
     return encoder
 
 
+def timed_key(budget: float, row: str, results: dict) -> str:
+    """The architecture whose speed a row reports: (c) and (d) share (b)'s (when (b) ran, else (c)'s)."""
+    arch = "c" if row == "d" else row
+    arch = "b" if arch == "c" and "b" in results else arch
+    return f"f{budget:g}-{arch}"
+
+
 def sparsity_for_flops(scores, budget: float, lam: float) -> tuple[float, object]:
     """The sparsity (0.01 steps) whose mask keeps the FLOPs fraction closest to ``budget``, and its mask."""
     best = None
@@ -86,7 +94,6 @@ class Bench:
         self.args = args
         self.work = Path(args.work)
         self.work.mkdir(parents=True, exist_ok=True)
-        self.dense_before = None
 
     def say(self, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -98,19 +105,13 @@ class Bench:
             return json.loads(path.read_text())
         self.say(f"-- {name}")
         record = compute()
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record, indent=2))
-        tmp.replace(path)
+        write_json(path, record)
         return record
 
     def evaluate(self, model_dir) -> dict:
         r = sparsecse.evaluate(model=str(model_dir), tasks="sts", data_dir=self.args.data_dir,
                                align_uniform=False, show_progress=False)
         return {"avg_sts": r["avg_sts"], "scores": r["scores"]}
-
-    def sizes(self, model_dir) -> dict:
-        encoder = SentenceEncoder.load(str(model_dir), device="cpu")
-        return size_report(encoder.model, model_dir=model_dir)
 
     def scores(self):
         path = self.work / "scores.safetensors"
@@ -218,10 +219,9 @@ def main(argv=None) -> int:
     unique, _ = stsb_test_sentences(args.data_dir, SentenceEncoder.load(str(dense_dir), device="cpu"))
     timed = {"dense": str(dense_dir)}
     for b, results in table.items():
-        for row, record in results.items():
-            arch = "c" if row == "d" else row  # (c) and (d) share (b)'s architecture; time (b)'s
-            arch = "b" if arch == "c" and "b" in results else arch
-            timed.setdefault(f"f{b:g}-{arch}", results[arch]["model_dir"])
+        for row in results:
+            key = timed_key(b, row, results)
+            timed.setdefault(key, results[key.rsplit("-", 1)[1]]["model_dir"])
     models = {key: SentenceEncoder.load(path, device="cpu") for key, path in timed.items()}
     for encoder in models.values():
         encoder.model.eval()
@@ -236,9 +236,7 @@ def main(argv=None) -> int:
     out = {"dense": dense, "budgets": {}}
     for b, results in table.items():
         for row, record in results.items():
-            arch = "c" if row == "d" else row
-            arch = "b" if arch == "c" and "b" in results else arch
-            key = f"f{b:g}-{arch}"
+            key = timed_key(b, row, results)
             size = size_report(models[key].model)
             flops = size["flops_per_token"] / dense_size["flops_per_token"]
             params = size["parameters"] / dense_size["parameters"]

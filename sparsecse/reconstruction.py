@@ -412,12 +412,11 @@ def reconstruct(dense: nn.Module, pruned: nn.Module, mask: Mask, batches: Sequen
                 out, seen = _run_layer(d_layer, d_parts, dense_h[b], call)
                 for name in targets:
                     y = seen[name + "_out"]
-                    if weighting == "layernorm":
-                        weights[name].append(1.0 / (y + seen[name + "_res"]).var(-1, unbiased=False).clamp_min(1e-12))
-                    else:
-                        weights[name].append(None)
+                    pre_norm = y + seen[name + "_res"]  # what the LayerNorm after the sublayer receives
+                    weights[name].append(1.0 / pre_norm.var(-1, unbiased=False).clamp_min(1e-12)
+                                         if weighting == "layernorm" else None)
                     # residual target: the dense pre-LayerNorm sum minus the pruned residual, added below
-                    targets[name].append((y + seen[name + "_res"] if target == "residual" else y).float())
+                    targets[name].append((pre_norm if target == "residual" else y).float())
                 dense_h[b] = out
                 bar.update()
             layer_info: dict[str, Any] = {"layer": i}

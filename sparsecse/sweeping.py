@@ -446,11 +446,7 @@ class SweepRun:
             refit = copy.deepcopy(self.encoder)
             report = plan.run(refit, mask)
             self.say(f"  reconstructed {budget_point_name(keep_flops, lam)} in {report.seconds:.0f} s")
-            try:
-                return evaluate_pruned(refit, mask, todo, self.data_dir, self.seed, self.eval_mode,
-                                       **self.eval_options)
-            finally:
-                del refit
+            return evaluate_pruned(refit, mask, todo, self.data_dir, self.seed, self.eval_mode, **self.eval_options)
         return self.locked(path, lambda: self.point(path, record, evaluate))
 
     def rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None, seed: int) -> dict[str, Any] | None:

@@ -142,7 +142,8 @@ def test_token_weights_give_the_weighted_least_squares_solution():
     from sparsecse.reconstruction import NormalEquations, fit_projection
 
     gen = torch.Generator().manual_seed(0)
-    x, y = torch.randn(200, 6, generator=gen, dtype=torch.float64), torch.randn(200, 3, generator=gen, dtype=torch.float64)
+    x = torch.randn(200, 6, generator=gen, dtype=torch.float64)
+    y = torch.randn(200, 3, generator=gen, dtype=torch.float64)
     w = torch.rand(200, generator=gen, dtype=torch.float64) * 4 + 0.1
     eq = NormalEquations(6, 3)
     eq.add(x[:120], y[:120], w[:120])
