@@ -63,3 +63,12 @@ def test_infocse_defaults_follow_the_published_scripts(config, mask_ratio):
     resolved = resolve_hyperparameters(config, InfoCSE)
     assert (resolved["batch_size"], resolved["lr"], resolved["epochs"]) == (64, 7e-6, 2)
     assert {**InfoCSE.defaults, **with_backbone_defaults(InfoCSE, config, {})}["mask_ratio"] == mask_ratio
+
+
+@pytest.mark.parametrize("config", [plain("bert", 384, 6), shrunk("roberta", 768, 12, 12)])
+def test_distill_defaults_follow_sentence_transformers_distillation(config):
+    from sparsecse.objectives.distill import Distill
+
+    resolved = resolve_hyperparameters(config, Distill)  # model_distillation.py: lr 1e-4, batch 64, whatever the backbone
+    assert (resolved["batch_size"], resolved["lr"], resolved["epochs"]) == (64, 1e-4, 1)
+    assert resolve_hyperparameters(config, Distill, lr=3e-5)["lr"] == 3e-5

@@ -61,6 +61,8 @@ class Distill(Objective):
                    "teacher embeddings cached per sentence; simcse_weight adds SimCSE's loss.")
     paper = "Reimers & Gurevych 2020 (sentence-transformers MSE distillation); Kwon et al. 2022"
     defaults = {"teacher": None, "loss": "mse", "simcse_weight": 0.0, "temperature": 0.05}
+    # sentence-transformers' distillation example (model_distillation.py): MSELoss, lr 1e-4, batch 64
+    training_defaults = {"lr": 1e-4, "batch_size": 64}
     checks = {"teacher": optional(text), "loss": one_of(*LOSSES), "simcse_weight": non_negative}
 
     def __init__(self, encoder, **params):
