@@ -41,6 +41,7 @@ from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E4
 import sparsecse  # noqa: E402
 from sparsecse.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.flops import size_report  # noqa: E402
+from sparsecse import reconstruction_settings as settings  # noqa: E402
 from sparsecse.io import write_json  # noqa: E402
 from sparsecse.reconstruction import ReconstructionPlan  # noqa: E402
 from sparsecse.shrinking import save_model_dir  # noqa: E402
@@ -66,11 +67,10 @@ def drop_layers(encoder: SentenceEncoder, keep: list[int]) -> SentenceEncoder:
     return encoder
 
 
-def timed_key(budget: float, row: str, results: dict) -> str:
-    """The architecture whose speed a row reports: (c) and (d) share (b)'s (when (b) ran, else (c)'s)."""
+def timed_row(row: str, results: dict) -> str:
+    """The row whose model is timed for ``row``: (c) and (d) share (b)'s architecture (when (b) ran, else (c)'s)."""
     arch = "c" if row == "d" else row
-    arch = "b" if arch == "c" and "b" in results else arch
-    return f"f{budget:g}-{arch}"
+    return "b" if arch == "c" and "b" in results else arch
 
 
 def sparsity_for_flops(scores, budget: float, lam: float) -> tuple[float, object]:
@@ -191,10 +191,10 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus", default="../shared/data/wiki/wiki1m_sample.txt",
                         help="sentences for reconstruction and distillation")
     parser.add_argument("--data-dir", default=None, help="SentEval data (default: $SPARSECSE_DATA / cache)")
-    parser.add_argument("--reconstruct-sentences", type=int, default=2048)
-    parser.add_argument("--reconstruct-method", default="full", choices=["scales", "full"])
-    parser.add_argument("--reconstruct-target", default="residual", choices=["residual", "sublayer"])
-    parser.add_argument("--reconstruct-weighting", default="layernorm", choices=["none", "layernorm"])
+    parser.add_argument("--reconstruct-sentences", type=int, default=settings.DEFAULT_SENTENCES)
+    parser.add_argument("--reconstruct-method", default=settings.DEFAULT_METHOD, choices=settings.METHODS)
+    parser.add_argument("--reconstruct-target", default=settings.DEFAULT_TARGET, choices=settings.TARGETS)
+    parser.add_argument("--reconstruct-weighting", default=settings.DEFAULT_WEIGHTING, choices=settings.WEIGHTINGS)
     parser.add_argument("--epochs", type=int, default=1, help="distillation epochs over --corpus")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
@@ -220,8 +220,8 @@ def main(argv=None) -> int:
     timed = {"dense": str(dense_dir)}
     for b, results in table.items():
         for row in results:
-            key = timed_key(b, row, results)
-            timed.setdefault(key, results[key.rsplit("-", 1)[1]]["model_dir"])
+            arch = timed_row(row, results)
+            timed.setdefault(f"f{b:g}-{arch}", results[arch]["model_dir"])
     models = {key: SentenceEncoder.load(path, device="cpu") for key, path in timed.items()}
     for encoder in models.values():
         encoder.model.eval()
@@ -236,7 +236,7 @@ def main(argv=None) -> int:
     out = {"dense": dense, "budgets": {}}
     for b, results in table.items():
         for row, record in results.items():
-            key = timed_key(b, row, results)
+            key = f"f{b:g}-{timed_row(row, results)}"
             size = size_report(models[key].model)
             flops = size["flops_per_token"] / dense_size["flops_per_token"]
             params = size["parameters"] / dense_size["parameters"]

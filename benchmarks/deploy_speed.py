@@ -105,7 +105,8 @@ def main(argv=None) -> int:
         row["cpu_speedup"] = reference["cpu_seconds"] / row["cpu_seconds"]
 
     width = max(len(row["model"]) for row in rows)
-    print(f"{'model':<{width}} {'weights':>9} {'sent/s':>8} {'speed-up':>9} {'CPU-time':>9} {'STS-B':>6} {'STS avg':>8}")
+    print(f"{'model':<{width}} {'weights':>9} {'sent/s':>8} {'speed-up':>9} {'CPU-time':>9} {'STS-B':>6} "
+          f"{'STS avg':>8}")
     for row in rows:
         print(f"{row['model']:<{width}} {row['weights_bytes'] / 1e6:>7.1f}MB {row['sentences_per_second']:>8.0f} "
               f"{row['speedup']:>8.2f}x {row['cpu_speedup']:>8.2f}x {row['scores'].get('STSBenchmark', 0):>6.2f} "

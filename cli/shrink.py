@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from sparsecse import reconstruction_settings as settings
+
 from sparsecse.cli.options import device_option, echo_json, json_option, model_option, overwrite_option, pooling_option
 
 
@@ -54,16 +56,18 @@ def describe(result) -> str:
 @click.option("--reconstruct", "corpus", default=None, type=click.Path(dir_okay=False), metavar="CORPUS",
               help="Refit the kept heads and neurons so each layer matches the dense model on sentences of "
                    "this file (one per line), layer by layer, before removing the rest (no retraining).")
-@click.option("--reconstruct-sentences", type=click.IntRange(min=1), default=2048, show_default=True,
-              help="How many sentences of CORPUS (a seeded sample) the reconstruction fits on.")
-@click.option("--reconstruct-method", type=click.Choice(["scales", "full"]), default="full", show_default=True,
+@click.option("--reconstruct-sentences", type=click.IntRange(min=1), default=settings.DEFAULT_SENTENCES,
+              show_default=True, help="How many sentences of CORPUS (a seeded sample) the reconstruction fits on.")
+@click.option("--reconstruct-method", type=click.Choice(settings.METHODS), default=settings.DEFAULT_METHOD,
+              show_default=True,
               help="scales: one factor per kept head/neuron (Kwon et al. 2022); full: the whole output "
                    "projection over the kept units (ridge; falls back to scales if ill-conditioned).")
-@click.option("--reconstruct-target", type=click.Choice(["residual", "sublayer"]), default="residual",
+@click.option("--reconstruct-target", type=click.Choice(settings.TARGETS), default=settings.DEFAULT_TARGET,
               show_default=True, help="Match the pre-LayerNorm residual sum (residual) or the sublayer output.")
-@click.option("--reconstruct-ridge", type=click.FloatRange(min=0), default=1e-3, show_default=True,
+@click.option("--reconstruct-ridge", type=click.FloatRange(min=0), default=settings.DEFAULT_RIDGE,
+              show_default=True,
               help="Ridge weight (relative to the mean diagonal of the normal equations).")
-@click.option("--reconstruct-weighting", type=click.Choice(["none", "layernorm"]), default="layernorm",
+@click.option("--reconstruct-weighting", type=click.Choice(settings.WEIGHTINGS), default=settings.DEFAULT_WEIGHTING,
               show_default=True, help="layernorm: weigh each token by 1/σ² of the dense pre-LayerNorm sum, so "
                                       "the fit is on what the following LayerNorm passes on.")
 @device_option

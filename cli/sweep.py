@@ -93,8 +93,9 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 @click.pass_context
 def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out, overwrite, data_dir, split,
             score_batch_size, max_batches, scope, criterion, keep_one_head, eval_mode, precision, fasttest, rewind,
-            rewind_sparsities, rewind_lambda, rewind_dense, seeds, objective, corpus, objective_args, rewind_init, max_steps, batch_size,
-            old_rewind_batch_size, lr, max_length, eval_steps, pooling, device, seed, as_json, quiet):
+            rewind_sparsities, rewind_lambda, rewind_dense, seeds, objective, corpus, objective_args, rewind_init,
+            max_steps, batch_size, old_rewind_batch_size, lr, max_length, eval_steps, pooling, device, seed, as_json,
+            quiet):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots.
 
     Several processes (or machines sharing the directory) may run the same sweep: each point is locked

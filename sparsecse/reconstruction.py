@@ -38,10 +38,9 @@ from sparsecse.gates import LayerParts, layer_parts
 from sparsecse.io import sha256_file
 from sparsecse.masks import Mask
 
-METHODS = ("scales", "full")
-TARGETS = ("residual", "sublayer")
-WEIGHTINGS = ("none", "layernorm")
-DEFAULT_SENTENCES = 2048
+from sparsecse.reconstruction_settings import (DEFAULT_METHOD, DEFAULT_RIDGE, DEFAULT_SENTENCES,  # noqa: F401
+                                                DEFAULT_TARGET, DEFAULT_WEIGHTING, METHODS, TARGETS, WEIGHTINGS)
+
 MAX_CONDITION = 1e10  # above this (after the ridge) the full refit falls back to scales
 
 
@@ -451,17 +450,17 @@ class ReconstructionPlan:
     """Checked inputs of a reconstruction (made before any model is loaded), then :meth:`run`."""
 
     calibration: Calibration
-    method: str = "full"
-    target: str = "residual"
-    ridge: float = 1e-3
+    method: str = DEFAULT_METHOD
+    target: str = DEFAULT_TARGET
+    ridge: float = DEFAULT_RIDGE
     max_length: int = 128
     batch_size: int = 64
-    weighting: str = "layernorm"
+    weighting: str = DEFAULT_WEIGHTING
 
     @classmethod
-    def prepare(cls, corpus: str | os.PathLike, sentences: int = DEFAULT_SENTENCES, method: str = "full",
-                target: str = "residual", ridge: float = 1e-3, max_length: int = 128, batch_size: int = 64,
-                seed: int = 0, weighting: str = "layernorm") -> "ReconstructionPlan":
+    def prepare(cls, corpus: str | os.PathLike, sentences: int = DEFAULT_SENTENCES, method: str = DEFAULT_METHOD,
+                target: str = DEFAULT_TARGET, ridge: float = DEFAULT_RIDGE, max_length: int = 128,
+                batch_size: int = 64, seed: int = 0, weighting: str = DEFAULT_WEIGHTING) -> "ReconstructionPlan":
         check_settings(method, target, ridge, weighting)
         if max_length < 2 or batch_size < 1:
             raise SparseCSEError("Reconstruction needs max_length >= 2 and batch_size >= 1.")

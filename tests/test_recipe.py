@@ -69,6 +69,7 @@ def test_infocse_defaults_follow_the_published_scripts(config, mask_ratio):
 def test_distill_defaults_follow_sentence_transformers_distillation(config):
     from sparsecse.objectives.distill import Distill
 
-    resolved = resolve_hyperparameters(config, Distill)  # model_distillation.py: lr 1e-4, batch 64, whatever the backbone
+    # sentence-transformers' model_distillation.py: lr 1e-4, batch 64, whatever the backbone
+    resolved = resolve_hyperparameters(config, Distill)
     assert (resolved["batch_size"], resolved["lr"], resolved["epochs"]) == (64, 1e-4, 1)
     assert resolve_hyperparameters(config, Distill, lr=3e-5)["lr"] == 3e-5
