@@ -579,8 +579,10 @@ class Point:
             return f"{self.kind}/{budget_point_name(self.value, self.lam)}"
         if self.kind == "masked":
             return f"masked/{point_name(self.value, self.lam)}"
-        lam = self.lam if isinstance(self.lam, str) else f"{self.lam:g}"
-        name = "dense" if self.lam is None else f"s{self.value:g}-l{lam}"
+        if self.lam is None:
+            name = "dense"
+        else:
+            name = f"s{self.value:g}-l{self.lam if isinstance(self.lam, str) else format(self.lam, 'g')}"
         return f"rewound/{seeded_name(name, self.seed)}"
 
 
