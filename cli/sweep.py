@@ -15,7 +15,7 @@ REWIND_ONLY = ("objective", "corpus", "rewind_sparsities", "rewind_lambda", "rew
 
 # flags that only mean something with --launcher
 LAUNCHER_ONLY = ("launcher_config", "partition", "gpus_per_task", "cpus_per_task", "mem", "time_limit",
-                 "array_parallelism", "sbatch", "workers", "detach")
+                 "array_parallelism", "sbatch", "workers", "poll_seconds", "detach")
 
 
 def _flag(ctx, name: str) -> str:
@@ -107,6 +107,8 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 @click.option("--sbatch", multiple=True, metavar="KEY=VALUE", help="Any other sbatch option (repeatable).")
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
               help="--launcher local: processes at once.")
+@click.option("--poll-seconds", type=click.FloatRange(min=0.1), default=None, hidden=True,
+              help="How often the launcher asks the tasks' states (default 10 s on SLURM, 2 s locally).")
 @click.option("--detach", is_flag=True, help="--launcher slurm: submit and return; run the same command again "
               "to wait and collect.")
 @pooling_option
@@ -119,8 +121,8 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
             score_batch_size, max_batches, scope, criterion, keep_one_head, eval_mode, precision, fasttest, rewind,
             rewind_sparsities, rewind_lambda, rewind_dense, seeds, objective, corpus, objective_args, rewind_init,
             max_steps, batch_size, old_rewind_batch_size, lr, max_length, eval_steps, launcher, launcher_config,
-            partition, gpus_per_task, cpus_per_task, mem, time_limit, array_parallelism, sbatch, workers, detach,
-            pooling, device, seed, as_json, quiet):
+            partition, gpus_per_task, cpus_per_task, mem, time_limit, array_parallelism, sbatch, workers, poll_seconds,
+            detach, pooling, device, seed, as_json, quiet):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots.
 
     Several processes (or machines sharing the directory) may run the same sweep: each point is locked
@@ -152,7 +154,8 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     if launcher:
         result = _launch(model, kwargs, launcher, launcher_config, dict(
             partition=partition, gpus_per_task=gpus_per_task, cpus_per_task=cpus_per_task, mem=mem,
-            time=time_limit, array_parallelism=array_parallelism, sbatch=sbatch), workers, detach, as_json)
+            time=time_limit, array_parallelism=array_parallelism, sbatch=sbatch), workers, detach, as_json,
+            poll_seconds)
         if result is None:
             return
     else:
@@ -191,7 +194,7 @@ def _check_launcher_flags(ctx, launcher) -> None:
         raise SparseCSEError(f"{', '.join(_flag(ctx, n) for n in given)} only apply with --launcher slurm|local.")
 
 
-def _launch(model, kwargs, launcher, config, overrides, workers, detach, as_json):
+def _launch(model, kwargs, launcher, config, overrides, workers, detach, as_json, poll):
     """Run the sweep's points as cluster tasks; the SweepResult of what they did, None when detached."""
     import sys
 
@@ -210,7 +213,7 @@ def _launch(model, kwargs, launcher, config, overrides, workers, detach, as_json
     import time
 
     started = time.time()
-    launched = launch_sweep(sweep_arguments(model, **kwargs), launcher, resources, workers=workers, detach=detach,
+    launched = launch_sweep(sweep_arguments(model, **kwargs), launcher, resources, workers=workers, detach=detach, poll=poll,
                             echo=lambda msg: click.echo(msg, err=True), confirm=confirm)
     if launched.detached:
         if as_json:
