@@ -74,7 +74,8 @@ def snapshot(out: Path) -> dict:
     for path in sorted([*(out / "masks").glob("*.safetensors"), *(out / "pairs").rglob("*.safetensors")]):
         snap[str(path.relative_to(out))] = {k: v.tolist() for k, v in load_file(str(path)).items()}
     table = pd.read_csv(out / "results.csv").drop(columns=list(TIMING))
-    snap["results.csv"] = table.sort_values("point").reset_index(drop=True).to_dict("list")
+    table = table.sort_values("point").reset_index(drop=True)
+    snap["results.csv"] = table.astype(object).fillna("NA").to_dict("list")  # NaN != NaN
     return snap
 
 
