@@ -273,3 +273,40 @@ def test_a_failing_task_is_reported_with_its_log_and_the_others_finish(slurm, ti
     assert log.is_file() and "mask-s0.5-l0.5.safetensors" in log.read_text()
     assert point_files(out) == ["dense", "masked/s0.25-l0.5", "masked/s0.5-l0.5",
                                 f"rewound/{next((out / 'points' / 'rewound').iterdir()).name}/s0.25-l0.5-seed0"]
+
+
+def test_ctrl_c_leaves_slurm_jobs_running_unless_confirmed():
+    from types import SimpleNamespace
+
+    from sparsecse.sweep_cluster.launch import LaunchResult, Task, _interrupted
+    from sparsecse.sweeping import Point
+
+    class Backend:
+        cancelled = []
+
+        def cancel(self, jobs):
+            self.cancelled += [j.job_id for j in jobs]
+
+    tasks = [Task(Point("dense"), "evaluate", SimpleNamespace(job_id="12_0"), "running"),
+             Task(Point("masked", 0.1, 0.5), "evaluate", SimpleNamespace(job_id="12_1"), "done"),
+             Task(Point("rewound", 0.1, "best", 0), "rewind", SimpleNamespace(job_id="13_0"), "pending")]
+    backend = Backend()
+    message = _interrupted(backend, LaunchResult(Path("x"), tasks), "slurm", None)
+    assert "scancel 12 13" in message and backend.cancelled == []
+    message = _interrupted(backend, LaunchResult(Path("x"), tasks), "slurm", lambda question: False)
+    assert "keep running" in message and backend.cancelled == []
+    asked = []
+    message = _interrupted(backend, LaunchResult(Path("x"), tasks), "slurm", lambda q: asked.append(q) or True)
+    assert backend.cancelled == ["12_0", "13_0"] and "Cancelled jobs 12, 13" in message
+    assert asked == ["Cancel the sweep's 2 unfinished SLURM tasks (jobs 12, 13)?"]
+
+
+def test_job_states_from_squeue_without_accounting():
+    from sparsecse.sweep_cluster.slurm_status import SqueueWatcher
+
+    watcher = SqueueWatcher(delay_s=60)
+    watcher.register_job("7_1")
+    watcher.register_job("8")
+    assert watcher._make_command()[-2:] == ["--jobs", "7,8"]
+    info = watcher.read_info(b"7_0|COMPLETED|vm\n7_1|RUNNING|vm\n8|PENDING|\n")
+    assert info["7_1"]["State"] == "RUNNING" and info["8"]["State"] == "PENDING" and len(info) == 3

@@ -198,8 +198,7 @@ def launch_sweep(args: dict[str, Any], launcher: str, resources: Resources, work
     try:
         _wait(prep, backend, task_fn, result, poll, echo, launcher)
     except KeyboardInterrupt:
-        _interrupted(backend, result, launcher, echo, confirm)
-        raise
+        raise KeyboardInterrupt(_interrupted(backend, result, launcher, confirm)) from None
     _finish(prep, result, points)
     return result
 
@@ -218,6 +217,15 @@ def _submit_slurm(prep: PreparedSweep, backend: SlurmBackend, task_fn: PointTask
         for task in result.tasks:
             if task.job is not None and backend.state(task.job) not in ACTIVE - {"UNKNOWN"}:
                 task.job = None  # ended (or forgotten by SLURM) without finishing the point: submit it again
+    if any(t.array == "evaluate" and t.job is None for t in result.tasks):
+        # evaluations are submitted again, so rewinds still waiting on the old array would start too early
+        # (a rewind at the best λ needs every masked point of its sparsity): cancel and resubmit them
+        waiting = [t for t in result.tasks if t.array == "rewind" and t.job is not None
+                   and backend.state(t.job) == "PENDING"]
+        if waiting:
+            subprocess.run(["scancel", *[t.job.job_id for t in waiting]], capture_output=True)
+            for task in waiting:
+                task.job = None
     attached = [t for t in result.tasks if t.job is not None]
     if attached:
         echo(f"{len(attached)} points are still pending or running from an earlier submission; waiting for them.")
@@ -332,21 +340,22 @@ def _start_local(backend: LocalBackend, task_fn: PointTask, result: LaunchResult
             running += 1
 
 
-def _interrupted(backend, result: LaunchResult, launcher: str, echo, confirm) -> None:
+def _interrupted(backend, result: LaunchResult, launcher: str, confirm) -> str:
+    """Cancel the open tasks if the user says so (local ones always stop); what to tell the user."""
     open_jobs = [t.job for t in result.tasks if t.job is not None and t.status in ("pending", "running")]
     if launcher == "local":
         backend.cancel(open_jobs)
-        echo("Interrupted; the local tasks were stopped. Run the same sweep again to finish it (finished points "
-             "are kept).")
-        return
+        return "Interrupted; the local tasks were stopped. Run the same sweep again to finish it (finished points " \
+               "are kept)."
     ids = sorted({j.job_id.split("_")[0] for j in open_jobs}, key=int)
-    if ids and confirm is not None and confirm(f"Cancel the sweep's {len(open_jobs)} unfinished SLURM tasks "
-                                               f"(jobs {', '.join(ids)})?"):
+    if not ids:
+        return "Interrupted; no task was still open."
+    if confirm is not None and confirm(f"Cancel the sweep's {len(open_jobs)} unfinished SLURM tasks "
+                                       f"(jobs {', '.join(ids)})?"):
         backend.cancel(open_jobs)
-        echo(f"Cancelled jobs {', '.join(ids)}. Run the same sweep again to resubmit what is not finished.")
-    elif ids:
-        echo(f"The jobs keep running; `scancel {' '.join(ids)}` cancels them. Run the same sweep again to wait for "
-             "them and collect the results.")
+        return f"Cancelled jobs {', '.join(ids)}. Run the same sweep again to resubmit what is not finished."
+    return (f"Interrupted; the jobs keep running (`scancel {' '.join(ids)}` cancels them). Run the same sweep "
+            "again to wait for them and collect the results.")
 
 
 def _finish(prep: PreparedSweep, result: LaunchResult, points: list[Point]) -> None:
