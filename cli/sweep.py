@@ -213,8 +213,8 @@ def _launch(model, kwargs, launcher, config, overrides, workers, detach, as_json
     import time
 
     started = time.time()
-    launched = launch_sweep(sweep_arguments(model, **kwargs), launcher, resources, workers=workers, detach=detach, poll=poll,
-                            echo=lambda msg: click.echo(msg, err=True), confirm=confirm)
+    launched = launch_sweep(sweep_arguments(model, **kwargs), launcher, resources, workers=workers, detach=detach,
+                            poll=poll, echo=lambda msg: click.echo(msg, err=True), confirm=confirm)
     if launched.detached:
         if as_json:
             echo_json({"out": str(launched.out), "submitted": len(launched.tasks), "jobs": launched.job_ids})

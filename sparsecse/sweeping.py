@@ -737,7 +737,8 @@ def prepare_sweep(args: dict[str, Any]) -> PreparedSweep:
     print_ = fingerprint(encoder, a["data_dir"], a["split"], a["batch_size"], seed, a["max_batches"],
                          POSITIVE_THRESHOLD, a["scope"], keep_one_head)
     print_["pruning"].update(pruning)
-    eval_options = {k: v for k, v in (("precision", precision), ("fasttest", a["fasttest"])) if v not in ("fp32", False)}
+    eval_options = {k: v for k, v in (("precision", precision), ("fasttest", a["fasttest"]))
+                    if v not in ("fp32", False)}
     if eval_options:  # only non-default values, so sweeps made before these options existed still match
         print_["evaluation"] = eval_options
     if a["device"] is not None:

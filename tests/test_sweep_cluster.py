@@ -244,7 +244,7 @@ def test_a_cancelled_task_is_resubmitted_and_every_point_computed_once(slurm, ti
     assert running, "no task started"
     victim = running[0]
     subprocess.run(["scancel", victim], check=True)
-    while time.monotonic() < deadline and f"{victim}|CANCELLED" not in squeue("-o", "%i|%T", "-j", victim.split("_")[0]):
+    while time.monotonic() < deadline and f"{victim}|CANCELLED" not in squeue("-o", "%i|%T", "-j", victim):
         time.sleep(0.5)
     result = invoke(args)  # waits for what still runs and resubmits the cancelled point
     assert result.exit_code == 0, result.output
