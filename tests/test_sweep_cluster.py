@@ -22,11 +22,11 @@ from safetensors.torch import load_file
 from sparsecse.errors import SparseCSEError
 from sparsecse.sweep_cluster import local_slurm
 from sparsecse.sweep_cluster.config import load_resources, parse_sbatch_args, parse_time
-from sparsecse.sweep_cluster.tasks import read_computed
 from sparsecse.sweeping import sweep
 from tests.tiny import SENTENCES
 
-pytest.importorskip("submitit")
+pytest.importorskip("submitit")  # the cluster extra (the test extra includes it)
+from sparsecse.sweep_cluster.tasks import PointTask, read_computed  # noqa: E402  (needs submitit)
 
 GRID = ["--sparsities", "0.25,0.5", "--lambdas", "0.25,0.75"]
 TIMING = ("eval_seconds", "rewind_seconds")
@@ -262,7 +262,8 @@ def test_a_cancelled_task_is_resubmitted_and_every_point_computed_once(slurm, ti
 def test_a_failing_task_is_reported_with_its_log_and_the_others_finish(slurm, tiny_bert_dir, tiny_stsb_dir, corpus,
                                                                        tmp_path):
     out = tmp_path / "sweep"
-    (out / "masks").mkdir(parents=True)
+    sweep(tiny_bert_dir, sparsities="0.25", lambdas="0.5", out=out, tasks="STSBenchmark", data_dir=tiny_stsb_dir,
+          device="cpu", max_batches=2, batch_size=8, show_progress=False, make_report=False)  # scored, opened
     (out / "masks" / "mask-s0.5-l0.5.safetensors").write_bytes(b"not a mask")  # bad data for one rewind
     result = invoke([*common_args(tiny_bert_dir, tiny_stsb_dir, out, corpus), "--sparsities", "0.25,0.5",
                      "--lambdas", "0.5", "--rewind-lambda", "0.5", "--no-rewind-dense", "--launcher", "slurm",
@@ -299,6 +300,17 @@ def test_ctrl_c_leaves_slurm_jobs_running_unless_confirmed():
     message = _interrupted(backend, LaunchResult(Path("x"), tasks), "slurm", lambda q: asked.append(q) or True)
     assert backend.cancelled == ["12_0", "13_0"] and "Cancelled jobs 12, 13" in message
     assert asked == ["Cancel the sweep's 2 unfinished SLURM tasks (jobs 12, 13)?"]
+
+
+def test_a_task_reaching_its_time_limit_is_requeued_with_the_same_point():
+    """submitit calls checkpoint() on the time-limit signal and requeues what it returns; the requeued task
+    computes the same point, and a rewind resumes from its checkpoint (``rewind(resume=True)``)."""
+    from sparsecse.sweeping import Point
+
+    task = PointTask({"out": "x", "overwrite": True, "show_progress": True, "log": None})
+    assert task.args["overwrite"] is False  # a task never replaces the sweep directory
+    again = task.checkpoint(Point("rewound", 0.5, "best", 1))
+    assert again.function is task and again.args == (Point("rewound", 0.5, "best", 1),)
 
 
 def test_job_states_from_squeue_without_accounting():
