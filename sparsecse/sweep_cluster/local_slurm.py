@@ -81,10 +81,14 @@ def _ensure_munge_key() -> None:
         return
     import pwd
 
+    try:
+        user = pwd.getpwnam("munge")
+    except KeyError:
+        raise SparseCSEError(f"{MUNGE_KEY} is missing and there is no munge user to own a new one; reinstall "
+                             "munge.") from None
     MUNGE_KEY.parent.mkdir(parents=True, exist_ok=True)
     MUNGE_KEY.write_bytes(os.urandom(1024))
     MUNGE_KEY.chmod(0o400)
-    user = pwd.getpwnam("munge")
     os.chown(MUNGE_KEY, user.pw_uid, user.pw_gid)
     os.chown(MUNGE_KEY.parent, user.pw_uid, user.pw_gid)
 
