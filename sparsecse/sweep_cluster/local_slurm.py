@@ -116,8 +116,8 @@ def start(root: str | os.PathLike, cpus: int = 2, memory_mb: int | None = None, 
     memory_mb = memory_mb or max(512, int(_memory_mb() * 0.8))
     (root / "slurm.conf").write_text(slurm_conf(root, host, cpus, memory_mb))
     env = {**os.environ, **environment(root)}
-    _ensure_munge_key()
     try:
+        _ensure_munge_key()
         _run([_which("munged"), "--force", f"--socket={root / 'munge.socket'}", f"--pid-file={root / 'munged.pid'}",
               f"--log-file={root / 'log' / 'munged.log'}", f"--seed-file={root / 'munged.seed'}",
               f"--key-file={MUNGE_KEY}"], env)
