@@ -108,7 +108,7 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
               help="--launcher local: processes at once.")
 @click.option("--poll-seconds", type=click.FloatRange(min=0.1), default=None, hidden=True,
-              help="How often the launcher asks the tasks' states (default 10 s on SLURM, 2 s locally).")
+              help="How often the launcher asks the tasks' states (default 30 s on SLURM, 2 s locally).")
 @click.option("--detach", is_flag=True, help="--launcher slurm: submit and return; run the same command again "
               "to wait and collect.")
 @pooling_option

@@ -186,7 +186,7 @@ def launch_sweep(args: dict[str, Any], launcher: str, resources: Resources, work
         return result
     if prep.plan and any(t.array == "rewind" for t in result.tasks):
         prep.start_rewinds()
-    poll = poll if poll is not None else (10.0 if launcher == "slurm" else 2.0)
+    poll = poll if poll is not None else (30.0 if launcher == "slurm" else 2.0)  # sacct/squeue per poll
     if launcher == "slurm":
         _submit_slurm(prep, backend, task_fn, result, echo)
         if detach:
