@@ -325,3 +325,32 @@ def test_job_states_from_squeue_without_accounting():
     assert watcher._make_command()[-2:] == ["--jobs", "7,8"]
     info = watcher.read_info(b"7_0|COMPLETED|vm\n7_1|RUNNING|vm\n8|PENDING|\n")
     assert info["7_1"]["State"] == "RUNNING" and info["8"]["State"] == "PENDING" and len(info) == 3
+
+
+def test_a_point_lock_of_a_gone_slurm_job_is_taken_over(tmp_path, monkeypatch):
+    """A task killed on another node leaves its lock; the job's requeued run (same SLURM_JOB_ID), or any
+    process once squeue no longer lists the job as running, takes it over instead of waiting a day."""
+    from sparsecse.locks import FileLock
+
+    path = tmp_path / "s0.1-l0.5.json.lock"
+
+    def held_elsewhere(**extra):
+        path.write_text(json.dumps({"pid": 1, "host": "another-node", "started": time.time(), **extra}))
+
+    held_elsewhere()
+    assert not FileLock(path).acquire()  # another host's fresh lock, no job to ask about
+    held_elsewhere(slurm_job="123")
+    monkeypatch.setenv("SLURM_JOB_ID", "123")
+    lock = FileLock(path)
+    assert lock.acquire() and json.loads(path.read_text())["slurm_job"] == "123"
+    lock.release()
+    held_elsewhere(slurm_job="77")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
+    (bin_dir / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert FileLock(path).acquire()  # SLURM has forgotten job 77: it is gone
+    (bin_dir / "squeue").write_text("#!/bin/sh\necho RUNNING\n")
+    held_elsewhere(slurm_job="77")
+    assert not FileLock(path).acquire()
