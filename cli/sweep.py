@@ -13,6 +13,11 @@ REWIND_ONLY = ("objective", "corpus", "rewind_sparsities", "rewind_lambda", "rew
                "max_steps", "batch_size", "old_rewind_batch_size", "lr", "max_length", "eval_steps", "objective_args")
 
 
+# flags that only mean something with --launcher
+LAUNCHER_ONLY = ("launcher_config", "partition", "gpus_per_task", "cpus_per_task", "mem", "time_limit",
+                 "array_parallelism", "sbatch", "workers", "poll_seconds", "detach")
+
+
 def _flag(ctx, name: str) -> str:
     return next(p.opts[0] for p in ctx.command.params if p.name == name)
 
@@ -85,6 +90,27 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, help="Peak learning rate.")
 @click.option("--max-length", type=click.IntRange(min=2), default=None, help="Tokens per training sentence.")
 @click.option("--eval-steps", type=click.IntRange(min=0), default=None, help="STS-B dev every N steps (0 = never).")
+@click.option("--launcher", type=click.Choice(["slurm", "local"]), default=None,
+              help="Run every unfinished point as a task: a SLURM job array (submitit), or local processes; "
+                   "scoring runs here once. The options below apply only with it.")
+@click.option("--launcher-config", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Cluster settings (TOML, YAML or JSON): partition, gpus_per_task, cpus_per_task, mem, time, "
+                   "array_parallelism, setup, [sbatch], and [evaluate]/[rewind] overrides; options win over it.")
+@click.option("--partition", default=None, help="SLURM partition.")
+@click.option("--gpus-per-task", type=click.IntRange(min=0), default=None, help="GPUs per task.")
+@click.option("--cpus-per-task", type=click.IntRange(min=1), default=None, help="CPUs per task.")
+@click.option("--mem", default=None, metavar="SIZE", help="Memory per task, e.g. 32G.")
+@click.option("--time-limit", default=None, metavar="TIME",
+              help="Time limit per task: minutes or [D-]HH:MM:SS (default 1 h evaluations, 12 h rewinds); a "
+                   "rewind reaching it is requeued and resumes from its checkpoint.")
+@click.option("--array-parallelism", type=click.IntRange(min=1), default=None, help="Tasks of an array at once.")
+@click.option("--sbatch", multiple=True, metavar="KEY=VALUE", help="Any other sbatch option (repeatable).")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
+              help="--launcher local: processes at once.")
+@click.option("--poll-seconds", type=click.FloatRange(min=0.1), default=None, hidden=True,
+              help="How often the launcher asks the tasks' states (default 30 s on SLURM, 2 s locally).")
+@click.option("--detach", is_flag=True, help="--launcher slurm: submit and return; run the same command again "
+              "to wait and collect.")
 @pooling_option
 @device_option
 @seed_option
@@ -94,12 +120,15 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out, overwrite, data_dir, split,
             score_batch_size, max_batches, scope, criterion, keep_one_head, eval_mode, precision, fasttest, rewind,
             rewind_sparsities, rewind_lambda, rewind_dense, seeds, objective, corpus, objective_args, rewind_init,
-            max_steps, batch_size, old_rewind_batch_size, lr, max_length, eval_steps, pooling, device, seed, as_json,
-            quiet):
+            max_steps, batch_size, old_rewind_batch_size, lr, max_length, eval_steps, launcher, launcher_config,
+            partition, gpus_per_task, cpus_per_task, mem, time_limit, array_parallelism, sbatch, workers, poll_seconds,
+            detach, pooling, device, seed, as_json, quiet):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots.
 
     Several processes (or machines sharing the directory) may run the same sweep: each point is locked
-    while it is computed and the others skip it.
+    while it is computed and the others skip it. With --launcher slurm every unfinished point is a task of a
+    SLURM job array (the rewinds a second array after it); a failed, cancelled or timed-out task is
+    resubmitted by the next run of the same command, and finished points are never recomputed.
     """
     from sparsecse.errors import SparseCSEError
     from sparsecse.report import best_points, report
@@ -114,13 +143,23 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     rewind_args = {k: v for k, v in dict(max_steps=max_steps, batch_size=batch_size, lr=lr,
                                          max_length=max_length, eval_steps=eval_steps,
                                          objective_args=objective_args).items() if v is not None}
-    result = sweep(model, sparsities, lambdas, out, tasks=tasks, rewind=rewind, objective=objective, corpus=corpus,
-                   rewind_sparsities=rewind_sparsities, rewind_lambda=rewind_lambda, rewind_init=rewind_init,
-                   rewind_args=rewind_args, rewind_dense=rewind_dense, seeds=seeds, data_dir=data_dir, seed=seed,
-                   split=split, batch_size=score_batch_size, max_batches=max_batches, scope=scope, pooling=pooling,
-                   device=device, eval_mode=eval_mode, precision=precision, fasttest=fasttest, overwrite=overwrite,
-                   make_report=False, show_progress=not quiet, keep_flops=keep_flops, reconstruct=reconstruct,
-                   criterion=criterion, keep_one_head=keep_one_head)
+    kwargs = dict(sparsities=sparsities, lambdas=lambdas, out=out, tasks=tasks, rewind=rewind, objective=objective,
+                  corpus=corpus, rewind_sparsities=rewind_sparsities, rewind_lambda=rewind_lambda,
+                  rewind_init=rewind_init, rewind_args=rewind_args, rewind_dense=rewind_dense, seeds=seeds,
+                  data_dir=data_dir, seed=seed, split=split, batch_size=score_batch_size, max_batches=max_batches,
+                  scope=scope, pooling=pooling, device=device, eval_mode=eval_mode, precision=precision,
+                  fasttest=fasttest, overwrite=overwrite, show_progress=not quiet, keep_flops=keep_flops,
+                  reconstruct=reconstruct, criterion=criterion, keep_one_head=keep_one_head)
+    _check_launcher_flags(ctx, launcher)
+    if launcher:
+        result = _launch(model, kwargs, launcher, launcher_config, dict(
+            partition=partition, gpus_per_task=gpus_per_task, cpus_per_task=cpus_per_task, mem=mem,
+            time=time_limit, array_parallelism=array_parallelism, sbatch=sbatch), workers, detach, as_json,
+            poll_seconds)
+        if result is None:
+            return
+    else:
+        result = sweep(model, make_report=False, **kwargs)
     built = report(result.out)
     table = built["table"]
     sts = [t for t in STS_TASKS if t in set(table["task"])]
@@ -131,7 +170,10 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
                    "results_csv": str(built["results_csv"]), "summary": str(built["summary"]),
                    "baseline": picks and picks["baseline"], "best_average": picks and picks["best_average"],
                    "vs_control": [{**c["rows"]["avg_sts"], "config": c["point"], "seeds": c["seeds"]}
-                                  for c in built["comparisons"] if "avg_sts" in c["rows"]]})
+                                  for c in built["comparisons"] if "avg_sts" in c["rows"]],
+                   **({"failed": [dict(zip(("point", "reason", "log"), f)) for f in result.failed]}
+                      if getattr(result, "failed", None) else {})})
+        _raise_failed(result)
         return
     busy = f", {len(result.busy)} left to another process" if result.busy else ""
     click.echo(f"{len(result.computed)} points computed, {len(result.reused)} reused{busy}, "
@@ -139,3 +181,57 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     click.echo(built["summary_text"])
     click.echo(f"Results: {built['results_csv']}, {built['summary']}, {len(built['figures'])} figure files in "
                f"{result.out / 'figures'}")
+    _raise_failed(result)
+
+
+def _check_launcher_flags(ctx, launcher) -> None:
+    from click.core import ParameterSource
+
+    from sparsecse.errors import SparseCSEError
+
+    given = [n for n in LAUNCHER_ONLY if ctx.get_parameter_source(n) not in (ParameterSource.DEFAULT, None)]
+    if given and not launcher:
+        raise SparseCSEError(f"{', '.join(_flag(ctx, n) for n in given)} only apply with --launcher slurm|local.")
+
+
+def _launch(model, kwargs, launcher, config, overrides, workers, detach, as_json, poll):
+    """Run the sweep's points as cluster tasks; the SweepResult of what they did, None when detached."""
+    import sys
+
+    from sparsecse.errors import SparseCSEError
+
+    try:
+        from sparsecse.sweep_cluster.config import load_resources, parse_sbatch_args
+        from sparsecse.sweep_cluster.launch import check_launcher, launch_sweep, sweep_arguments
+    except ImportError as exc:
+        raise SparseCSEError(f"--launcher needs the cluster extra ({exc.name} is missing): "
+                             "pip install 'sparsecse[cluster]'.") from None
+    check_launcher(launcher, detach)  # before scoring: a missing sbatch submits nothing
+    overrides["sbatch"] = parse_sbatch_args(overrides["sbatch"]) or None
+    resources = load_resources(config, overrides)
+    confirm = (lambda question: click.confirm(question, default=False, err=True)) if sys.stdin.isatty() else None
+    import time
+
+    started = time.time()
+    launched = launch_sweep(sweep_arguments(model, **kwargs), launcher, resources, workers=workers, detach=detach,
+                            poll=poll, echo=lambda msg: click.echo(msg, err=True), confirm=confirm)
+    if launched.detached:
+        if as_json:
+            echo_json({"out": str(launched.out), "submitted": len(launched.tasks), "jobs": launched.job_ids})
+        return None
+    from sparsecse.sweeping import SweepResult
+
+    result = SweepResult(launched.out, computed=[t.point.label for t in launched.tasks if t.status == "done"],
+                         reused=launched.reused, busy=[t.point.label for t in launched.tasks if t.status == "busy"],
+                         seconds=time.time() - started)
+    result.failed = [(t.point.label, t.reason, str(t.log)) for t in launched.failed]
+    return result
+
+
+def _raise_failed(result) -> None:
+    failed = getattr(result, "failed", None)
+    if failed:
+        from sparsecse.errors import SparseCSEError
+
+        lines = "; ".join(f"{label} ({reason}; log {log})" for label, reason, log in failed)
+        raise SparseCSEError(f"{len(failed)} sweep points failed: {lines}. Run the same sweep again to retry them.")

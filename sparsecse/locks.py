@@ -4,7 +4,9 @@ A lock is a file created with O_CREAT|O_EXCL (atomic on local file systems and o
 records who holds it: ``{"pid", "host", "started"}``. A lock is *stale*, and is taken over, when its
 holder is on this host and that process no longer runs, or when it is older than ``stale_after``
 seconds (default 24 h; a holder on another host cannot be asked whether it still runs), or when it
-cannot be read at all (a crash between creating and writing it).
+cannot be read at all (a crash between creating and writing it). A lock taken inside a SLURM job also
+records the job id, so that the job's requeued run, or any process once SLURM says the job is no longer
+running, takes it over at once (a task killed on another node would otherwise block its point for a day).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,19 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def _slurm_job_alive(job: str) -> bool:
+    """Whether SLURM still runs ``job`` (True when squeue cannot tell)."""
+    if job == os.environ.get("SLURM_JOB_ID"):
+        return False  # this process is the job's requeued run: the run that took the lock is gone
+    try:
+        done = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    if done.returncode and "Invalid job id" not in done.stderr:
+        return True
+    return done.stdout.strip() in ("RUNNING", "COMPLETING", "SUSPENDED", "STOPPED")
 
 
 class FileLock:
@@ -48,6 +64,8 @@ class FileLock:
                 return time.time() - self.path.stat().st_mtime > 60
             except OSError:
                 return True
+        if info.get("slurm_job") and not _slurm_job_alive(str(info["slurm_job"])):
+            return True
         if info.get("host") == socket.gethostname():
             return not _alive(int(info.get("pid", -1)))
         return time.time() - float(info.get("started", 0)) > self.stale_after
@@ -63,7 +81,10 @@ class FileLock:
                 self.path.unlink(missing_ok=True)  # take over a stale lock, then try once more
                 continue
             with os.fdopen(fd, "w") as f:
-                json.dump({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}, f)
+                info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+                if os.environ.get("SLURM_JOB_ID"):
+                    info["slurm_job"] = os.environ["SLURM_JOB_ID"]
+                json.dump(info, f)
             self.held = True
             return True
         return False

@@ -549,80 +549,242 @@ def sweep(
     every budget point, the same mask after retraining-free reconstruction, under a directory named by
     the reconstruction's settings (corpus hash included).
     """
+    args = {k: v for k, v in locals().items() if k != "make_report"}
+    prep = prepare_sweep(args)
+    run_sweep(prep)
+    if make_report:
+        from sparsecse.report import report
+
+        report(prep.out)
+    return prep.run.result
+
+
+@dataclass(frozen=True)
+class Point:
+    """One unit of a sweep's work, computed by :meth:`PreparedSweep.compute` (in this process or in a
+    cluster task). ``kind``: dense, masked, budget, reconstructed or rewound; ``value``: the sparsity (the
+    kept-FLOPs budget for budget and reconstructed points); ``lam``: λ (rewound: None is the unpruned
+    control, "best" the λ chosen from the masked points when they exist); ``seed``: the rewinding seed."""
+
+    kind: str
+    value: float = 0.0
+    lam: float | str | None = None
+    seed: int | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == "dense":
+            return "dense"
+        if self.kind in ("budget", "reconstructed"):
+            return f"{self.kind}/{budget_point_name(self.value, self.lam)}"
+        if self.kind == "masked":
+            return f"masked/{point_name(self.value, self.lam)}"
+        if self.lam is None:
+            name = "dense"
+        else:
+            name = f"s{self.value:g}-l{self.lam if isinstance(self.lam, str) else format(self.lam, 'g')}"
+        return f"rewound/{seeded_name(name, self.seed)}"
+
+
+@dataclass
+class PreparedSweep:
+    """A sweep checked, opened and scored (:func:`prepare_sweep`): what is left is computing its points."""
+
+    args: dict[str, Any]
+    out: Path
+    run: SweepRun
+    encoder: Any
+    fingerprint: dict[str, Any]
+    tasks: list[str]
+    grid_s: list[float]
+    grid_l: list[float]
+    grid_b: list[float]
+    plan: RewindPlan | None
+    recon: tuple | None
+    started: float
+    settings: dict[str, Any]
+
+    @property
+    def grid(self) -> list[tuple[float, float]]:
+        return [(s, lam) for lam in self.grid_l for s in self.grid_s]
+
+    @property
+    def budget_grid(self) -> list[tuple[float, float]]:
+        return [(b, lam) for lam in self.grid_l for b in self.grid_b]
+
+    @property
+    def total(self) -> int:
+        return (len(self.grid) + len(self.budget_grid) * (2 if self.recon else 1) + int(self.args["dense"])
+                + (self.plan.count if self.plan else 0))
+
+    @property
+    def rewind_id(self) -> str | None:
+        return rewind_id(self.plan.objective, self.plan.settings()) if self.plan else None
+
+    def points(self) -> list[Point]:
+        """Every point but the rewound ones, in the order a one-process sweep computes them."""
+        points = [Point("dense")] if self.args["dense"] else []
+        points += [Point("masked", s, lam) for s, lam in self.grid]
+        points += [Point("budget", b, lam) for b, lam in self.budget_grid]
+        points += [Point("reconstructed", b, lam) for b, lam in self.budget_grid] if self.recon else []
+        return points
+
+    def rewind_points(self) -> list[Point]:
+        """The rewound points (seed-major), at λ "best" until the masked points decide it."""
+        if not self.plan:
+            return []
+        jobs = [(0.0, None)] if self.plan.dense else []
+        for s in self.plan.sparsities:
+            jobs += [(s, lam) for lam in (["best"] if self.plan.lambdas == "best" else self.plan.lambdas)]
+        return [Point("rewound", s, lam, seed) for seed in self.plan.seeds for s, lam in jobs]
+
+    def resolve(self, point: Point) -> Point | None:
+        """``point`` with its λ decided (None while a masked point it needs is missing)."""
+        if point.lam != "best":
+            return point
+        masked = {lam: read_point(self.path(Point("masked", point.value, lam))) for lam in self.grid_l}
+        if not all(masked.values()):
+            return None
+        return Point("rewound", point.value, best_lambda(masked), point.seed)
+
+    def path(self, point: Point) -> Path:
+        """The point's file (``point`` resolved)."""
+        points = self.out / "points"
+        if point.kind == "dense":
+            return points / "dense.json"
+        if point.kind == "masked":
+            return points / "masked" / f"{point_name(point.value, point.lam)}.json"
+        if point.kind == "budget":
+            return points / "budget" / f"{budget_point_name(point.value, point.lam)}.json"
+        if point.kind == "reconstructed":
+            return points / "reconstructed" / self.recon[1] / f"{budget_point_name(point.value, point.lam)}.json"
+        name = "dense" if point.lam is None else point_name(point.value, point.lam)
+        return points / "rewound" / self.rewind_id / f"{seeded_name(name, point.seed)}.json"
+
+    def done(self, point: Point) -> bool:
+        """Whether the point's file holds every requested task."""
+        point = self.resolve(point)
+        return point is not None and not missing_tasks(read_point(self.path(point)), self.tasks)
+
+    def start_rewinds(self) -> Path:
+        """The directory of this rewinding setting, with its settings.json."""
+        settings = self.plan.settings()
+        rewound_dir = self.out / "rewound" / rewind_id(self.plan.objective, settings)
+        if not (rewound_dir / "settings.json").is_file():
+            write_json(rewound_dir / "settings.json", {**settings, "corpus": self.plan.corpus})
+        return rewound_dir
+
+    def compute(self, point: Point) -> dict[str, Any] | None:
+        """Compute ``point`` unless its file is complete (None: another process holds its lock)."""
+        run = self.run
+        if point.kind == "dense":
+            return run.dense()
+        if point.kind == "masked":
+            return run.masked(point.value, point.lam)
+        if point.kind == "budget":
+            return run.budget(point.value, point.lam)
+        if point.kind == "reconstructed":
+            return run.reconstructed(self.recon[0], self.recon[1], point.value, point.lam)
+        resolved = self.resolve(point)
+        if resolved is None:
+            raise SparseCSEError(f"Rewinding sparsity {point.value:g} at the best λ needs its masked points "
+                                 f"({', '.join(f'{lam:g}' for lam in self.grid_l)}); not all of them were computed.")
+        self.start_rewinds()
+        return run.rewound(self.plan, self.rewind_id, resolved.value, resolved.lam, resolved.seed)
+
+    def record(self) -> None:
+        """Append this invocation to sweep.json's run history and rewrite the manifest."""
+        self.run.result.seconds = time.time() - self.started
+        _record_run(self.out, self.run.result, self.started, self.total, self.encoder, self.fingerprint, self.tasks,
+                    self.grid_s, self.grid_l, self.plan, self.args["eval_mode"], self.settings)
+
+
+def prepare_sweep(args: dict[str, Any]) -> PreparedSweep:
+    """Check the arguments of :func:`sweep` (all of them, by name), open the sweep directory and score
+    (once: later calls read the scores back). Nothing is evaluated yet."""
     from tqdm.auto import tqdm
 
-    from sparsecse.encoder import SentenceEncoder
+    from sparsecse.encoder import SentenceEncoder, check_device, resolve_precision
+    from sparsecse.io import check_destination
     from sparsecse.scoring import POSITIVE_THRESHOLD
 
+    a = dict(args)
     started = time.time()
-    say = log or (lambda msg: tqdm.write(msg) if show_progress else None)
+    show_progress, eval_mode, seed = a["show_progress"], a["eval_mode"], a["seed"]
+    say = a["log"] or (lambda msg: tqdm.write(msg) if show_progress else None)
     if eval_mode not in EVAL_MODES:
         raise SparseCSEError(f"Unknown eval mode {eval_mode!r}; choose masked or shrunk.")
-    from sparsecse.encoder import check_device, resolve_precision
-    from sparsecse.io import check_destination
-
-    task_list = resolve_tasks(tasks)
-    grid_s, grid_l = _check_grid(sparsities, lambdas) if sparsities is not None else ([], _check_grid(0.5, lambdas)[1])
-    grid_b = _check_budgets(keep_flops, sparsities)
-    rewind_seeds = parse_seeds(seeds, seed)
-    if seeds is not None and not rewind:
+    task_list = resolve_tasks(a["tasks"])
+    sparsities = a["sparsities"]
+    grid_s, grid_l = (_check_grid(sparsities, a["lambdas"]) if sparsities is not None
+                      else ([], _check_grid(0.5, a["lambdas"])[1]))
+    grid_b = _check_budgets(a["keep_flops"], sparsities)
+    rewind_seeds = parse_seeds(a["seeds"], seed)
+    if a["seeds"] is not None and not a["rewind"]:
         raise SparseCSEError("--seeds sets the rewinding seeds; add --rewind (scoring and evaluation use --seed).")
-    check_device(device)
-    precision = resolve_precision(precision, device)
-    out = Path(out)
-    check_destination(out, True, inputs={"model": model, "corpus": corpus, "initial checkpoint": rewind_init})
-    plan = plan_rewinds(grid_s, grid_l, objective, corpus, rewind_sparsities, rewind_lambda, rewind_init,
-                        rewind_args, rewind_dense, rewind_seeds) if rewind else None
-    recon = _reconstruction(reconstruct, grid_b)
+    check_device(a["device"])
+    precision = resolve_precision(a["precision"], a["device"])
+    out = Path(a["out"])
+    check_destination(out, True, inputs={"model": a["model"], "corpus": a["corpus"],
+                                         "initial checkpoint": a["rewind_init"]})
+    plan = plan_rewinds(grid_s, grid_l, a["objective"], a["corpus"], a["rewind_sparsities"], a["rewind_lambda"],
+                        a["rewind_init"], a["rewind_args"], a["rewind_dense"], rewind_seeds) if a["rewind"] else None
+    recon = _reconstruction(a["reconstruct"], grid_b)
 
-    pruning = pruning_settings(out, criterion, keep_one_head)
+    pruning = pruning_settings(out, a["criterion"], a["keep_one_head"])
     keep_one_head = pruning["keep_one_head"]
-    encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
-    print_ = fingerprint(encoder, data_dir, split, batch_size, seed, max_batches, POSITIVE_THRESHOLD, scope,
-                         keep_one_head)
+    encoder = SentenceEncoder.load(a["model"], pooling=a["pooling"], device=a["device"])
+    print_ = fingerprint(encoder, a["data_dir"], a["split"], a["batch_size"], seed, a["max_batches"],
+                         POSITIVE_THRESHOLD, a["scope"], keep_one_head)
     print_["pruning"].update(pruning)
-    eval_options = {k: v for k, v in (("precision", precision), ("fasttest", fasttest)) if v not in ("fp32", False)}
+    eval_options = {k: v for k, v in (("precision", precision), ("fasttest", a["fasttest"]))
+                    if v not in ("fp32", False)}
     if eval_options:  # only non-default values, so sweeps made before these options existed still match
         print_["evaluation"] = eval_options
-    if device is not None:
-        eval_options["device"] = device
+    if a["device"] is not None:
+        eval_options["device"] = a["device"]
     if eval_mode == "shrunk" or plan:
         _check_shrinkable(encoder, "--eval-mode shrunk" if eval_mode == "shrunk" else "rewinding")
-    open_sweep_dir(out, print_, overwrite)
-    scores = _cached_scores(out, encoder, data_dir, split, batch_size, seed, max_batches, show_progress, say)
-    run = SweepRun(out, encoder, scores, task_list, data_dir, seed, eval_mode, scope, keep_one_head, say,
+    open_sweep_dir(out, print_, a["overwrite"])
+    scores = _cached_scores(out, encoder, a["data_dir"], a["split"], a["batch_size"], seed, a["max_batches"],
+                            show_progress, say)
+    run = SweepRun(out, encoder, scores, task_list, a["data_dir"], seed, eval_mode, a["scope"], keep_one_head, say,
                    show_progress, eval_options, pruning)
+    settings = dict(seed=seed, scope=a["scope"], **pruning, split=a["split"], batch_size=a["batch_size"],
+                    max_batches=a["max_batches"], keep_flops=grid_b)
+    return PreparedSweep(a, out, run, encoder, print_, task_list, grid_s, grid_l, grid_b, plan, recon, started,
+                         settings)
 
-    grid = [(s, lam) for lam in grid_l for s in grid_s]
-    budget_grid = [(b, lam) for lam in grid_l for b in grid_b]
-    total = len(grid) + len(budget_grid) * (2 if recon else 1) + int(dense) + (plan.count if plan else 0)
-    bar = tqdm(total=total, desc="sweep", unit="point", disable=not show_progress)
+
+def run_sweep(prep: PreparedSweep) -> None:
+    """Compute every point of a prepared sweep in this process (points another process holds are skipped)."""
+    from tqdm.auto import tqdm
+
+    run, plan, out = prep.run, prep.plan, prep.out
+    bar = tqdm(total=prep.total, desc="sweep", unit="point", disable=not prep.args["show_progress"])
     try:
-        if dense:
+        if prep.args["dense"]:
             bar.set_postfix_str("dense")
             run.dense()
             bar.update()
         masked: dict[float, dict[float, dict]] = {}
-        for s, lam in grid:
+        for s, lam in prep.grid:
             bar.set_postfix_str(f"sparsity {s:g}, λ {lam:g}")
             masked.setdefault(s, {})[lam] = run.masked(s, lam)
             bar.update()
-        for b, lam in budget_grid:
+        for b, lam in prep.budget_grid:
             bar.set_postfix_str(f"kept FLOPs {b:g}, λ {lam:g}")
             run.budget(b, lam)
             bar.update()
-        if recon:
-            plan_r, recon_id = recon
-            for b, lam in budget_grid:
+        if prep.recon:
+            plan_r, recon_id = prep.recon
+            for b, lam in prep.budget_grid:
                 bar.set_postfix_str(f"reconstruct kept FLOPs {b:g}, λ {lam:g}")
                 run.reconstructed(plan_r, recon_id, b, lam)
                 bar.update()
         if plan:
-            settings = plan.settings()
-            rid = rewind_id(plan.objective, settings)
-            rewound_dir = out / "rewound" / rid
-            if not (rewound_dir / "settings.json").is_file():
-                write_json(rewound_dir / "settings.json", {**settings, "corpus": plan.corpus})
+            rid = prep.rewind_id
+            rewound_dir = prep.start_rewinds()
             try:
                 jobs = run.rewind_jobs(plan, masked)
                 for rewind_seed in plan.seeds:  # seed-major order
@@ -631,22 +793,19 @@ def sweep(
                         bar.set_postfix_str(f"rewind {name}, seed {rewind_seed}")
                         run.rewound(plan, rid, s, lam, rewind_seed)
                         bar.update()
-            finally:  # settings that produced nothing leave no stub for reports to list
-                if [p.name for p in rewound_dir.iterdir()] == ["settings.json"]:
-                    import shutil
-
-                    shutil.rmtree(rewound_dir)
+            finally:
+                remove_empty_rewinds(rewound_dir)
     finally:
         bar.close()
-        run.result.seconds = time.time() - started
-        _record_run(out, run.result, started, total, encoder, print_, task_list, grid_s, grid_l, plan, eval_mode,
-                    dict(seed=seed, scope=scope, **pruning, split=split, batch_size=batch_size,
-                         max_batches=max_batches, keep_flops=grid_b))
-    if make_report:
-        from sparsecse.report import report
+        prep.record()
 
-        report(out)
-    return run.result
+
+def remove_empty_rewinds(rewound_dir: Path) -> None:
+    """Settings that produced nothing leave no stub for reports to list."""
+    if rewound_dir.is_dir() and [p.name for p in rewound_dir.iterdir()] == ["settings.json"]:
+        import shutil
+
+        shutil.rmtree(rewound_dir)
 
 
 def _reconstruction(reconstruct, budgets: list[float]):
