@@ -7,6 +7,7 @@ import json
 import click
 
 from sparsecse.cli.options import data_dir_option, device_option, json_option, pooling_option
+from sparsecse.cli.options import trust_remote_code_option
 
 
 def format_table(result: dict) -> str:
@@ -27,6 +28,7 @@ def format_table(result: dict) -> str:
 
 
 @click.command("compare")
+@trust_remote_code_option
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
 @click.option("--mask-a", default=None, type=click.Path(dir_okay=False), help="Mask file gating model A.")

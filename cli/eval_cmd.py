@@ -17,6 +17,7 @@ from sparsecse.cli.options import (
     quiet_option,
     seed_option,
 )
+from sparsecse.cli.options import trust_remote_code_option
 
 
 def format_table(results: dict) -> str:
@@ -43,6 +44,7 @@ def format_table(results: dict) -> str:
 
 
 @click.command("eval")
+@trust_remote_code_option
 @model_option
 @click.option("--mask", "mask_path", default=None, type=click.Path(dir_okay=False),
               help="Mask file from `sparsecse prune`: evaluate the model gated by it (no retraining).")

@@ -33,6 +33,17 @@ def _check_device(ctx, param, value):
     return value
 
 
+def _set_trust(ctx, param, value):
+    from sparsecse.remote_code import set_remote_code_trust
+
+    set_remote_code_trust(value)
+    return value
+
+
+trust_remote_code_option = click.option(
+    "--trust-remote-code", is_flag=True, expose_value=False, callback=_set_trust,
+    help="Let a model directory run its own Python code (auto_map + *.py); off by default, recorded in the "
+         "manifest. sparsecse's own shrunk models never need it.")
 device_option = click.option("--device", default=None, metavar="DEV", callback=_check_device,
                              help="torch device: cpu, cuda, cuda:N (default: cuda if available, else cpu).")
 seed_option = click.option("--seed", type=int, default=0, show_default=True, help="Random seed (recorded).")

@@ -30,6 +30,7 @@ from torch import nn
 
 from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, resolve_model, write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
+from sparsecse.remote_code import with_trust_option
 from sparsecse.evaluation.sts import cosine_rows
 from sparsecse.io import atomic_dir, hash_path, make_manifest, refuse_existing
 from sparsecse.onnx_encoder import (
@@ -170,6 +171,7 @@ def onnx_versions() -> dict[str, str]:
     return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 
+@with_trust_option
 def export(
     model: str | os.PathLike | None = None,
     out: str | os.PathLike | None = None,

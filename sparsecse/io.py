@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.remote_code import remote_code_trusted
 
 MANIFEST_KEY = "sparsecse_manifest"
 
@@ -82,6 +83,7 @@ def make_manifest(
         "inputs": recorded_inputs,
         "params": dict(params or {}),
         "seed": seed,
+        "trust_remote_code": remote_code_trusted(),  # whether model directories could run their own code
         "versions": library_versions(),
     }
     manifest.update(extra)

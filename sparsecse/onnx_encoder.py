@@ -18,8 +18,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, configured_max_length
+from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, check_tokenizer_files, configured_max_length
 from sparsecse.errors import SparseCSEError
+from sparsecse.remote_code import allow_code
 
 FP32_FILE = "onnx/model.onnx"
 INT8_FILE = "onnx/model_qint8.onnx"
@@ -96,11 +97,16 @@ class OnnxEncoder(SentenceEncoder):
             raise SparseCSEError(f"{path} was exported with {settings['pooling']} pooling, which is part of its "
                                  f"graph; export the model again with --pooling {pooling}.")
         file = file or settings["file"]
+        if not isinstance(file, str) or not (Path(path) / file).resolve().is_relative_to(Path(path).resolve()):
+            raise SparseCSEError(f"The config of {path} names the graph file {file!r}, which is not inside the "
+                                 "directory; export the model again.")
         if not (Path(path) / file).is_file():
             raise SparseCSEError(f"The ONNX file {Path(path) / file} does not exist.")
         require_onnxruntime()
+        check_tokenizer_files(path)
+        trust = allow_code(path)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
         except Exception as exc:
             raise SparseCSEError(f"Cannot load the tokenizer from {path} ({exc}).") from None
         session = inference_session(Path(path) / file, threads)
@@ -128,7 +134,7 @@ class OnnxEncoder(SentenceEncoder):
     def config(self):
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(self.source)
+        return AutoConfig.from_pretrained(self.source, trust_remote_code=allow_code(self.source))
 
     @property
     def device(self) -> torch.device:

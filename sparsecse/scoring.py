@@ -33,6 +33,7 @@ from sparsecse.alignment import alignment_loss, uniformity_loss
 from sparsecse.data.sts import Pair, read_sts_benchmark
 from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
+from sparsecse.remote_code import with_trust_option
 from sparsecse.gates import Gates, layer_parts, uniform_shape
 from sparsecse.io import hash_path, load_tensors, make_manifest, save_tensors
 
@@ -294,6 +295,7 @@ def compute_gradients(encoder: SentenceEncoder, batches: Sequence[ScoreBatch],
 
 
 # ---------------------------------------------------------------------------- public API
+@with_trust_option
 def score(
     model: str | os.PathLike | SentenceEncoder | None = None,
     data_dir: str | os.PathLike | None = None,

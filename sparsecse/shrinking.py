@@ -29,6 +29,7 @@ from torch import nn
 
 from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
+from sparsecse.remote_code import with_trust_option
 from sparsecse.flops import size_report
 from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
 from sparsecse.masks import Mask, model_for_mask
@@ -208,6 +209,7 @@ class ShrinkResult:
                 "reconstruction": self.reconstruction}
 
 
+@with_trust_option
 def shrink(
     model: str | os.PathLike | None = None,
     mask: Mask | str | os.PathLike | None = None,

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.remote_code import with_trust_option
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.io import hash_path, make_manifest, write_json
 from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE, read_point, read_sweep_state
@@ -491,6 +492,7 @@ class SweepRun:
         return jobs
 
 
+@with_trust_option
 def sweep(
     model=None,
     sparsities: str | Iterable[float] | None = "0.01:0.10:0.01,0.2:0.5:0.1",

@@ -12,6 +12,7 @@ import numpy as np
 from sparsecse.data.paths import resolve_data_dir
 from sparsecse.encoder import POOLINGS, SentenceEncoder, resolve_precision
 from sparsecse.errors import SparseCSEError
+from sparsecse.remote_code import with_trust_option
 from sparsecse.evaluation.align_uniform import alignment_uniformity
 from sparsecse.evaluation.embedding import EmbeddingTable
 from sparsecse.evaluation.bootstrap import TaskPairs, score_intervals
@@ -21,6 +22,7 @@ from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.evaluation.transfer import PROTOCOLS, evaluate_transfer, load_transfer_task, transfer_sentences
 
 
+@with_trust_option
 def evaluate(
     model=None,
     mask=None,

@@ -18,6 +18,7 @@ import torch
 
 from sparsecse.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
+from sparsecse.remote_code import with_trust_option
 from sparsecse.gates import layer_parts
 from sparsecse.io import check_destination, hash_path
 from sparsecse.masks import Mask
@@ -104,6 +105,7 @@ def init_origin(init, scored: str | None) -> str:
     return NO_LINEAGE
 
 
+@with_trust_option
 def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", objective_args=None, *,
            pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
     """Reset to ``init``'s weights, remove ``mask``'s pruned units and retrain with ``objective``.
