@@ -333,7 +333,7 @@ def score(
         params={"split": split, "batch_size": batch_size, "positive_threshold": positive_threshold,
                 "max_batches": max_batches, "loss": "lambda*log E||h-h+||^2 + (1-lambda)*log E exp(-2||h_i-h_j||^2)"},
         seed=seed,
-        model=encoder.source,
+        model=os.path.abspath(encoder.source) if os.path.isdir(encoder.source) else encoder.source,  # not cwd-bound
         pooling=encoder.pooling,
         pooling_source=encoder.pooling_source,
         max_length=encoder.max_length,
