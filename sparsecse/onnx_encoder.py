@@ -62,6 +62,21 @@ def inference_session(model_file: str | os.PathLike, threads: int | None = None)
     return ort.InferenceSession(str(model_file), sess_options=options, providers=["CPUExecutionProvider"])
 
 
+def check_graph_matches(session, settings: dict, path: str) -> None:
+    """The graph has the embedding output, the width and the inputs its directory's config promises."""
+    outputs = {o.name: o.shape for o in session.get_outputs()}
+    inputs = {i.name for i in session.get_inputs()}
+    width = outputs.get(EMBEDDING_OUTPUT, [None])[-1] if EMBEDDING_OUTPUT in outputs else None
+    problem = (f"has no {EMBEDDING_OUTPUT} output" if EMBEDDING_OUTPUT not in outputs
+               else f"gives {width}-wide embeddings, not {settings.get('dim')!r}"
+               if isinstance(width, int) and width != settings.get("dim")
+               else f"takes the inputs {sorted(inputs)}, not {settings.get('inputs')!r}"
+               if settings.get("inputs") and not inputs <= set(settings["inputs"]) else None)
+    if problem:
+        raise SparseCSEError(f"The ONNX graph in {path} {problem} as its {SPARSECSE_CONFIG} says; export the model "
+                             "again.")
+
+
 class OnnxEncoder(SentenceEncoder):
     """An exported graph with its tokenizer; ``encode`` is :meth:`SentenceEncoder.encode` itself."""
 
@@ -109,7 +124,12 @@ class OnnxEncoder(SentenceEncoder):
             tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
         except Exception as exc:
             raise SparseCSEError(f"Cannot load the tokenizer from {path} ({exc}).") from None
-        session = inference_session(Path(path) / file, threads)
+        try:
+            session = inference_session(Path(path) / file, threads)
+        except Exception as exc:  # onnxruntime raises its own types for damaged graphs
+            raise SparseCSEError(f"The ONNX file {Path(path) / file} cannot be loaded ({str(exc).splitlines()[0]}); "
+                                 "export the model again.") from None
+        check_graph_matches(session, settings, path)
         return cls(session, tokenizer, settings["pooling"], max_length or configured_max_length(path) or 512,
                    settings["dim"], source=path, file=file, settings=settings)
 

@@ -136,7 +136,7 @@ def check_score_tensors(tensors: dict[str, torch.Tensor], path) -> None:
 def check_lambda(lam: float) -> float:
     lam = float(lam)
     if not 0.0 <= lam <= 1.0:
-        raise SparseCSEError(f"lambda must lie in [0, 1]; got {lam:g}.")
+        raise SparseCSEError(f"lambda must lie in [0, 1]; got {lam!r}.")
     return lam
 
 
@@ -185,7 +185,7 @@ def make_batches(pairs: Sequence[Pair], batch_size: int = 64, seed: int = 0,
         raise SparseCSEError(f"The batch size must be at least 2; got {batch_size}.")
     positives = [p for p in pairs if p.score > positive_threshold]
     if len(positives) < 2:
-        raise SparseCSEError(f"Scoring needs at least 2 positive pairs (gold > {positive_threshold:g}); "
+        raise SparseCSEError(f"Scoring needs at least 2 positive pairs (gold > {positive_threshold!r}); "
                              f"found {len(positives)}.")
     sentences = list(dict.fromkeys(s for p in pairs for s in (p.s1, p.s2)))
     rng = random.Random(seed)

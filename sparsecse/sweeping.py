@@ -62,6 +62,9 @@ def seeded_name(name: str, seed: int) -> str:
     return f"{name}-seed{seed}"
 
 
+MAX_SEED = 2**32 - 1  # numpy's RandomState limit
+
+
 def parse_seeds(seeds: str | int | Iterable[int] | None, default: int) -> list[int]:
     """``"0,1,2"`` (or a list) -> distinct integer seeds in the given order; None -> ``[default]``."""
     if seeds is None:
@@ -75,6 +78,9 @@ def parse_seeds(seeds: str | int | Iterable[int] | None, default: int) -> list[i
         raise SparseCSEError("No seed given; pass --seeds as comma-separated integers, e.g. 0,1,2.")
     if len(set(values)) != len(values):
         raise SparseCSEError(f"The seeds {seeds!r} repeat a value; each seed is rewound once.")
+    outside = [v for v in values if not 0 <= v <= MAX_SEED]
+    if outside:
+        raise SparseCSEError(f"Seed {outside[0]} is outside what numpy accepts (0 to {MAX_SEED}).")
     return values
 
 
@@ -297,7 +303,7 @@ def plan_rewinds(grid_s, grid_l, objective, corpus, sparsities, lambdas, init, a
     chosen = grid_s if sparsities is None else _check_grid(sparsities, [0.5])[0]
     outside = [s for s in chosen if s not in grid_s]
     if outside:
-        raise SparseCSEError(f"Rewind sparsities {', '.join(f'{s:g}' for s in outside)} are not in the "
+        raise SparseCSEError(f"Rewind sparsities {', '.join(repr(s) for s in outside)} are not in the "
                              "sweep's sparsity grid.")
     if not (isinstance(lambdas, str) and lambdas == "best"):
         lambdas = _check_grid([0.5], lambdas)[1]
