@@ -137,6 +137,13 @@ def check_destination(
         raise SparseCSEError(f"Cannot write {option} {out}: {ancestor} is a file, not a directory.")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise SparseCSEError(f"Cannot write {option} {out}: the directory {ancestor} is not writable.")
+    try:  # os.access says yes to root and on read-only or pseudo file systems; a real create does not
+        fd, probe = tempfile.mkstemp(prefix=_temp_prefix(out), suffix=".tmp", dir=ancestor)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise SparseCSEError(f"Cannot write {option} {out}: files cannot be created in {ancestor} "
+                             f"({exc.strerror or exc}).") from None
     return out
 
 

@@ -160,3 +160,14 @@ def test_mask_records_absolute_model_and_checks_its_digest(tmp_path, tiny_stsb_d
         model_for_mask(mask)
     result = _run("shrink", "--mask", tmp_path / "m.safetensors", "--out", other / "small")
     assert result.exit_code == 1 and "not the one the mask was made for" in result.output
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_pseudo_file_system_destination_is_refused_before_work(tmp_path, tiny_bert_dir):
+    from sparsecse.io import check_destination
+
+    with pytest.raises(SparseCSEError, match="files cannot be created in /proc"):
+        check_destination("/proc/sparsecse-out")
+    result = _run("export", "--model", tiny_bert_dir, "--out", "/proc/sparsecse-out")
+    assert result.exit_code == 1 and "Cannot write --out /proc/sparsecse-out" in result.output
+    assert check_destination(tmp_path / "fine") == tmp_path / "fine" and list(tmp_path.iterdir()) == []
