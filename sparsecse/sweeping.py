@@ -50,12 +50,19 @@ def task_average(scores: dict[str, float], group: Sequence[str]) -> float | None
 
 
 # ---------------------------------------------------------------------------- naming
+def _exact(value: float) -> str:
+    """Short when that is exact (the names sweeps always had), else every digit, so two grid values
+    never share a point file (0.1 and 0.1000001 both print as 0.1 with :g)."""
+    short = f"{value:g}"
+    return short if float(short) == float(value) else repr(float(value))
+
+
 def point_name(sparsity: float, lam: float) -> str:
-    return f"s{sparsity:g}-l{lam:g}"
+    return f"s{_exact(sparsity)}-l{_exact(lam)}"
 
 
 def budget_point_name(keep_flops: float, lam: float) -> str:
-    return f"f{keep_flops:g}-l{lam:g}"
+    return f"f{_exact(keep_flops)}-l{_exact(lam)}"
 
 
 def seeded_name(name: str, seed: int) -> str:

@@ -130,3 +130,11 @@ def test_corpus_decode_error_gives_the_file_byte_offset(tmp_path):
         read_corpus(path)
     path.write_bytes(b"one\r\ntwo\n\nthree")
     assert read_corpus(path) == ["one", "two", "three"]
+
+
+def test_point_names_keep_every_digit_that_matters():
+    from sparsecse.sweeping import budget_point_name, point_name
+
+    assert point_name(0.1, 0.5) == "s0.1-l0.5" and budget_point_name(0.7, 1.0) == "f0.7-l1"  # names as before
+    assert point_name(0.1000001, 0.5) != point_name(0.1, 0.5)
+    assert budget_point_name(0.7, 0.50000001) == "f0.7-l0.50000001"
