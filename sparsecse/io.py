@@ -138,9 +138,9 @@ def check_destination(
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise SparseCSEError(f"Cannot write {option} {out}: the directory {ancestor} is not writable.")
     try:  # os.access says yes to root and on read-only or pseudo file systems; a real create does not
-        fd, probe = tempfile.mkstemp(prefix=_temp_prefix(out), suffix=".tmp", dir=ancestor)
+        fd, probe = tempfile.mkstemp(prefix=_temp_prefix(out), suffix=".probe", dir=ancestor)
         os.close(fd)
-        os.unlink(probe)
+        Path(probe).unlink(missing_ok=True)
     except OSError as exc:
         raise SparseCSEError(f"Cannot write {option} {out}: files cannot be created in {ancestor} "
                              f"({exc.strerror or exc}).") from None
@@ -174,7 +174,8 @@ def _temp_prefix(out: Path) -> str:
 
 def clean_stale_temporaries(out: Path) -> list[Path]:
     """Remove the hidden temporaries (``.NAME.PID.xxxx.tmp``) that killed runs writing ``out`` left
-    beside it; a temporary of a process that still runs is kept."""
+    beside it; a temporary of a process that still runs is kept. Called under ``out``'s writer lock,
+    so no live writer (on any host sharing the file system) owns one of them."""
     removed = []
     try:
         candidates = list(out.parent.glob(f".{glob.escape(out.name)}.*.tmp"))
