@@ -30,7 +30,6 @@ from torch import nn
 
 from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, resolve_model, write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
-from sparsecse.remote_code import with_trust_option
 from sparsecse.evaluation.sts import cosine_rows
 from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest
 from sparsecse.onnx_encoder import (
@@ -42,6 +41,7 @@ from sparsecse.onnx_encoder import (
     is_exported_dir,
     require_onnxruntime,
 )
+from sparsecse.remote_code import with_trust_option
 
 FORMATS = ("onnx",)
 QUANTIZATIONS = ("int8",)

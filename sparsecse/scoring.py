@@ -33,9 +33,9 @@ from sparsecse.alignment import alignment_loss, uniformity_loss
 from sparsecse.data.sts import Pair, read_sts_benchmark
 from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.remote_code import with_trust_option
 from sparsecse.gates import Gates, layer_parts, uniform_shape
 from sparsecse.io import hash_path, load_tensors, make_manifest, save_tensors
+from sparsecse.remote_code import with_trust_option
 
 POSITIVE_THRESHOLD = 4.0
 _TENSORS = ("head_grad_align", "head_grad_uniform", "neuron_grad_align", "neuron_grad_uniform")

@@ -29,12 +29,12 @@ from torch import nn
 
 from sparsecse.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
-from sparsecse.remote_code import with_trust_option
 from sparsecse.flops import size_report
 from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
 from sparsecse.masks import Mask, model_for_mask
 from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
 from sparsecse.reconstruction import ReconstructionPlan, reconstruction_plan
+from sparsecse.remote_code import with_trust_option
 
 # Config fields that describe the saved object rather than the architecture; never copied over.
 _CONFIG_FIELDS_NOT_COPIED = {"model_type", "architectures", "auto_map", "transformers_version", "_name_or_path",

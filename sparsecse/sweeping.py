@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.remote_code import with_trust_option
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.io import hash_path, make_manifest, write_json
+from sparsecse.remote_code import with_trust_option
 from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE, read_point, read_sweep_state
 
 EVAL_MODES = ("masked", "shrunk")

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.remote_code import with_trust_option
 from sparsecse.evaluation.bootstrap import LEVEL, P_VALUE_TEST, paired_comparison
 from sparsecse.evaluation.results_file import load_results
 from sparsecse.evaluation.tasks import STS_TASKS, resolve_tasks
+from sparsecse.remote_code import with_trust_option
 
 SIDES = ("A", "B")
 

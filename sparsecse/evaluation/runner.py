@@ -12,7 +12,6 @@ import numpy as np
 from sparsecse.data.paths import resolve_data_dir
 from sparsecse.encoder import POOLINGS, SentenceEncoder, resolve_precision
 from sparsecse.errors import SparseCSEError
-from sparsecse.remote_code import with_trust_option
 from sparsecse.evaluation.align_uniform import alignment_uniformity
 from sparsecse.evaluation.embedding import EmbeddingTable
 from sparsecse.evaluation.bootstrap import TaskPairs, score_intervals
@@ -20,6 +19,7 @@ from sparsecse.evaluation.sts import (AGGREGATIONS, SPLITS, data_digest, evaluat
                                       sentences_of)
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.evaluation.transfer import PROTOCOLS, evaluate_transfer, load_transfer_task, transfer_sentences
+from sparsecse.remote_code import with_trust_option
 
 
 @with_trust_option

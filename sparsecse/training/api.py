@@ -14,9 +14,9 @@ from typing import Any, Sequence
 from sparsecse.data.corpus import check_corpus_file, read_corpus
 from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.remote_code import with_trust_option
 from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest, write_json
 from sparsecse.objectives.registry import get_objective, parse_objective_args
+from sparsecse.remote_code import with_trust_option
 from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator, wait_for_everyone
 from sparsecse.training.recipe import resolve_hyperparameters
 from sparsecse.training.rundir import RunDir

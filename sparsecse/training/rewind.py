@@ -18,11 +18,11 @@ import torch
 
 from sparsecse.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
-from sparsecse.remote_code import with_trust_option
 from sparsecse.gates import layer_parts
 from sparsecse.io import check_destination, hash_path
 from sparsecse.masks import Mask, model_for_mask
 from sparsecse.objectives.distill import with_default_teacher
+from sparsecse.remote_code import with_trust_option
 from sparsecse.training.api import (TrainResult, absolute_path, check_inputs, check_out, read_model_config, run,
                                     source_hash)
 
