@@ -203,10 +203,13 @@ def _normal_tree_modes(root: Path) -> None:
 
 
 @contextlib.contextmanager
-def _writer_lock(out: Path) -> Iterator[None]:
-    """One writer per output at a time: a second process writing the same path is refused."""
+def _writer_lock(out: Path, wait: bool = False) -> Iterator[None]:
+    """One writer per output at a time: a second process writing the same path is refused (``wait``:
+    it waits its turn, for small files that several processes of a sweep update in place)."""
     lock = FileLock(out.with_name(f".{out.name}.lock"))
-    if not lock.acquire():
+    if wait:
+        lock.wait(timeout=120, poll=0.05)
+    elif not lock.acquire():
         holder = lock.holder() or {}
         raise SparseCSEError(f"{out} is being written by another process (pid {holder.get('pid', '?')}); wait for it "
                              "to finish or choose another --out.")
@@ -266,7 +269,8 @@ def atomic_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path
 @contextlib.contextmanager
 def atomic_file(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary file path beside ``out``; move it into place only if the block succeeds
-    (locked, cleaned and with OSErrors as one sentence, like :func:`atomic_dir`)."""
+    (locked, cleaned and with OSErrors as one sentence, like :func:`atomic_dir`; with ``overwrite`` a
+    concurrent writer waits for the other one's rename instead of being refused)."""
     out = Path(out)
     refuse_existing(out, overwrite)
     try:
@@ -275,7 +279,7 @@ def atomic_file(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Pat
         raise os_error_sentence(out, exc) from None
     if out.is_dir():
         raise SparseCSEError(f"{out} is a directory; a file is written there. Choose another path.")
-    with _writer_lock(out):
+    with _writer_lock(out, wait=overwrite):
         refuse_existing(out, overwrite)
         clean_stale_temporaries(out)
         fd, name = tempfile.mkstemp(prefix=_temp_prefix(out), suffix=".tmp", dir=out.parent)

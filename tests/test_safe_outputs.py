@@ -171,3 +171,36 @@ def test_pseudo_file_system_destination_is_refused_before_work(tmp_path, tiny_be
     result = _run("export", "--model", tiny_bert_dir, "--out", "/proc/sparsecse-out")
     assert result.exit_code == 1 and "Cannot write --out /proc/sparsecse-out" in result.output
     assert check_destination(tmp_path / "fine") == tmp_path / "fine" and list(tmp_path.iterdir()) == []
+
+
+def test_concurrent_file_writers_without_overwrite_one_refused_with_overwrite_in_turn(tmp_path):
+    out = tmp_path / "state.json"
+    inside, release, errors = threading.Event(), threading.Event(), []
+
+    def first():
+        with atomic_file(out) as tmp:
+            tmp.write_text("first")
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert inside.wait(10)
+    with pytest.raises(SparseCSEError, match="being written by another process"):
+        with atomic_file(out) as tmp:
+            tmp.write_text("second")
+
+    def second_overwriting():
+        try:
+            with atomic_file(out, overwrite=True) as tmp:
+                tmp.write_text("second")
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    waiter = threading.Thread(target=second_overwriting)
+    waiter.start()
+    release.set()
+    thread.join()
+    waiter.join()
+    assert errors == [] and out.read_text() == "second"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
