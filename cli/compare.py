@@ -7,6 +7,7 @@ import json
 import click
 
 from sparsecse.cli.options import data_dir_option, device_option, json_option, pooling_option
+from sparsecse.cli.options import SEED, trust_remote_code_option
 
 
 def format_table(result: dict) -> str:
@@ -27,6 +28,7 @@ def format_table(result: dict) -> str:
 
 
 @click.command("compare")
+@trust_remote_code_option
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
 @click.option("--mask-a", default=None, type=click.Path(dir_okay=False), help="Mask file gating model A.")
@@ -40,7 +42,7 @@ def format_table(result: dict) -> str:
               help="STS12-16 aggregation, when both sides are models.")
 @click.option("--bootstrap", "replicates", type=click.IntRange(min=1), default=1000, show_default=True,
               metavar="N", help="Paired bootstrap replicates.")
-@click.option("--bootstrap-seed", "seed", type=int, default=0, show_default=True, help="Seed of the resamples.")
+@click.option("--bootstrap-seed", "seed", type=SEED, default=0, show_default=True, help="Seed of the resamples.")
 @pooling_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Sentences per encoding batch.")
 @device_option

@@ -17,6 +17,7 @@ from sparsecse.cli.options import (
     quiet_option,
     seed_option,
 )
+from sparsecse.cli.options import SEED, trust_remote_code_option
 
 
 def format_table(results: dict) -> str:
@@ -43,6 +44,7 @@ def format_table(results: dict) -> str:
 
 
 @click.command("eval")
+@trust_remote_code_option
 @model_option
 @click.option("--mask", "mask_path", default=None, type=click.Path(dir_okay=False),
               help="Mask file from `sparsecse prune`: evaluate the model gated by it (no retraining).")
@@ -70,7 +72,7 @@ def format_table(results: dict) -> str:
 @click.option("--bootstrap", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
               help="95% interval per STS task and for the average from N bootstrap resamples of the pairs "
                    "(1000 is usual; 0 = none).")
-@click.option("--bootstrap-seed", type=int, default=0, show_default=True, help="Seed of the bootstrap resamples.")
+@click.option("--bootstrap-seed", type=SEED, default=0, show_default=True, help="Seed of the bootstrap resamples.")
 @click.option("--out", default=None, type=click.Path(dir_okay=False),
               help="Also write the results with a manifest and the per-pair STS similarities (for "
                    "`sparsecse compare`) to this JSON file.")

@@ -7,6 +7,7 @@ import json
 import click
 
 from sparsecse.cli.options import json_option, model_option, overwrite_option, pooling_option
+from sparsecse.cli.options import trust_remote_code_option
 
 
 def describe(result) -> str:
@@ -22,6 +23,7 @@ def describe(result) -> str:
 
 
 @click.command("export")
+@trust_remote_code_option
 @model_option
 @click.option("--format", "fmt", type=click.Choice(["onnx"]), default="onnx", show_default=True,
               help="Export format.")

@@ -33,9 +33,21 @@ def _check_device(ctx, param, value):
     return value
 
 
+def _set_trust(ctx, param, value):
+    from sparsecse.remote_code import set_remote_code_trust
+
+    set_remote_code_trust(value)
+    return value
+
+
+trust_remote_code_option = click.option(
+    "--trust-remote-code", is_flag=True, expose_value=False, callback=_set_trust,
+    help="Let a model directory run its own Python code (auto_map + *.py); off by default, recorded in the "
+         "manifest. sparsecse's own shrunk models never need it.")
 device_option = click.option("--device", default=None, metavar="DEV", callback=_check_device,
                              help="torch device: cpu, cuda, cuda:N (default: cuda if available, else cpu).")
-seed_option = click.option("--seed", type=int, default=0, show_default=True, help="Random seed (recorded).")
+SEED = click.IntRange(0, 2**32 - 1)  # what numpy accepts; checked before any work
+seed_option = click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed (recorded).")
 overwrite_option = click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 quiet_option = click.option("--quiet", is_flag=True, help="No progress bars.")

@@ -6,9 +6,11 @@ import click
 
 from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
                                    overwrite_option, pooling_option, quiet_option, seed_option)
+from sparsecse.cli.options import trust_remote_code_option
 
 
 @click.command("score")
+@trust_remote_code_option
 @model_option
 @data_dir_option
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), default="train", show_default=True,

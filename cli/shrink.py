@@ -7,6 +7,7 @@ import click
 from sparsecse import reconstruction_settings as settings
 
 from sparsecse.cli.options import device_option, echo_json, json_option, model_option, overwrite_option, pooling_option
+from sparsecse.cli.options import trust_remote_code_option
 
 
 def _mb(n: int | None) -> str:
@@ -43,6 +44,7 @@ def describe(result) -> str:
 
 
 @click.command("shrink")
+@trust_remote_code_option
 @model_option
 @click.option("--mask", "mask_path", required=True, type=click.Path(dir_okay=False),
               help="Mask file written by `sparsecse prune` (without --model: applied to the model it was made for).")

@@ -7,6 +7,7 @@ import click
 from sparsecse.cli.options import (data_dir_option, device_option, echo_json, fasttest_option, json_option,
                                    model_option, overwrite_option, pooling_option, precision_option, quiet_option,
                                    seed_option)
+from sparsecse.cli.options import trust_remote_code_option
 
 # flags that only mean something with --rewind (refused without it, rather than silently ignored)
 REWIND_ONLY = ("objective", "corpus", "rewind_sparsities", "rewind_lambda", "rewind_dense", "seeds", "rewind_init",
@@ -35,6 +36,7 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 
 
 @click.command("sweep")
+@trust_remote_code_option
 @model_option
 @click.option("--sparsities", default=None, metavar="GRID",
               help="Sparsities: values and start:stop:step ranges, e.g. 0.01:0.10:0.01,0.2:0.5:0.1.")

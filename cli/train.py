@@ -6,6 +6,7 @@ import click
 
 from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
                                    overwrite_option, pooling_option, quiet_option, seed_option)
+from sparsecse.cli.options import trust_remote_code_option
 
 
 def training_options(func):
@@ -61,6 +62,7 @@ def report(result, as_json: bool, verb: str) -> None:
 
 
 @click.command("train")
+@trust_remote_code_option
 @model_option
 @training_options
 def command(model, **kwargs):

@@ -69,7 +69,7 @@ class UnitCosts:
 def check_budget(value: float, what: str = "budget") -> float:
     value = float(value)
     if not (math.isfinite(value) and 0.0 < value <= 1.0):
-        raise SparseCSEError(f"The {what} must lie in (0, 1]; got {value:g}.")
+        raise SparseCSEError(f"The {what} must lie in (0, 1]; got {value!r}.")
     return value
 
 
@@ -104,7 +104,7 @@ def select_under_budget(head_scores: torch.Tensor, neuron_scores: torch.Tensor, 
     if available < min_heads * costs.head:
         floor_ratio = (costs.fixed + min_heads * costs.head) / costs.dense
         held = "the layers' biases and LayerNorms" + (" and one head per layer" if keep_one_head else "")
-        raise SparseCSEError(f"A kept-{costs.metric} budget of {budget:g} is below what {held} cost "
+        raise SparseCSEError(f"A kept-{costs.metric} budget of {budget!r} is below what {held} cost "
                              f"({floor_ratio:.4g} of the dense model); raise the budget.")
     h_order = _head_order(head_scores, keep_one_head)
     n_order = torch.sort(neuron_scores.flatten().double(), descending=True, stable=True).indices
@@ -121,7 +121,7 @@ def select_under_budget(head_scores: torch.Tensor, neuron_scores: torch.Tensor, 
             best = (key, h, n)
     _, h, n = best
     if h == 0 and n == 0:
-        raise SparseCSEError(f"A kept-{costs.metric} budget of {budget:g} keeps no head and no neuron (one neuron "
+        raise SparseCSEError(f"A kept-{costs.metric} budget of {budget!r} keeps no head and no neuron (one neuron "
                              f"costs {costs.neuron / costs.dense:.3g} of the dense model); raise the budget.")
     head_keep = torch.zeros(layers * heads, dtype=torch.bool)
     head_keep[h_order[:h]] = True

@@ -19,6 +19,8 @@ import torch
 from torch import nn
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.modeling import register_auto_classes
+from sparsecse.remote_code import allow_code, trusting_remote_code
 
 POOLINGS = ("cls", "cls_before_pooler", "mean")
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -165,8 +167,17 @@ class SentenceEncoder(nn.Module):
         pooling: str | None = None,
         max_length: int | None = None,
         device: str | torch.device | None = None,
+        trust_remote_code: bool | None = None,
         **model_kwargs,
     ) -> "SentenceEncoder":
+        """``trust_remote_code``: let a directory with its own Python code (``auto_map``) run it; None
+        keeps the current consent (:mod:`sparsecse.remote_code`). sparsecse's own shrunk directories
+        never need it."""
+        with trusting_remote_code(trust_remote_code):
+            return cls._load(name_or_path, pooling, max_length, device, **model_kwargs)
+
+    @classmethod
+    def _load(cls, name_or_path, pooling, max_length, device, **model_kwargs) -> "SentenceEncoder":
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         path = resolve_model(name_or_path)
@@ -175,8 +186,10 @@ class SentenceEncoder(nn.Module):
 
         if is_exported_dir(path):  # written by `sparsecse export`: the same interface, ONNX Runtime inside
             return OnnxEncoder.load(path, pooling=pooling, max_length=max_length, device=device)
+        register_auto_classes()  # idempotent; sparsecse's own model types load with the installed code
+        trust = allow_code(path)
         try:
-            config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+            config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         except Exception as exc:
             raise SparseCSEError(f"Cannot load a model config from {path} ({_first_line(exc)}).") from None
         from sparsecse.gates import get_adapter  # validates the architecture before loading weights
@@ -184,8 +197,8 @@ class SentenceEncoder(nn.Module):
         get_adapter(config)
         check_tokenizer_files(path)
         try:
-            model = AutoModel.from_pretrained(path, config=config, trust_remote_code=True, **model_kwargs)
-            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)  # shrunk dirs ship code
+            model = AutoModel.from_pretrained(path, config=config, trust_remote_code=trust, **model_kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
         except Exception as exc:
             raise SparseCSEError(f"Cannot load the model or tokenizer from {path} ({_first_line(exc)}).") from None
         source = "argument"

@@ -31,7 +31,7 @@ from torch import nn
 from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, resolve_model, write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
-from sparsecse.io import atomic_dir, hash_path, make_manifest, refuse_existing
+from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest
 from sparsecse.onnx_encoder import (
     EMBEDDING_OUTPUT,
     FP32_FILE,
@@ -41,6 +41,7 @@ from sparsecse.onnx_encoder import (
     is_exported_dir,
     require_onnxruntime,
 )
+from sparsecse.remote_code import with_trust_option
 
 FORMATS = ("onnx",)
 QUANTIZATIONS = ("int8",)
@@ -170,6 +171,7 @@ def onnx_versions() -> dict[str, str]:
     return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 
+@with_trust_option
 def export(
     model: str | os.PathLike | None = None,
     out: str | os.PathLike | None = None,
@@ -192,9 +194,9 @@ def export(
         raise SparseCSEError(f"Unknown quantization {quantize!r}; choose {', '.join(QUANTIZATIONS)} or none.")
     if out is None:
         raise SparseCSEError("export needs an output directory (--out).")
-    refuse_existing(Path(out), overwrite)
     check_onnx_packages(quantize)
     source = resolve_model(model)
+    check_destination(out, overwrite, inputs={"model": source})  # never over the model it reads
     if is_exported_dir(source):
         raise SparseCSEError(f"{source} is already an exported ONNX model; export the torch model directory instead.")
     encoder = SentenceEncoder.load(source, pooling=pooling, device="cpu")

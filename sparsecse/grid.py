@@ -44,5 +44,5 @@ def parse_grid(text: str | float | list, what: str = "value") -> list[float]:
 
 def check_sparsity(value: float) -> float:
     if not 0.0 < value < 1.0:
-        raise SparseCSEError(f"sparsity must lie strictly between 0 and 1; got {value:g}.")
+        raise SparseCSEError(f"sparsity must lie strictly between 0 and 1; got {float(value)!r}.")
     return value

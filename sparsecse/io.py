@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
+import glob
 import hashlib
 import json
 import math
@@ -17,6 +19,8 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.locks import FileLock
+from sparsecse.remote_code import remote_code_trusted
 
 MANIFEST_KEY = "sparsecse_manifest"
 
@@ -82,6 +86,7 @@ def make_manifest(
         "inputs": recorded_inputs,
         "params": dict(params or {}),
         "seed": seed,
+        "trust_remote_code": remote_code_trusted(),  # whether model directories could run their own code
         "versions": library_versions(),
     }
     manifest.update(extra)
@@ -132,6 +137,13 @@ def check_destination(
         raise SparseCSEError(f"Cannot write {option} {out}: {ancestor} is a file, not a directory.")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise SparseCSEError(f"Cannot write {option} {out}: the directory {ancestor} is not writable.")
+    try:  # os.access says yes to root and on read-only or pseudo file systems; a real create does not
+        fd, probe = tempfile.mkstemp(prefix=_temp_prefix(out), suffix=".probe", dir=ancestor)
+        os.close(fd)
+        Path(probe).unlink(missing_ok=True)
+    except OSError as exc:
+        raise SparseCSEError(f"Cannot write {option} {out}: files cannot be created in {ancestor} "
+                             f"({exc.strerror or exc}).") from None
     return out
 
 
@@ -146,46 +158,145 @@ def _normal_mode(path: Path, directory: bool) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _temp_prefix(out: Path) -> str:
+    return f".{out.name}.{os.getpid()}."  # the pid lets a later run tell a dead run's leftovers
+
+
+def clean_stale_temporaries(out: Path) -> list[Path]:
+    """Remove the hidden temporaries (``.NAME.PID.xxxx.tmp``) that killed runs writing ``out`` left
+    beside it; a temporary of a process that still runs is kept. Called under ``out``'s writer lock,
+    so no live writer (on any host sharing the file system) owns one of them."""
+    removed = []
+    try:
+        candidates = list(out.parent.glob(f".{glob.escape(out.name)}.*.tmp"))
+    except OSError:
+        return removed
+    for path in candidates:
+        pid = path.name[len(out.name) + 2:].split(".", 1)[0]
+        if not pid.isdigit() or _pid_alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _normal_tree_modes(root: Path) -> None:
+    """Files some writers create private (safetensors: 0600) get what a plain open() gives."""
+    mask = _umask()
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        if path.is_dir():
+            os.chmod(path, 0o777 & ~mask)
+        elif not os.stat(path).st_mode & 0o111:
+            os.chmod(path, 0o666 & ~mask)
+
+
+@contextlib.contextmanager
+def _writer_lock(out: Path, wait: bool = False) -> Iterator[None]:
+    """One writer per output at a time: a second process writing the same path is refused (``wait``:
+    it waits its turn, for small files that several processes of a sweep update in place)."""
+    lock = FileLock(out.with_name(f".{out.name}.lock"))
+    if wait:
+        lock.wait(timeout=120, poll=0.05)
+    elif not lock.acquire():
+        holder = lock.holder() or {}
+        raise SparseCSEError(f"{out} is being written by another process (pid {holder.get('pid', '?')}); wait for it "
+                             "to finish or choose another --out.")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG, errno.EIO,
+                 errno.ENOTDIR, errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST, errno.EINVAL, errno.EXDEV}
+
+
+def os_error_sentence(out: Path, exc: OSError) -> SparseCSEError:
+    """A late OSError (full disk, read-only or pseudo file system) as one sentence."""
+    reason = exc.strerror or str(exc)
+    return SparseCSEError(f"Cannot write {out} ({reason}); nothing was written.")
+
+
 @contextlib.contextmanager
 def atomic_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a temporary directory beside ``out``; rename it to ``out`` only if the block succeeds."""
+    """Yield a temporary directory beside ``out``; rename it to ``out`` only if the block succeeds.
+
+    A lock beside ``out`` refuses a second concurrent writer; stale temporaries of killed runs are
+    removed first; an OSError on the way (e.g. ENOSPC) becomes one sentence with nothing left."""
     out = Path(out)
     refuse_existing(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    _normal_mode(tmp, directory=True)
     try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if out.exists():
-        old = out.with_name(f".{out.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(out, old) if out.is_dir() else out.unlink()
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise os_error_sentence(out, exc) from None
+    with _writer_lock(out):
+        refuse_existing(out, overwrite)  # again, under the lock: another writer may have finished meanwhile
+        clean_stale_temporaries(out)
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(out), suffix=".tmp", dir=out.parent))
+        try:
+            yield tmp
+            _normal_tree_modes(tmp)
+            if out.exists() or out.is_symlink():
+                old = out.with_name(f".{out.name}.{os.getpid()}.old.tmp")
+                shutil.rmtree(old, ignore_errors=True)
+                os.replace(out, old) if out.is_dir() and not out.is_symlink() else out.unlink()
+                os.replace(tmp, out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, out)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if exc.errno not in _WRITE_ERRNOS:
+                raise
+            raise os_error_sentence(out, exc) from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
 
 @contextlib.contextmanager
 def atomic_file(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a temporary file path beside ``out``; move it into place only if the block succeeds."""
+    """Yield a temporary file path beside ``out``; move it into place only if the block succeeds
+    (locked, cleaned and with OSErrors as one sentence, like :func:`atomic_dir`; with ``overwrite`` a
+    concurrent writer waits for the other one's rename instead of being refused)."""
     out = Path(out)
     refuse_existing(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    tmp = Path(name)
-    _normal_mode(tmp, directory=False)
     try:
-        yield tmp
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _normal_mode(tmp, directory=False)  # again: some writers (safetensors) recreate the file
-    os.replace(tmp, out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise os_error_sentence(out, exc) from None
+    if out.is_dir():
+        raise SparseCSEError(f"{out} is a directory; a file is written there. Choose another path.")
+    with _writer_lock(out, wait=overwrite):
+        refuse_existing(out, overwrite)
+        clean_stale_temporaries(out)
+        fd, name = tempfile.mkstemp(prefix=_temp_prefix(out), suffix=".tmp", dir=out.parent)
+        os.close(fd)
+        tmp = Path(name)
+        try:
+            yield tmp
+            _normal_mode(tmp, directory=False)  # mkstemp's 0600, or a writer that recreated the file
+            os.replace(tmp, out)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            if exc.errno not in _WRITE_ERRNOS:
+                raise
+            raise os_error_sentence(out, exc) from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def json_safe(obj: Any) -> Any:
@@ -229,6 +340,10 @@ def save_tensors(
     path = Path(path)
     side = sidecar_path(path)
     check_destination(path, overwrite, sidecar=True)
+    for target in (path, side):
+        if target.is_dir():
+            raise SparseCSEError(f"{target} is a directory, but a tensor file and its JSON manifest are written "
+                                 "there; choose another path.")
     payload = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     with atomic_file(path, overwrite=overwrite) as tmp:
         save_file(payload, str(tmp), metadata={MANIFEST_KEY: dumps_json(manifest)})

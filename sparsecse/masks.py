@@ -12,7 +12,7 @@ from torch import nn
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.gates import Gates, uniform_shape
-from sparsecse.io import load_tensors, save_tensors
+from sparsecse.io import hash_path, load_tensors, save_tensors
 
 
 @dataclass
@@ -113,4 +113,8 @@ def model_for_mask(mask: "Mask | str | os.PathLike", model: str | os.PathLike | 
         raise SparseCSEError("The mask does not record which model it was made for; pass --model.")
     if os.path.isabs(str(recorded)) and not os.path.isdir(str(recorded)):
         raise SparseCSEError(f"The model {recorded} that the mask was made for no longer exists; pass --model.")
+    digest = mask.manifest.get("model_sha256")
+    if digest and os.path.isdir(str(recorded)) and hash_path(recorded) != digest:
+        raise SparseCSEError(f"The model at {recorded} is not the one the mask was made for (its files changed since "
+                             "scoring); pass --model to use it anyway.")
     return recorded

@@ -18,8 +18,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, configured_max_length
+from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, check_tokenizer_files, configured_max_length
 from sparsecse.errors import SparseCSEError
+from sparsecse.remote_code import allow_code
 
 FP32_FILE = "onnx/model.onnx"
 INT8_FILE = "onnx/model_qint8.onnx"
@@ -61,6 +62,21 @@ def inference_session(model_file: str | os.PathLike, threads: int | None = None)
     return ort.InferenceSession(str(model_file), sess_options=options, providers=["CPUExecutionProvider"])
 
 
+def check_graph_matches(session, settings: dict, path: str) -> None:
+    """The graph has the embedding output, the width and the inputs its directory's config promises."""
+    outputs = {o.name: o.shape for o in session.get_outputs()}
+    inputs = {i.name for i in session.get_inputs()}
+    width = outputs.get(EMBEDDING_OUTPUT, [None])[-1] if EMBEDDING_OUTPUT in outputs else None
+    problem = (f"has no {EMBEDDING_OUTPUT} output" if EMBEDDING_OUTPUT not in outputs
+               else f"gives {width}-wide embeddings, not {settings.get('dim')!r}"
+               if isinstance(width, int) and width != settings.get("dim")
+               else f"takes the inputs {sorted(inputs)}, not {settings.get('inputs')!r}"
+               if settings.get("inputs") and not inputs <= set(settings["inputs"]) else None)
+    if problem:
+        raise SparseCSEError(f"The ONNX graph in {path} {problem} as its {SPARSECSE_CONFIG} says; export the model "
+                             "again.")
+
+
 class OnnxEncoder(SentenceEncoder):
     """An exported graph with its tokenizer; ``encode`` is :meth:`SentenceEncoder.encode` itself."""
 
@@ -96,14 +112,24 @@ class OnnxEncoder(SentenceEncoder):
             raise SparseCSEError(f"{path} was exported with {settings['pooling']} pooling, which is part of its "
                                  f"graph; export the model again with --pooling {pooling}.")
         file = file or settings["file"]
+        if not isinstance(file, str) or not (Path(path) / file).resolve().is_relative_to(Path(path).resolve()):
+            raise SparseCSEError(f"The config of {path} names the graph file {file!r}, which is not inside the "
+                                 "directory; export the model again.")
         if not (Path(path) / file).is_file():
             raise SparseCSEError(f"The ONNX file {Path(path) / file} does not exist.")
         require_onnxruntime()
+        check_tokenizer_files(path)
+        trust = allow_code(path)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
         except Exception as exc:
             raise SparseCSEError(f"Cannot load the tokenizer from {path} ({exc}).") from None
-        session = inference_session(Path(path) / file, threads)
+        try:
+            session = inference_session(Path(path) / file, threads)
+        except Exception as exc:  # onnxruntime raises its own types for damaged graphs
+            raise SparseCSEError(f"The ONNX file {Path(path) / file} cannot be loaded ({str(exc).splitlines()[0]}); "
+                                 "export the model again.") from None
+        check_graph_matches(session, settings, path)
         return cls(session, tokenizer, settings["pooling"], max_length or configured_max_length(path) or 512,
                    settings["dim"], source=path, file=file, settings=settings)
 
@@ -128,7 +154,7 @@ class OnnxEncoder(SentenceEncoder):
     def config(self):
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(self.source)
+        return AutoConfig.from_pretrained(self.source, trust_remote_code=allow_code(self.source))
 
     @property
     def device(self) -> torch.device:

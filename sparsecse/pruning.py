@@ -184,6 +184,7 @@ def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Te
         "scope": scope,
         "keep_one_head": keep_one_head,
         "model": src.get("model"),
+        "model_sha256": ((src.get("inputs") or {}).get("model") or {}).get("sha256"),
         "pooling": src.get("pooling"),
         "scores": {"path": str(scores.path) if scores.path else None,
                    "sha256": scores.sha256,

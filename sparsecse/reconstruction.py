@@ -23,6 +23,8 @@ architecture that gates.py adapts works.
 
 from __future__ import annotations
 
+import math
+
 import os
 import random
 import time
@@ -321,8 +323,8 @@ def check_settings(method: str, target: str, ridge: float, weighting: str = "non
         raise SparseCSEError(f"Unknown reconstruction method {method!r}; choose one of {', '.join(METHODS)}.")
     if target not in TARGETS:
         raise SparseCSEError(f"Unknown reconstruction target {target!r}; choose one of {', '.join(TARGETS)}.")
-    if not ridge >= 0:
-        raise SparseCSEError(f"The ridge term must be >= 0, not {ridge}.")
+    if not (math.isfinite(float(ridge)) and ridge >= 0):
+        raise SparseCSEError(f"The ridge term must be a finite number >= 0, not {ridge!r}.")
     if weighting not in WEIGHTINGS:
         raise SparseCSEError(f"Unknown reconstruction weighting {weighting!r}; choose one of {', '.join(WEIGHTINGS)}.")
 

@@ -32,6 +32,9 @@ def load_points(out: str | os.PathLike) -> list[dict[str, Any]]:
     points = []
     for path in sorted(root.rglob("*.json")):
         record = read_point(path)
+        if not record or not record.get("scores"):  # e.g. an emptied file: dropping it would shrink the table silently
+            raise SparseCSEError(f"The sweep point {path} holds no scores; delete it and run the sweep again to "
+                                 "recompute it.")
         record["point"] = str(path.relative_to(root).with_suffix(""))
         points.append(record)
     return points

@@ -35,6 +35,7 @@ from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.gates import Gates, layer_parts, uniform_shape
 from sparsecse.io import hash_path, load_tensors, make_manifest, save_tensors
+from sparsecse.remote_code import with_trust_option
 
 POSITIVE_THRESHOLD = 4.0
 _TENSORS = ("head_grad_align", "head_grad_uniform", "neuron_grad_align", "neuron_grad_uniform")
@@ -135,7 +136,7 @@ def check_score_tensors(tensors: dict[str, torch.Tensor], path) -> None:
 def check_lambda(lam: float) -> float:
     lam = float(lam)
     if not 0.0 <= lam <= 1.0:
-        raise SparseCSEError(f"lambda must lie in [0, 1]; got {lam:g}.")
+        raise SparseCSEError(f"lambda must lie in [0, 1]; got {lam!r}.")
     return lam
 
 
@@ -184,7 +185,7 @@ def make_batches(pairs: Sequence[Pair], batch_size: int = 64, seed: int = 0,
         raise SparseCSEError(f"The batch size must be at least 2; got {batch_size}.")
     positives = [p for p in pairs if p.score > positive_threshold]
     if len(positives) < 2:
-        raise SparseCSEError(f"Scoring needs at least 2 positive pairs (gold > {positive_threshold:g}); "
+        raise SparseCSEError(f"Scoring needs at least 2 positive pairs (gold > {positive_threshold!r}); "
                              f"found {len(positives)}.")
     sentences = list(dict.fromkeys(s for p in pairs for s in (p.s1, p.s2)))
     rng = random.Random(seed)
@@ -294,6 +295,7 @@ def compute_gradients(encoder: SentenceEncoder, batches: Sequence[ScoreBatch],
 
 
 # ---------------------------------------------------------------------------- public API
+@with_trust_option
 def score(
     model: str | os.PathLike | SentenceEncoder | None = None,
     data_dir: str | os.PathLike | None = None,
@@ -331,7 +333,7 @@ def score(
         params={"split": split, "batch_size": batch_size, "positive_threshold": positive_threshold,
                 "max_batches": max_batches, "loss": "lambda*log E||h-h+||^2 + (1-lambda)*log E exp(-2||h_i-h_j||^2)"},
         seed=seed,
-        model=encoder.source,
+        model=os.path.abspath(encoder.source) if os.path.isdir(encoder.source) else encoder.source,  # not cwd-bound
         pooling=encoder.pooling,
         pooling_source=encoder.pooling_source,
         max_length=encoder.max_length,

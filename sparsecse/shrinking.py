@@ -27,13 +27,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
 from sparsecse.flops import size_report
 from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
 from sparsecse.masks import Mask, model_for_mask
 from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
 from sparsecse.reconstruction import ReconstructionPlan, reconstruction_plan
+from sparsecse.remote_code import with_trust_option
 
 # Config fields that describe the saved object rather than the architecture; never copied over.
 _CONFIG_FIELDS_NOT_COPIED = {"model_type", "architectures", "auto_map", "transformers_version", "_name_or_path",
@@ -98,7 +99,13 @@ def ffn_padding(model: nn.Module, mask: Mask, align_ffn: int = 1) -> list[int]:
     activation = model.encoder.layer[0].intermediate.intermediate_act_fn
     if align_ffn == 1 or activation(torch.zeros(1)).abs().item() != 0:
         return [0] * mask.shape[0]
-    return [-kept % align_ffn for kept in mask.neuron_mask.sum(1).tolist()]
+    padding = [-kept % align_ffn for kept in mask.neuron_mask.sum(1).tolist()]
+    ffn = mask.shape[2]
+    too_wide = [i for i, (kept, pad) in enumerate(zip(mask.neuron_mask.sum(1).tolist(), padding)) if kept + pad > ffn]
+    if too_wide:  # the padding reuses removed neurons (zeroed), so it cannot exceed the model's FFN width
+        raise SparseCSEError(f"--align-ffn {align_ffn} would make layer {too_wide[0]}'s FFN wider than the model's "
+                             f"{ffn} neurons; use a smaller alignment (e.g. 8) or 1.")
+    return padding
 
 
 def append_zero_neurons(layer: nn.Module, count: int) -> None:
@@ -208,6 +215,7 @@ class ShrinkResult:
                 "reconstruction": self.reconstruction}
 
 
+@with_trust_option
 def shrink(
     model: str | os.PathLike | None = None,
     mask: Mask | str | os.PathLike | None = None,
@@ -234,12 +242,14 @@ def shrink(
     if mask is None:
         raise SparseCSEError("shrink needs a mask (--mask).")
     mask_path = None if isinstance(mask, Mask) else str(mask)
-    if out is not None:
-        check_destination(out, overwrite, inputs={"model": model, "mask": mask_path})
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
-    plan = reconstruction_plan(reconstruct, reconstruct_sentences)
     model = model_for_mask(mask, model)
+    if out is not None:  # after the mask names its model: that model is an input too
+        check_destination(out, overwrite, inputs={"model": resolve_model(model), "mask": mask_path})
+    plan = reconstruction_plan(reconstruct, reconstruct_sentences)
     encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
+    mask.check_fits(encoder.model)
+    ffn_padding(encoder.model, mask, align_ffn)  # an impossible --align-ffn fails before any work
     source = encoder.source
     before = size_report(encoder.model, seq_len, model_dir=source)
     rebuilt = plan.run(encoder, mask, show_progress).to_dict() if plan else None

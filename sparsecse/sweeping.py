@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Sequence
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.io import hash_path, make_manifest, write_json
+from sparsecse.remote_code import with_trust_option
 from sparsecse.sweep_layout import SCORES_FILE, SWEEP_FILE, read_point, read_sweep_state
 
 EVAL_MODES = ("masked", "shrunk")
@@ -49,16 +50,26 @@ def task_average(scores: dict[str, float], group: Sequence[str]) -> float | None
 
 
 # ---------------------------------------------------------------------------- naming
+def _exact(value: float) -> str:
+    """Short when that is exact (the names sweeps always had), else every digit, so two grid values
+    never share a point file (0.1 and 0.1000001 both print as 0.1 with :g)."""
+    short = f"{value:g}"
+    return short if float(short) == float(value) else repr(float(value))
+
+
 def point_name(sparsity: float, lam: float) -> str:
-    return f"s{sparsity:g}-l{lam:g}"
+    return f"s{_exact(sparsity)}-l{_exact(lam)}"
 
 
 def budget_point_name(keep_flops: float, lam: float) -> str:
-    return f"f{keep_flops:g}-l{lam:g}"
+    return f"f{_exact(keep_flops)}-l{_exact(lam)}"
 
 
 def seeded_name(name: str, seed: int) -> str:
     return f"{name}-seed{seed}"
+
+
+MAX_SEED = 2**32 - 1  # numpy's RandomState limit
 
 
 def parse_seeds(seeds: str | int | Iterable[int] | None, default: int) -> list[int]:
@@ -74,6 +85,9 @@ def parse_seeds(seeds: str | int | Iterable[int] | None, default: int) -> list[i
         raise SparseCSEError("No seed given; pass --seeds as comma-separated integers, e.g. 0,1,2.")
     if len(set(values)) != len(values):
         raise SparseCSEError(f"The seeds {seeds!r} repeat a value; each seed is rewound once.")
+    outside = [v for v in values if not 0 <= v <= MAX_SEED]
+    if outside:
+        raise SparseCSEError(f"Seed {outside[0]} is outside what numpy accepts (0 to {MAX_SEED}).")
     return values
 
 
@@ -296,7 +310,7 @@ def plan_rewinds(grid_s, grid_l, objective, corpus, sparsities, lambdas, init, a
     chosen = grid_s if sparsities is None else _check_grid(sparsities, [0.5])[0]
     outside = [s for s in chosen if s not in grid_s]
     if outside:
-        raise SparseCSEError(f"Rewind sparsities {', '.join(f'{s:g}' for s in outside)} are not in the "
+        raise SparseCSEError(f"Rewind sparsities {', '.join(repr(s) for s in outside)} are not in the "
                              "sweep's sparsity grid.")
     if not (isinstance(lambdas, str) and lambdas == "best"):
         lambdas = _check_grid([0.5], lambdas)[1]
@@ -491,6 +505,7 @@ class SweepRun:
         return jobs
 
 
+@with_trust_option
 def sweep(
     model=None,
     sparsities: str | Iterable[float] | None = "0.01:0.10:0.01,0.2:0.5:0.1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -18,11 +19,11 @@ def check_corpus_file(path: str | os.PathLike) -> Path:
 def read_corpus(path: str | os.PathLike) -> list[str]:
     """The non-empty lines of ``path``, stripped, in file order (duplicates kept)."""
     path = check_corpus_file(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            sentences = [line.strip() for line in f]
+    try:  # decoded whole, so the error's offset is the file's (a streamed read counts from its buffer)
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SparseCSEError(f"The corpus {path} is not UTF-8 text (byte {exc.start}).") from None
+    sentences = [line.strip() for line in io.StringIO(text, newline=None)]
     sentences = [s for s in sentences if s]
     if not sentences:
         raise SparseCSEError(f"The corpus {path} holds no sentences (it is empty or blank).")

@@ -65,7 +65,7 @@ def warn_out_of_range(path, scores: list[tuple[int, float]], score_range: tuple[
     if outside:
         lineno, score = outside[0]
         print(f"Warning: {path}: {len(outside)} gold score{'s' if len(outside) > 1 else ''} outside the "
-              f"task's scale {low:g}-{high:g} (first at line {lineno}: {score:g}).", file=sys.stderr, flush=True)
+              f"task's scale {low:g}-{high:g} (first at line {lineno}: {score!r}).", file=sys.stderr, flush=True)
 
 
 def read_pair_table(path: Path, s1: int, s2: int, score: int, header: bool = False,

@@ -15,6 +15,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.bootstrap import LEVEL, P_VALUE_TEST, paired_comparison
 from sparsecse.evaluation.results_file import load_results
 from sparsecse.evaluation.tasks import STS_TASKS, resolve_tasks
+from sparsecse.remote_code import with_trust_option
 
 SIDES = ("A", "B")
 
@@ -63,6 +64,7 @@ def data_difference(a: dict, b: dict) -> str | None:
     return None
 
 
+@with_trust_option
 def compare(a=None, b=None, mask_a=None, mask_b=None, tasks: str | list[str] | None = None, data_dir=None,
             replicates: int = 1000, seed: int = 0, level: float = LEVEL, sts_split: str = "test",
             sts_aggregation: str = "all", pooling: str | None = None, batch_size: int | None = None,

@@ -19,8 +19,10 @@ from sparsecse.evaluation.sts import (AGGREGATIONS, SPLITS, data_digest, evaluat
                                       sentences_of)
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.evaluation.transfer import PROTOCOLS, evaluate_transfer, load_transfer_task, transfer_sentences
+from sparsecse.remote_code import with_trust_option
 
 
+@with_trust_option
 def evaluate(
     model=None,
     mask=None,

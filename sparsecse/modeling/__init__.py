@@ -11,3 +11,16 @@ SHRUNK_MODEL_TYPES = tuple(cls.model_type for cls in SHRUNK_CONFIGS.values())  #
 
 __all__ = ["SHRUNK_CONFIGS", "SHRUNK_MODELS", "SHRUNK_MODEL_TYPES", "HeadlessSelfAttention",
            "ShrunkConfigMixin", "shrink_layer"]
+
+
+def register_auto_classes() -> None:
+    """Make transformers' AutoConfig/AutoModel load shrunk directories with these installed classes,
+    so no code from the directory runs (``trust_remote_code`` stays off)."""
+    from transformers import AutoConfig, AutoModel
+
+    for base, config_class in SHRUNK_CONFIGS.items():
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        AutoModel.register(config_class, SHRUNK_MODELS[base], exist_ok=True)
+
+
+register_auto_classes()

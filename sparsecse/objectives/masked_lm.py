@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.remote_code import allow_code
 
 
 @dataclass
@@ -48,10 +49,11 @@ def load_masked_lm(name_or_path: str, encoder, role: str) -> MaskedLM:
     from transformers.utils import logging as hf_logging
 
     path = resolve_model(name_or_path)
+    trust = allow_code(path, f"{role} directory")
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # missing weights are reported below, in one sentence
     try:
-        model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+        model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True, trust_remote_code=trust)
     except Exception as exc:
         raise SparseCSEError(f"Cannot load the {role} masked LM from {path} ({_first_line(exc)}).") from None
     finally:
@@ -74,7 +76,7 @@ def check_same_vocabulary(path: str, config, tokenizer, role: str) -> None:
     from transformers import AutoTokenizer
 
     try:
-        own = AutoTokenizer.from_pretrained(path)
+        own = AutoTokenizer.from_pretrained(path, trust_remote_code=allow_code(path))
     except Exception:
         own = None
     if own is not None:

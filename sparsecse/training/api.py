@@ -16,6 +16,7 @@ from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest, write_json
 from sparsecse.objectives.registry import get_objective, parse_objective_args
+from sparsecse.remote_code import with_trust_option
 from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator, wait_for_everyone
 from sparsecse.training.recipe import resolve_hyperparameters
 from sparsecse.training.rundir import RunDir
@@ -264,6 +265,7 @@ def check_lr(lr) -> None:
         raise SparseCSEError(f"--lr must be a finite positive number, not {lr}.")
 
 
+@with_trust_option
 def train(model=None, corpus=None, out=None, objective: str = "simcse", objective_args=None, *,
           pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
     """Train ``model`` (a name or directory, default all-MiniLM-L6-v2, or a loaded

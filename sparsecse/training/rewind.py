@@ -20,8 +20,9 @@ from sparsecse.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
 from sparsecse.gates import layer_parts
 from sparsecse.io import check_destination, hash_path
-from sparsecse.masks import Mask
+from sparsecse.masks import Mask, model_for_mask
 from sparsecse.objectives.distill import with_default_teacher
+from sparsecse.remote_code import with_trust_option
 from sparsecse.training.api import (TrainResult, absolute_path, check_inputs, check_out, read_model_config, run,
                                     source_hash)
 
@@ -34,6 +35,7 @@ def resolve_init(mask: Mask, init: str | os.PathLike | None) -> tuple[str, str |
         return resolve_model(init), scored
     if not scored:
         raise SparseCSEError("The mask does not record which model was scored; pass --init.")
+    model_for_mask(mask)  # the recorded model still exists and is the one scored (digest)
     lineage = read_model_config(scored).get("lineage") or {}
     recorded = lineage.get("init")
     if recorded:
@@ -104,6 +106,7 @@ def init_origin(init, scored: str | None) -> str:
     return NO_LINEAGE
 
 
+@with_trust_option
 def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", objective_args=None, *,
            pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
     """Reset to ``init``'s weights, remove ``mask``'s pruned units and retrain with ``objective``.
