@@ -119,7 +119,8 @@ def _check_target(kind: str, value: float) -> float:
 
 def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None, lam: float = 0.5, *,
           keep_flops: float | None = None, keep_params: float | None = None, criterion: str | None = None,
-          seq_len: int = 128, scope: str = "global", keep_one_head: bool | None = None) -> Mask:
+          seq_len: int = 128, scope: str = "global", keep_one_head: bool | None = None,
+          within: Mask | None = None) -> Mask:
     """A mask from a score file at alignment weight ``lam``, for exactly one target:
 
     - ``sparsity`` s: remove the round(s·#units) lowest-scored heads and, separately, neurons (ranked
@@ -135,6 +136,7 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
     paper's ``abs_grad`` for a sparsity, ``fisher`` for a budget, which compares heads with neurons and
     so needs importances on one scale (on all-MiniLM-L6-v2 at kept FLOPs 0.5, ``abs_grad`` gives away
     nearly all heads: 71.14 against 76.57 on the STS average after reconstruction; README).
+    ``within`` (budgets only): choose among the units this mask keeps, e.g. a previous, larger budget's.
     The manifest records the target, the criterion and whether it was the default
     (``criterion_default``), and the kept FLOPs and parameter ratios.
 
@@ -149,8 +151,10 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
     check_lambda(lam)
     chosen = criterion is None
     criterion = check_criterion(default_criterion(kind) if chosen else criterion)
+    if within is not None and kind == "sparsity":
+        raise SparseCSEError("Choosing within a previous mask needs a kept-FLOPs or kept-parameters budget.")
     mask = _mask(scores, scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion), kind, value, lam,
-                 criterion, seq_len, scope, keep_one_head)
+                 criterion, seq_len, scope, keep_one_head, within)
     mask.manifest["criterion_default"] = chosen
     return mask
 
@@ -179,7 +183,8 @@ def prune_grid(scores: GateScores | str | os.PathLike, sparsities: Iterable[floa
 
 
 def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Tensor, kind: str, value: float,
-          lam: float, criterion: str, seq_len: int, scope: str, keep_one_head: bool | None) -> Mask:
+          lam: float, criterion: str, seq_len: int, scope: str, keep_one_head: bool | None,
+          within: Mask | None = None) -> Mask:
     src = scores.manifest
     if kind == "sparsity":
         keep_one_head = True if keep_one_head is None else keep_one_head
@@ -192,7 +197,13 @@ def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Te
                                  "scope must be global.")
         metric = kind.split("_")[1]
         costs = UnitCosts.from_shape(src.get("shape", {}), metric, seq_len)
-        head_keep, neuron_keep = select_under_budget(head_scores, neuron_scores, costs, value, keep_one_head)
+        if within is not None:
+            if within.shape != (*head_scores.shape, neuron_scores.shape[1]):
+                raise SparseCSEError(f"The previous mask's shape {within.shape} does not match the scores' "
+                                     f"{(*head_scores.shape, neuron_scores.shape[1])}.")
+        head_keep, neuron_keep = select_under_budget(
+            head_scores, neuron_scores, costs, value, keep_one_head,
+            None if within is None else (within.head_mask, within.neuron_mask))
         budget = {"metric": metric, "keep": value, "seq_len": seq_len if metric == "flops" else None}
     mask = Mask(head_keep, neuron_keep)
     mask.manifest = {
