@@ -138,3 +138,21 @@ def test_refusals(tiny_bert_dir, corpus):
         iterative_prune(tiny_bert_dir, reconstruct=corpus)
     with pytest.raises(SparseCSEError, match="must lie in"):
         iterative_prune(tiny_bert_dir, keep_flops=1.5, reconstruct=corpus)
+
+
+def test_cli_compress(tiny_bert_dir, tiny_stsb_dir, corpus, dense_scores, tmp_path):
+    scores_path = dense_scores.save(tmp_path / "scores.safetensors")
+    out = tmp_path / "small"
+    args = ["compress", "--model", str(tiny_bert_dir), "--scores", str(scores_path), "--data-dir", str(tiny_stsb_dir),
+            "--reconstruct", str(corpus), "--reconstruct-sentences", "20", "--score-batch-size", "8", "--device", "cpu",
+            "--quiet"]
+    result = CliRunner().invoke(main, [*args, "--keep-flops", "0.6", "--steps", "2", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["mask"]["kept_flops_ratio"] <= 0.6 and len(report["reconstruction"]["steps"]) == 2
+    small = SentenceEncoder.load(out, device="cpu")
+    assert flops_per_token(small, 128) <= 0.6 * flops_per_token(SentenceEncoder.load(tiny_bert_dir), 128) + \
+        8 * 4 * 32  # at most the zero neurons --align-ffn 8 adds per layer
+    bad = CliRunner().invoke(main, [*args, "--keep-flops", "0", "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 1 and "must lie in (0, 1]" in bad.output and not (tmp_path / "bad").exists()
+    assert "compress" in CliRunner().invoke(main, ["--help"]).output
