@@ -13,7 +13,7 @@ import click
 
 from sparsecse import __version__
 
-COMMANDS = ("train", "score", "prune", "rewind", "eval", "compare", "shrink", "export", "sweep", "report",
+COMMANDS = ("train", "score", "prune", "rewind", "eval", "compare", "shrink", "compress", "export", "sweep", "report",
             "objectives", "models")  # help order
 
 

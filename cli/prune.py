@@ -18,7 +18,8 @@ def describe(mask) -> str:
     from sparsecse.pruning import target_name
 
     lines = [
-        f"{target_name(mask)}, lambda {m['lambda']:g}, {m.get('criterion', 'abs_grad')} ({m['scope']}): "
+        f"{target_name(mask)}, lambda {m['lambda']:g}, {m.get('criterion', 'abs_grad')}"
+        f"{' (default)' if m.get('criterion_default') else ''} ({m['scope']}): "
         f"{mask.heads_pruned}/{layers * heads} heads, {mask.neurons_pruned}/{layers * ffn} FFN neurons removed"
         + (f", {100 * m['encoder_param_sparsity']:.2f}% of encoder-layer parameters" if "encoder_param_sparsity" in m
            else ""),
@@ -41,9 +42,10 @@ def describe(mask) -> str:
               "(in (0, 1], list or range) of the transformer layers' FLOPs per token.")
 @click.option("--keep-params", default=None, metavar="B",
               help="Instead of --sparsity: the same budget in transformer-layer parameters.")
-@click.option("--criterion", type=click.Choice(["abs_grad", "layer_norm", "fisher"]), default="abs_grad",
-              show_default=True, help="Importance from the stored gradients: E|g|, E|g| normalised per layer, "
-              "or E[g^2].")
+@click.option("--criterion", type=click.Choice(["abs_grad", "layer_norm", "fisher"]), default=None,
+              help="Importance from the stored gradients: E|g|, E|g| normalised per layer, or E[g^2] "
+              "(default: abs_grad for --sparsity, as in the paper; fisher for --keep-flops/--keep-params, "
+              "which measured best there; the manifest records which).")
 @click.option("--seq-len", type=click.IntRange(min=1), default=128, show_default=True,
               help="Reference sequence length for the FLOPs of attention.")
 @click.option("--lambda", "lambdas", default="0.5", show_default=True,
@@ -85,7 +87,8 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
             for (v, lam), mask in masks.items():
                 mask.save(Path(tmp) / mask_filename(v, lam, kind))
             write_json(Path(tmp) / "index.json", [
-                {"file": mask_filename(v, lam, kind), kind: v, "lambda": lam, "criterion": criterion,
+                {"file": mask_filename(v, lam, kind), kind: v, "lambda": lam, "criterion": m.manifest["criterion"],
+                 "criterion_default": m.manifest["criterion_default"],
                  "heads_pruned": m.heads_pruned, "neurons_pruned": m.neurons_pruned,
                  "kept_flops_ratio": m.manifest.get("kept_flops_ratio"),
                  "kept_params_ratio": m.manifest.get("kept_params_ratio")} for (v, lam), m in masks.items()])
@@ -95,14 +98,14 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
         from sparsecse.pruning import target_name
 
         (s0, lam0), first = next(iter(masks.items()))
-        head_importance_heatmap(scores.head_scores(lam0, criterion), heatmap,
+        head_importance_heatmap(scores.head_scores(lam0, first.manifest["criterion"]), heatmap,
                                 pruned=~first.head_mask if len(masks) == 1 else None,
                                 title=f"Head importance (λ={lam0:g})"
                                 + (f", {target_name(first)}" if len(masks) == 1 else ""))
     if as_json:
         echo_json({"masks": [
             {"path": str(p), **{k: m.manifest.get(k) for k in (
-                "sparsity", "budget", "lambda", "criterion", "scope", "heads_pruned", "neurons_pruned",
+                "sparsity", "budget", "lambda", "criterion", "criterion_default", "scope", "heads_pruned", "neurons_pruned",
                 "heads_pruned_per_layer", "neurons_pruned_per_layer", "pruned_heads", "encoder_param_sparsity",
                 "kept_flops_ratio", "kept_params_ratio", "seq_len")}}
             for p, m in zip(written, masks.values())], "heatmap": heatmap})

@@ -78,9 +78,13 @@ def budget_cap(costs: UnitCosts, budget: float) -> int:
     return math.floor(Fraction(repr(float(budget))) * costs.dense)
 
 
-def _head_order(scores: torch.Tensor, keep_one_head: bool) -> list[int]:
-    """Flat head indices in the order they are kept: best first (each layer's best first if asked)."""
+def _head_order(scores: torch.Tensor, keep_one_head: bool, allowed: torch.Tensor | None = None) -> list[int]:
+    """Flat head indices in the order they are kept: best first (each layer's best first if asked),
+    only those ``allowed`` (bool [L, H]) if given."""
     order = torch.sort(scores.flatten().double(), descending=True, stable=True).indices.tolist()
+    if allowed is not None:
+        flat = allowed.flatten().tolist()
+        order = [f for f in order if flat[f]]
     if not keep_one_head:
         return order
     heads = scores.shape[1]
@@ -92,10 +96,13 @@ def _head_order(scores: torch.Tensor, keep_one_head: bool) -> list[int]:
 
 
 def select_under_budget(head_scores: torch.Tensor, neuron_scores: torch.Tensor, costs: UnitCosts, budget: float,
-                        keep_one_head: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                        keep_one_head: bool = False,
+                        allowed: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Keep-masks ([L, H], [L, F]) of the most important units whose total cost fits ``budget`` (a
     fraction of the dense cost); ties between equally important choices go to the one that keeps more
-    cost. Scores must be non-negative (every criterion's are)."""
+    cost. Scores must be non-negative (every criterion's are). ``allowed`` (bool head and neuron masks)
+    restricts the choice to those units (the search stays exact over them), as a later step of
+    iterative pruning does (:mod:`sparsecse.compress.iterative`)."""
     budget = check_budget(budget, f"kept-{costs.metric} budget")
     layers, heads = head_scores.shape
     cap = budget_cap(costs, budget)
@@ -106,9 +113,14 @@ def select_under_budget(head_scores: torch.Tensor, neuron_scores: torch.Tensor, 
         held = "the layers' biases and LayerNorms" + (" and one head per layer" if keep_one_head else "")
         raise SparseCSEError(f"A kept-{costs.metric} budget of {budget!r} is below what {held} cost "
                              f"({floor_ratio:.4g} of the dense model); raise the budget.")
-    h_order = _head_order(head_scores, keep_one_head)
+    if allowed is not None and keep_one_head and not allowed[0].any(1).all():
+        raise SparseCSEError("Cannot keep one head in every layer: a layer has no head left to keep.")
+    h_order = _head_order(head_scores, keep_one_head, None if allowed is None else allowed[0])
     n_order = torch.sort(neuron_scores.flatten().double(), descending=True, stable=True).indices
-    h_sum = torch.cat([torch.zeros(1, dtype=torch.float64), head_scores.flatten().double()[h_order].cumsum(0)])
+    if allowed is not None:
+        n_order = n_order[allowed[1].flatten()[n_order]]
+    h_sum = torch.cat([torch.zeros(1, dtype=torch.float64),
+                       head_scores.flatten().double()[torch.tensor(h_order, dtype=torch.long)].cumsum(0)])
     n_sum = torch.cat([torch.zeros(1, dtype=torch.float64), neuron_scores.flatten().double()[n_order].cumsum(0)])
     best = None
     for h in range(min_heads, len(h_order) + 1):

@@ -19,6 +19,15 @@ from sparsecse.scoring import GateScores, check_criterion, check_lambda
 
 SCOPES = ("global", "layer")
 TARGET_PREFIX = {"sparsity": "s", "keep_flops": "f", "keep_params": "p"}
+# the criterion used when none is given: the paper's for a sparsity; for a budget, which compares heads
+# with neurons, the one that measured best (all-MiniLM-L6-v2 at kept FLOPs 0.5 after shrink --reconstruct,
+# 7-task STS average: fisher 76.57, abs_grad 71.14; README)
+DEFAULT_CRITERION = {"sparsity": "abs_grad", "budget": "fisher"}
+
+
+def default_criterion(kind: str) -> str:
+    """The criterion for a target ``kind`` (sparsity, keep_flops, keep_params) when none is given."""
+    return DEFAULT_CRITERION["sparsity" if kind == "sparsity" else "budget"]
 
 
 def round_half_up(x: float) -> int:
@@ -109,8 +118,9 @@ def _check_target(kind: str, value: float) -> float:
 
 
 def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None, lam: float = 0.5, *,
-          keep_flops: float | None = None, keep_params: float | None = None, criterion: str = "abs_grad",
-          seq_len: int = 128, scope: str = "global", keep_one_head: bool | None = None) -> Mask:
+          keep_flops: float | None = None, keep_params: float | None = None, criterion: str | None = None,
+          seq_len: int = 128, scope: str = "global", keep_one_head: bool | None = None,
+          within: Mask | None = None) -> Mask:
     """A mask from a score file at alignment weight ``lam``, for exactly one target:
 
     - ``sparsity`` s: remove the round(s·#units) lowest-scored heads and, separately, neurons (ranked
@@ -122,43 +132,59 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
     - ``keep_params`` B: the same with the layers' parameters as the cost.
 
     ``criterion`` (``abs_grad``, ``layer_norm``, ``fisher``) turns the stored gradients into
-    importance (:mod:`sparsecse.scoring`). A budget compares heads with neurons, so it needs
-    importances on one scale: use ``fisher`` there (on all-MiniLM-L6-v2 at kept FLOPs 0.5 it matches
-    the sparsity-0.5 mask, while ``abs_grad`` and ``layer_norm`` give away nearly all heads; README).
-    The manifest records the target, the criterion, and the kept FLOPs and parameter ratios.
+    importance (:mod:`sparsecse.scoring`). None (the default) takes :data:`DEFAULT_CRITERION`: the
+    paper's ``abs_grad`` for a sparsity, ``fisher`` for a budget, which compares heads with neurons and
+    so needs importances on one scale (on all-MiniLM-L6-v2 at kept FLOPs 0.5, ``abs_grad`` gives away
+    nearly all heads: 71.14 against 76.57 on the STS average after reconstruction; README).
+    ``within`` (budgets only): choose among the units this mask keeps, e.g. a previous, larger budget's.
+    The manifest records the target, the criterion and whether it was the default
+    (``criterion_default``), and the kept FLOPs and parameter ratios.
+
+    >>> mask = prune("scores.safetensors", keep_flops=0.5)  # doctest: +SKIP
+    >>> mask.manifest["criterion"], mask.manifest["criterion_default"]  # doctest: +SKIP
+    ('fisher', True)
     """
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
     kind, value = _one_target(sparsity, keep_flops, keep_params)
     value = _check_target(kind, value)
     check_lambda(lam)
-    check_criterion(criterion)
-    return _mask(scores, scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion), kind, value, lam,
-                 criterion, seq_len, scope, keep_one_head)
+    chosen = criterion is None
+    criterion = check_criterion(default_criterion(kind) if chosen else criterion)
+    if within is not None and kind == "sparsity":
+        raise SparseCSEError("Choosing within a previous mask needs a kept-FLOPs or kept-parameters budget.")
+    mask = _mask(scores, scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion), kind, value, lam,
+                 criterion, seq_len, scope, keep_one_head, within)
+    mask.manifest["criterion_default"] = chosen
+    return mask
 
 
 def prune_grid(scores: GateScores | str | os.PathLike, sparsities: Iterable[float] | str | None = None,
                lambdas: Iterable[float] | str = 0.5, scope: str = "global", keep_one_head: bool | None = None, *,
                keep_flops: Iterable[float] | str | None = None, keep_params: Iterable[float] | str | None = None,
-               criterion: str = "abs_grad", seq_len: int = 128) -> dict[tuple[float, float], Mask]:
-    """{(target value, λ): mask} for every grid point of one target kind, from one score file, no model run."""
+               criterion: str | None = None, seq_len: int = 128) -> dict[tuple[float, float], Mask]:
+    """{(target value, λ): mask} for every grid point of one target kind, from one score file, no model run
+    (``criterion`` None: :func:`default_criterion` of the target kind, as in :func:`prune`)."""
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
     kind, grid = _one_target(sparsities, keep_flops, keep_params)
     values = [_check_target(kind, v) for v in parse_grid(grid, kind.replace("_", "-"))]
     lambdas = [check_lambda(v) for v in parse_grid(lambdas, "lambda")]
-    check_criterion(criterion)
+    chosen = criterion is None
+    criterion = check_criterion(default_criterion(kind) if chosen else criterion)
     masks = {}
     for lam in lambdas:
         head_scores, neuron_scores = scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion)
         for v in values:
             masks[(v, lam)] = _mask(scores, head_scores, neuron_scores, kind, v, lam, criterion, seq_len, scope,
                                     keep_one_head)
+            masks[(v, lam)].manifest["criterion_default"] = chosen
     return masks
 
 
 def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Tensor, kind: str, value: float,
-          lam: float, criterion: str, seq_len: int, scope: str, keep_one_head: bool | None) -> Mask:
+          lam: float, criterion: str, seq_len: int, scope: str, keep_one_head: bool | None,
+          within: Mask | None = None) -> Mask:
     src = scores.manifest
     if kind == "sparsity":
         keep_one_head = True if keep_one_head is None else keep_one_head
@@ -171,7 +197,13 @@ def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Te
                                  "scope must be global.")
         metric = kind.split("_")[1]
         costs = UnitCosts.from_shape(src.get("shape", {}), metric, seq_len)
-        head_keep, neuron_keep = select_under_budget(head_scores, neuron_scores, costs, value, keep_one_head)
+        if within is not None:
+            if within.shape != (*head_scores.shape, neuron_scores.shape[1]):
+                raise SparseCSEError(f"The previous mask's shape {within.shape} does not match the scores' "
+                                     f"{(*head_scores.shape, neuron_scores.shape[1])}.")
+        head_keep, neuron_keep = select_under_budget(
+            head_scores, neuron_scores, costs, value, keep_one_head,
+            None if within is None else (within.head_mask, within.neuron_mask))
         budget = {"metric": metric, "keep": value, "seq_len": seq_len if metric == "flops" else None}
     mask = Mask(head_keep, neuron_keep)
     mask.manifest = {

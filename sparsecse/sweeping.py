@@ -125,14 +125,16 @@ def pruning_settings(out: Path, criterion: str | None, keep_one_head: bool | Non
     """The criterion and keep-one-head rule of sparsity points and of budget points. Defaults: abs_grad and
     keep one head for sparsity points; fisher (heads and neurons on one scale) and no such rule for budget
     points, except in a directory from before these were recorded, which resumes as it was made (abs_grad)."""
+    from sparsecse.pruning import DEFAULT_CRITERION
     from sparsecse.scoring import check_criterion
 
     if criterion is not None:
         check_criterion(criterion)
     legacy = (out / SWEEP_FILE).is_file() and "criterion" not in read_sweep_state(out).get(
         "fingerprint", {}).get("pruning", {})
-    return {"criterion": criterion or "abs_grad",
-            "budget_criterion": criterion or ("abs_grad" if legacy else "fisher"),
+    return {"criterion": criterion or DEFAULT_CRITERION["sparsity"],
+            "budget_criterion": criterion or (LEGACY_PRUNING["budget_criterion"] if legacy
+                                              else DEFAULT_CRITERION["budget"]),
             "keep_one_head": True if keep_one_head is None else keep_one_head,
             "budget_keep_one_head": bool(keep_one_head)}
 

@@ -12,7 +12,7 @@ from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.flops import count_parameters, flops_per_token
 from sparsecse.masks import Mask
-from sparsecse.pruning import prune
+from sparsecse.pruning import prune, prune_grid
 from sparsecse.scoring import GateScores
 from tests.test_pruning import fake_scores
 
@@ -37,7 +37,29 @@ def test_budget_is_met_and_the_next_unit_would_exceed_it(metric, budget):
     assert m[f"kept_{metric}"] == costs.kept(mask.head_mask, mask.neuron_mask) <= budget * costs.dense
     assert m[f"kept_{metric}_ratio"] == pytest.approx(m[f"kept_{metric}"] / costs.dense)
     assert m["budget"] == {"metric": metric, "keep": budget, "seq_len": 128 if metric == "flops" else None}
-    assert m["criterion"] == "abs_grad" and m["sparsity"] is None and m["seq_len"] == 128
+    assert m["criterion"] == "fisher" and m["criterion_default"] is True
+    assert m["sparsity"] is None and m["seq_len"] == 128
+
+
+def test_default_criterion_is_fisher_for_budgets_and_abs_grad_for_sparsity():
+    scores = fake_scores()
+    for kw, expected in ((dict(keep_flops=0.5), "fisher"), (dict(keep_params=0.6), "fisher"),
+                         (dict(sparsity=0.3), "abs_grad")):
+        default = prune(scores, **kw)
+        explicit = prune(scores, criterion=expected, **kw)
+        assert (default.manifest["criterion"], default.manifest["criterion_default"]) == (expected, True)
+        assert (explicit.manifest["criterion"], explicit.manifest["criterion_default"]) == (expected, False)
+        assert torch.equal(default.head_mask, explicit.head_mask)
+        assert torch.equal(default.neuron_mask, explicit.neuron_mask)
+    # the default is a choice, not a fixed rule: another criterion gives another mask here
+    other = prune(scores, keep_flops=0.5, criterion="abs_grad")
+    assert other.manifest["criterion_default"] is False
+    assert not torch.equal(torch.cat([other.head_mask.flatten(), other.neuron_mask.flatten()]),
+                           torch.cat([prune(scores, keep_flops=0.5).head_mask.flatten(),
+                                      prune(scores, keep_flops=0.5).neuron_mask.flatten()]))
+    grid = prune_grid(scores, keep_flops="0.5,0.7")
+    assert {m.manifest["criterion"] for m in grid.values()} == {"fisher"}
+    assert {m.manifest["criterion"] for m in prune_grid(scores, sparsities="0.2,0.4").values()} == {"abs_grad"}
 
 
 def test_search_is_optimal_against_brute_force():
@@ -73,7 +95,7 @@ def test_search_matches_brute_force_over_head_counts():
             n = min(ns.numel(), (cap - h * costs.head) // costs.neuron)
             best = max(best, float(hs.flatten().sort(descending=True).values[:h].sum()
                                    + ns.flatten().sort(descending=True).values[:n].sum()))
-        mask = prune(scores, keep_flops=budget, seq_len=16)
+        mask = prune(scores, keep_flops=budget, seq_len=16, criterion="abs_grad")
         assert float(hs[mask.head_mask].sum() + ns[mask.neuron_mask].sum()) == pytest.approx(best, rel=1e-9)
 
 
@@ -150,6 +172,16 @@ def test_cli_keep_flops(tiny_scores, tmp_path):
     assert m["criterion"] == "fisher" and m["budget"]["keep"] == 0.5 and m["seq_len"] == 64
     assert m["kept_flops_ratio"] <= 0.5
     assert "kept-flops 0.5 (n=64)" in result.output and Mask.load(out).shape == tiny_scores.shape
+    assert "fisher (global)" in result.output  # given, so not marked as the default
+
+    default = CliRunner().invoke(main, ["prune", "--scores", str(path), "--keep-flops", "0.5", "--out",
+                                        str(tmp_path / "default.safetensors")])
+    assert default.exit_code == 0, default.output
+    assert "fisher (default) (global)" in default.output
+    m = json.loads((tmp_path / "default.json").read_text())
+    assert (m["criterion"], m["criterion_default"]) == ("fisher", True)
+    help_text = CliRunner().invoke(main, ["prune", "--help"]).output
+    assert "abs_grad for --sparsity" in help_text and "fisher for" in help_text
 
     grid = CliRunner().invoke(main, ["prune", "--scores", str(path), "--keep-params", "0.5,0.7", "--out",
                                      str(tmp_path / "grid")])

@@ -1,0 +1,1 @@
+"""Compression methods beyond one-shot masks (iterative pruning, ...)."""

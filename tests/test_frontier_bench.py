@@ -1,0 +1,60 @@
+"""benchmarks/frontier.py's pure pieces: row caching (resume, recompute when the model changed) and the
+nearest-speed pairing."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def frontier():
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("frontier", BENCH / "frontier.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["frontier"] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop("frontier", None)
+        sys.path.remove(str(BENCH))
+
+
+def test_nearest_speed_on_a_log_scale(frontier):
+    speeds = [1.0, 1.9, 2.0, 4.0, 30.0]
+    assert [frontier.nearest_speed(speeds, i) for i in range(5)] == [1, 2, 1, 2, 3]
+    assert frontier.nearest_speed([1.0], 0) is None
+    assert frontier.nearest_speed([2.0, 1.0, 4.0], 0) == 1  # equal log gaps: the earlier row
+
+
+def test_rows_are_cached_and_recomputed_when_their_key_changes(frontier, tmp_path):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"avg_sts": 70.0 + len(calls)}
+
+    first = frontier.cached_record(tmp_path, "L6 f0.5 (distill)", {"model_dir": "a", "weights_mtime": 1}, compute)
+    again = frontier.cached_record(tmp_path, "L6 f0.5 (distill)", {"model_dir": "a", "weights_mtime": 1}, compute)
+    assert first == again and len(calls) == 1 and first["avg_sts"] == 71.0
+    assert json.loads((tmp_path / "rows" / "L6-f0.5-distill.json").read_text())["label"] == "L6 f0.5 (distill)"
+    changed = frontier.cached_record(tmp_path, "L6 f0.5 (distill)", {"model_dir": "a", "weights_mtime": 2}, compute)
+    assert changed["avg_sts"] == 72.0 and len(calls) == 2
+
+
+def test_model_specs_and_method_time(frontier, tmp_path):
+    assert frontier.parse_model_specs(["L6 f0.5=runs/a", "L3=b"]) == [("L6 f0.5", "runs/a"), ("L3", "b")]
+    for bad in (["nolabel"], ["=dir"], ["a=x", "a=y"]):
+        with pytest.raises(SystemExit):
+            frontier.parse_model_specs(bad)
+    (tmp_path / "sparsecse_config.json").write_text(json.dumps({"manifest": {"reconstruction": {"seconds": 73.5}}}))
+    assert frontier.method_seconds(str(tmp_path)) == 73.5
+    (tmp_path / "sparsecse_config.json").write_text(json.dumps({"manifest": {"method_seconds": 600.0,
+                                                                             "reconstruction": {"seconds": 1}}}))
+    assert frontier.method_seconds(str(tmp_path)) == 600.0
+    assert frontier.method_seconds(str(tmp_path / "missing")) is None

@@ -1,0 +1,158 @@
+"""Iterative budgeted pruning (prune -> reconstruct -> rescore): meets the budget exactly, each step
+chooses within the previous one, one step is one-shot pruning + reconstruction, the shrunk model
+computes what the silenced full-size model computes."""
+
+import itertools
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from sparsecse.budget import UnitCosts, budget_cap, select_under_budget
+from sparsecse.cli import main
+from sparsecse.compress.iterative import iterative_prune, shrink_iterative, silence, step_budgets
+from sparsecse.encoder import SentenceEncoder
+from sparsecse.errors import SparseCSEError
+from sparsecse.flops import count_parameters, flops_per_token
+from sparsecse.pruning import prune
+from sparsecse.reconstruction import ReconstructionPlan
+from sparsecse.scoring import score
+from sparsecse.shrinking import shrink
+from tests.test_pruning import fake_scores
+from tests.tiny import SENTENCES
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(SENTENCES * 3) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def dense_scores(tiny_bert_dir, tiny_stsb_dir):
+    return score(tiny_bert_dir, data_dir=tiny_stsb_dir, batch_size=8, seed=0, device="cpu")
+
+
+def test_step_budgets_are_geometric_and_end_at_the_budget():
+    assert step_budgets(0.5, 1) == [0.5]
+    b = step_budgets(0.5, 3)
+    assert b[-1] == 0.5 and b[0] == pytest.approx(0.5 ** (1 / 3)) and b[1] == pytest.approx(0.5 ** (2 / 3))
+    for bad in (0, -1, 1.5):
+        with pytest.raises(SparseCSEError, match="whole number of at least 1"):
+            step_budgets(0.5, bad)
+
+
+def test_search_within_allowed_units_is_optimal_and_never_leaves_them():
+    layers, heads, ffn = 2, 3, 4
+    g = torch.Generator().manual_seed(3)
+    hs = torch.rand(layers, heads, generator=g, dtype=torch.float64)
+    ns = torch.rand(layers, ffn, generator=g, dtype=torch.float64)
+    allowed_h = torch.tensor([[True, False, True], [True, True, False]])
+    allowed_n = torch.tensor([[True, True, False, True], [False, True, True, True]])
+    costs = UnitCosts("flops", head=5, neuron=2, fixed=0, layers=layers, heads=heads, ffn=ffn)
+    values = torch.cat([hs.flatten(), ns.flatten()]).tolist()
+    unit_cost = [5] * (layers * heads) + [2] * (layers * ffn)
+    ok = torch.cat([allowed_h.flatten(), allowed_n.flatten()]).tolist()
+    candidates = [i for i in range(len(values)) if ok[i]]
+    for budget in (0.2, 0.45, 0.6):
+        cap = budget_cap(costs, budget)
+        best = max(sum(values[i] for i in subset) for r in range(len(candidates) + 1)
+                   for subset in itertools.combinations(candidates, r) if sum(unit_cost[i] for i in subset) <= cap)
+        hk, nk = select_under_budget(hs, ns, costs, budget, allowed=(allowed_h, allowed_n))
+        assert not (hk & ~allowed_h).any() and not (nk & ~allowed_n).any()
+        assert costs.kept(hk, nk) <= cap
+        assert float(hs[hk].sum() + ns[nk].sum()) == pytest.approx(best, abs=1e-9)
+
+
+def test_prune_within_a_previous_mask():
+    scores = fake_scores()
+    outer = prune(scores, keep_flops=0.7)
+    inner = prune(scores, keep_flops=0.5, within=outer, criterion="abs_grad")  # abs_grad would choose otherwise
+    assert not (inner.head_mask & ~outer.head_mask).any() and not (inner.neuron_mask & ~outer.neuron_mask).any()
+    assert inner.manifest["kept_flops_ratio"] <= 0.5
+    with pytest.raises(SparseCSEError, match="kept-FLOPs or kept-parameters budget"):
+        prune(scores, sparsity=0.3, within=outer)
+
+
+@pytest.mark.parametrize("metric,budget", [("flops", 0.5), ("params", 0.4)])
+def test_iterative_meets_the_budget_exactly_and_the_shrunk_model_counts_it(tiny_bert_dir, tiny_stsb_dir, corpus,
+                                                                            dense_scores, metric, budget):
+    plan = ReconstructionPlan.prepare(corpus, 20)
+    result = iterative_prune(tiny_bert_dir, steps=3, reconstruct=plan, scores=dense_scores, data_dir=tiny_stsb_dir,
+                             batch_size=8, device="cpu", seq_len=64, **{f"keep_{metric}": budget})
+    mask, m = result.mask, result.mask.manifest
+    assert [r["step"] for r in result.steps] == [1, 2, 3] and m["method"] == "iterative"
+    assert m["iterative"]["budgets"] == pytest.approx(step_budgets(budget, 3))
+    kept = [(r["heads_kept"], r["neurons_kept"]) for r in result.steps]
+    assert all(a[0] >= b[0] and a[1] >= b[1] for a, b in zip(kept, kept[1:]))
+    assert (m["criterion"], m["criterion_default"]) == ("fisher", True)
+    # exactly the budget: under the cap, and no unit not kept would still fit
+    costs = UnitCosts.from_shape(dense_scores.manifest["shape"], metric, 64)
+    left = budget_cap(costs, budget) - costs.kept(mask.head_mask, mask.neuron_mask)
+    cheapest = min(([costs.head] if (~mask.head_mask).any() else [])
+                   + ([costs.neuron] if (~mask.neuron_mask).any() else []))
+    assert 0 <= left < cheapest
+    # the silenced full-size model and the shrunk one compute the same embeddings
+    full = result.encoder.encode(SENTENCES)
+    dense = SentenceEncoder.load(tiny_bert_dir, device="cpu")
+    shrunk = shrink_iterative(result, align_ffn=1, seq_len=64)
+    assert abs(shrunk.encoder.encode(SENTENCES) - full).max() < 1e-5
+    assert flops_per_token(shrunk.encoder, 64) == m["kept_flops"]
+    assert count_parameters(shrunk.encoder, "layers") == m["kept_params"]
+    assert flops_per_token(dense, 64) == m["dense_flops"]
+
+
+def test_one_step_is_one_shot_pruning_with_reconstruction(tiny_bert_dir, corpus, dense_scores, tmp_path):
+    plan = ReconstructionPlan.prepare(corpus, 20)
+    result = iterative_prune(tiny_bert_dir, keep_flops=0.5, steps=1, reconstruct=plan, scores=dense_scores,
+                             device="cpu")
+    one_shot = prune(dense_scores, keep_flops=0.5)
+    assert torch.equal(result.mask.head_mask, one_shot.head_mask)
+    assert torch.equal(result.mask.neuron_mask, one_shot.neuron_mask)
+    reference = shrink(tiny_bert_dir, one_shot, reconstruct=plan, align_ffn=1, device="cpu")
+    ours = shrink_iterative(result, out=tmp_path / "out", align_ffn=1)
+    assert abs(reference.encoder.encode(SENTENCES) - ours.encoder.encode(SENTENCES)).max() < 1e-5
+    manifest = json.loads((tmp_path / "out" / "sparsecse_config.json").read_text())["manifest"]
+    assert manifest["mask_manifest"]["method"] == "iterative" and manifest["method_seconds"] > 0
+    reloaded = SentenceEncoder.load(tmp_path / "out", device="cpu")
+    assert abs(reloaded.encode(SENTENCES) - ours.encoder.encode(SENTENCES)).max() < 1e-5
+
+
+def test_silence_equals_the_mask(tiny_bert_dir, dense_scores):
+    mask = prune(dense_scores, keep_flops=0.5)
+    gated = SentenceEncoder.load(tiny_bert_dir, device="cpu")
+    gates = mask.apply(gated.model)
+    expected = gated.encode(SENTENCES)
+    gates.detach()
+    silenced = SentenceEncoder.load(tiny_bert_dir, device="cpu")
+    silence(silenced.model, mask)
+    assert abs(silenced.encode(SENTENCES) - expected).max() < 1e-5
+
+
+def test_refusals(tiny_bert_dir, corpus):
+    with pytest.raises(SparseCSEError, match="reconstruction corpus"):
+        iterative_prune(tiny_bert_dir, keep_flops=0.5)
+    with pytest.raises(SparseCSEError, match="exactly one of"):
+        iterative_prune(tiny_bert_dir, reconstruct=corpus)
+    with pytest.raises(SparseCSEError, match="must lie in"):
+        iterative_prune(tiny_bert_dir, keep_flops=1.5, reconstruct=corpus)
+
+
+def test_cli_compress(tiny_bert_dir, tiny_stsb_dir, corpus, dense_scores, tmp_path):
+    scores_path = dense_scores.save(tmp_path / "scores.safetensors")
+    out = tmp_path / "small"
+    args = ["compress", "--model", str(tiny_bert_dir), "--scores", str(scores_path), "--data-dir", str(tiny_stsb_dir),
+            "--reconstruct", str(corpus), "--reconstruct-sentences", "20", "--score-batch-size", "8", "--device", "cpu",
+            "--quiet"]
+    result = CliRunner().invoke(main, [*args, "--keep-flops", "0.6", "--steps", "2", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["mask"]["kept_flops_ratio"] <= 0.6 and len(report["reconstruction"]["steps"]) == 2
+    small = SentenceEncoder.load(out, device="cpu")
+    assert flops_per_token(small, 128) <= 0.6 * flops_per_token(SentenceEncoder.load(tiny_bert_dir), 128) + \
+        8 * 4 * 32  # at most the zero neurons --align-ffn 8 adds per layer
+    bad = CliRunner().invoke(main, [*args, "--keep-flops", "0", "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 1 and "must lie in (0, 1]" in bad.output and not (tmp_path / "bad").exists()
+    assert "compress" in CliRunner().invoke(main, ["--help"]).output
