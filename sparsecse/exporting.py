@@ -33,7 +33,7 @@ from torch import nn
 
 from sparsecse.deploy.calibration import DEFAULT_SEED, DEFAULT_SIZE, calibration_sample
 from sparsecse.deploy.layout import exported_format
-from sparsecse.deploy.onnx_static import QUANTIZATION_SETTINGS, quantize_static_int8
+from sparsecse.deploy.onnx_static import QUANTIZATION_SETTINGS, empty_weight_matmuls, quantize_static_int8
 from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, resolve_model, write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
@@ -134,12 +134,13 @@ def export_graph(encoder: SentenceEncoder, path: Path, normalize: bool, opset: i
 
 
 def quantize_int8(fp32_path: Path, int8_path: Path) -> None:
-    """ONNX Runtime dynamic quantization: int8 weights (per output channel) of every MatMul."""
+    """ONNX Runtime dynamic quantization: int8 weights (per output channel) of every MatMul but the
+    empty ones of headless layers (whose int8 output would be uninitialised memory, not zero)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _quiet_root_logger():
         quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul"])
+                         op_types_to_quantize=["MatMul"], nodes_to_exclude=empty_weight_matmuls(fp32_path))
 
 
 @contextlib.contextmanager

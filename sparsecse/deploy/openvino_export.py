@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
 from sparsecse.deploy.calibration import DEFAULT_SEED, DEFAULT_SIZE, calibration_sample
 from sparsecse.deploy.layout import MISSING_OPENVINO, SPARSECSE_CONFIG, exported_format
@@ -43,9 +44,33 @@ def require_nncf():
     return nncf
 
 
+class _BiasOnly(nn.Module):
+    """What ``nn.Linear(0, n)`` computes (its bias on every position), without a zero-size MatMul,
+    which OpenVINO's CPU plugin leaves uninitialised instead of zero (a headless layer's output)."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        self.bias = linear.bias if linear.bias is not None else nn.Parameter(torch.zeros(linear.out_features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bias.expand(*x.shape[:-1], self.bias.shape[0])
+
+
+def replace_zero_input_linears(module: nn.Module) -> int:
+    """Swap every ``nn.Linear`` with no input features for :class:`_BiasOnly`, in place; returns how many."""
+    targets = [(name, child) for name, child in module.named_modules()
+               if isinstance(child, nn.Linear) and child.in_features == 0]
+    for name, linear in targets:
+        parent_name, _, attr = name.rpartition(".")
+        setattr(module.get_submodule(parent_name) if parent_name else module, attr, _BiasOnly(linear))
+    return len(targets)
+
+
 def convert(encoder: SentenceEncoder, normalize: bool):
-    """The encoder as an ``openvino.Model`` with named inputs and outputs; returns (model, input names)."""
+    """The encoder as an ``openvino.Model`` with named inputs and outputs; returns (model, input names).
+    Headless layers' zero-input projections become their bias first (changes ``encoder`` in place)."""
     ov = require_openvino()
+    replace_zero_input_linears(encoder.model)
     batch = encoder.tokenizer(CHECK_SENTENCES[:2], padding=True, return_tensors="pt")
     names = [n for n in INPUTS if n in batch]
     graph = _EmbeddingGraph(encoder, names, normalize).eval()
