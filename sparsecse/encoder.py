@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sparsecse.deploy.layout import exported_format
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling import register_auto_classes
 from sparsecse.remote_code import allow_code, trusting_remote_code
@@ -182,10 +183,10 @@ class SentenceEncoder(nn.Module):
 
         path = resolve_model(name_or_path)
         check_device(device)
-        from sparsecse.onnx_encoder import OnnxEncoder, is_exported_dir
-
-        if is_exported_dir(path):  # written by `sparsecse export`: the same interface, ONNX Runtime inside
-            return OnnxEncoder.load(path, pooling=pooling, max_length=max_length, device=device)
+        if os.path.isdir(path) and exported_format(path):  # written by `sparsecse export`: no torch model
+            raise SparseCSEError(f"{path} is an exported {exported_format(path)} model, which only encodes "
+                                 "(load it with sparsecse.load_encoder); masks, training, shrinking and saving "
+                                 "need the torch model directory it was exported from.")
         register_auto_classes()  # idempotent; sparsecse's own model types load with the installed code
         trust = allow_code(path)
         try:

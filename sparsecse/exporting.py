@@ -8,7 +8,10 @@ as they run and needs no package beyond onnx; the torch.export-based exporter (`
 the same graph but needs onnxscript and takes about 15 times longer.
 
 int8 is ONNX Runtime's own dynamic quantization (``quantize_dynamic``): int8 weights per output
-channel, activations quantized per batch at run time. The directory follows sentence-transformers'
+channel, activations quantized per batch at run time; with a ``calibration`` corpus it is static
+quantization instead (:mod:`sparsecse.deploy.onnx_static`: QDQ, activation ranges from a seeded
+sample of the corpus, recorded in the manifest). ``format="openvino"`` is
+:func:`sparsecse.deploy.openvino_export.export_openvino`. The directory follows sentence-transformers'
 ONNX layout (``onnx/model.onnx``, the tokenizer, a base-architecture ``config.json`` and the
 modules.json/pooling files), and its ``sparsecse_config.json`` names the graph that sparsecse runs.
 """
@@ -28,6 +31,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from sparsecse.deploy.calibration import DEFAULT_SEED, DEFAULT_SIZE, calibration_sample
+from sparsecse.deploy.layout import exported_format
+from sparsecse.deploy.onnx_static import QUANTIZATION_SETTINGS, empty_weight_matmuls, quantize_static_int8
 from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder, resolve_model, write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
@@ -37,13 +43,13 @@ from sparsecse.onnx_encoder import (
     FP32_FILE,
     INT8_FILE,
     MISSING_PACKAGES,
+    STATIC_INT8_FILE,
     OnnxEncoder,
-    is_exported_dir,
     require_onnxruntime,
 )
 from sparsecse.remote_code import with_trust_option
 
-FORMATS = ("onnx",)
+FORMATS = ("onnx", "openvino")
 QUANTIZATIONS = ("int8",)
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -66,10 +72,12 @@ class ExportResult:
     normalize: bool
     verification: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    kinds: dict[str, str] = field(default_factory=dict)  # graph file -> fp32 | int8 | int8_static
 
     def to_dict(self) -> dict[str, Any]:
         return {"out": str(self.out), "files": self.files, "file": self.file, "pooling": self.pooling,
-                "normalize": self.normalize, "verification": self.verification, "seconds": round(self.seconds, 2)}
+                "normalize": self.normalize, "verification": self.verification, "seconds": round(self.seconds, 2),
+                "kinds": self.kinds}
 
 
 class _EmbeddingGraph(nn.Module):
@@ -127,12 +135,13 @@ def export_graph(encoder: SentenceEncoder, path: Path, normalize: bool, opset: i
 
 
 def quantize_int8(fp32_path: Path, int8_path: Path) -> None:
-    """ONNX Runtime dynamic quantization: int8 weights (per output channel) of every MatMul."""
+    """ONNX Runtime dynamic quantization: int8 weights (per output channel) of every MatMul but the
+    empty ones of headless layers (whose int8 output would be uninitialised memory, not zero)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _quiet_root_logger():
         quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul"])
+                         op_types_to_quantize=["MatMul"], nodes_to_exclude=empty_weight_matmuls(fp32_path))
 
 
 @contextlib.contextmanager
@@ -180,11 +189,15 @@ def export(
     pooling: str | None = None,
     overwrite: bool = False,
     opset: int = OPSET,
+    calibration: str | os.PathLike | None = None,
+    calibration_size: int = DEFAULT_SIZE,
+    calibration_seed: int = DEFAULT_SEED,
 ) -> ExportResult:
     """Export ``model`` (a dense or shrunk directory, or the default model) to the directory ``out``.
 
     Always writes the fp32 graph ``onnx/model.onnx``; ``quantize="int8"`` adds ``onnx/model_qint8.onnx``
-    and makes it the graph sparsecse runs. Both are checked against the torch model on a few sentences
+    (dynamic), or with a ``calibration`` corpus ``onnx/model_qint8_static.onnx`` (static, calibrated on
+    ``calibration_size`` sentences drawn with ``calibration_seed``), and makes it the graph sparsecse runs. Both are checked against the torch model on a few sentences
     (minimum cosine recorded in the manifest); the fp32 graph must match (cosine >= 0.9999).
     """
     start = time.perf_counter()
@@ -192,13 +205,23 @@ def export(
         raise SparseCSEError(f"Unknown export format {format!r}; choose one of {', '.join(FORMATS)}.")
     if quantize not in (None, *QUANTIZATIONS):
         raise SparseCSEError(f"Unknown quantization {quantize!r}; choose {', '.join(QUANTIZATIONS)} or none.")
+    if format == "openvino":  # imported here: the OpenVINO exporter builds on this module's graph
+        from sparsecse.deploy.openvino_export import export_openvino
+
+        return export_openvino(model, out, quantize, calibration, calibration_size, calibration_seed, pooling,
+                               overwrite)
+    if calibration is not None and not quantize:
+        raise SparseCSEError("--calibration only serves --quantize int8; add it or leave the corpus out.")
     if out is None:
         raise SparseCSEError("export needs an output directory (--out).")
     check_onnx_packages(quantize)
+    if calibration is not None:
+        sentences, sample = calibration_sample(calibration, calibration_size, calibration_seed)
     source = resolve_model(model)
     check_destination(out, overwrite, inputs={"model": source})  # never over the model it reads
-    if is_exported_dir(source):
-        raise SparseCSEError(f"{source} is already an exported ONNX model; export the torch model directory instead.")
+    if os.path.isdir(source) and exported_format(source):
+        raise SparseCSEError(f"{source} is already an exported {exported_format(source)} model; export the torch "
+                             "model directory instead.")
     encoder = SentenceEncoder.load(source, pooling=pooling, device="cpu")
     encoder.model.float().eval()
     normalize = has_normalize_module(source)
@@ -206,14 +229,20 @@ def export(
         reference = encoder.encode(CHECK_SENTENCES)
     with atomic_dir(out, overwrite=overwrite) as tmp:
         names = export_graph(encoder, tmp / FP32_FILE, normalize, opset)
-        files = [FP32_FILE]
-        if quantize == "int8":
+        kinds = {FP32_FILE: "fp32"}
+        if quantize == "int8" and calibration is not None:
+            with _quiet_root_logger():
+                quantize_static_int8(tmp / FP32_FILE, tmp / STATIC_INT8_FILE, encoder.tokenizer, sentences, names,
+                                     encoder.max_length)
+            kinds[STATIC_INT8_FILE] = "int8_static"
+        elif quantize == "int8":
             quantize_int8(tmp / FP32_FILE, tmp / INT8_FILE)
-            files.append(INT8_FILE)
+            kinds[INT8_FILE] = "int8"
+        files = list(kinds)
         encoder.tokenizer.save_pretrained(tmp)
         (tmp / "config.json").write_text(json.dumps(base_architecture_config(encoder), indent=2) + "\n")
         write_sentence_transformers_config(tmp, encoder.pooling, encoder.dim, encoder.max_length, normalize)
-        settings = {"file": files[-1], "files": {f: ("int8" if f == INT8_FILE else "fp32") for f in files},
+        settings = {"file": files[-1], "files": kinds,
                     "pooling": encoder.pooling, "normalize": normalize, "dim": encoder.dim, "inputs": names,
                     "outputs": ["last_hidden_state", EMBEDDING_OUTPUT], "opset": opset}
         config = {"pooling": encoder.pooling, "max_length": encoder.max_length, "onnx": settings}
@@ -227,15 +256,19 @@ def export(
             raise SparseCSEError(f"The exported graph does not reproduce the torch model (minimum cosine "
                                  f"{verification['fp32_min_cosine']:.6f}); nothing was written.")
         sizes = {f: (tmp / f).stat().st_size for f in files}
+        params = {"format": format, "quantize": quantize, "pooling": encoder.pooling, "normalize": normalize,
+                  "opset": opset, "exporter": "torchscript",
+                  "quantization": (quantize and ("static" if calibration is not None else "dynamic"))}
+        if calibration is not None:
+            params.update(calibration=sample, static_quantization=QUANTIZATION_SETTINGS)
         lineage = {**encoder.extra_config.get("lineage", {}), "exported_from": str(source),
                    "exported_from_sha256": hash_path(source) if os.path.exists(source) else None}
         config.update(
             shape=encoder.extra_config.get("shape"), lineage=lineage,
-            manifest=make_manifest("onnx_export", inputs={"model": source},
-                                   params={"format": format, "quantize": quantize, "pooling": encoder.pooling,
-                                           "normalize": normalize, "opset": opset, "exporter": "torchscript"},
+            manifest=make_manifest("onnx_export", inputs={"model": source, "calibration": calibration},
+                                   params=params, seed=calibration_seed if calibration is not None else None,
                                    files=sizes, verification=verification, onnx_versions=onnx_versions()),
         )
         (tmp / SPARSECSE_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
     return ExportResult(Path(out), sizes, files[-1], encoder.pooling, normalize, verification,
-                        time.perf_counter() - start)
+                        time.perf_counter() - start, kinds=kinds)

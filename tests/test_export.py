@@ -13,6 +13,7 @@ pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
 from sparsecse.cli import main  # noqa: E402
+from sparsecse.deploy.loading import load_encoder  # noqa: E402
 from sparsecse.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.evaluation import evaluate  # noqa: E402
@@ -61,7 +62,7 @@ def test_fp32_graph_equals_torch_and_int8_stays_close(exported):
     assert cosines(fp32.encode(TEST_SENTENCES[:1]), expected[:1]).min() >= 0.99999
     assert cosines(fp32.encode(TEST_SENTENCES, batch_size=3), expected).min() >= 0.99999
 
-    int8 = SentenceEncoder.load(result.out)  # the directory's own choice: the int8 graph
+    int8 = load_encoder(result.out)  # the directory's own choice: the int8 graph
     assert isinstance(int8, OnnxEncoder) and int8.file == INT8_FILE == result.file
     assert cosines(int8.encode(TEST_SENTENCES), expected).min() >= 0.98
     assert result.verification["fp32_min_cosine"] >= 0.99999
@@ -96,7 +97,7 @@ def test_cls_pooler_and_normalize_are_in_the_graph(tiny_bert_dir, tmp_path):
     (source / "modules.json").write_text(json.dumps(modules))
     result = export(source, tmp_path / "onnx", pooling="cls")
     expected = SentenceEncoder.load(source, pooling="cls", device="cpu").encode(TEST_SENTENCES, normalize=True)
-    got = SentenceEncoder.load(result.out).encode(TEST_SENTENCES)
+    got = load_encoder(result.out).encode(TEST_SENTENCES)
     assert result.normalize and result.file == FP32_FILE
     assert np.abs(np.linalg.norm(got, axis=1) - 1).max() < 1e-5
     assert np.abs(got - expected).max() <= 1e-4
@@ -108,10 +109,10 @@ def test_eval_runs_the_exported_graph_through_the_same_evaluator(exported, tiny_
     # Scores of a random tiny model hang on nearly equal cosines, so compare what was encoded, not
     # ranks; the real model's scores are compared in the integration test below.
     _, result = exported
-    forward = OnnxEncoder.forward
+    run_batch = OnnxEncoder.run_batch
     batches = []
-    monkeypatch.setattr(OnnxEncoder, "__call__", lambda self, **f: batches.append(len(f["input_ids"])) or
-                        forward(self, **f))
+    monkeypatch.setattr(OnnxEncoder, "run_batch", lambda self, feeds: batches.append(len(feeds["input_ids"])) or
+                        run_batch(self, feeds))
     scores = evaluate(model=str(result.out), tasks="STSBenchmark", data_dir=tiny_stsb_dir)
     assert scores["model"] == str(result.out) and np.isfinite(scores["scores"]["STSBenchmark"])
     assert sum(batches) == scores["timing"]["sentences_encoded"] > 0
@@ -132,9 +133,11 @@ def test_exported_model_refuses_what_it_cannot_do(exported, tiny_stsb_dir, tmp_p
                                    "--data-dir", str(tiny_stsb_dir), "--quiet", *extra])
         assert run.exit_code == 1 and run.output.startswith("Error: "), run.output
         assert len(run.output.strip().splitlines()) == 1 and "Traceback" not in run.output
-    with pytest.raises(SparseCSEError, match="already an exported ONNX model"):
+    with pytest.raises(SparseCSEError, match="already an exported onnx model"):
         export(result.out, tmp_path / "again")
     assert not (tmp_path / "again").exists()
+    with pytest.raises(SparseCSEError, match="only encodes .*load_encoder"):
+        SentenceEncoder.load(result.out)  # the torch loader never hands back something else
 
 
 def test_bad_input_is_refused_before_anything_is_written(tiny_bert_dir, tmp_path, monkeypatch):
@@ -179,7 +182,7 @@ def test_minilm_export_matches_sentence_transformers(minilm_dir, senteval_dir, t
     expected = SentenceTransformer(str(minilm_dir), device="cpu").encode(TEST_SENTENCES)  # normalized
     got = OnnxEncoder.load(result.out, file=FP32_FILE).encode(TEST_SENTENCES)
     assert result.normalize and np.abs(got - expected).max() <= 1e-4
-    assert cosines(SentenceEncoder.load(result.out).encode(TEST_SENTENCES), expected).min() >= 0.98
+    assert cosines(load_encoder(result.out).encode(TEST_SENTENCES), expected).min() >= 0.98
     kwargs = dict(tasks="STSBenchmark", data_dir=senteval_dir, align_uniform=False)
     onnx_score = evaluate(model=OnnxEncoder.load(result.out, file=FP32_FILE), **kwargs)["scores"]["STSBenchmark"]
     assert onnx_score == pytest.approx(evaluate(model=minilm_dir, **kwargs)["scores"]["STSBenchmark"], abs=0.01)

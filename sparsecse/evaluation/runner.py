@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 
 from sparsecse.data.paths import resolve_data_dir
+from sparsecse.deploy.loading import load_encoder
+from sparsecse.deploy.runtime import is_encoder
 from sparsecse.encoder import POOLINGS, SentenceEncoder, resolve_precision
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.align_uniform import alignment_uniformity
@@ -87,8 +89,11 @@ def evaluate(
         from sparsecse.masks import model_for_mask
 
         model = model_for_mask(mask)  # the mask's own model, never the default by accident
-    owns_encoder = not isinstance(model, SentenceEncoder)
-    encoder = SentenceEncoder.load(model, pooling=pooling, device=device) if owns_encoder else model
+    encoder = model if is_encoder(model) else load_encoder(model, pooling=pooling, device=device)
+    exported = not isinstance(encoder, SentenceEncoder)
+    if exported and (mask is not None or (pooling or encoder.pooling) != encoder.pooling):
+        raise SparseCSEError(f"{encoder.source} is an exported model, which only encodes with the pooling it was "
+                             "exported with; masks and other poolings need the torch model directory.")
     results: dict[str, Any] = {
         "model": encoder.source if encoder.source else str(model),
         "mask": None,
