@@ -86,10 +86,17 @@ def _read_meta(directory: Path) -> dict | None:
         return None
 
 
+def is_cache(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is one cache (its directory or its embeddings file), not a cache root."""
+    path = Path(path)
+    return (path.is_file() and path.name == FINAL) or (path / META).is_file()
+
+
 def load_cached(cache_path: str | os.PathLike, corpus_path: str | os.PathLike,
-                corpus_sha256: str | None = None) -> tuple[np.ndarray, dict]:
+                corpus_sha256: str | None = None, digest: str | None = None) -> tuple[np.ndarray, dict]:
     """A finished cache the user points at explicitly (its directory or its ``embeddings.npy``),
-    refused unless it was computed for exactly this corpus file."""
+    refused unless it was computed for exactly this corpus file (and this teacher, given its
+    ``digest``)."""
     directory = Path(cache_path)
     if directory.is_file():
         directory = directory.parent
@@ -101,7 +108,10 @@ def load_cached(cache_path: str | os.PathLike, corpus_path: str | os.PathLike,
         raise SparseCSEError(f"The teacher-embedding cache {cache_path} was computed for another corpus "
                              f"(sha256 {str(meta.get('corpus_sha256'))[:12]}…, not {corpus_sha256[:12]}… "
                              f"of {corpus_path}); it cannot be used.")
-    emb = np.load(directory / FINAL, mmap_mode=None)
+    if digest is not None and meta.get("teacher_digest") != digest:
+        raise SparseCSEError(f"The teacher-embedding cache {cache_path} was computed by another teacher "
+                             f"({meta.get('teacher_source')}); it cannot be used.")
+    emb = np.load(directory / FINAL)
     if emb.shape != (meta["sentences"], meta["dim"]):
         raise SparseCSEError(f"The teacher-embedding cache {cache_path} is damaged (shape {emb.shape}, "
                              f"expected {(meta['sentences'], meta['dim'])}).")
@@ -131,16 +141,16 @@ def teacher_embeddings(
     """
     sentences = read_corpus(corpus_path)  # refuses a missing or empty corpus
     corpus_sha256 = sha256_file(corpus_path)
+    source = str(teacher.source) if isinstance(teacher, SentenceEncoder) else resolve_model(teacher)
+    digest = teacher_digest(source)
     if cache_path is not None:
-        return load_cached(cache_path, corpus_path, corpus_sha256)
+        return load_cached(cache_path, corpus_path, corpus_sha256, digest)
     if isinstance(teacher, SentenceEncoder):
-        encoder, source = teacher, str(teacher.source)
+        encoder = teacher
     else:
-        source = resolve_model(teacher)
         encoder = SentenceEncoder.load(source, max_length=max_length, device=device)
     if max_length is not None:
         encoder.max_length = int(max_length)
-    digest = teacher_digest(source)
     key = cache_key(corpus_sha256, digest, encoder.max_length, encoder.pooling, normalize)
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     directory = directory / key
