@@ -16,6 +16,12 @@ a batch alone (no sentences), the objective embeds the batch's own tokens, each 
 sentence-transformers' distillation does, saved with the student as a sentence-transformers Dense
 module (every loader then returns the projected vectors); ``pca`` reduces the teacher's vectors to the
 student's size by PCA fitted on the corpus embeddings, the student unchanged.
+
+``layer_weight`` > 0 adds layer-wise distillation (TinyBERT, CoFi): the MSE between the student's
+hidden states and the teacher's, over the real tokens, for each pair of ``layer_map`` (``auto``: student
+layer i of S to teacher layer round(i*T/S); or pairs ``s:t`` joined by ``/`` or ``;``, e.g.
+``1:2/2:4/3:6``; layer 0 is the embedding output). It compares token by token, so it needs the
+teacher's tokenizer and hidden width.
 """
 
 from __future__ import annotations
@@ -91,6 +97,37 @@ def pca_components(embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarr
     return vt[:k].astype(np.float32), (var[:k] / var.sum()).astype(np.float64)
 
 
+def num_layers(encoder) -> int:
+    return int(encoder.config.num_hidden_layers)
+
+
+def parse_layer_map(spec: Any, student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
+    """``auto`` -> student layer i (1..S) to teacher layer round(i*T/S); else ``"s:t/s:t;..."`` checked
+    against the layer counts (0 is the embedding output)."""
+    spec = str(spec).strip()
+    if spec == "auto":
+        return [(i, max(1, round(i * teacher_layers / student_layers))) for i in range(1, student_layers + 1)]
+    pairs: list[tuple[int, int]] = []
+    for item in filter(None, (p.strip() for p in spec.replace(";", "/").split("/"))):
+        s, sep, t = item.partition(":")
+        try:
+            pair = (int(s), int(t)) if sep else None
+        except ValueError:
+            pair = None
+        if pair is None:
+            raise SparseCSEError(f"layer_map entry {item!r} is not of the form STUDENT_LAYER:TEACHER_LAYER "
+                                 "(e.g. layer_map=1:2/2:4/3:6).")
+        if not (0 <= pair[0] <= student_layers and 0 <= pair[1] <= teacher_layers):
+            raise SparseCSEError(f"layer_map entry {item!r} is out of range: the student has layers 0..{student_layers}"
+                                 f" and the teacher 0..{teacher_layers} (0 = embeddings).")
+        if pair[0] in {p[0] for p in pairs}:
+            raise SparseCSEError(f"layer_map maps student layer {pair[0]} twice.")
+        pairs.append(pair)
+    if not pairs:
+        raise SparseCSEError("layer_map is empty; give auto or pairs like 1:2/2:4/3:6.")
+    return pairs
+
+
 class Distill(Objective):
     name = "distill"
     description = ("MSE (or 1 - cosine) between the student's and a teacher's sentence embeddings; teacher "
@@ -98,11 +135,12 @@ class Distill(Objective):
                    "teacher of another size; simcse_weight adds SimCSE's loss.")
     paper = "Reimers & Gurevych 2020 (sentence-transformers MSE distillation); Kwon et al. 2022"
     defaults = {"teacher": None, "loss": "mse", "simcse_weight": 0.0, "temperature": 0.05,
-                "teacher_dim": "match", "teacher_cache": "auto"}
+                "teacher_dim": "match", "teacher_cache": "auto", "layer_weight": 0.0, "layer_map": "auto"}
     # sentence-transformers' distillation example (model_distillation.py): MSELoss, lr 1e-4, batch 64
     training_defaults = {"lr": 1e-4, "batch_size": 64}
     checks = {"teacher": optional(text), "loss": one_of(*LOSSES), "simcse_weight": non_negative,
-              "teacher_dim": one_of(*TEACHER_DIMS), "teacher_cache": text}
+              "teacher_dim": one_of(*TEACHER_DIMS), "teacher_cache": text, "layer_weight": non_negative,
+              "layer_map": text}
     uses_sentences = True
 
     def __init__(self, encoder, **params):
@@ -122,6 +160,12 @@ class Distill(Objective):
         self._teacher = [loaded]  # a list, so it is neither trained nor saved with the objective
         self.same_tokenizer = same_tokenizer(encoder, loaded)
         self._check_dims(encoder, loaded)
+        self.params["layer_weight"] = non_negative("layer_weight", self.params["layer_weight"])
+        self.layer_pairs: list[tuple[int, int]] = []
+        if self.params["layer_weight"] == 0 and str(self.params["layer_map"]) != "auto":
+            raise SparseCSEError("layer_map takes effect only with layer_weight > 0 (layer-wise distillation).")
+        if self.params["layer_weight"] > 0:
+            self.layer_pairs = self._check_layers(encoder, loaded)
         self.projection = None
         if self.params["teacher_dim"] == "projection":
             self.projection = self._attach_projection(encoder, loaded.dim)
@@ -132,7 +176,9 @@ class Distill(Objective):
         self.pca_axes: torch.Tensor | None = None
         self.teacher_info: dict[str, Any] = {"teacher_source": loaded.source, "teacher_dim": loaded.dim,
                                              "student_dim": encoder.dim, "teacher_dim_mode": self.params["teacher_dim"],
-                                             "same_tokenizer": self.same_tokenizer}
+                                             "same_tokenizer": self.same_tokenizer,
+                                             "layer_weight": self.params["layer_weight"],
+                                             "layer_pairs": [list(p) for p in self.layer_pairs] or None}
         self.simcse = None
         if self.params["simcse_weight"] > 0:
             from sparsecse.objectives.simcse import SimCSE
@@ -147,6 +193,16 @@ class Distill(Objective):
         if mode == "pca" and td < sd:
             raise SparseCSEError(f"teacher_dim=pca reduces the teacher's {td} dimensions to the student's {sd}, "
                                  "which is more; use teacher_dim=projection.")
+
+    def _check_layers(self, student, teacher) -> list[tuple[int, int]]:
+        if not self.same_tokenizer:
+            raise SparseCSEError(f"Layer-wise distillation (layer_weight) compares hidden states token by token, "
+                                 f"so it needs the student's tokenizer; the teacher {teacher.source} tokenizes "
+                                 "differently.")
+        if teacher.hidden_size != student.hidden_size:
+            raise SparseCSEError(f"Layer-wise distillation (layer_weight) needs the same hidden width; the teacher "
+                                 f"{teacher.source} has {teacher.hidden_size}, the student {student.hidden_size}.")
+        return parse_layer_map(self.params["layer_map"], num_layers(student), num_layers(teacher))
 
     @staticmethod
     def _attach_projection(encoder, teacher_dim: int) -> nn.Linear:
@@ -251,8 +307,12 @@ class Distill(Objective):
 
             z1, z2 = two_views(self.encoder, batch)
             contrastive, _ = info_nce(self.simcse.project(z1), self.simcse.project(z2), self.params["temperature"])
+            hidden = self._student_hidden(batch)[1] if self.layer_pairs else None
+        elif self.layer_pairs:
+            z1, hidden = self._student_hidden(batch)
+            contrastive = None
         else:
-            z1, contrastive = self.encoder(**batch), None
+            z1, contrastive, hidden = self.encoder(**batch), None, None
         student = z1.float()
         if self.params["loss"] == "mse":
             distill = F.mse_loss(student, target)
@@ -263,4 +323,30 @@ class Distill(Objective):
         if contrastive is not None:
             loss = distill + self.params["simcse_weight"] * contrastive
             logs["simcse_loss"] = float(contrastive.detach())
+        if hidden is not None:
+            layer = self.layer_loss(hidden, batch)
+            loss = loss + self.params["layer_weight"] * layer
+            logs["layer_loss"] = float(layer.detach())
         return ObjectiveOutput(loss, logs)
+
+    def _student_hidden(self, batch: dict[str, torch.Tensor]):
+        """The student's sentence embedding and its hidden states (one forward pass)."""
+        enc = self.encoder
+        outputs = enc.transformer_outputs(**batch, output_hidden_states=True)
+        pooled = enc.pool(outputs, batch["attention_mask"])
+        if enc.dense is not None:
+            pooled = enc.dense(pooled.to(enc.dense.weight.dtype))
+        return pooled, outputs.hidden_states
+
+    def layer_loss(self, student_hidden, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean over the layer pairs of the MSE between student and teacher hidden states on real tokens."""
+        teacher = self.teacher
+        if teacher.device != batch["input_ids"].device:
+            teacher.to(batch["input_ids"].device)
+        with torch.no_grad():
+            teacher_hidden = teacher.transformer_outputs(**batch, output_hidden_states=True).hidden_states
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        tokens = mask.sum() * student_hidden[0].shape[-1]
+        losses = [(((student_hidden[s].float() - teacher_hidden[t].float()) ** 2) * mask).sum() / tokens
+                  for s, t in self.layer_pairs]
+        return torch.stack(losses).mean()
