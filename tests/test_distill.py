@@ -70,7 +70,7 @@ def test_simcse_weight_adds_the_contrastive_loss(tiny_bert_dir):
     assert [type(m).__name__ for m in objective.trainable_extra_modules()] == ["SimCSE"]
 
 
-def test_teacher_of_another_size_or_tokenizer_is_refused(tiny_bert_dir, tmp_path):
+def test_teacher_of_another_size_or_tokenizer_is_refused_without_its_remedy(tiny_bert_dir, tmp_path):
     wider = make_tiny_model_dir(tmp_path / "wide", "bert", hidden=48, heads=4)
     with pytest.raises(SparseCSEError, match="embeds in 48 dimensions but the student in 32"):
         Distill(student_of(tiny_bert_dir), teacher=str(wider))
@@ -80,8 +80,10 @@ def test_teacher_of_another_size_or_tokenizer_is_refused(tiny_bert_dir, tmp_path
 
     shuffled = {t: i for i, t in enumerate(reversed(vocab))}
     BertTokenizerFast(vocab=shuffled, do_lower_case=True).save_pretrained(other_tok)
-    with pytest.raises(SparseCSEError, match="tokenizes differently"):
-        Distill(student_of(tiny_bert_dir), teacher=str(other_tok))
+    student = student_of(tiny_bert_dir)
+    objective = Distill(student, teacher=str(other_tok))  # fine with the sentences: targets by text
+    with pytest.raises(SparseCSEError, match="tokenizes differently"):  # token ids alone do not fit it
+        objective(student.tokenize(SENTENCES[:3]))
 
 
 @pytest.mark.parametrize("params,message", [

@@ -37,6 +37,8 @@ class Objective(nn.Module):
     # parameter name -> check(name, value) returning the value or raising SparseCSEError (type and range);
     # merged with the base classes' checks, so temperature and mlp are checked for every objective
     checks: ClassVar[dict[str, validation.Check]] = {}
+    # True: training calls forward(batch, sentences=the batch's texts) (e.g. to look up cached targets)
+    uses_sentences: ClassVar[bool] = False
 
     def __init__(self, encoder: nn.Module, **params: Any):
         super().__init__()
@@ -75,6 +77,11 @@ class Objective(nn.Module):
     def trainable_extra_modules(self) -> list[nn.Module]:
         """Modules besides the encoder that the optimizer trains (train-only; not saved with the model)."""
         return [m for m in self.children()]
+
+    def prepare_corpus(self, sentences, corpus_path=None, max_length=None, device=None,
+                       show_progress: bool = True) -> None:
+        """Called once by training before the first step with the whole corpus (e.g. to embed it with a
+        teacher up front); ``corpus_path`` is None for an in-memory corpus."""
 
     def after_backward(self) -> None:
         """Called by the training loop after ``loss.backward()`` and before the optimizer step

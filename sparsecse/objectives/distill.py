@@ -3,23 +3,45 @@ sentence embedding is pulled to the teacher's by MSE (or 1 - cosine), optionally
 
 The teacher is the dense model a pruned student came from: ``rewind`` passes the scored model, and
 ``train`` on a shrunk directory finds it in the directory's lineage; ``teacher=PATH`` overrides both.
-The teacher sees exactly the student's tokens (the tokenizers must match, and are checked), and each
-distinct sentence is embedded by the teacher once per run: embeddings are cached by the sentence's
-token ids, so later epochs and repeated sentences cost the teacher nothing.
+The teacher may be any sentence encoder sparsecse loads (e.g. ``teacher=all-mpnet-base-v2``).
+
+In training, the teacher embeds the whole corpus once, up front, and its vectors are looked up by
+sentence (:mod:`sparsecse.objectives.teacher_cache` keeps them on disk, keyed by the corpus digest;
+``teacher_cache=off`` keeps them in memory only, ``teacher_cache=DIR`` names the cache root or one
+finished cache). The teacher sees at most the training max_length tokens, like the student. Called on
+a batch alone (no sentences), the objective embeds the batch's own tokens, each distinct one once.
+
+``teacher_dim`` says what happens when the teacher's embedding size differs from the student's:
+``match`` (default) refuses; ``projection`` trains a linear map student -> teacher size, as
+sentence-transformers' distillation does, saved with the student as a sentence-transformers Dense
+module (every loader then returns the projected vectors); ``pca`` reduces the teacher's vectors to the
+student's size by PCA fitted on the corpus embeddings, the student unchanged.
+
+``layer_weight`` > 0 adds layer-wise distillation (TinyBERT, CoFi): the MSE between the student's
+hidden states and the teacher's, over the real tokens, for each pair of ``layer_map`` (``auto``: student
+layer i of S to teacher layer round(i*T/S); or pairs ``s:t`` joined by ``/`` or ``;``, e.g.
+``1:2/2:4/3:6``; layer 0 is the embedding output). It compares token by token, so it needs the
+teacher's tokenizer and hidden width.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from sparsecse.encoder import SentenceEncoder, pick_device
 from sparsecse.errors import SparseCSEError
+from sparsecse.objectives import teacher_cache
 from sparsecse.objectives.base import Objective, ObjectiveOutput
 from sparsecse.objectives.validation import choice, non_negative, one_of, optional, text
 
 LOSSES = ("mse", "cosine")
+TEACHER_DIMS = ("match", "projection", "pca")
 _PROBE = "The quick brown fox, naïvely 123 jumps; over the lazy dog's Ünïcode."
 
 
@@ -44,59 +66,211 @@ def with_default_teacher(objective: str, objective_args: str | dict | None, teac
     return params
 
 
+def same_tokenizer(student, teacher) -> bool:
+    """Whether both encoders turn text into the same token ids (vocabulary and a probe sentence)."""
+    return (teacher.tokenizer.get_vocab() == student.tokenizer.get_vocab()
+            and teacher.tokenizer(_PROBE)["input_ids"] == student.tokenizer(_PROBE)["input_ids"])
+
+
 def check_compatible(student, teacher) -> None:
-    """Refuse a teacher whose embedding size or tokenizer differs from the student's."""
+    """Refuse a teacher whose embedding size or tokenizer differs from the student's (what distilling
+    on the batch's own tokens, with no projection, needs)."""
     if teacher.dim != student.dim:
         raise SparseCSEError(f"The teacher {teacher.source} embeds in {teacher.dim} dimensions but the student in "
                              f"{student.dim}; distillation needs the same embedding size.")
-    same_vocab = teacher.tokenizer.get_vocab() == student.tokenizer.get_vocab()
-    if not same_vocab or teacher.tokenizer(_PROBE)["input_ids"] != student.tokenizer(_PROBE)["input_ids"]:
+    if not same_tokenizer(student, teacher):
         raise SparseCSEError(f"The teacher {teacher.source} tokenizes differently from the student; "
                              "distillation needs the same tokenizer.")
 
 
+def pca_components(embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top ``k`` principal axes (``[k, D]``, rows orthonormal) of ``embeddings`` ``[N, D]`` and the
+    share of the variance each keeps. Targets are ``embeddings @ axes.T``: the axes are fitted on
+    centred data but applied without centring, as sentence-transformers' PCA Dense layer does, so a
+    vector's component along the mean direction is kept."""
+    x = np.asarray(embeddings, dtype=np.float64)
+    if len(x) <= k:
+        raise SparseCSEError(f"teacher_dim=pca fits {k} axes and needs more than {k} corpus sentences, not {len(x)}.")
+    x = x - x.mean(0, keepdims=True)
+    _, sv, vt = np.linalg.svd(x, full_matrices=False)
+    var = sv ** 2
+    return vt[:k].astype(np.float32), (var[:k] / var.sum()).astype(np.float64)
+
+
+def num_layers(encoder) -> int:
+    return int(encoder.config.num_hidden_layers)
+
+
+def parse_layer_map(spec: Any, student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
+    """``auto`` -> student layer i (1..S) to teacher layer round(i*T/S); else ``"s:t/s:t;..."`` checked
+    against the layer counts (0 is the embedding output)."""
+    spec = str(spec).strip()
+    if spec == "auto":
+        return [(i, max(1, round(i * teacher_layers / student_layers))) for i in range(1, student_layers + 1)]
+    pairs: list[tuple[int, int]] = []
+    for item in filter(None, (p.strip() for p in spec.replace(";", "/").split("/"))):
+        s, sep, t = item.partition(":")
+        try:
+            pair = (int(s), int(t)) if sep else None
+        except ValueError:
+            pair = None
+        if pair is None:
+            raise SparseCSEError(f"layer_map entry {item!r} is not of the form STUDENT_LAYER:TEACHER_LAYER "
+                                 "(e.g. layer_map=1:2/2:4/3:6).")
+        if not (0 <= pair[0] <= student_layers and 0 <= pair[1] <= teacher_layers):
+            raise SparseCSEError(f"layer_map entry {item!r} is out of range: the student has layers 0..{student_layers}"
+                                 f" and the teacher 0..{teacher_layers} (0 = embeddings).")
+        if pair[0] in {p[0] for p in pairs}:
+            raise SparseCSEError(f"layer_map maps student layer {pair[0]} twice.")
+        pairs.append(pair)
+    if not pairs:
+        raise SparseCSEError("layer_map is empty; give auto or pairs like 1:2/2:4/3:6.")
+    return pairs
+
+
 class Distill(Objective):
     name = "distill"
-    description = ("MSE (or 1 - cosine) between the student's and the dense teacher's sentence embeddings; "
-                   "teacher embeddings cached per sentence; simcse_weight adds SimCSE's loss.")
+    description = ("MSE (or 1 - cosine) between the student's and a teacher's sentence embeddings; teacher "
+                   "embeddings computed once per corpus and cached on disk; teacher_dim=projection|pca for a "
+                   "teacher of another size; simcse_weight adds SimCSE's loss.")
     paper = "Reimers & Gurevych 2020 (sentence-transformers MSE distillation); Kwon et al. 2022"
-    defaults = {"teacher": None, "loss": "mse", "simcse_weight": 0.0, "temperature": 0.05}
+    defaults = {"teacher": None, "loss": "mse", "simcse_weight": 0.0, "temperature": 0.05,
+                "teacher_dim": "match", "teacher_cache": "auto", "layer_weight": 0.0, "layer_map": "auto"}
     # sentence-transformers' distillation example (model_distillation.py): MSELoss, lr 1e-4, batch 64
     training_defaults = {"lr": 1e-4, "batch_size": 64}
-    checks = {"teacher": optional(text), "loss": one_of(*LOSSES), "simcse_weight": non_negative}
+    checks = {"teacher": optional(text), "loss": one_of(*LOSSES), "simcse_weight": non_negative,
+              "teacher_dim": one_of(*TEACHER_DIMS), "teacher_cache": text, "layer_weight": non_negative,
+              "layer_map": text}
+    uses_sentences = True
 
     def __init__(self, encoder, **params):
         super().__init__(encoder, **params)
         choice("loss", self.params["loss"], LOSSES)
+        choice("teacher_dim", self.params["teacher_dim"], TEACHER_DIMS)
         self.params["simcse_weight"] = non_negative("simcse_weight", self.params["simcse_weight"])
         teacher = self.params["teacher"] or lineage_teacher(getattr(encoder, "extra_config", {}).get("lineage"))
         if not teacher:
             raise SparseCSEError("The distill objective needs a teacher: pass teacher=PATH in --objective-args "
                                  "(the model's lineage records no dense model).")
-        from sparsecse.encoder import SentenceEncoder
-
         self.params["teacher"] = str(teacher)
         loaded = SentenceEncoder.load(teacher, device="cpu")
-        check_compatible(encoder, loaded)
         loaded.eval()
         for p in loaded.parameters():
             p.requires_grad_(False)
         self._teacher = [loaded]  # a list, so it is neither trained nor saved with the objective
+        self.same_tokenizer = same_tokenizer(encoder, loaded)
+        self._check_dims(encoder, loaded)
+        self.params["layer_weight"] = non_negative("layer_weight", self.params["layer_weight"])
+        self.layer_pairs: list[tuple[int, int]] = []
+        if self.params["layer_weight"] == 0 and str(self.params["layer_map"]) != "auto":
+            raise SparseCSEError("layer_map takes effect only with layer_weight > 0 (layer-wise distillation).")
+        if self.params["layer_weight"] > 0:
+            self.layer_pairs = self._check_layers(encoder, loaded)
+        self.projection = None
+        if self.params["teacher_dim"] == "projection":
+            self.projection = self._attach_projection(encoder, loaded.dim)
         self._cache: dict[tuple[int, ...], torch.Tensor] = {}
-        self.teacher_rows = 0  # sentences the teacher has embedded (each distinct one once)
+        self.teacher_rows = 0  # sentences the teacher has embedded in forward (each distinct one once)
+        self._table: torch.Tensor | None = None  # teacher targets per corpus row, after prepare_corpus
+        self._rows: dict[str, int] = {}
+        self.pca_axes: torch.Tensor | None = None
+        self.teacher_info: dict[str, Any] = {"teacher_source": loaded.source, "teacher_dim": loaded.dim,
+                                             "student_dim": encoder.dim, "teacher_dim_mode": self.params["teacher_dim"],
+                                             "same_tokenizer": self.same_tokenizer,
+                                             "layer_weight": self.params["layer_weight"],
+                                             "layer_pairs": [list(p) for p in self.layer_pairs] or None}
         self.simcse = None
         if self.params["simcse_weight"] > 0:
             from sparsecse.objectives.simcse import SimCSE
 
             self.simcse = SimCSE(encoder, temperature=self.params["temperature"])
 
+    def _check_dims(self, student, teacher) -> None:
+        mode, sd, td = self.params["teacher_dim"], student.dim, teacher.dim
+        if mode == "match" and td != sd:
+            raise SparseCSEError(f"The teacher {teacher.source} embeds in {td} dimensions but the student in {sd}; "
+                                 "distillation needs the same embedding size (or teacher_dim=projection|pca).")
+        if mode == "pca" and td < sd:
+            raise SparseCSEError(f"teacher_dim=pca reduces the teacher's {td} dimensions to the student's {sd}, "
+                                 "which is more; use teacher_dim=projection.")
+
+    def _check_layers(self, student, teacher) -> list[tuple[int, int]]:
+        if not self.same_tokenizer:
+            raise SparseCSEError(f"Layer-wise distillation (layer_weight) compares hidden states token by token, "
+                                 f"so it needs the student's tokenizer; the teacher {teacher.source} tokenizes "
+                                 "differently.")
+        if teacher.hidden_size != student.hidden_size:
+            raise SparseCSEError(f"Layer-wise distillation (layer_weight) needs the same hidden width; the teacher "
+                                 f"{teacher.source} has {teacher.hidden_size}, the student {student.hidden_size}.")
+        return parse_layer_map(self.params["layer_map"], num_layers(student), num_layers(teacher))
+
+    @staticmethod
+    def _attach_projection(encoder, teacher_dim: int) -> nn.Linear:
+        """The student's Dense projection to ``teacher_dim``: its own if it already has one of that
+        size (a student distilled before), else a new one (nn.Linear's init, as sentence-transformers)."""
+        dense = encoder.dense
+        if dense is not None:
+            if dense.out_features != teacher_dim:
+                raise SparseCSEError(f"The student already projects to {dense.out_features} dimensions, not the "
+                                     f"teacher's {teacher_dim}.")
+            return dense
+        dense = nn.Linear(encoder.hidden_size, teacher_dim).to(next(encoder.parameters()).device)
+        encoder.dense = dense
+        return dense
+
     @property
     def teacher(self):
         return self._teacher[0]
 
+    # ------------------------------------------------------------------ teacher targets
+    def prepare_corpus(self, sentences: Sequence[str], corpus_path: str | os.PathLike | None = None,
+                       max_length: int | None = None, device: str | torch.device | None = None,
+                       show_progress: bool = True) -> None:
+        """Embed every corpus sentence with the teacher once (from the disk cache when ``corpus_path``
+        is a file and teacher_cache is not off); training batches then look their targets up."""
+        teacher = self.teacher
+        if max_length is not None:
+            teacher.max_length = int(max_length)
+        setting = str(self.params["teacher_cache"])
+        device = pick_device(device)
+        teacher.to(device)
+        try:
+            if corpus_path is not None and setting != "off":
+                explicit = teacher_cache.is_cache(setting)
+                emb, info = teacher_cache.teacher_embeddings(
+                    teacher, corpus_path, cache_dir=None if setting == "auto" or explicit else setting,
+                    cache_path=setting if explicit else None, show_progress=show_progress)
+                if emb.shape[1] != teacher.dim:
+                    raise SparseCSEError(f"The teacher-embedding cache {setting} holds {emb.shape[1]}-dimensional "
+                                         f"vectors, not the teacher's {teacher.dim}.")
+                rows = {s: i for i, s in reversed(list(enumerate(sentences)))}
+                if len(emb) != len(sentences):
+                    raise SparseCSEError(f"The teacher-embedding cache holds {len(emb)} rows for a corpus of "
+                                         f"{len(sentences)} sentences.")
+                self.teacher_info.update({k: info.get(k) for k in ("key", "cache_dir", "teacher_digest",
+                                                                   "corpus_sha256", "max_length", "pooling")})
+            else:
+                unique = list(dict.fromkeys(sentences))
+                emb = teacher.encode(unique, show_progress=show_progress, desc="teacher embeddings")
+                rows = {s: i for i, s in enumerate(unique)}
+                self.teacher_info.update({"key": None, "max_length": teacher.max_length})
+        finally:
+            teacher.to("cpu")
+        table = torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32))
+        if self.params["teacher_dim"] == "pca":
+            axes, kept = pca_components(emb, self.encoder.dim)
+            self.pca_axes = torch.from_numpy(axes)
+            table = table @ self.pca_axes.T
+            self.teacher_info["pca_variance_kept"] = float(kept.sum())
+        self._table, self._rows = table, rows
+
     @torch.no_grad()
     def teacher_embeddings(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The teacher's embedding of every row, computing only rows never seen before."""
+        if not self.same_tokenizer:
+            raise SparseCSEError(f"The teacher {self.teacher.source} tokenizes differently from the student; "
+                                 "distillation on token ids alone needs the same tokenizer (training passes the "
+                                 "sentences).")
         ids, mask = batch["input_ids"], batch["attention_mask"]
         keys = [tuple(row[m.bool()].tolist()) for row, m in zip(ids.cpu(), mask.cpu())]
         todo = [i for i, k in enumerate(keys) if k not in self._cache]
@@ -107,21 +281,38 @@ class Distill(Objective):
                 teacher.to(ids.device)
             rows = torch.tensor(todo, device=ids.device)
             emb = teacher(**{k: v[rows] for k, v in batch.items()}).float()
+            if self.pca_axes is not None:
+                emb = emb @ self.pca_axes.to(emb.device).T
             for i, e in zip(todo, emb.cpu()):
                 self._cache[keys[i]] = e
             self.teacher_rows += len(todo)
         return torch.stack([self._cache[k] for k in keys]).to(ids.device)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
-        target = self.teacher_embeddings(batch)
+    def targets(self, batch: dict[str, torch.Tensor], sentences: Sequence[str] | None) -> torch.Tensor:
+        if self._table is None or sentences is None:
+            if self.params["teacher_dim"] == "pca" and self.pca_axes is None:
+                raise SparseCSEError("teacher_dim=pca needs the corpus to fit the PCA on (prepare_corpus).")
+            return self.teacher_embeddings(batch)
+        try:
+            index = torch.tensor([self._rows[s] for s in sentences])
+        except KeyError as exc:
+            raise SparseCSEError(f"The sentence {str(exc)[:60]} is not in the corpus the teacher embedded.") from None
+        return self._table[index].to(batch["input_ids"].device)
+
+    def forward(self, batch: dict[str, torch.Tensor], sentences: Sequence[str] | None = None) -> ObjectiveOutput:
+        target = self.targets(batch, sentences)
         if self.simcse is not None:
             from sparsecse.objectives.losses import info_nce
             from sparsecse.objectives.simcse import two_views
 
             z1, z2 = two_views(self.encoder, batch)
             contrastive, _ = info_nce(self.simcse.project(z1), self.simcse.project(z2), self.params["temperature"])
+            hidden = self._student_hidden(batch)[1] if self.layer_pairs else None
+        elif self.layer_pairs:
+            z1, hidden = self._student_hidden(batch)
+            contrastive = None
         else:
-            z1, contrastive = self.encoder(**batch), None
+            z1, contrastive, hidden = self.encoder(**batch), None, None
         student = z1.float()
         if self.params["loss"] == "mse":
             distill = F.mse_loss(student, target)
@@ -132,4 +323,30 @@ class Distill(Objective):
         if contrastive is not None:
             loss = distill + self.params["simcse_weight"] * contrastive
             logs["simcse_loss"] = float(contrastive.detach())
+        if hidden is not None:
+            layer = self.layer_loss(hidden, batch)
+            loss = loss + self.params["layer_weight"] * layer
+            logs["layer_loss"] = float(layer.detach())
         return ObjectiveOutput(loss, logs)
+
+    def _student_hidden(self, batch: dict[str, torch.Tensor]):
+        """The student's sentence embedding and its hidden states (one forward pass)."""
+        enc = self.encoder
+        outputs = enc.transformer_outputs(**batch, output_hidden_states=True)
+        pooled = enc.pool(outputs, batch["attention_mask"])
+        if enc.dense is not None:
+            pooled = enc.dense(pooled.to(enc.dense.weight.dtype))
+        return pooled, outputs.hidden_states
+
+    def layer_loss(self, student_hidden, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean over the layer pairs of the MSE between student and teacher hidden states on real tokens."""
+        teacher = self.teacher
+        if teacher.device != batch["input_ids"].device:
+            teacher.to(batch["input_ids"].device)
+        with torch.no_grad():
+            teacher_hidden = teacher.transformer_outputs(**batch, output_hidden_states=True).hidden_states
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        tokens = mask.sum() * student_hidden[0].shape[-1]
+        losses = [(((student_hidden[s].float() - teacher_hidden[t].float()) ** 2) * mask).sum() / tokens
+                  for s, t in self.layer_pairs]
+        return torch.stack(losses).mean()

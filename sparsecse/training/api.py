@@ -136,11 +136,20 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, object
     accelerator = make_accelerator(device, mixed_precision)
     set_seed(seed)  # the objective's own modules (MLP head, ...) are drawn here
     built = plan.objective_cls(encoder, **plan.objective_params)
+    corpus_path = corpus if isinstance(corpus, (str, os.PathLike)) else None
+    for turn in (True, False):  # the main process fills a disk cache first; the others then read it
+        if accelerator.is_main_process == turn:
+            built.prepare_corpus(plan.sentences, corpus_path, hyper["max_length"], accelerator.device,
+                                 show_progress=show_progress and turn)
+        wait_for_everyone(accelerator)
+    objective_info = dict(getattr(built, "teacher_info", None) or {})
     fingerprint = {
         "kind": kind, "model": lineage.get("init"), "model_sha256": lineage.get("init_sha256"),
         "corpus_sha256": plan.corpus_hash, "objective": objective, "objective_params": built.params,
         "batch_size": hyper["batch_size"], "lr": hyper["lr"], "max_length": hyper["max_length"],
         "max_steps": plan.total_steps, "seed": seed, "pooling": encoder.pooling, "eval_steps": plan.eval_steps,
+        **({"objective_info": {k: objective_info.get(k) for k in ("teacher_digest", "key", "teacher_dim_mode")}}
+           if objective_info else {}),
         **fingerprint_extra,
     }
     run_dir = RunDir(out)
@@ -171,7 +180,8 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, object
               "objective_params": built.params, "pooling": encoder.pooling,
               "mixed_precision": accelerator.mixed_precision, "processes": accelerator.num_processes,
               "max_grad_norm": settings.max_grad_norm, "weight_decay": settings.weight_decay,
-              "optimizer": "AdamW", "schedule": "linear decay, no warm-up"}
+              "optimizer": "AdamW", "schedule": "linear decay, no warm-up",
+              **({"objective_info": objective_info} if objective_info else {})}
     result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
                          loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,
                          loop.history)
@@ -284,7 +294,8 @@ def train(model=None, corpus=None, out=None, objective: str = "simcse", objectiv
     set_seed(seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
     if isinstance(model, SentenceEncoder):
         encoder = model if pooling is None else SentenceEncoder(
-            model.model, model.tokenizer, pooling, model.max_length, model.source, extra_config=model.extra_config)
+            model.model, model.tokenizer, pooling, model.max_length, model.source, extra_config=model.extra_config,
+            dense=model.dense)
     else:
         encoder = SentenceEncoder.load(model, pooling=pooling, device="cpu")
     source = absolute_path(encoder.source)

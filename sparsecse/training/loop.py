@@ -96,8 +96,8 @@ class TrainStep(nn.Module):
         owned = {id(m) for m in objective.modules()}
         self.extras = nn.ModuleList([m for m in objective.trainable_extra_modules() if id(m) not in owned])
 
-    def forward(self, batch: dict[str, torch.Tensor]):
-        out = self.objective(batch)
+    def forward(self, batch: dict[str, torch.Tensor], sentences: Sequence[str] | None = None):
+        out = self.objective(batch, sentences=sentences) if self.objective.uses_sentences else self.objective(batch)
         return out.loss, dict(out.logs)
 
 
@@ -274,7 +274,8 @@ class Trainer:
 
     def _train_step(self) -> tuple[float, dict[str, float], float]:
         lr = self.scheduler.get_last_lr()[0]
-        loss, logs = self.wrapped(self._tokenize(self.sampler.local_batch(self.step)))
+        texts = self.sampler.local_batch(self.step)
+        loss, logs = self.wrapped(self._tokenize(texts), sentences=texts)
         self.acc.backward(loss)
         self.objective.after_backward()
         if self.settings.max_grad_norm:

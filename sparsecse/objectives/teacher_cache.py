@@ -1,0 +1,233 @@
+"""A teacher's sentence embeddings for a whole corpus, computed once and kept on disk.
+
+Long distillation spends most of its teacher time embedding the same corpus again in every run; this
+module embeds each distinct sentence of a corpus once and stores the result under
+``<cache root>/teacher_embeddings/<key>/``. The key is a digest of the corpus file's sha256, the
+teacher's weights and config digest, its max_length, pooling and whether vectors are normalised, so a
+changed corpus or teacher never meets stale vectors. Work is written in chunks (each file atomic, in
+a fixed length-sorted order), so a killed run continues where it stopped; the finished matrix is
+``embeddings.npy`` beside ``meta.json``.
+
+Example::
+
+    emb, info = teacher_embeddings("all-mpnet-base-v2", "train_sentences.txt")
+    emb.shape  # (len(read_corpus("train_sentences.txt")), 768), rows in the corpus reader's order
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sparsecse.data.corpus import read_corpus
+from sparsecse.encoder import SentenceEncoder, length_batches, resolve_model
+from sparsecse.errors import SparseCSEError
+from sparsecse.io import hash_path, sha256_file
+from sparsecse.model_store import cache_root
+
+FORMAT = 1
+META = "meta.json"
+FINAL = "embeddings.npy"
+CHUNK_SENTENCES = 4096  # sentences per resumable chunk file
+
+
+def default_cache_dir() -> Path:
+    return cache_root() / "teacher_embeddings"
+
+
+def teacher_digest(path: str) -> str:
+    """sha256 over a local model directory's weights/config/tokenizer files; a hub name is looked up
+    in the local Hugging Face cache (no network)."""
+    if not os.path.isdir(path):
+        try:
+            from huggingface_hub import snapshot_download
+
+            path = snapshot_download(path, local_files_only=True)
+        except Exception:
+            raise SparseCSEError(f"Cannot find the teacher {path} on disk to fingerprint it for the "
+                                 "embedding cache; pass a model directory.") from None
+    return hash_path(path)
+
+
+def cache_key(corpus_sha256: str, digest: str, max_length: int, pooling: str, normalize: bool) -> str:
+    blob = json.dumps({"format": FORMAT, "corpus_sha256": corpus_sha256, "teacher_digest": digest,
+                       "max_length": int(max_length), "pooling": pooling, "normalize": bool(normalize)},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def _save_atomic(path: Path, array: np.ndarray) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, array)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _write_meta(path: Path, meta: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _read_meta(directory: Path) -> dict | None:
+    try:
+        return json.loads((directory / META).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_cache(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is one cache (its directory or its embeddings file), not a cache root."""
+    path = Path(path)
+    return (path.is_file() and path.name == FINAL) or (path / META).is_file()
+
+
+def load_cached(cache_path: str | os.PathLike, corpus_path: str | os.PathLike,
+                corpus_sha256: str | None = None, digest: str | None = None) -> tuple[np.ndarray, dict]:
+    """A finished cache the user points at explicitly (its directory or its ``embeddings.npy``),
+    refused unless it was computed for exactly this corpus file (and this teacher, given its
+    ``digest``)."""
+    directory = Path(cache_path)
+    if directory.is_file():
+        directory = directory.parent
+    meta = _read_meta(directory)
+    if meta is None or not (directory / FINAL).is_file():
+        raise SparseCSEError(f"{cache_path} is not a finished teacher-embedding cache (no {META} or {FINAL}).")
+    corpus_sha256 = corpus_sha256 or sha256_file(corpus_path)
+    if meta.get("corpus_sha256") != corpus_sha256:
+        raise SparseCSEError(f"The teacher-embedding cache {cache_path} was computed for another corpus "
+                             f"(sha256 {str(meta.get('corpus_sha256'))[:12]}…, not {corpus_sha256[:12]}… "
+                             f"of {corpus_path}); it cannot be used.")
+    if digest is not None and meta.get("teacher_digest") != digest:
+        raise SparseCSEError(f"The teacher-embedding cache {cache_path} was computed by another teacher "
+                             f"({meta.get('teacher_source')}); it cannot be used.")
+    emb = np.load(directory / FINAL)
+    if emb.shape != (meta["sentences"], meta["dim"]):
+        raise SparseCSEError(f"The teacher-embedding cache {cache_path} is damaged (shape {emb.shape}, "
+                             f"expected {(meta['sentences'], meta['dim'])}).")
+    return emb, {**meta, "cache_dir": str(directory), "computed_sentences": 0}
+
+
+def teacher_embeddings(
+    teacher: str | os.PathLike | SentenceEncoder,
+    corpus_path: str | os.PathLike,
+    cache_dir: str | os.PathLike | None = None,
+    batch_size: int | None = None,
+    max_length: int | None = None,
+    normalize: bool = False,
+    device: str | torch.device | None = None,
+    show_progress: bool = True,
+    chunk_sentences: int = CHUNK_SENTENCES,
+    cache_path: str | os.PathLike | None = None,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The teacher's embedding of every sentence of ``corpus_path`` (rows in :func:`read_corpus`'s
+    order, float32 ``[N, D]``) and an info dict (``key``, ``cache_dir``, ``corpus_sha256``,
+    ``teacher_digest``, ``computed_sentences``, ...).
+
+    ``teacher``: a model directory, a hub name, a name ``sparsecse models install`` knows, or a loaded
+    :class:`SentenceEncoder` (its ``source`` directory is fingerprinted). ``cache_dir`` defaults to
+    ``<sparsecse cache>/teacher_embeddings``. ``cache_path`` names one finished cache explicitly; it
+    is refused when it was computed for another corpus. ``max_length`` defaults to the teacher's.
+    """
+    sentences = read_corpus(corpus_path)  # refuses a missing or empty corpus
+    corpus_sha256 = sha256_file(corpus_path)
+    source = str(teacher.source) if isinstance(teacher, SentenceEncoder) else resolve_model(teacher)
+    digest = teacher_digest(source)
+    if cache_path is not None:
+        return load_cached(cache_path, corpus_path, corpus_sha256, digest)
+    if isinstance(teacher, SentenceEncoder):
+        encoder = teacher
+    else:
+        encoder = SentenceEncoder.load(source, max_length=max_length, device=device)
+    if max_length is not None:
+        encoder.max_length = int(max_length)
+    key = cache_key(corpus_sha256, digest, encoder.max_length, encoder.pooling, normalize)
+    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    directory = directory / key
+    unique = list(dict.fromkeys(sentences))
+    meta = {"format": FORMAT, "key": key, "corpus": str(Path(corpus_path).resolve()),
+            "corpus_sha256": corpus_sha256, "teacher": str(teacher if not isinstance(teacher, SentenceEncoder)
+                                                           else source),
+            "teacher_source": source, "teacher_digest": digest, "max_length": encoder.max_length,
+            "pooling": encoder.pooling, "normalize": bool(normalize), "sentences": len(sentences),
+            "unique_sentences": len(unique), "dim": encoder.dim, "chunk_sentences": int(chunk_sentences)}
+    old = _read_meta(directory)
+    if old is not None and any(old.get(k) != meta[k] for k in ("corpus_sha256", "teacher_digest", "max_length",
+                                                                "pooling", "normalize", "sentences", "dim",
+                                                                "chunk_sentences")):
+        shutil.rmtree(directory)  # left by something else under this key: never mix it with this run
+        old = None
+    if old is not None and old.get("complete") and (directory / FINAL).is_file():
+        emb = np.load(directory / FINAL)
+        if emb.shape == (len(sentences), encoder.dim):
+            return emb, {**old, "cache_dir": str(directory), "computed_sentences": 0}
+    (directory / "chunks").mkdir(parents=True, exist_ok=True)
+    _write_meta(directory / META, {**meta, "complete": False})
+    unique_emb, computed = _embed_in_chunks(encoder, unique, directory / "chunks", batch_size, normalize,
+                                            show_progress, int(chunk_sentences))
+    position = {s: i for i, s in enumerate(unique)}
+    emb = unique_emb[np.fromiter((position[s] for s in sentences), dtype=np.int64, count=len(sentences))]
+    _save_atomic(directory / FINAL, emb)
+    meta = {**meta, "complete": True, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    _write_meta(directory / META, meta)
+    shutil.rmtree(directory / "chunks", ignore_errors=True)
+    return emb, {**meta, "cache_dir": str(directory), "computed_sentences": computed}
+
+
+@torch.inference_mode()
+def _embed_in_chunks(encoder: SentenceEncoder, unique: list[str], chunk_dir: Path, batch_size: int | None,
+                     normalize: bool, show_progress: bool, chunk_sentences: int) -> tuple[np.ndarray, int]:
+    """Embed ``unique`` longest first, chunk by chunk; chunks already on disk are read back."""
+    from tqdm.auto import tqdm
+
+    if batch_size is None:
+        batch_size = 512 if encoder.device.type == "cuda" else 128
+    features = encoder.tokenizer(unique, truncation=True, max_length=encoder.max_length)
+    lengths = [len(ids) for ids in features["input_ids"]]
+    order = sorted(range(len(unique)), key=lambda i: (-lengths[i], i))
+    out = np.empty((len(unique), encoder.dim), dtype=np.float32)
+    computed = 0
+    was_training = encoder.training
+    encoder.eval()
+    bar = tqdm(total=len(unique), desc="teacher embeddings", unit="sent", disable=not show_progress,
+               dynamic_ncols=True)
+    try:
+        for start in range(0, len(order), chunk_sentences):
+            idx = order[start:start + chunk_sentences]
+            path = chunk_dir / f"chunk-{start // chunk_sentences:06d}.npy"
+            if path.is_file():
+                try:
+                    block = np.load(path)
+                except (OSError, ValueError):
+                    block = None
+                if block is not None and block.shape == (len(idx), encoder.dim):
+                    out[idx] = block
+                    bar.update(len(idx))
+                    continue
+            block = np.empty((len(idx), encoder.dim), dtype=np.float32)
+            local_lengths = [lengths[i] for i in idx]
+            for rows in length_batches(list(range(len(idx))), local_lengths, batch_size, batch_size * 64):
+                feats = {k: [v[idx[r]] for r in rows] for k, v in features.items()}
+                batch = encoder.tokenizer.pad(feats, return_tensors="pt").to(encoder.device)
+                emb = encoder(**batch).float()
+                if normalize:
+                    emb = torch.nn.functional.normalize(emb, dim=-1)
+                block[rows] = emb.cpu().numpy()
+                bar.update(len(rows))
+            _save_atomic(path, block)
+            out[idx] = block
+            computed += len(idx)
+    finally:
+        bar.close()
+        encoder.train(was_training)
+    return out, computed

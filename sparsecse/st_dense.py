@@ -1,0 +1,84 @@
+"""A sentence-transformers ``Dense`` module after pooling (e.g. a distilled student's projection to its
+teacher's embedding size), read from and written to a model directory in sentence-transformers' layout:
+a ``modules.json`` entry ``sentence_transformers.models.Dense`` whose folder holds ``config.json``
+(in_features, out_features, bias, activation_function) and ``model.safetensors`` (``linear.weight``,
+``linear.bias``). Only the identity activation is supported: that is what a distillation projection uses.
+
+Example::
+
+    dense = read_dense("student_dir")   # nn.Linear or None
+    write_dense("out_dir", dense)       # -> out_dir/2_Dense/{config.json, model.safetensors}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from sparsecse.errors import SparseCSEError
+
+DENSE_TYPE = "sentence_transformers.models.Dense"
+DENSE_DIR = "2_Dense"
+IDENTITY = "torch.nn.modules.linear.Identity"
+
+
+def dense_entry(model_dir: str | os.PathLike) -> dict | None:
+    """The Dense entry of ``model_dir``'s modules.json, if any."""
+    try:
+        modules = json.loads((Path(model_dir) / "modules.json").read_text())
+    except (OSError, ValueError):
+        return None
+    found = [m for m in modules if isinstance(m, dict) and str(m.get("type", "")).endswith("models.Dense")]
+    if len(found) > 1:
+        raise SparseCSEError(f"The model directory {model_dir} stacks {len(found)} Dense modules; sparsecse "
+                             "supports one.")
+    return found[0] if found else None
+
+
+def read_dense(model_dir: str | os.PathLike) -> nn.Linear | None:
+    """The directory's Dense module as an ``nn.Linear`` (None when it has none)."""
+    entry = dense_entry(model_dir)
+    if entry is None:
+        return None
+    folder = Path(model_dir) / entry.get("path", DENSE_DIR)
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        raise SparseCSEError(f"The Dense module {folder} has no readable config.json.") from None
+    activation = config.get("activation_function", "torch.nn.modules.activation.Tanh")
+    if activation != IDENTITY or config.get("use_residual"):
+        raise SparseCSEError(f"The Dense module {folder} applies {activation}; sparsecse reads only a linear "
+                             "projection (identity activation, no residual).")
+    linear = nn.Linear(int(config["in_features"]), int(config["out_features"]), bias=bool(config.get("bias", True)))
+    if (folder / "model.safetensors").is_file():
+        from safetensors.torch import load_file
+
+        state = load_file(str(folder / "model.safetensors"))
+    elif (folder / "pytorch_model.bin").is_file():
+        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    else:
+        raise SparseCSEError(f"The Dense module {folder} has no weights (model.safetensors).")
+    try:
+        linear.load_state_dict({k.removeprefix("linear."): v for k, v in state.items()})
+    except RuntimeError as exc:
+        raise SparseCSEError(f"The Dense module {folder} does not match its config ({str(exc).splitlines()[0]}).") \
+            from None
+    return linear
+
+
+def write_dense(out: str | os.PathLike, linear: nn.Linear) -> dict:
+    """Write ``linear`` as ``out/2_Dense`` and return its modules.json entry (index 2)."""
+    from safetensors.torch import save_file
+
+    folder = Path(out) / DENSE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"in_features": linear.in_features, "out_features": linear.out_features,
+              "bias": linear.bias is not None, "activation_function": IDENTITY}
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    state = {f"linear.{k}": v.detach().float().cpu().contiguous() for k, v in linear.state_dict().items()}
+    save_file(state, str(folder / "model.safetensors"))
+    return {"idx": 2, "name": "2", "path": DENSE_DIR, "type": DENSE_TYPE}
