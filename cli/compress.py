@@ -50,7 +50,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
             seq_len, keep_one_head, data_dir, score_batch_size, max_batches, align_ffn, out, pooling, device, seed,
             overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
-    reconstruct, rescore the reconstructed model, ... until the budget; then shrink. Meets the budget
+    reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does."""
     from sparsecse.compress.iterative import iterative_prune, shrink_iterative
     from sparsecse.io import check_destination

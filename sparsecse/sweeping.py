@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from sparsecse.errors import SparseCSEError
+from sparsecse.errors import SparseCSEError, exact_number
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.io import hash_path, make_manifest, write_json
 from sparsecse.remote_code import with_trust_option
@@ -50,19 +50,13 @@ def task_average(scores: dict[str, float], group: Sequence[str]) -> float | None
 
 
 # ---------------------------------------------------------------------------- naming
-def _exact(value: float) -> str:
-    """Short when that is exact (the names sweeps always had), else every digit, so two grid values
-    never share a point file (0.1 and 0.1000001 both print as 0.1 with :g)."""
-    short = f"{value:g}"
-    return short if float(short) == float(value) else repr(float(value))
-
-
+# Names keep every digit where :g would round, so 0.1 and 0.1000001 never share a point file.
 def point_name(sparsity: float, lam: float) -> str:
-    return f"s{_exact(sparsity)}-l{_exact(lam)}"
+    return f"s{exact_number(sparsity)}-l{exact_number(lam)}"
 
 
 def budget_point_name(keep_flops: float, lam: float) -> str:
-    return f"f{_exact(keep_flops)}-l{_exact(lam)}"
+    return f"f{exact_number(keep_flops)}-l{exact_number(lam)}"
 
 
 def seeded_name(name: str, seed: int) -> str:

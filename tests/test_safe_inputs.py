@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from sparsecse.cli import main
 from sparsecse.data.corpus import read_corpus
+from sparsecse.deploy.loading import load_encoder
 from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.masks import Mask
@@ -42,7 +43,7 @@ def test_damaged_graph_is_one_sentence(exported_dir, tmp_path):
     graph = copy / "onnx" / "model.onnx"
     graph.write_bytes(graph.read_bytes()[:200])
     with pytest.raises(SparseCSEError, match="cannot be loaded.*export the model again"):
-        SentenceEncoder.load(copy)
+        load_encoder(copy)
 
 
 def test_config_that_does_not_match_the_graph_is_refused(exported_dir, tmp_path):
@@ -51,7 +52,7 @@ def test_config_that_does_not_match_the_graph_is_refused(exported_dir, tmp_path)
     config["onnx"]["dim"] += 1
     (copy / "sparsecse_config.json").write_text(json.dumps(config))
     with pytest.raises(SparseCSEError, match="embeddings, not 33"):
-        SentenceEncoder.load(copy)
+        load_encoder(copy)
 
 
 def test_graph_path_outside_the_directory_is_refused(exported_dir, tmp_path):
@@ -62,7 +63,7 @@ def test_graph_path_outside_the_directory_is_refused(exported_dir, tmp_path):
         config["onnx"]["file"] = name
         (copy / "sparsecse_config.json").write_text(json.dumps(config))
         with pytest.raises(SparseCSEError, match="not inside the directory"):
-            SentenceEncoder.load(copy)
+            load_encoder(copy)
 
 
 def test_exported_directory_without_tokenizer_is_refused(exported_dir, tmp_path, tiny_stsb_dir):

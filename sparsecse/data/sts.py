@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sparsecse.data.paths import task_path
 from sparsecse.data.text import parse_number, parse_rows, read_lines
-from sparsecse.errors import SparseCSEError
+from sparsecse.errors import SparseCSEError, exact_number
 
 STSB_SPLITS = ("train", "dev", "test")
 STS_RANGE, SICK_RANGE = (0.0, 5.0), (1.0, 5.0)  # the annotation scales
@@ -65,7 +65,8 @@ def warn_out_of_range(path, scores: list[tuple[int, float]], score_range: tuple[
     if outside:
         lineno, score = outside[0]
         print(f"Warning: {path}: {len(outside)} gold score{'s' if len(outside) > 1 else ''} outside the "
-              f"task's scale {low:g}-{high:g} (first at line {lineno}: {score!r}).", file=sys.stderr, flush=True)
+              f"task's scale {low:g}-{high:g} (first at line {lineno}: {exact_number(score)}).",
+              file=sys.stderr, flush=True)
 
 
 def read_pair_table(path: Path, s1: int, s2: int, score: int, header: bool = False,
