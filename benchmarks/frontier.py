@@ -47,7 +47,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402
 
-DEFAULT_L3 = "../shared/models/paraphrase-MiniLM-L3-v2"
+SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the repository, wherever this runs from
+DEFAULT_L3 = str(SHARED / "models" / "paraphrase-MiniLM-L3-v2")
 REPLICATES = 1000
 
 
@@ -227,7 +228,7 @@ def main(argv=None) -> int:
     parser.add_argument("--l3", default=DEFAULT_L3, help="paraphrase-MiniLM-L3-v2 directory ('' to leave out)")
     parser.add_argument("--layer-drop", default="0.5", help="kept fractions of layers for the layer-dropping "
                         "+ distillation rows ('' for none)")
-    parser.add_argument("--corpus", default="../shared/data/wiki/wiki1m_sample.txt", help="distillation sentences")
+    parser.add_argument("--corpus", default=str(SHARED / "data" / "wiki" / "wiki1m_sample.txt"), help="distillation sentences")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--no-model2vec", action="store_true", help="leave out the model2vec row")
     parser.add_argument("--pca-dims", type=int, default=256, help="model2vec's PCA dimensions")
