@@ -8,11 +8,13 @@ import click
 from sparsecse import reconstruction_settings as settings
 
 from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
-                                   overwrite_option, pooling_option, quiet_option, seed_option)
+                                   overwrite_option, pooling_option, quiet_option, seed_option,
+                                   trust_remote_code_option)
 
 
 @click.command("compress")
 @model_option
+@trust_remote_code_option
 @click.option("--keep-flops", type=float, default=None, metavar="B",
               help="Keep at most B (in (0, 1]) of the transformer layers' FLOPs per token.")
 @click.option("--keep-params", type=float, default=None, metavar="B",

@@ -64,11 +64,13 @@ def _commands(root: Path, tmp: Path, stsb: Path, senteval: Path) -> dict[str, li
         "train": ["train", "--model", root, "--corpus", corpus, "--out", tmp / "trained", "--max-steps", "1"],
         "rewind": ["rewind", "--mask", mask, "--corpus", corpus, "--out", tmp / "rewound", "--max-steps", "1"],
         "sweep": ["sweep", "--model", root, "--sparsities", "0.1", "--data-dir", stsb, "--out", tmp / "sweep"],
+        "compress": ["compress", "--model", root, "--keep-flops", "0.5", "--reconstruct", corpus, "--data-dir", stsb,
+                     "--out", tmp / "compressed"],
     }
 
 
 @pytest.mark.parametrize("command", ["score", "eval", "compare", "shrink", "shrink-recorded", "export", "train",
-                                     "rewind", "sweep"])
+                                     "rewind", "sweep", "compress"])
 def test_every_command_refuses_foreign_code(evil, tmp_path, tiny_stsb_dir, fake_senteval, command):
     root, marker = evil
     args = _commands(root, tmp_path, tiny_stsb_dir, fake_senteval)[command]

@@ -42,6 +42,7 @@ from sparsecse.masks import Mask
 from sparsecse.pruning import _check_target, _one_target, prune
 from sparsecse.reconstruction import ReconstructionPlan, reconstruction_plan, token_batches
 from sparsecse.reconstruction import reconstruct as refit_layers
+from sparsecse.remote_code import with_trust_option
 from sparsecse.scoring import POSITIVE_THRESHOLD, GateScores, check_lambda, score
 from sparsecse.shrinking import ShrinkResult, mask_digest, save_model_dir, shrink_encoder
 
@@ -84,6 +85,7 @@ class IterativeResult:
         return {"steps": self.steps, "seconds": round(self.seconds, 3)}
 
 
+@with_trust_option
 def iterative_prune(
     model: str | os.PathLike | SentenceEncoder | None = None,
     *,
