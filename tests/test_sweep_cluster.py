@@ -354,3 +354,16 @@ def test_a_point_lock_of_a_gone_slurm_job_is_taken_over(tmp_path, monkeypatch):
     (bin_dir / "squeue").write_text("#!/bin/sh\necho RUNNING\n")
     held_elsewhere(slurm_job="77")
     assert not FileLock(path).acquire()
+
+
+def test_a_task_carries_the_submitters_consent_to_run_model_code():
+    import pickle
+
+    from sparsecse.remote_code import remote_code_trusted, trusting_remote_code
+    from sparsecse.sweep_cluster.tasks import PointTask
+
+    with trusting_remote_code(True):
+        consenting = PointTask({})
+    assert not remote_code_trusted()
+    assert pickle.loads(pickle.dumps(consenting)).trust_remote_code is True  # what a SLURM task unpickles
+    assert PointTask({}).trust_remote_code is False

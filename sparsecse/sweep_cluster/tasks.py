@@ -19,6 +19,7 @@ from typing import Any
 
 from submitit.helpers import Checkpointable
 
+from sparsecse.remote_code import trusting_remote_code, remote_code_trusted
 from sparsecse.sweeping import Point, prepare_sweep
 
 LEDGER = Path("cluster") / "computed.jsonl"
@@ -29,11 +30,13 @@ class PointTask(Checkpointable):
 
     def __init__(self, args: dict[str, Any]):
         self.args = {**args, "overwrite": False, "show_progress": False, "log": print}
+        self.trust_remote_code = remote_code_trusted()  # the submitter's consent travels with the task
 
     def __call__(self, point: Point) -> dict[str, Any]:
         t0 = time.time()
-        prep = prepare_sweep(self.args)
-        prep.compute(point)
+        with trusting_remote_code(self.trust_remote_code):
+            prep = prepare_sweep(self.args)
+            prep.compute(point)
         result = prep.run.result
         if result.computed:
             record_computed(prep.out, point, result.computed, time.time() - t0)
