@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -304,15 +304,11 @@ class SentenceEncoder(nn.Module):
         self.eval()
         from tqdm.auto import tqdm
 
-        features = self.tokenizer(unique, truncation=True, max_length=self.max_length) if unique else {}
-        lengths = [len(ids) for ids in features.get("input_ids", [])]
-        order = sorted(range(len(unique)), key=lambda i: -lengths[i])  # longest first: peak memory shows at once
         emb_unique = torch.empty(len(unique), self.dim)
         bar = tqdm(total=len(unique), desc=desc, disable=not show_progress, unit="sent", leave=False)
         try:
-            for idx in length_batches(order, lengths, batch_size, max_tokens):
-                rows = {key: [values[i] for i in idx] for key, values in features.items()}
-                batch = self.tokenizer.pad(rows, return_tensors="pt").to(self.device)
+            for idx, batch in padded_batches(self.tokenizer, unique, self.max_length, batch_size, max_tokens, "pt"):
+                batch = batch.to(self.device)
                 with autocast:
                     emb_unique[idx] = self(**batch).float().cpu()
                 bar.update(len(idx))
@@ -371,6 +367,18 @@ def resolve_precision(precision: str, device: str | torch.device | None = None) 
     if target.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
     return "bf16" if target.type == "cpu" and cpu_has_native_bf16() else "fp32"
+
+
+def padded_batches(tokenizer, sentences: Sequence[str], max_length: int, batch_size: int, max_tokens: int,
+                   return_tensors: str) -> Iterator[tuple[list[int], Any]]:
+    """``sentences`` tokenized once and cut into padded batches of near-equal length, longest first
+    (peak memory shows at once): yields (the batch's row indices into ``sentences``, the padded batch)."""
+    features = tokenizer(list(sentences), truncation=True, max_length=max_length) if len(sentences) else {}
+    lengths = [len(ids) for ids in features.get("input_ids", [])]
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    for idx in length_batches(order, lengths, batch_size, max_tokens):
+        rows = {key: [values[i] for i in idx] for key, values in features.items()}
+        yield idx, tokenizer.pad(rows, return_tensors=return_tensors)
 
 
 def length_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:

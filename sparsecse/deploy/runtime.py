@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from sparsecse.encoder import DEFAULT_BATCH_SIZE, length_batches
+from sparsecse.encoder import DEFAULT_BATCH_SIZE, padded_batches
 from sparsecse.errors import SparseCSEError
 
 
@@ -102,14 +102,10 @@ class RuntimeEncoder:
         batch_size = int(DEFAULT_BATCH_SIZE["cpu"] if batch_size is None else batch_size)
         if batch_size < 1:
             raise SparseCSEError(f"The batch size must be at least 1, not {batch_size}.")
-        features = self.tokenizer(unique, truncation=True, max_length=self.max_length) if unique else {}
-        lengths = [len(ids) for ids in features.get("input_ids", [])]
-        order = sorted(range(len(unique)), key=lambda i: -lengths[i])
         emb_unique = np.empty((len(unique), self.dim), dtype=np.float32)
         with tqdm(total=len(unique), desc=desc, disable=not show_progress, unit="sent", leave=False) as bar:
-            for idx in length_batches(order, lengths, batch_size, int(max_tokens or batch_size * 64)):
-                rows = {key: [values[i] for i in idx] for key, values in features.items()}
-                batch = self.tokenizer.pad(rows, return_tensors="np")
+            for idx, batch in padded_batches(self.tokenizer, unique, self.max_length, batch_size,
+                                             int(max_tokens or batch_size * 64), "np"):
                 if "token_type_ids" not in batch:
                     batch["token_type_ids"] = np.zeros_like(batch["input_ids"])
                 feeds = {name: np.ascontiguousarray(batch[name], dtype=np.int64) for name in self.input_names}

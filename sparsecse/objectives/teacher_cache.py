@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from sparsecse.data.corpus import read_corpus
-from sparsecse.encoder import SentenceEncoder, length_batches, resolve_model
+from sparsecse.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
 from sparsecse.io import hash_path, sha256_file
 from sparsecse.model_store import cache_root
@@ -190,15 +190,11 @@ def _embed_in_chunks(encoder: SentenceEncoder, unique: list[str], chunk_dir: Pat
     """Embed ``unique`` longest first, chunk by chunk; chunks already on disk are read back."""
     from tqdm.auto import tqdm
 
-    if batch_size is None:
-        batch_size = 512 if encoder.device.type == "cuda" else 128
-    features = encoder.tokenizer(unique, truncation=True, max_length=encoder.max_length)
-    lengths = [len(ids) for ids in features["input_ids"]]
-    order = sorted(range(len(unique)), key=lambda i: (-lengths[i], i))
+    tokens = encoder.tokenizer(unique, truncation=True, max_length=encoder.max_length)["input_ids"]
+    lengths = [len(ids) for ids in tokens]
+    order = sorted(range(len(unique)), key=lambda i: (-lengths[i], i))  # fixed chunks, so a rerun resumes
     out = np.empty((len(unique), encoder.dim), dtype=np.float32)
     computed = 0
-    was_training = encoder.training
-    encoder.eval()
     bar = tqdm(total=len(unique), desc="teacher embeddings", unit="sent", disable=not show_progress,
                dynamic_ncols=True)
     try:
@@ -214,20 +210,12 @@ def _embed_in_chunks(encoder: SentenceEncoder, unique: list[str], chunk_dir: Pat
                     out[idx] = block
                     bar.update(len(idx))
                     continue
-            block = np.empty((len(idx), encoder.dim), dtype=np.float32)
-            local_lengths = [lengths[i] for i in idx]
-            for rows in length_batches(list(range(len(idx))), local_lengths, batch_size, batch_size * 64):
-                feats = {k: [v[idx[r]] for r in rows] for k, v in features.items()}
-                batch = encoder.tokenizer.pad(feats, return_tensors="pt").to(encoder.device)
-                emb = encoder(**batch).float()
-                if normalize:
-                    emb = torch.nn.functional.normalize(emb, dim=-1)
-                block[rows] = emb.cpu().numpy()
-                bar.update(len(rows))
+            block = encoder.encode([unique[i] for i in idx], batch_size=batch_size, normalize=normalize,
+                                   show_progress=show_progress, desc="chunk").astype(np.float32, copy=False)
+            bar.update(len(idx))
             _save_atomic(path, block)
             out[idx] = block
             computed += len(idx)
     finally:
         bar.close()
-        encoder.train(was_training)
     return out, computed
