@@ -173,6 +173,25 @@ def base_architecture_config(encoder: SentenceEncoder) -> dict[str, Any]:
     return config
 
 
+def load_source(model, out, overwrite: bool, pooling: str | None):
+    """The torch model an export reads, checked before any work: ``out`` is writable and not the model
+    itself, the model is not already exported and has no Dense projection (not carried into a graph
+    yet). Returns (source path, fp32 encoder in eval mode, whether it normalises, reference embeddings
+    of :data:`CHECK_SENTENCES`)."""
+    source = resolve_model(model)
+    check_destination(out, overwrite, inputs={"model": source})  # never over the model it reads
+    if os.path.isdir(source) and exported_format(source):
+        raise SparseCSEError(f"{source} is already an exported {exported_format(source)} model; export the torch "
+                             "model directory instead.")
+    encoder = SentenceEncoder.load(source, pooling=pooling, device="cpu")
+    if encoder.dense is not None:
+        raise SparseCSEError(f"{source} ends in a Dense projection, which export does not carry into a graph yet.")
+    encoder.model.float().eval()
+    with torch.inference_mode():
+        reference = encoder.encode(CHECK_SENTENCES)
+    return source, encoder, has_normalize_module(source), reference
+
+
 def onnx_versions() -> dict[str, str]:
     import onnx
     import onnxruntime
@@ -217,18 +236,7 @@ def export(
     check_onnx_packages(quantize)
     if calibration is not None:
         sentences, sample = calibration_sample(calibration, calibration_size, calibration_seed)
-    source = resolve_model(model)
-    check_destination(out, overwrite, inputs={"model": source})  # never over the model it reads
-    if os.path.isdir(source) and exported_format(source):
-        raise SparseCSEError(f"{source} is already an exported {exported_format(source)} model; export the torch "
-                             "model directory instead.")
-    encoder = SentenceEncoder.load(source, pooling=pooling, device="cpu")
-    if encoder.dense is not None:
-        raise SparseCSEError(f"{source} ends in a Dense projection, which export does not carry into ONNX yet.")
-    encoder.model.float().eval()
-    normalize = has_normalize_module(source)
-    with torch.inference_mode():
-        reference = encoder.encode(CHECK_SENTENCES)
+    source, encoder, normalize, reference = load_source(model, out, overwrite, pooling)
     with atomic_dir(out, overwrite=overwrite) as tmp:
         names = export_graph(encoder, tmp / FP32_FILE, normalize, opset)
         kinds = {FP32_FILE: "fp32"}

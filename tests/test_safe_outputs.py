@@ -25,11 +25,13 @@ def _run(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
-def test_export_refuses_to_write_over_its_model(tmp_path):
+@pytest.mark.parametrize("fmt", ["onnx", "openvino"])
+def test_export_refuses_to_write_over_its_model(tmp_path, fmt):
+    pytest.importorskip(fmt)
     model = make_tiny_model_dir(tmp_path / "m", "bert")
     before = sorted(p.name for p in model.iterdir())
     for out in (model, model / "onnx", tmp_path):
-        result = _run("export", "--model", model, "--out", out, "--overwrite")
+        result = _run("export", "--format", fmt, "--model", model, "--out", out, "--overwrite")
         assert result.exit_code == 1 and "would overwrite the model it reads" in result.output, result.output
     assert sorted(p.name for p in model.iterdir()) == before
 

@@ -25,14 +25,14 @@ import torch
 from torch import nn
 
 from sparsecse.deploy.calibration import DEFAULT_SEED, DEFAULT_SIZE, calibration_sample
-from sparsecse.deploy.layout import MISSING_OPENVINO, SPARSECSE_CONFIG, exported_format
+from sparsecse.deploy.layout import MISSING_OPENVINO, SPARSECSE_CONFIG
 from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder, require_openvino
-from sparsecse.encoder import SentenceEncoder, resolve_model, write_sentence_transformers_config
+from sparsecse.encoder import SentenceEncoder, write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
 from sparsecse.exporting import (CHECK_SENTENCES, FP32_MIN_COSINE, INPUTS, ExportResult, _EmbeddingGraph,
-                                 base_architecture_config, has_normalize_module)
-from sparsecse.io import atomic_dir, hash_path, make_manifest, refuse_existing
+                                 base_architecture_config, load_source)
+from sparsecse.io import atomic_dir, hash_path, make_manifest
 from sparsecse.onnx_encoder import EMBEDDING_OUTPUT
 
 
@@ -136,20 +136,11 @@ def export_openvino(
         raise SparseCSEError("--calibration only serves --quantize int8; add it or leave the corpus out.")
     if out is None:
         raise SparseCSEError("export needs an output directory (--out).")
-    refuse_existing(Path(out), overwrite)
-    require_openvino()
+    ov = require_openvino()
     if quantize:
         require_nncf()
         sentences, sample = calibration_sample(calibration, calibration_size, calibration_seed)
-    source = resolve_model(model)
-    if os.path.isdir(source) and exported_format(source):
-        raise SparseCSEError(f"{source} is already an exported model; export the torch model directory instead.")
-    encoder = SentenceEncoder.load(source, pooling=pooling, device="cpu")
-    encoder.model.float().eval()
-    normalize = has_normalize_module(source)
-    with torch.inference_mode():
-        reference = encoder.encode(CHECK_SENTENCES)
-    ov = require_openvino()
+    source, encoder, normalize, reference = load_source(model, out, overwrite, pooling)
     with atomic_dir(out, overwrite=overwrite) as tmp:
         ir, names = convert(encoder, normalize)
         kinds = {FP32_XML: "fp32"}
