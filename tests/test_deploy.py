@@ -134,7 +134,10 @@ def test_plain_openvino_and_tokenizer_as_the_readme_shows(deployed):
     model = ov.Core().compile_model(f"{result.out}/openvino/openvino_model.xml", "CPU")
     batch = tokenizer(TEST_SENTENCES, padding=True, truncation=True, return_tensors="np")
     embeddings = model({i.any_name: batch[i.any_name] for i in model.inputs})["sentence_embedding"]
-    assert np.abs(embeddings - expected).max() <= 1e-5
+    # OpenVINO computes in bf16 by default where the CPU has bf16 units (sparsecse asks for f32), so equal
+    # up to that precision, not to float rounding
+    cosine = (embeddings * expected).sum(1) / np.linalg.norm(embeddings, axis=1) / np.linalg.norm(expected, axis=1)
+    assert embeddings.shape == expected.shape and cosine.min() >= 0.999
 
 
 def test_cli_openvino_export_json_stdout_is_only_the_report(tiny_roberta_dir, corpus, tmp_path):
