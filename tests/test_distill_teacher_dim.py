@@ -11,7 +11,7 @@ import torch
 from sparsecse.data.corpus import read_corpus
 from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.objectives.distill import Distill, pca_components
+from sparsecse.objectives.distill import Distill, least_squares_map, pca_components, procrustes_rotation
 from sparsecse.training import train
 from tests.test_training import corpus, quick  # noqa: F401 (fixture)
 from tests.tiny import SENTENCES, make_mpnet_tokenizer, make_tiny_model_dir
@@ -120,7 +120,8 @@ def test_pca_targets_have_the_student_size_and_keep_the_teacher_geometry(tiny_be
     teacher_emb = SentenceEncoder.load(teacher_dir, device="cpu", max_length=64).encode(sentences[:20])
     t = torch.from_numpy(teacher_emb)
     r = objective._table[:20]
-    np.testing.assert_allclose(torch.cdist(r, r).numpy(), torch.cdist(t, t).numpy(), atol=1e-3)
+    scale = objective.teacher_info["align"]["scale"]  # turned onto the student's axes: distances x scale
+    np.testing.assert_allclose(torch.cdist(r, r).numpy() / scale, torch.cdist(t, t).numpy(), atol=1e-3)
     texts = sentences[:8]
     out = objective(student.tokenize(texts, max_length=64), sentences=texts)
     assert out.loss.requires_grad and float(out.loss.detach()) > 0
@@ -144,3 +145,52 @@ def test_an_explicit_cache_of_another_corpus_is_refused(tiny_bert_dir, tmp_path,
         explicit.prepare_corpus(read_corpus(other), other, max_length=64, device="cpu", show_progress=False)
     explicit.prepare_corpus(sentences, corpus, max_length=64, device="cpu", show_progress=False)
     assert torch.equal(explicit._table, objective._table)
+
+
+def test_least_squares_map_and_procrustes_recover_known_maps():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 12))
+    weight, bias = rng.normal(size=(20, 12)), rng.normal(size=20)
+    w, b, r2 = least_squares_map(x, x @ weight.T + bias)
+    np.testing.assert_allclose(w, weight, atol=1e-4)
+    np.testing.assert_allclose(b, bias, atol=1e-4)
+    assert r2 == pytest.approx(1.0, abs=1e-8)
+    rotation, _ = np.linalg.qr(rng.normal(size=(12, 12)))
+    r, s = procrustes_rotation(x, 2.5 * x @ rotation)
+    np.testing.assert_allclose(r, rotation, atol=1e-4)
+    assert s == pytest.approx(2.5, rel=1e-6)
+    np.testing.assert_allclose(r @ r.T, np.eye(12), atol=1e-5)
+
+
+def test_a_fresh_projection_starts_from_the_least_squares_map(tiny_bert_dir, tmp_path, corpus):  # noqa: F811
+    teacher_dir, dense = mapped_teacher(tiny_bert_dir, tmp_path / "teacher")
+    sentences = read_corpus(corpus)
+    losses = {}
+    for align in ("fit", "off"):
+        student = student_of(tiny_bert_dir)
+        torch.manual_seed(0)
+        objective = Distill(student, teacher=str(teacher_dir), teacher_dim="projection", align=align)
+        objective.prepare_corpus(sentences, corpus, max_length=64, device="cpu", show_progress=False)
+        texts = sentences[:8]
+        losses[align] = float(objective(student.tokenize(texts, max_length=64), sentences=texts).loss.detach())
+    # the teacher is an exact affine image of the student, so the fit finds the teacher's own map
+    assert losses["fit"] < 1e-6 < 1e-3 < losses["off"]
+    assert objective.teacher_info.get("align") is None
+
+
+def test_pca_targets_turned_onto_the_student_keep_their_cosines(tiny_bert_dir, tmp_path, corpus):  # noqa: F811
+    teacher_dir, _ = mapped_teacher(tiny_bert_dir, tmp_path / "teacher", dim=48)
+    sentences = read_corpus(corpus)
+    tables, objectives = {}, {}
+    for align in ("fit", "off"):
+        student = student_of(tiny_bert_dir)
+        objectives[align] = Distill(student, teacher=str(teacher_dir), teacher_dim="pca", align=align)
+        objectives[align].prepare_corpus(sentences, corpus, max_length=64, device="cpu", show_progress=False)
+        tables[align] = objectives[align]._table
+    cosines = {k: torch.nn.functional.cosine_similarity(t[:, None], t[None], dim=-1) for k, t in tables.items()}
+    np.testing.assert_allclose(cosines["fit"].numpy(), cosines["off"].numpy(), atol=1e-4)
+    own = torch.from_numpy(student_of(tiny_bert_dir).encode(sentences, max_tokens=None))
+    gap = {k: float(((t - own) ** 2).mean()) for k, t in tables.items()}
+    assert gap["fit"] < 0.5 * gap["off"]
+    info = objectives["fit"].teacher_info["align"]
+    assert info["mode"] == "procrustes" and info["sample"] == len(set(sentences)) and info["student_r2"] > 0.5
