@@ -11,7 +11,8 @@ import torch
 from sparsecse.data.corpus import read_corpus
 from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.objectives.distill import Distill, least_squares_map, pca_components, procrustes_rotation
+from sparsecse.objectives.distill import (Distill, least_squares_map, pca_components, procrustes_rotation,
+                                          similarity_loss)
 from sparsecse.training import train
 from tests.test_training import corpus, quick  # noqa: F401 (fixture)
 from tests.tiny import SENTENCES, make_mpnet_tokenizer, make_tiny_model_dir
@@ -194,3 +195,42 @@ def test_pca_targets_turned_onto_the_student_keep_their_cosines(tiny_bert_dir, t
     assert gap["fit"] < 0.5 * gap["off"]
     info = objectives["fit"].teacher_info["align"]
     assert info["mode"] == "procrustes" and info["sample"] == len(set(sentences)) and info["student_r2"] > 0.5
+
+
+def test_similarity_loss_ignores_rotation_scale_and_size():
+    rng = np.random.default_rng(1)
+    student = torch.from_numpy(rng.normal(size=(10, 12))).float()
+    isometry, _ = np.linalg.qr(rng.normal(size=(20, 12)))  # 12 -> 20 dimensions, cosines kept
+    teacher = 3.0 * student @ torch.from_numpy(isometry).float().T
+    assert float(similarity_loss(student, teacher)) < 1e-10
+    other = torch.from_numpy(rng.normal(size=(10, 20))).float()
+    assert float(similarity_loss(student, other)) > 1e-3
+    # only the pairs count: each row's similarity with itself (always 1) is left out
+    a, b = torch.eye(3), torch.tensor([[1.0, 0, 0], [0, 1, 0], [1, 1, 0]])
+    # pairs (1,2), (1,3), (2,3) twice each: student cosines 0, teacher 0, 1/√2, 1/√2 -> (4 x 1/2) / 6
+    assert float(similarity_loss(a, b)) == pytest.approx(1 / 3, abs=1e-6)
+
+
+def test_similarity_distillation_takes_a_teacher_of_another_size_as_it_is(tiny_bert_dir, tmp_path, corpus):  # noqa: F811
+    teacher_dir, _ = mapped_teacher(tiny_bert_dir, tmp_path / "teacher", dim=48)
+    student = student_of(tiny_bert_dir)
+    with pytest.raises(SparseCSEError, match="takes no teacher_dim=pca"):
+        Distill(student, teacher=str(teacher_dir), loss="similarity", teacher_dim="pca")
+    objective = Distill(student, teacher=str(teacher_dir), loss="similarity")
+    assert student.dense is None and student.dim == 32
+    sentences = read_corpus(corpus)
+    objective.prepare_corpus(sentences, corpus, max_length=64, device="cpu", show_progress=False)
+    assert objective._table.shape[1] == 48
+    texts = sentences[:8]
+    out = objective(student.tokenize(texts, max_length=64), sentences=texts)
+    assert out.loss.requires_grad and float(out.loss.detach()) > 0
+    # a teacher that is the student in other, wider axes (a scaled isometry to 48-d): nothing to learn
+    wide = SentenceEncoder.load(tiny_bert_dir, pooling="mean", device="cpu")
+    isometry, _ = np.linalg.qr(np.random.default_rng(2).normal(size=(48, 32)))
+    wide.dense = torch.nn.Linear(32, 48, bias=False)
+    with torch.no_grad():
+        wide.dense.weight.copy_(3.0 * torch.from_numpy(isometry).float())
+    wide.save(tmp_path / "wide")
+    same = Distill(student, teacher=str(tmp_path / "wide"), loss="similarity")
+    same.prepare_corpus(sentences, corpus, max_length=64, device="cpu", show_progress=False)
+    assert float(same(student.tokenize(texts, max_length=64), sentences=texts).loss.detach()) < 1e-8

@@ -11,6 +11,12 @@ sentence (:mod:`sparsecse.objectives.teacher_cache` keeps them on disk, keyed by
 finished cache). The teacher sees at most the training max_length tokens, like the student. Called on
 a batch alone (no sentences), the objective embeds the batch's own tokens, each distinct one once.
 
+``loss=similarity`` compares what sentence similarity uses, not coordinates: the MSE between the
+student's and the teacher's in-batch cosine-similarity matrices (off the diagonal; relational
+distillation, Park et al. 2019; Tung & Mori 2019). It does not change under a rotation or scaling of
+either space, so a teacher of any size serves as it is (no ``teacher_dim``) and the student keeps its
+own output space.
+
 ``teacher_dim`` says what happens when the teacher's embedding size differs from the student's:
 ``match`` (default) refuses; ``projection`` trains a linear map student -> teacher size, as
 sentence-transformers' distillation does, saved with the student as a sentence-transformers Dense
@@ -47,7 +53,7 @@ from sparsecse.objectives import teacher_cache
 from sparsecse.objectives.base import Objective, ObjectiveOutput
 from sparsecse.objectives.validation import choice, non_negative, one_of, optional, text
 
-LOSSES = ("mse", "cosine")
+LOSSES = ("mse", "cosine", "similarity")
 TEACHER_DIMS = ("match", "projection", "pca")
 ALIGNS = ("fit", "off")
 ALIGN_SAMPLE = 8192  # corpus sentences the student embeds to fit the alignment (seeded sample)
@@ -104,6 +110,14 @@ def pca_components(embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarr
     _, sv, vt = np.linalg.svd(x, full_matrices=False)
     var = sv ** 2
     return vt[:k].astype(np.float32), (var[:k] / var.sum()).astype(np.float64)
+
+
+def similarity_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """MSE between the in-batch cosine-similarity matrices of ``student`` ``[B, d]`` and ``teacher``
+    ``[B, D]`` (``d`` and ``D`` may differ), over the pairs off the diagonal."""
+    s, t = F.normalize(student.float(), dim=-1), F.normalize(teacher.float(), dim=-1)
+    off = ~torch.eye(len(s), dtype=torch.bool, device=s.device)
+    return F.mse_loss((s @ s.T)[off], (t @ t.T)[off])
 
 
 def least_squares_map(source: np.ndarray, target: np.ndarray, ridge: float = 1e-6) -> tuple[np.ndarray, np.ndarray, float]:
@@ -222,6 +236,11 @@ class Distill(Objective):
 
     def _check_dims(self, student, teacher) -> None:
         mode, sd, td = self.params["teacher_dim"], student.dim, teacher.dim
+        if self.params["loss"] == "similarity":
+            if mode != "match":
+                raise SparseCSEError("loss=similarity compares in-batch similarities, which a teacher of any size "
+                                     f"has; it takes no teacher_dim={mode} (leave teacher_dim out).")
+            return
         if mode == "match" and td != sd:
             raise SparseCSEError(f"The teacher {teacher.source} embeds in {td} dimensions but the student in {sd}; "
                                  "distillation needs the same embedding size (or teacher_dim=projection|pca).")
@@ -386,6 +405,8 @@ class Distill(Objective):
         student = z1.float()
         if self.params["loss"] == "mse":
             distill = F.mse_loss(student, target)
+        elif self.params["loss"] == "similarity":
+            distill = similarity_loss(student, target)
         else:
             distill = (1.0 - F.cosine_similarity(student, target, dim=-1)).mean()
         logs = {"distill_loss": float(distill.detach())}
