@@ -18,6 +18,7 @@ from sparsecse.cli import main  # noqa: E402
 from sparsecse.deploy.calibration import calibration_sample  # noqa: E402
 from sparsecse.deploy.cpu_features import cpu_features, describe_cpu  # noqa: E402
 from sparsecse.deploy.loading import load_encoder  # noqa: E402
+from sparsecse.deploy.onnx_static import empty_weight_matmuls, gelu_input_matmuls  # noqa: E402
 from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder  # noqa: E402
 from sparsecse.deploy.runtime import Encoder, is_encoder  # noqa: E402
 from sparsecse.encoder import SentenceEncoder  # noqa: E402
@@ -86,6 +87,17 @@ def test_onnx_static_int8_stays_close_and_is_qdq(deployed):
     assert cosines(int8.encode(TEST_SENTENCES), expected).min() >= 0.98
     ops = [node.op_type for node in onnx.load(str(result.out / STATIC_INT8_FILE)).graph.node]
     assert "QuantizeLinear" in ops and "DequantizeLinear" in ops and "DynamicQuantizeLinear" not in ops
+    # the FFN's output projections (GELU input) stay fp32, one per layer; every other weight MatMul is int8
+    ffn_out = set(gelu_input_matmuls(result.out / FP32_FILE))
+    assert len(ffn_out) == json.loads((source / "config.json").read_text())["num_hidden_layers"]
+    empty = set(empty_weight_matmuls(result.out / FP32_FILE))
+    graph = onnx.load(str(result.out / STATIC_INT8_FILE)).graph
+    producer = {out: node.op_type for node in graph.node for out in node.output}
+    constants = {t.name for t in graph.initializer}
+    weight_matmuls = {n.name: producer.get(n.input[1]) for n in graph.node if n.op_type == "MatMul"
+                      and (n.input[1] in constants or producer.get(n.input[1]) == "DequantizeLinear")}
+    quantized = {name for name, made_by in weight_matmuls.items() if made_by == "DequantizeLinear"}
+    assert ffn_out <= set(weight_matmuls) and quantized == set(weight_matmuls) - ffn_out - empty
     assert cosines(OnnxEncoder.load(result.out, file=FP32_FILE).encode(TEST_SENTENCES), expected).min() >= 0.99999
 
 
