@@ -1,0 +1,139 @@
+"""Helpers shared by several test files (tiny data, masks, settings and assertions); fixtures live in
+conftest.py, tiny models in tiny.py."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from sparsecse.encoder import SentenceEncoder
+from sparsecse.gates import Gates, model_shape
+from sparsecse.masks import Mask
+from sparsecse.pruning import masks_from_scores
+from sparsecse.scoring import GateScores
+from sparsecse.shrinking import save_model_dir, shrink_encoder
+from tests.tiny import SENTENCES, WORDS, make_tokenizer
+
+TEST_SENTENCES = SENTENCES + ["a man is playing the guitar and a woman is slicing an onion near the house " * 2]
+
+TINY_MPNET = {"layers": 3, "heads": 4, "hidden": 32, "ffn": 48}  # the tests' tiny MPNet (conftest's mpnet_dir)
+
+
+def random_sentences(n, seed=0):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(n)]
+
+
+def quick(**overrides):
+    """Tiny-model settings: small batch, few steps, no progress bar."""
+    settings = dict(batch_size=8, max_steps=6, eval_steps=0, show_progress=False, lr=1e-3, device="cpu")
+    settings.update(overrides)
+    return settings
+
+
+def fake_scores(layers=6, heads=12, ffn=1536, batches=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    t = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    manifest = {"kind": "scores", "shape": {"layers": layers, "heads": heads, "ffn": ffn, "hidden": 384,
+                                            "head_dim": 32}, "model": "fake"}
+    return GateScores(t(batches, layers, heads), t(batches, layers, heads), t(batches, layers, ffn),
+                      t(batches, layers, ffn), manifest=manifest)
+
+
+def make_mask(model_dir, scored_model, pooling="cls_before_pooler"):
+    """Prune heads 0 and 2 of layer 0, head 3 of layer 1 and 20 FFN neurons per layer of a 2x4x48 model."""
+    heads = torch.ones(2, 4, dtype=torch.bool)
+    heads[0, [0, 2]] = False
+    heads[1, 3] = False
+    neurons = torch.ones(2, 48, dtype=torch.bool)
+    neurons[0, :20] = False
+    neurons[1, 10:30] = False
+    mask = Mask(heads, neurons, {"kind": "mask", "model": str(scored_model), "pooling": pooling})
+    return mask.save(model_dir / "mask.safetensors"), mask
+
+
+def random_mask(model, sparsity: float, seed: int = 0, keep_one_head: bool = True) -> Mask:
+    """Prune round(s * units) heads and neurons chosen at random (random scores, global ranking)."""
+    heads, ffn = model_shape(model)
+    g = torch.Generator().manual_seed(seed)
+    head_keep, neuron_keep = masks_from_scores(torch.rand(len(heads), heads[0], generator=g),
+                                               torch.rand(len(ffn), ffn[0], generator=g), sparsity,
+                                               keep_one_head=keep_one_head)
+    return Mask(head_keep, neuron_keep)
+
+
+def assert_same_embeddings(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert cosine.min() >= 0.99999, cosine.min()
+    assert np.abs(a - b).max() <= 1e-4, np.abs(a - b).max()
+
+
+def gated_embeddings(encoder, mask):
+    gates = mask.apply(encoder.model)
+    try:
+        return encoder.encode(SENTENCES)
+    finally:
+        gates.detach()
+
+
+def assert_gate_gradients_match_finite_differences(enc, units) -> None:
+    """∂L/∂gate at all-ones gates (float64) equals a central difference, for ``units`` [(kind, index)]."""
+    enc.model.double()
+    feats = enc.tokenize(SENTENCES[:5])
+
+    def loss_with(gates):
+        with gates.attach(enc.model):
+            return enc(**feats).pow(2).sum()
+
+    gates = Gates.ones_for(enc.model, requires_grad=True)
+    gates.head.data = gates.head.data.double()
+    gates.neuron.data = gates.neuron.data.double()
+    loss_with(gates).backward()
+    eps = 1e-6
+    for kind, index in units:
+        plus, minus = (Gates(gates.head.detach(), gates.neuron.detach()) for _ in range(2))
+        for g, sign in ((plus, 1), (minus, -1)):
+            g.head, g.neuron = g.head.double(), g.neuron.double()  # float32 gates cannot hold 1 ± 1e-6
+            getattr(g, kind)[index] += sign * eps
+        numeric = (loss_with(plus) - loss_with(minus)).item() / (2 * eps)
+        analytic = getattr(gates, kind).grad[index].item()
+        assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-8)
+
+
+def shrunk_dir(source, out):
+    """``source`` shrunk with layer 0 headless and a third of layer 1's FFN gone (saved directory)."""
+    encoder = SentenceEncoder.load(source, pooling="mean", device="cpu")
+    heads = torch.tensor([[False] * 4, [True, False, True, True]])
+    neurons = torch.ones(2, 48, dtype=torch.bool)
+    neurons[1, ::3] = False
+    shrink_encoder(encoder, Mask(heads, neurons))
+    assert encoder.model.config.heads_per_layer == [0, 3]
+    return save_model_dir(encoder, out)
+
+
+def save_mlm(out, arch="bert", layers=3, hidden=32, vocab_from_tokenizer=True, seed=1):
+    """A tiny randomly initialised masked-LM directory (BERT or DistilBERT) with the tiny tokenizer."""
+    from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM
+
+    tok = make_tokenizer(out)
+    vocab = len(tok)
+    if not vocab_from_tokenizer:  # a different vocabulary: one token renamed
+        words = (out / "vocab.txt").read_text().splitlines()
+        words[10] = "zzzz"
+        (out / "vocab.txt").write_text("\n".join(words) + "\n")
+        from transformers import BertTokenizerFast
+
+        BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
+    torch.manual_seed(seed)
+    if arch == "bert":
+        config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                            intermediate_size=48, max_position_embeddings=72)
+        model = BertForMaskedLM(config)
+    else:
+        config = DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=4, hidden_dim=48,
+                                  max_position_embeddings=72, pad_token_id=0)
+        model = DistilBertForMaskedLM(config)
+    model.save_pretrained(out, safe_serialization=True)
+    return out
