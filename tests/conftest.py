@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from tests.senteval_fixture import write_senteval
-from tests.helpers import TINY_MPNET, random_sentences
 from tests.tiny import make_tiny_model_dir, write_stsb
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
@@ -62,16 +61,3 @@ def _teacher_cache_in_tmp(tmp_path_factory, monkeypatch):
 
     root = tmp_path_factory.getbasetemp() / "teacher_embeddings"
     monkeypatch.setattr(teacher_cache, "default_cache_dir", lambda: root)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    path.write_text("\n".join(random_sentences(160)) + "\n\n")
-    return path
-
-
-@pytest.fixture(scope="module")
-def mpnet_dir(tmp_path_factory):
-    """A tiny random MPNet (all-mpnet-base-v2's architecture), shape ``TINY_MPNET``."""
-    return make_tiny_model_dir(tmp_path_factory.mktemp("tiny_mpnet"), "mpnet", **TINY_MPNET)

@@ -14,7 +14,7 @@ from sparsecse.flops import count_parameters, flops_per_token
 from sparsecse.masks import Mask
 from sparsecse.pruning import prune, prune_grid
 from sparsecse.scoring import GateScores
-from tests.helpers import fake_scores
+from tests.test_pruning import fake_scores
 
 
 def unit_costs_left(mask, costs, cap):

@@ -14,8 +14,8 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.distill import (Distill, least_squares_map, pca_components, procrustes_rotation,
                                           similarity_loss)
 from sparsecse.training import train
-from tests.helpers import quick
-from tests.tiny import SENTENCES, make_tiny_model_dir
+from tests.test_training import corpus, quick  # noqa: F401 (fixture)
+from tests.tiny import SENTENCES, make_mpnet_tokenizer, make_tiny_model_dir
 
 
 def mapped_teacher(student_dir, out, dim=48, seed=3):

@@ -19,7 +19,7 @@ from sparsecse.pruning import prune
 from sparsecse.reconstruction import ReconstructionPlan
 from sparsecse.scoring import score
 from sparsecse.shrinking import shrink
-from tests.helpers import fake_scores
+from tests.test_pruning import fake_scores
 from tests.tiny import SENTENCES
 
 

@@ -15,7 +15,7 @@ from sparsecse.gates import layer_parts
 from sparsecse.masks import Mask
 from sparsecse.reconstruction import ReconstructionPlan, calibration_sentences, reconstruct, token_batches
 from sparsecse.shrinking import shrink, shrink_encoder
-from tests.helpers import random_mask
+from tests.test_shrink import random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 

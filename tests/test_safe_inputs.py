@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from sparsecse.cli import main
 from sparsecse.data.corpus import read_corpus
 from sparsecse.deploy.loading import load_encoder
+from sparsecse.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.masks import Mask
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
-from sparsecse.io import atomic_dir, atomic_file
+from sparsecse.io import atomic_dir, atomic_file, save_tensors
 from sparsecse.masks import Mask, model_for_mask
 from tests.tiny import make_tiny_model_dir
 

@@ -1,5 +1,6 @@
 """Several rewinding seeds: one row per seed, mean +- std, reuse of finished seeds, tests against the control."""
 
+import json
 import re
 from pathlib import Path
 
