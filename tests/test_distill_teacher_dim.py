@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sparsecse.data.corpus import read_corpus
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.distill import Distill, pca_components
 from sparsecse.training import train

@@ -14,14 +14,14 @@ onnx = pytest.importorskip("onnx")
 
 from sparsecse.cli import main  # noqa: E402
 from sparsecse.deploy.loading import load_encoder  # noqa: E402
-from sparsecse.encoder import SentenceEncoder  # noqa: E402
+from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.evaluation import evaluate  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows as cosines  # noqa: E402
-from sparsecse.exporting import export  # noqa: E402
-from sparsecse.masks import Mask  # noqa: E402
-from sparsecse.onnx_encoder import FP32_FILE, INT8_FILE, OnnxEncoder  # noqa: E402
-from sparsecse.shrinking import save_model_dir, shrink_encoder  # noqa: E402
+from sparsecse.deploy.onnx_export import export  # noqa: E402
+from sparsecse.compress.masks import Mask  # noqa: E402
+from sparsecse.deploy.onnx_encoder import FP32_FILE, INT8_FILE, OnnxEncoder  # noqa: E402
+from sparsecse.compress.shrinking import save_model_dir, shrink_encoder  # noqa: E402
 from tests.tiny import SENTENCES, make_tiny_model_dir  # noqa: E402
 
 # Longer than anything traced at export (2 sentences), of many lengths, plus one with repeated words.

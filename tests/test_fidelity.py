@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.objectives.registry import build_objective
 from sparsecse.training import rewind
 from sparsecse.training.rewind import NO_LINEAGE

@@ -1,10 +1,11 @@
 import pytest
 import torch
 
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.gates import Gates, get_adapter, layer_parts
-from sparsecse.masks import Mask
+from sparsecse.compress.gates import Gates
+from sparsecse.modeling.adapters import get_adapter, layer_parts
+from sparsecse.compress.masks import Mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 

@@ -16,14 +16,15 @@ import torch
 from click.testing import CliRunner
 from torch import nn
 
-from sparsecse import model_store
+from sparsecse.artifacts import model_store
 from sparsecse.cli import main
-from sparsecse.encoder import SentenceEncoder, resolve_model
+from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
-from sparsecse.gates import Gates, layer_parts
-from sparsecse.masks import Mask
+from sparsecse.compress.gates import Gates
+from sparsecse.modeling.adapters import layer_parts
+from sparsecse.compress.masks import Mask
 from sparsecse.objectives.registry import build_objective
-from sparsecse.shrinking import save_model_dir, shrink, shrink_encoder
+from sparsecse.compress.shrinking import save_model_dir, shrink, shrink_encoder
 from tests.test_gates import assert_gate_gradients_match_finite_differences
 from tests.test_shrink import assert_same_embeddings, gated_embeddings, random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir

@@ -2,10 +2,10 @@ import pytest
 import torch
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.grid import parse_grid
-from sparsecse.masks import Mask
-from sparsecse.pruning import prune, prune_grid, round_half_up
-from sparsecse.scoring import GateScores
+from sparsecse.compress.grid import parse_grid
+from sparsecse.compress.masks import Mask
+from sparsecse.compress.pruning import prune, prune_grid, round_half_up
+from sparsecse.compress.scoring import GateScores
 
 
 def fake_scores(layers=6, heads=12, ffn=1536, batches=3, seed=0):

@@ -9,13 +9,13 @@ import torch
 from click.testing import CliRunner
 
 from sparsecse.cli import main
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.flops import count_parameters, flops_per_token
-from sparsecse.gates import model_shape
-from sparsecse.masks import Mask
-from sparsecse.pruning import masks_from_scores
-from sparsecse.shrinking import save_model_dir, shrink, shrink_encoder
+from sparsecse.compress.flops import count_parameters, flops_per_token
+from sparsecse.modeling.adapters import model_shape
+from sparsecse.compress.masks import Mask
+from sparsecse.compress.pruning import masks_from_scores
+from sparsecse.compress.shrinking import save_model_dir, shrink, shrink_encoder
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 SPARSITIES = [0.1, 0.3, 0.5, 0.9]
@@ -285,7 +285,7 @@ def test_other_bert_like_architectures_shrink_and_reload(arch, tmp_path):
 
 def test_package_level_shrink_is_the_function(tiny_bert_dir, tmp_path):
     import sparsecse
-    import sparsecse.shrinking  # noqa: F401  (the module is named apart from the function it holds)
+    import sparsecse.compress.shrinking  # noqa: F401  (the module is named apart from the function it holds)
 
     mask = Mask.full(2, 4, 48)
     mask.neuron_mask[:, :10] = False
