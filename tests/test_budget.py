@@ -14,7 +14,7 @@ from sparsecse.compress.flops import count_parameters, flops_per_token
 from sparsecse.compress.masks import Mask
 from sparsecse.compress.pruning import prune, prune_grid
 from sparsecse.compress.scoring import GateScores
-from tests.test_pruning import fake_scores
+from tests.helpers import fake_scores
 
 
 def unit_costs_left(mask, costs, cap):

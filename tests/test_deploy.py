@@ -25,7 +25,7 @@ from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows as cosines  # noqa: E402
 from sparsecse.deploy.onnx_export import export  # noqa: E402
 from sparsecse.deploy.onnx_encoder import FP32_FILE, STATIC_INT8_FILE, OnnxEncoder  # noqa: E402
-from tests.test_export import TEST_SENTENCES, shrunk_dir  # noqa: E402
+from tests.helpers import TEST_SENTENCES, shrunk_dir  # noqa: E402
 from tests.tiny import WORDS, make_tiny_model_dir  # noqa: E402
 
 CALIBRATION_SIZE = 40

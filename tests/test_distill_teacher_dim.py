@@ -13,7 +13,7 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.distill import Distill, pca_components
 from sparsecse.training import train
-from tests.test_training import corpus, quick  # noqa: F401 (fixture)
+from tests.helpers import corpus, quick  # noqa: F401 (fixture)
 from tests.tiny import SENTENCES, make_mpnet_tokenizer, make_tiny_model_dir
 
 

@@ -19,7 +19,7 @@ from sparsecse.compress.pruning import prune
 from sparsecse.compress.reconstruction import ReconstructionPlan
 from sparsecse.compress.scoring import score
 from sparsecse.compress.shrinking import shrink
-from tests.test_pruning import fake_scores
+from tests.helpers import fake_scores
 from tests.tiny import SENTENCES
 
 

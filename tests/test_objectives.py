@@ -17,33 +17,9 @@ from sparsecse.objectives.masked_lm import choose_positions, corrupt
 from sparsecse.objectives.noise_negatives import sample_noise_negatives
 from sparsecse.objectives.registry import build_objective, get_objective
 from tests.tiny import SENTENCES, make_tiny_model_dir, make_tokenizer
+from tests.helpers import save_mlm as _save_mlm
 
 # ---------------------------------------------------------------------------------------------- fixtures
-
-
-def _save_mlm(out, arch="bert", layers=3, hidden=32, vocab_from_tokenizer=True, seed=1):
-    from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM
-
-    tok = make_tokenizer(out)
-    vocab = len(tok)
-    if not vocab_from_tokenizer:  # a different vocabulary: one token renamed
-        words = (out / "vocab.txt").read_text().splitlines()
-        words[10] = "zzzz"
-        (out / "vocab.txt").write_text("\n".join(words) + "\n")
-        from transformers import BertTokenizerFast
-
-        BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
-    torch.manual_seed(seed)
-    if arch == "bert":
-        config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
-                            intermediate_size=48, max_position_embeddings=72)
-        model = BertForMaskedLM(config)
-    else:
-        config = DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=4, hidden_dim=48,
-                                  max_position_embeddings=72, pad_token_id=0)
-        model = DistilBertForMaskedLM(config)
-    model.save_pretrained(out, safe_serialization=True)
-    return out
 
 
 @pytest.fixture(scope="module", autouse=True)

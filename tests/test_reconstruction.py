@@ -15,7 +15,7 @@ from sparsecse.modeling.adapters import layer_parts
 from sparsecse.compress.masks import Mask
 from sparsecse.compress.reconstruction import ReconstructionPlan, calibration_sentences, reconstruct, token_batches
 from sparsecse.compress.shrinking import shrink, shrink_encoder
-from tests.test_shrink import random_mask
+from tests.helpers import random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 

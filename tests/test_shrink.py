@@ -17,33 +17,9 @@ from sparsecse.compress.masks import Mask
 from sparsecse.compress.pruning import masks_from_scores
 from sparsecse.compress.shrinking import save_model_dir, shrink, shrink_encoder
 from tests.tiny import SENTENCES, make_tiny_model_dir
+from tests.helpers import random_mask, assert_same_embeddings, gated_embeddings
 
 SPARSITIES = [0.1, 0.3, 0.5, 0.9]
-
-
-def random_mask(model, sparsity: float, seed: int = 0, keep_one_head: bool = True) -> Mask:
-    """Prune round(s * units) heads and neurons chosen at random (random scores, global ranking)."""
-    heads, ffn = model_shape(model)
-    g = torch.Generator().manual_seed(seed)
-    head_keep, neuron_keep = masks_from_scores(torch.rand(len(heads), heads[0], generator=g),
-                                               torch.rand(len(ffn), ffn[0], generator=g), sparsity,
-                                               keep_one_head=keep_one_head)
-    return Mask(head_keep, neuron_keep)
-
-
-def assert_same_embeddings(a, b):
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    assert cosine.min() >= 0.99999, cosine.min()
-    assert np.abs(a - b).max() <= 1e-4, np.abs(a - b).max()
-
-
-def gated_embeddings(encoder, mask):
-    gates = mask.apply(encoder.model)
-    try:
-        return encoder.encode(SENTENCES)
-    finally:
-        gates.detach()
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])

@@ -4,6 +4,7 @@ reads them) so that neither module imports the other, and their readers."""
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,24 @@ from sparsecse.errors import SparseCSEError
 
 SWEEP_FILE = "sweep.json"
 SCORES_FILE = "scores.safetensors"
+POINTS_DIR = "points"  # points/<variant>/[<id>/]<name>.json
+
+
+class Variant(str, Enum):
+    """The kinds of sweep point: a point file's ``variant`` field and its folder under ``points/``.
+
+    >>> Variant("masked") is Variant.MASKED, f"{Variant.MASKED}/s0.1-l0.5"
+    (True, 'masked/s0.1-l0.5')
+    """
+
+    DENSE = "dense"
+    MASKED = "masked"
+    BUDGET = "budget"
+    RECONSTRUCTED = "reconstructed"
+    REWOUND = "rewound"
+
+    __str__ = str.__str__  # the plain value in paths, f-strings and JSON, as the strings were before
+    __format__ = str.__format__
 
 
 def read_sweep_state(out: Path) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import pandas as pd
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_file, write_json
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
-from sparsecse.sweeps.layout import SCORES_FILE, SWEEP_FILE, read_point, read_sweep_state
+from sparsecse.sweeps.layout import POINTS_DIR, SCORES_FILE, SWEEP_FILE, Variant, read_point, read_sweep_state
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "seed", "task", "score", "avg_sts",
            "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",
@@ -51,7 +51,7 @@ def results_table(points: Sequence[dict[str, Any]], model: str | None = None) ->
             rows.append(row)
     table = pd.DataFrame(rows, columns=COLUMNS)
     order = {t: i for i, t in enumerate(STS_TASKS + TRANSFER_TASKS)}
-    variant_order = {"dense": 0, "masked": 1, "rewound": 2}
+    variant_order = {v.value: i for i, v in enumerate((Variant.DENSE, Variant.MASKED, Variant.REWOUND))}
     if len(table):
         table = table.assign(_v=table["variant"].map(variant_order), _t=table["task"].map(order).fillna(99))
         table = table.sort_values(["_v", "rewind_id", "lambda", "sparsity", "seed", "_t"], na_position="first")
@@ -98,7 +98,7 @@ def _best_row(frame: pd.DataFrame, column: str) -> pd.Series | None:
     return ordered.sort_values(["_neg", "sparsity", "_lam"], kind="stable").iloc[0]
 
 
-def best_points(table: pd.DataFrame, tasks: Sequence[str], variant: str = "masked",
+def best_points(table: pd.DataFrame, tasks: Sequence[str], variant: Variant = Variant.MASKED,
                 rewind_id: str | None = None) -> dict[str, Any]:
     """Paper Table 1's picks for one variant: the dense baseline, the best-average point and the best
     point per task, each with its difference to the baseline.
@@ -111,7 +111,7 @@ def best_points(table: pd.DataFrame, tasks: Sequence[str], variant: str = "maske
     frame = point_frame(table)
     avg_key = AVG_TRANSFER if all(t in TRANSFER_TASKS for t in tasks) else AVG_STS
     columns = [t for t in tasks if t in frame.columns] + [avg_key]
-    dense = frame[frame["variant"] == "dense"]
+    dense = frame[frame["variant"] == Variant.DENSE]
     baseline = {c: float(dense.iloc[0][c]) for c in columns if len(dense) and pd.notna(dense.iloc[0][c])}
     pool = frame[(frame["variant"] == variant) & (frame["sparsity"] > 0)]
     if rewind_id is not None:
@@ -172,15 +172,15 @@ def picks_table(table: pd.DataFrame, tasks: Sequence[str], avg_label: str) -> li
     columns = [t for t in tasks if t in frame.columns] + [avg_key]
     header = ["", *[SHORT_NAMES.get(t, t) for t in columns[:-1]], avg_label]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    variants = [("masked", None, "pruned (no retraining)")]
-    for rid, objective in frame[frame["variant"] == "rewound"][["rewind_id", "objective"]].drop_duplicates().values:
-        variants.append(("rewound", rid, f"pruned + rewound ({objective}, {rid})"))
+    variants = [(Variant.MASKED, None, "pruned (no retraining)")]
+    for rid, objective in frame[frame["variant"] == Variant.REWOUND][["rewind_id", "objective"]].drop_duplicates().values:
+        variants.append((Variant.REWOUND, rid, f"pruned + rewound ({objective}, {rid})"))
     base = best_points(table, tasks)["baseline"]
     lines.append("| dense | " + " | ".join(_cell(base.get(c)) for c in columns) + " |")
     for variant, rid, label in variants:
         picks = best_points(table, tasks, variant, rid)
-        if variant == "rewound":
-            control = frame[(frame["variant"] == "rewound") & (frame["rewind_id"] == rid) & (frame["sparsity"] == 0)]
+        if variant == Variant.REWOUND:
+            control = frame[(frame["variant"] == Variant.REWOUND) & (frame["rewind_id"] == rid) & (frame["sparsity"] == 0)]
             if len(control):
                 row = control.iloc[0]
                 lines.append(f"| dense + retrained ({row['objective']}), control | " + " | ".join(
@@ -206,19 +206,19 @@ def average_grid(table: pd.DataFrame, key: str = AVG_STS) -> list[str]:
     pruned = frame[frame["sparsity"] > 0]
     if pruned.empty or pruned[key].isna().all():
         return []
-    lambdas = sorted(pruned[pruned["variant"] == "masked"]["lambda"].dropna().unique())
-    rewinds = [tuple(r) for r in pruned[pruned["variant"] == "rewound"][["rewind_id", "objective"]]
+    lambdas = sorted(pruned[pruned["variant"] == Variant.MASKED]["lambda"].dropna().unique())
+    rewinds = [tuple(r) for r in pruned[pruned["variant"] == Variant.REWOUND][["rewind_id", "objective"]]
                .drop_duplicates().values]
     header = ["sparsity", "params removed", *[f"λ={lam:g}" for lam in lambdas],
               *[f"rewound {obj} ({rid})" for rid, obj in rewinds]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    dense = frame[frame["variant"] == "dense"]
+    dense = frame[frame["variant"] == Variant.DENSE]
     if len(dense) and pd.notna(dense.iloc[0][key]):
         lines.append("| 0 (dense) | 0% | " + " | ".join([f"{dense.iloc[0][key]:.2f}"] * len(lambdas)) +
                      "".join(f" | {_rewound_cell(frame, rid, 0.0, key)}" for rid, _ in rewinds) + " |")
     for s in sorted(pruned["sparsity"].unique()):
         at = pruned[pruned["sparsity"] == s]
-        masked = at[at["variant"] == "masked"]
+        masked = at[at["variant"] == Variant.MASKED]
         ps = at["param_sparsity"].dropna()
         cells = [f"{100 * s:.3g}%", f"{100 * ps.iloc[0]:.1f}%" if len(ps) else "–"]
         for lam in lambdas:
@@ -232,7 +232,7 @@ def average_grid(table: pd.DataFrame, key: str = AVG_STS) -> list[str]:
 
 
 def _rewound_cell(frame, rid, s, key) -> str:
-    hit = frame[(frame["variant"] == "rewound") & (frame["rewind_id"] == rid) & (frame["sparsity"] == s)]
+    hit = frame[(frame["variant"] == Variant.REWOUND) & (frame["rewind_id"] == rid) & (frame["sparsity"] == s)]
     if hit.empty or pd.isna(hit.iloc[0][key]):
         return "–"
     lam = hit.iloc[0]["lambda"]
@@ -332,7 +332,7 @@ def control_comparisons(out: str | os.PathLike, replicates: int = 1000, seed: in
         path = out / "pairs" / f"{name}.safetensors"
         return load_pairs(path) if path.is_file() else None
 
-    rewound = [{**p, "seed": p.get("seed", 0)} for p in load_points(out) if p.get("variant") == "rewound"]
+    rewound = [{**p, "seed": p.get("seed", 0)} for p in load_points(out) if p.get("variant") == Variant.REWOUND]
     found = []
     for rid in sorted({p["rewind_id"] for p in rewound}):
         mine = [p for p in rewound if p["rewind_id"] == rid]
@@ -416,7 +416,7 @@ def control_lines(comparisons: list[dict[str, Any]], tasks: Sequence[str]) -> li
 
 # ---------------------------------------------------------------------------- figures
 def _curves(frame: pd.DataFrame, column: str) -> dict[str, tuple[list[float], list[float]]]:
-    masked = frame[(frame["variant"] == "masked") & frame[column].notna()]
+    masked = frame[(frame["variant"] == Variant.MASKED) & frame[column].notna()]
     return {f"λ={lam:g}": (list(g.sort_values("sparsity")["sparsity"]), list(g.sort_values("sparsity")[column]))
             for lam, g in masked.groupby("lambda")}
 
@@ -427,7 +427,7 @@ def _rewound_markers(frame: pd.DataFrame, column: str, comparisons: list[dict[st
     "✓" where the difference to the retrained control holds (see :func:`control_comparisons`)."""
     holds = {(c["rewind_id"], c["sparsity"]) for c in comparisons or []
              if c["rows"].get(column, {}).get("holds")}
-    rewound = frame[(frame["variant"] == "rewound") & (frame["sparsity"] > 0) & frame[column].notna()]
+    rewound = frame[(frame["variant"] == Variant.REWOUND) & (frame["sparsity"] > 0) & frame[column].notna()]
     markers = {}
     for (rid, obj), g in rewound.groupby(["rewind_id", "objective"]):
         g = g.sort_values("sparsity")
@@ -440,13 +440,13 @@ def _rewound_markers(frame: pd.DataFrame, column: str, comparisons: list[dict[st
 
 def _retrained_dense(frame: pd.DataFrame, column: str) -> dict[str, tuple[float, float]]:
     """The retrained control per setting: (seed mean, seed standard deviation or 0)."""
-    control = frame[(frame["variant"] == "rewound") & (frame["sparsity"] == 0) & frame[column].notna()]
+    control = frame[(frame["variant"] == Variant.REWOUND) & (frame["sparsity"] == 0) & frame[column].notna()]
     return {f"dense + retrained ({r['objective']})" + (" ± std" if _std(r, column) else ""):
             (float(r[column]), _std(r, column) or 0.0) for _, r in control.iterrows()}
 
 
 def _baseline(frame, column):
-    dense = frame[frame["variant"] == "dense"]
+    dense = frame[frame["variant"] == Variant.DENSE]
     return None if dense.empty or pd.isna(dense.iloc[0][column]) else float(dense.iloc[0][column])
 
 
@@ -456,7 +456,7 @@ LABELLED_SPARSITIES = (0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
 def au_label(row, labelled_lambda) -> str:
     """A short label for some points of the alignment-uniformity plot (all of them would be unreadable)."""
     s = f"{100 * row['sparsity']:.3g}%"
-    if row["variant"] == "rewound":
+    if row["variant"] == Variant.REWOUND:
         return "retrained" if row["sparsity"] == 0 else f"rewound {s}"
     return s if row["lambda"] == labelled_lambda and round(row["sparsity"], 6) in LABELLED_SPARSITIES else ""
 
@@ -468,7 +468,7 @@ def _count_sts(frame: pd.DataFrame) -> int:
 def chosen_points(frame: pd.DataFrame, count: int = 4) -> list[pd.Series]:
     """Masked points for the per-layer figure: the best-average point, and at its λ the smallest, the
     largest and evenly spread sparsities in between (``count`` in all, at most)."""
-    masked = frame[(frame["variant"] == "masked")]
+    masked = frame[(frame["variant"] == Variant.MASKED)]
     if masked.empty:
         return []
     best = _best_row(masked, AVG_STS) if masked[AVG_STS].notna().any() else masked.iloc[0]
@@ -506,11 +506,11 @@ def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any],
             {names[p]: _retrained_dense(frame, p) for p in panels}, ylabel=ylabel,
             title=("STS tasks" if group is STS_TASKS else "Transfer tasks") + " vs sparsity")
     if frame["alignment"].notna().any():
-        lambdas = sorted(frame[frame["variant"] == "masked"]["lambda"].dropna().unique())
+        lambdas = sorted(frame[frame["variant"] == Variant.MASKED]["lambda"].dropna().unique())
         median_lambda = lambdas[len(lambdas) // 2] if lambdas else None
         au = []
         for _, r in frame.iterrows():
-            label = "dense" if r["variant"] == "dense" else au_label(r, median_lambda)
+            label = "dense" if r["variant"] == Variant.DENSE else au_label(r, median_lambda)
             au.append({"alignment": r["alignment"], "uniformity": r["uniformity"],
                        "avg_sts": None if pd.isna(r[AVG_STS]) else r[AVG_STS], "label": label,
                        "kind": r["variant"]})
@@ -547,7 +547,7 @@ def _heatmaps(out: Path, frame: pd.DataFrame, figures: Path) -> list[Path]:
         return []
     scores = GateScores.load(out / SCORES_FILE)
     written = []
-    masked = frame[frame["variant"] == "masked"]
+    masked = frame[frame["variant"] == Variant.MASKED]
     for lam, group in masked.groupby("lambda"):
         best = _best_row(group, AVG_STS) if group[AVG_STS].notna().any() else group.iloc[0]
         mask_path = out / "masks" / mask_filename(float(best["sparsity"]), float(lam))

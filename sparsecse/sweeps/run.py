@@ -37,7 +37,7 @@ from sparsecse.errors import SparseCSEError, exact_number
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.artifacts.files import hash_path, make_manifest, write_json
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.sweeps.layout import SCORES_FILE, SWEEP_FILE, read_point, read_sweep_state
+from sparsecse.sweeps.layout import POINTS_DIR, SCORES_FILE, SWEEP_FILE, Variant, read_point, read_sweep_state
 
 EVAL_MODES = ("masked", "shrunk")
 
@@ -421,7 +421,7 @@ class SweepRun:
         save_pairs(path, {**(load_pairs(path) if path.is_file() else {}), **pairs})
 
     def dense(self) -> dict[str, Any]:
-        record = {"variant": "dense", "sparsity": 0.0, "lambda": None, "heads_pruned": 0, "neurons_pruned": 0,
+        record = {"variant": Variant.DENSE, "sparsity": 0.0, "lambda": None, "heads_pruned": 0, "neurons_pruned": 0,
                   "param_sparsity": 0.0}
         path = self.out / "points" / "dense.json"
         return self.locked(path, lambda: self.point(path, record, lambda todo: run_evaluation(
@@ -429,28 +429,28 @@ class SweepRun:
 
     def masked(self, s: float, lam: float) -> dict[str, Any]:
         mask, mask_path = self.mask(s, lam)
-        record = {"variant": "masked", "sparsity": s, "lambda": lam, "mask": mask_path.name, **mask_record(mask)}
-        path = self.out / "points" / "masked" / f"{point_name(s, lam)}.json"
+        record = {"variant": Variant.MASKED, "sparsity": s, "lambda": lam, "mask": mask_path.name, **mask_record(mask)}
+        path = self.out / POINTS_DIR / Variant.MASKED / f"{point_name(s, lam)}.json"
         return self.locked(path, lambda: self.point(path, record, lambda todo: evaluate_pruned(
             self.encoder, mask, todo, self.data_dir, self.seed, self.eval_mode, **self.eval_options)))
 
     def budget(self, keep_flops: float, lam: float) -> dict[str, Any]:
         """A kept-FLOPs budget point (layers may lose all their heads, as with ``prune --keep-flops``)."""
         mask, mask_path = self.budget_mask(keep_flops, lam)
-        record = {"variant": "budget", "sparsity": None, "keep_flops": keep_flops, "lambda": lam,
+        record = {"variant": Variant.BUDGET, "sparsity": None, "keep_flops": keep_flops, "lambda": lam,
                   "mask": mask_path.name, "kept_flops_ratio": mask.manifest.get("kept_flops_ratio"),
                   **mask_record(mask)}
-        path = self.out / "points" / "budget" / f"{budget_point_name(keep_flops, lam)}.json"
+        path = self.out / POINTS_DIR / Variant.BUDGET / f"{budget_point_name(keep_flops, lam)}.json"
         return self.locked(path, lambda: self.point(path, record, lambda todo: evaluate_pruned(
             self.encoder, mask, todo, self.data_dir, self.seed, self.eval_mode, **self.eval_options)))
 
     def reconstructed(self, plan, rid: str, keep_flops: float, lam: float) -> dict[str, Any] | None:
         """A budget point refit by retraining-free reconstruction (:mod:`sparsecse.compress.reconstruction`)."""
         mask, mask_path = self.budget_mask(keep_flops, lam)
-        record = {"variant": "reconstructed", "reconstruct_id": rid, "sparsity": None, "keep_flops": keep_flops,
+        record = {"variant": Variant.RECONSTRUCTED, "reconstruct_id": rid, "sparsity": None, "keep_flops": keep_flops,
                   "lambda": lam, "mask": mask_path.name, "kept_flops_ratio": mask.manifest.get("kept_flops_ratio"),
                   **mask_record(mask)}
-        path = self.out / "points" / "reconstructed" / rid / f"{budget_point_name(keep_flops, lam)}.json"
+        path = self.out / POINTS_DIR / Variant.RECONSTRUCTED / rid / f"{budget_point_name(keep_flops, lam)}.json"
 
         def evaluate(todo):
             refit = copy.deepcopy(self.encoder)
@@ -463,7 +463,7 @@ class SweepRun:
         """Rewind one point (``lam`` None: the unpruned control) with ``seed`` unless its model exists, then
         evaluate it."""
         name = seeded_name("dense" if lam is None else point_name(s, lam), seed)
-        point_path = self.out / "points" / "rewound" / rid / f"{name}.json"
+        point_path = self.out / POINTS_DIR / Variant.REWOUND / rid / f"{name}.json"
         return self.locked(point_path, lambda: self._rewound(plan, rid, s, lam, seed, name, point_path))
 
     def _rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None, seed: int, name: str,
@@ -476,7 +476,7 @@ class SweepRun:
             shutil.rmtree(model_dir)
             point_path.unlink(missing_ok=True)
         mask, mask_path = self.dense_mask() if lam is None else self.mask(s, lam)
-        record = {"variant": "rewound", "objective": plan.objective, "rewind_id": rid, "seed": seed,
+        record = {"variant": Variant.REWOUND, "objective": plan.objective, "rewind_id": rid, "seed": seed,
                   "sparsity": s, "lambda": lam,
                   "lambda_choice": None if lam is None else plan.lambdas if isinstance(plan.lambdas, str) else "given",
                   "mask": mask_path.name, "model_dir": str(model_dir.relative_to(self.out)), **mask_record(mask)}
@@ -584,11 +584,11 @@ class Point:
 
     @property
     def label(self) -> str:
-        if self.kind == "dense":
+        if self.kind == Variant.DENSE:
             return "dense"
-        if self.kind in ("budget", "reconstructed"):
+        if self.kind in (Variant.BUDGET, Variant.RECONSTRUCTED):
             return f"{self.kind}/{budget_point_name(self.value, self.lam)}"
-        if self.kind == "masked":
+        if self.kind == Variant.MASKED:
             return f"masked/{point_name(self.value, self.lam)}"
         if self.lam is None:
             name = "dense"
@@ -634,10 +634,10 @@ class PreparedSweep:
 
     def points(self) -> list[Point]:
         """Every point but the rewound ones, in the order a one-process sweep computes them."""
-        points = [Point("dense")] if self.args["dense"] else []
-        points += [Point("masked", s, lam) for s, lam in self.grid]
-        points += [Point("budget", b, lam) for b, lam in self.budget_grid]
-        points += [Point("reconstructed", b, lam) for b, lam in self.budget_grid] if self.recon else []
+        points = [Point(Variant.DENSE)] if self.args["dense"] else []
+        points += [Point(Variant.MASKED, s, lam) for s, lam in self.grid]
+        points += [Point(Variant.BUDGET, b, lam) for b, lam in self.budget_grid]
+        points += [Point(Variant.RECONSTRUCTED, b, lam) for b, lam in self.budget_grid] if self.recon else []
         return points
 
     def rewind_points(self) -> list[Point]:
@@ -647,30 +647,30 @@ class PreparedSweep:
         jobs = [(0.0, None)] if self.plan.dense else []
         for s in self.plan.sparsities:
             jobs += [(s, lam) for lam in (["best"] if self.plan.lambdas == "best" else self.plan.lambdas)]
-        return [Point("rewound", s, lam, seed) for seed in self.plan.seeds for s, lam in jobs]
+        return [Point(Variant.REWOUND, s, lam, seed) for seed in self.plan.seeds for s, lam in jobs]
 
     def resolve(self, point: Point) -> Point | None:
         """``point`` with its λ decided (None while a masked point it needs is missing)."""
         if point.lam != "best":
             return point
-        masked = {lam: read_point(self.path(Point("masked", point.value, lam))) for lam in self.grid_l}
+        masked = {lam: read_point(self.path(Point(Variant.MASKED, point.value, lam))) for lam in self.grid_l}
         if not all(masked.values()):
             return None
-        return Point("rewound", point.value, best_lambda(masked), point.seed)
+        return Point(Variant.REWOUND, point.value, best_lambda(masked), point.seed)
 
     def path(self, point: Point) -> Path:
         """The point's file (``point`` resolved)."""
         points = self.out / "points"
-        if point.kind == "dense":
+        if point.kind == Variant.DENSE:
             return points / "dense.json"
-        if point.kind == "masked":
-            return points / "masked" / f"{point_name(point.value, point.lam)}.json"
-        if point.kind == "budget":
-            return points / "budget" / f"{budget_point_name(point.value, point.lam)}.json"
-        if point.kind == "reconstructed":
-            return points / "reconstructed" / self.recon[1] / f"{budget_point_name(point.value, point.lam)}.json"
+        if point.kind == Variant.MASKED:
+            return points / Variant.MASKED / f"{point_name(point.value, point.lam)}.json"
+        if point.kind == Variant.BUDGET:
+            return points / Variant.BUDGET / f"{budget_point_name(point.value, point.lam)}.json"
+        if point.kind == Variant.RECONSTRUCTED:
+            return points / Variant.RECONSTRUCTED / self.recon[1] / f"{budget_point_name(point.value, point.lam)}.json"
         name = "dense" if point.lam is None else point_name(point.value, point.lam)
-        return points / "rewound" / self.rewind_id / f"{seeded_name(name, point.seed)}.json"
+        return points / Variant.REWOUND / self.rewind_id / f"{seeded_name(name, point.seed)}.json"
 
     def done(self, point: Point) -> bool:
         """Whether the point's file holds every requested task."""
@@ -688,13 +688,13 @@ class PreparedSweep:
     def compute(self, point: Point) -> dict[str, Any] | None:
         """Compute ``point`` unless its file is complete (None: another process holds its lock)."""
         run = self.run
-        if point.kind == "dense":
+        if point.kind == Variant.DENSE:
             return run.dense()
-        if point.kind == "masked":
+        if point.kind == Variant.MASKED:
             return run.masked(point.value, point.lam)
-        if point.kind == "budget":
+        if point.kind == Variant.BUDGET:
             return run.budget(point.value, point.lam)
-        if point.kind == "reconstructed":
+        if point.kind == Variant.RECONSTRUCTED:
             return run.reconstructed(self.recon[0], self.recon[1], point.value, point.lam)
         resolved = self.resolve(point)
         if resolved is None:
