@@ -26,6 +26,7 @@ demo: install
 		--out $(OUT)/mask-s0.02-l0.5.safetensors --heatmap $(OUT)/head_importance.png --overwrite
 
 test: install
+	$(BIN)/lint-imports .importlinter --no-cache
 	$(BIN)/python -m pytest -q -n 2 --durations=15
 
 test-fast: install

@@ -39,12 +39,12 @@ import torch  # noqa: E402
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402  (beside this file)
 
 import sparsecse  # noqa: E402
-from sparsecse.encoder import SentenceEncoder  # noqa: E402
-from sparsecse.flops import size_report  # noqa: E402
-from sparsecse import reconstruction_settings as settings  # noqa: E402
-from sparsecse.io import write_json  # noqa: E402
-from sparsecse.reconstruction import ReconstructionPlan  # noqa: E402
-from sparsecse.shrinking import save_model_dir  # noqa: E402
+from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
+from sparsecse.compress.flops import size_report  # noqa: E402
+from sparsecse.compress import reconstruction_settings as settings  # noqa: E402
+from sparsecse.artifacts.files import write_json  # noqa: E402
+from sparsecse.compress.reconstruction import ReconstructionPlan  # noqa: E402
+from sparsecse.compress.shrinking import save_model_dir  # noqa: E402
 
 ROWS = ("a", "b", "c", "d", "e")
 LABELS = {"a": "(a) sparsity mask, same FLOPs", "b": "(b) budgeted mask", "c": "(c) budgeted + reconstruction",

@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch
 
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.evaluation import STS_TASKS, evaluate
 from sparsecse.evaluation.embedding import normalize_text
 from sparsecse.evaluation.sts import cosine_rows, load_sts_task, spearman100

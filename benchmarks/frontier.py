@@ -186,8 +186,8 @@ class StaticEncoder:
 
 # ---------------------------------------------------------------------------- the run
 def build_rows(args, work: Path) -> list[Row]:
-    from sparsecse.encoder import SentenceEncoder
-    from sparsecse.shrinking import save_model_dir
+    from sparsecse.modeling.encoder import SentenceEncoder
+    from sparsecse.compress.shrinking import save_model_dir
 
     dense_dir = work / "dense-l6"
     if not dense_dir.is_dir():
@@ -243,10 +243,10 @@ def main(argv=None) -> int:
 
     import torch
 
-    from sparsecse.encoder import SentenceEncoder
+    from sparsecse.modeling.encoder import SentenceEncoder
     from sparsecse.evaluation.bootstrap import paired_comparison
     from sparsecse.evaluation.runner import task_pairs
-    from sparsecse.flops import count_parameters, flops_per_token
+    from sparsecse.compress.flops import count_parameters, flops_per_token
 
     torch.set_num_threads(args.threads)
     work = Path(args.work)

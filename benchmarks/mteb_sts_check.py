@@ -21,7 +21,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 from sparsecse.data.sts import read_sick  # noqa: E402
-from sparsecse.encoder import SentenceEncoder  # noqa: E402
+from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows, spearman100  # noqa: E402
 
 # MTEB results repository (embeddings-benchmark/results, sentence-transformers__all-mpnet-base-v2):

@@ -36,7 +36,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 from sparsecse.data.corpus import read_corpus  # noqa: E402
-from sparsecse.encoder import SentenceEncoder  # noqa: E402
+from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.objectives.registry import build_objective  # noqa: E402
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "wiki" / "wiki1m_sample.txt"

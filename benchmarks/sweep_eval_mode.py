@@ -19,11 +19,11 @@ import time
 import torch
 
 from sparsecse.data.sts import read_sts_benchmark
-from sparsecse.encoder import SentenceEncoder
-from sparsecse.grid import parse_grid
-from sparsecse.pruning import prune
-from sparsecse.scoring import score
-from sparsecse.shrinking import shrink_encoder
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.compress.grid import parse_grid
+from sparsecse.compress.pruning import prune
+from sparsecse.compress.scoring import score
+from sparsecse.compress.shrinking import shrink_encoder
 
 
 def encode_masked(encoder, mask, sentences):

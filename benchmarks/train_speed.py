@@ -37,9 +37,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 from sparsecse.data.corpus import read_corpus  # noqa: E402
-from sparsecse.encoder import default_model_path  # noqa: E402
-from sparsecse.masks import Mask  # noqa: E402
-from sparsecse.pruning import masks_from_scores, prune  # noqa: E402
+from sparsecse.modeling.encoder import default_model_path  # noqa: E402
+from sparsecse.compress.masks import Mask  # noqa: E402
+from sparsecse.compress.pruning import masks_from_scores, prune  # noqa: E402
 from sparsecse.training import rewind  # noqa: E402
 from sparsecse.training.loop import CorpusSampler  # noqa: E402
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from sparsecse import reconstruction_settings as settings
+from sparsecse.compress import reconstruction_settings as settings
 
 from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
                                    overwrite_option, pooling_option, quiet_option, seed_option,
@@ -55,8 +55,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does."""
     from sparsecse.compress.iterative import iterative_prune, shrink_iterative
-    from sparsecse.io import check_destination
-    from sparsecse.reconstruction import ReconstructionPlan
+    from sparsecse.artifacts.files import check_destination
+    from sparsecse.compress.reconstruction import ReconstructionPlan
 
     check_destination(out, overwrite, inputs={"model": model, "corpus": corpus, "score file": scores_path})
     plan = ReconstructionPlan.prepare(corpus, reconstruct_sentences)

@@ -88,7 +88,7 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
     """
     from sparsecse.evaluation import evaluate, resolve_tasks
     from sparsecse.evaluation.results_file import save_results, without_pairs
-    from sparsecse.io import check_destination, make_manifest
+    from sparsecse.artifacts.files import check_destination, make_manifest
 
     resolve_tasks(tasks)  # a bad task list fails before the model loads
     if out:

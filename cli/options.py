@@ -23,7 +23,7 @@ pooling_option = click.option(
 
 
 def _check_device(ctx, param, value):
-    from sparsecse.encoder import check_device
+    from sparsecse.modeling.encoder import check_device
     from sparsecse.errors import SparseCSEError
 
     try:
@@ -34,7 +34,7 @@ def _check_device(ctx, param, value):
 
 
 def _set_trust(ctx, param, value):
-    from sparsecse.remote_code import set_remote_code_trust
+    from sparsecse.artifacts.remote_code import set_remote_code_trust
 
     set_remote_code_trust(value)
     return value
@@ -61,6 +61,6 @@ fasttest_option = click.option("--fasttest", is_flag=True, help="Transfer tasks 
 
 def echo_json(obj) -> None:
     """One JSON object on stdout; NaN and infinities become null (valid for strict parsers)."""
-    from sparsecse.io import dumps_json
+    from sparsecse.artifacts.files import dumps_json
 
     click.echo(dumps_json(obj))

@@ -133,8 +133,8 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     resubmitted by the next run of the same command, and finished points are never recomputed.
     """
     from sparsecse.errors import SparseCSEError
-    from sparsecse.report import best_points, report
-    from sparsecse.sweeping import STS_TASKS, sweep
+    from sparsecse.sweeps.report import best_points, report
+    from sparsecse.sweeps.run import STS_TASKS, sweep
 
     _check_rewind_flags(ctx, rewind)
     if old_rewind_batch_size is not None:
@@ -203,8 +203,8 @@ def _launch(model, kwargs, launcher, config, overrides, workers, detach, as_json
     from sparsecse.errors import SparseCSEError
 
     try:
-        from sparsecse.sweep_cluster.config import load_resources, parse_sbatch_args
-        from sparsecse.sweep_cluster.launch import check_launcher, launch_sweep, sweep_arguments
+        from sparsecse.sweeps.cluster.config import load_resources, parse_sbatch_args
+        from sparsecse.sweeps.cluster.launch import check_launcher, launch_sweep, sweep_arguments
     except ImportError as exc:
         raise SparseCSEError(f"--launcher needs the cluster extra ({exc.name} is missing): "
                              "pip install 'sparsecse[cluster]'.") from None
@@ -221,7 +221,7 @@ def _launch(model, kwargs, launcher, config, overrides, workers, detach, as_json
         if as_json:
             echo_json({"out": str(launched.out), "submitted": len(launched.tasks), "jobs": launched.job_ids})
         return None
-    from sparsecse.sweeping import SweepResult
+    from sparsecse.sweeps.run import SweepResult
 
     result = SweepResult(launched.out, computed=[t.point.label for t in launched.tasks if t.status == "done"],
                          reused=launched.reused, busy=[t.point.label for t in launched.tasks if t.status == "busy"],

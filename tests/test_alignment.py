@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from sparsecse.alignment import alignment_loss, alignment_metric, uniformity_loss
+from sparsecse.compress.alignment import alignment_loss, alignment_metric, uniformity_loss
 
 
 def _normalise(x):

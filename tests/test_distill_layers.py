@@ -4,7 +4,7 @@ mapped hidden states otherwise, refused for another tokenizer or width, layer ma
 import pytest
 import torch
 
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.distill import Distill, parse_layer_map
 from tests.tiny import SENTENCES, make_tiny_model_dir
@@ -46,8 +46,8 @@ def test_layer_loss_is_the_masked_mse_of_the_mapped_hidden_states(tiny_bert_dir,
 
 
 def test_layer_loss_on_a_shrunk_student_uses_the_identity_map(tiny_bert_dir, tmp_path):
-    from sparsecse.shrinking import shrink
-    from tests.test_training import make_mask
+    from sparsecse.compress.shrinking import shrink
+    from tests.helpers import make_mask
 
     mask_path, _ = make_mask(tmp_path, tiny_bert_dir, pooling="mean")
     shrink(tiny_bert_dir, mask_path, tmp_path / "small", pooling="mean")

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from sparsecse.data.corpus import read_corpus
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.distill import (Distill, least_squares_map, pca_components, procrustes_rotation,
                                           similarity_loss)
 from sparsecse.training import train
-from tests.test_training import corpus, quick  # noqa: F401 (fixture)
+from tests.helpers import corpus, quick  # noqa: F401 (fixture)
 from tests.tiny import SENTENCES, make_mpnet_tokenizer, make_tiny_model_dir
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.test_training import random_sentences
+from tests.helpers import random_sentences
 
 
 def free_port():

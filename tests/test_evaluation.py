@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from sparsecse.data.sts import Pair
-from sparsecse.encoder import SentenceEncoder, length_batches
+from sparsecse.modeling.encoder import SentenceEncoder, length_batches
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation import ALL_TASKS, STS_TASKS, TRANSFER_TASKS, evaluate, resolve_tasks
 from sparsecse.evaluation.align_uniform import alignment_uniformity
@@ -17,7 +17,7 @@ from sparsecse.evaluation.transfer import (
     nested_cv_accuracy,
     stratified_folds,
 )
-from sparsecse.masks import Mask
+from sparsecse.compress.masks import Mask
 
 
 

@@ -14,31 +14,18 @@ onnx = pytest.importorskip("onnx")
 
 from sparsecse.cli import main  # noqa: E402
 from sparsecse.deploy.loading import load_encoder  # noqa: E402
-from sparsecse.encoder import SentenceEncoder  # noqa: E402
+from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.evaluation import evaluate  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows as cosines  # noqa: E402
-from sparsecse.exporting import export  # noqa: E402
-from sparsecse.masks import Mask  # noqa: E402
-from sparsecse.onnx_encoder import FP32_FILE, INT8_FILE, OnnxEncoder  # noqa: E402
-from sparsecse.shrinking import save_model_dir, shrink_encoder  # noqa: E402
+from sparsecse.deploy.onnx_export import export  # noqa: E402
+from sparsecse.compress.masks import Mask  # noqa: E402
+from sparsecse.deploy.onnx_encoder import FP32_FILE, INT8_FILE, OnnxEncoder  # noqa: E402
+from sparsecse.compress.shrinking import save_model_dir, shrink_encoder  # noqa: E402
 from tests.tiny import SENTENCES, make_tiny_model_dir  # noqa: E402
+from tests.helpers import TEST_SENTENCES, shrunk_dir
 
 # Longer than anything traced at export (2 sentences), of many lengths, plus one with repeated words.
-TEST_SENTENCES = SENTENCES + ["a man is playing the guitar and a woman is slicing an onion near the house " * 2]
-
-
-def shrunk_dir(source, out):
-    """``source`` shrunk with layer 0 headless and a third of layer 1's FFN gone (saved directory)."""
-    encoder = SentenceEncoder.load(source, pooling="mean", device="cpu")
-    heads = torch.tensor([[False] * 4, [True, False, True, True]])
-    neurons = torch.ones(2, 48, dtype=torch.bool)
-    neurons[1, ::3] = False
-    shrink_encoder(encoder, Mask(heads, neurons))
-    assert encoder.model.config.heads_per_layer == [0, 3]
-    return save_model_dir(encoder, out)
-
-
 @pytest.fixture(scope="module", params=["bert-dense", "bert-shrunk", "roberta-dense", "roberta-shrunk"])
 def exported(request, tmp_path_factory):
     """(source directory, exported directory with fp32 + int8)."""

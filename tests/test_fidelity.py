@@ -6,11 +6,11 @@ import json
 import pytest
 import torch
 
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.objectives.registry import build_objective
 from sparsecse.training import rewind
 from sparsecse.training.rewind import NO_LINEAGE
-from tests.test_training import corpus, make_mask, quick  # noqa: F401  (corpus is a fixture)
+from tests.helpers import corpus, make_mask, quick  # noqa: F401  (corpus is a fixture)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -27,7 +27,7 @@ def test_simcse_mlp_head_starts_as_the_reference_code_initialises_it(tiny_bert_d
 
 
 def test_diffcse_heads_start_as_the_reference_code_initialises_them(tiny_bert_dir, tmp_path):
-    from tests.test_objectives import _save_mlm
+    from tests.helpers import save_mlm as _save_mlm
 
     generator = _save_mlm(tmp_path / "mlm")
     encoder = SentenceEncoder.load(tiny_bert_dir, device="cpu")

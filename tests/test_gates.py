@@ -1,11 +1,13 @@
 import pytest
 import torch
 
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.gates import Gates, get_adapter, layer_parts
-from sparsecse.masks import Mask
+from sparsecse.compress.gates import Gates
+from sparsecse.modeling.adapters import get_adapter, layer_parts
+from sparsecse.compress.masks import Mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
+from tests.helpers import assert_gate_gradients_match_finite_differences
 
 
 @pytest.fixture(scope="module", params=["bert", "roberta", "distilbert"])
@@ -59,30 +61,6 @@ def test_zero_neuron_gates_equal_deleting_the_neurons(encoder):
     finally:
         part.ffn_out.weight.data.copy_(saved)
     assert torch.allclose(gated, by_hand, atol=1e-6)
-
-
-def assert_gate_gradients_match_finite_differences(enc, units) -> None:
-    """∂L/∂gate at all-ones gates (float64) equals a central difference, for ``units`` [(kind, index)]."""
-    enc.model.double()
-    feats = enc.tokenize(SENTENCES[:5])
-
-    def loss_with(gates):
-        with gates.attach(enc.model):
-            return enc(**feats).pow(2).sum()
-
-    gates = Gates.ones_for(enc.model, requires_grad=True)
-    gates.head.data = gates.head.data.double()
-    gates.neuron.data = gates.neuron.data.double()
-    loss_with(gates).backward()
-    eps = 1e-6
-    for kind, index in units:
-        plus, minus = (Gates(gates.head.detach(), gates.neuron.detach()) for _ in range(2))
-        for g, sign in ((plus, 1), (minus, -1)):
-            g.head, g.neuron = g.head.double(), g.neuron.double()  # float32 gates cannot hold 1 ± 1e-6
-            getattr(g, kind)[index] += sign * eps
-        numeric = (loss_with(plus) - loss_with(minus)).item() / (2 * eps)
-        analytic = getattr(gates, kind).grad[index].item()
-        assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-8)
 
 
 def test_gate_gradient_matches_finite_differences(tiny_bert_dir):

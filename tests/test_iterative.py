@@ -9,17 +9,17 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from sparsecse.budget import UnitCosts, budget_cap, select_under_budget
+from sparsecse.compress.budget import UnitCosts, budget_cap, select_under_budget
 from sparsecse.cli import main
 from sparsecse.compress.iterative import iterative_prune, shrink_iterative, silence, step_budgets
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.flops import count_parameters, flops_per_token
-from sparsecse.pruning import prune
-from sparsecse.reconstruction import ReconstructionPlan
-from sparsecse.scoring import score
-from sparsecse.shrinking import shrink
-from tests.test_pruning import fake_scores
+from sparsecse.compress.flops import count_parameters, flops_per_token
+from sparsecse.compress.pruning import prune
+from sparsecse.compress.reconstruction import ReconstructionPlan
+from sparsecse.compress.scoring import score
+from sparsecse.compress.shrinking import shrink
+from tests.helpers import fake_scores
 from tests.tiny import SENTENCES
 
 

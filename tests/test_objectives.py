@@ -8,42 +8,18 @@ import math
 import pytest
 import torch
 
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.gates import layer_parts
-from sparsecse.masks import Mask
+from sparsecse.modeling.adapters import layer_parts
+from sparsecse.compress.masks import Mask
 from sparsecse.objectives.base import ObjectiveOutput
 from sparsecse.objectives.masked_lm import choose_positions, corrupt
 from sparsecse.objectives.noise_negatives import sample_noise_negatives
 from sparsecse.objectives.registry import build_objective, get_objective
 from tests.tiny import SENTENCES, make_tiny_model_dir, make_tokenizer
+from tests.helpers import save_mlm as _save_mlm
 
 # ---------------------------------------------------------------------------------------------- fixtures
-
-
-def _save_mlm(out, arch="bert", layers=3, hidden=32, vocab_from_tokenizer=True, seed=1):
-    from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM
-
-    tok = make_tokenizer(out)
-    vocab = len(tok)
-    if not vocab_from_tokenizer:  # a different vocabulary: one token renamed
-        words = (out / "vocab.txt").read_text().splitlines()
-        words[10] = "zzzz"
-        (out / "vocab.txt").write_text("\n".join(words) + "\n")
-        from transformers import BertTokenizerFast
-
-        BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
-    torch.manual_seed(seed)
-    if arch == "bert":
-        config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
-                            intermediate_size=48, max_position_embeddings=72)
-        model = BertForMaskedLM(config)
-    else:
-        config = DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=4, hidden_dim=48,
-                                  max_position_embeddings=72, pad_token_id=0)
-        model = DistilBertForMaskedLM(config)
-    model.save_pretrained(out, safe_serialization=True)
-    return out
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -286,7 +262,7 @@ def test_diffcse_gradient_reaches_encoder_through_h_and_generator_stays_untouche
 def test_diffcse_discriminator_starts_from_the_dense_pretrained_checkpoint(tiny_bert_dir, mlm_dirs):
     """The published code loads the discriminator from the pretrained model: a rewound (shrunk,
     changed) encoder still gets the full-size weights of the checkpoint it was loaded from."""
-    shrink = pytest.importorskip("sparsecse.shrinking")
+    shrink = pytest.importorskip("sparsecse.compress.shrinking")
     dense = dict(SentenceEncoder.load(tiny_bert_dir, device="cpu").model.named_parameters())
     encoder = load_encoder(tiny_bert_dir)
     with torch.no_grad():
@@ -611,7 +587,7 @@ def test_objectives_train_under_a_pruning_mask(variant, tiny_bert_dir, mlm_dirs)
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_objectives_train_a_physically_shrunk_encoder(variant, tiny_bert_dir, mlm_dirs):
-    shrink = pytest.importorskip("sparsecse.shrinking")
+    shrink = pytest.importorskip("sparsecse.compress.shrinking")
     torch.manual_seed(0)
     encoder = load_encoder(tiny_bert_dir)
     shrink.shrink_encoder(encoder, _example_mask(encoder.model))

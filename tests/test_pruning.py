@@ -2,19 +2,11 @@ import pytest
 import torch
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.grid import parse_grid
-from sparsecse.masks import Mask
-from sparsecse.pruning import prune, prune_grid, round_half_up
-from sparsecse.scoring import GateScores
-
-
-def fake_scores(layers=6, heads=12, ffn=1536, batches=3, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    t = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
-    manifest = {"kind": "scores", "shape": {"layers": layers, "heads": heads, "ffn": ffn, "hidden": 384,
-                                            "head_dim": 32}, "model": "fake"}
-    return GateScores(t(batches, layers, heads), t(batches, layers, heads), t(batches, layers, ffn),
-                      t(batches, layers, ffn), manifest=manifest)
+from sparsecse.compress.grid import parse_grid
+from sparsecse.compress.masks import Mask
+from sparsecse.compress.pruning import prune, prune_grid, round_half_up
+from sparsecse.compress.scoring import GateScores
+from tests.helpers import fake_scores
 
 
 @pytest.mark.parametrize("sparsity,heads,neurons", [(0.01, 1, 92), (0.02, 1, 184), (0.05, 4, 461),

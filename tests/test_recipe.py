@@ -7,7 +7,7 @@ from sparsecse.modeling import SHRUNK_CONFIGS
 from sparsecse.objectives.diffcse import DiffCSE
 from sparsecse.objectives.infocse import InfoCSE
 from sparsecse.objectives.simcse import SimCSE
-from sparsecse.training.recipe import backbone_of, recipe_for, resolve_hyperparameters, with_backbone_defaults
+from sparsecse.objectives.recipe import backbone_of, recipe_for, resolve_hyperparameters, with_backbone_defaults
 
 
 def shrunk(base: str, hidden: int, layers: int, heads: int):

@@ -109,7 +109,7 @@ def blocked_parent(tmp_path):
 # ---------------------------------------------------------------------------------- permissions
 @pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750)])
 def test_outputs_get_the_permissions_a_normal_write_gives(tmp_path, umask, file_mode, dir_mode):
-    from sparsecse.io import atomic_dir, atomic_file, save_tensors
+    from sparsecse.artifacts.files import atomic_dir, atomic_file, save_tensors
 
     old = os.umask(umask)
     try:
@@ -170,7 +170,7 @@ def test_every_command_checks_its_destination_first(tiny_bert_dir, tiny_stsb_dir
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write into read-only directories")
 def test_read_only_parent_is_refused(tmp_path):
-    from sparsecse.io import check_destination
+    from sparsecse.artifacts.files import check_destination
 
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
@@ -180,7 +180,7 @@ def test_read_only_parent_is_refused(tmp_path):
 
 # ---------------------------------------------------------------------------------- JSON, sidecars, heat maps
 def test_json_never_contains_bare_nan(tmp_path):
-    from sparsecse.io import dumps_json, write_json
+    from sparsecse.artifacts.files import dumps_json, write_json
 
     obj = {"a": float("nan"), "b": [1.0, float("inf")], "c": torch.tensor(float("nan")), "d": 2.5}
     assert json.loads(dumps_json(obj)) == {"a": None, "b": [1.0, None], "c": None, "d": 2.5}
@@ -234,7 +234,7 @@ def test_heatmap_checked_before_the_mask_is_written(score_file, tmp_path):
 def test_score_files_are_validated_on_load(score_file, tmp_path, damage, fragment):
     from safetensors.torch import save_file
 
-    from sparsecse.io import MANIFEST_KEY, load_tensors
+    from sparsecse.artifacts.files import MANIFEST_KEY, load_tensors
 
     tensors, manifest = load_tensors(score_file)
     bad = tmp_path / "bad.safetensors"
@@ -267,7 +267,7 @@ def test_bad_device_is_one_sentence_in_every_command(tiny_bert_dir, tiny_stsb_di
 
 
 def test_bad_device_refused_by_the_python_api(tiny_bert_dir, corpus, tmp_path):
-    from sparsecse.encoder import SentenceEncoder
+    from sparsecse.modeling.encoder import SentenceEncoder
     from sparsecse.training import train
 
     with pytest.raises(SparseCSEError, match="Unknown device"):
@@ -278,7 +278,7 @@ def test_bad_device_refused_by_the_python_api(tiny_bert_dir, corpus, tmp_path):
 
 # ---------------------------------------------------------------------------------- precision
 def test_auto_precision_follows_the_hardware(monkeypatch):
-    import sparsecse.encoder as enc
+    import sparsecse.modeling.encoder as enc
 
     assert enc.cpu_has_native_bf16("flags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_tile\n")
     assert enc.cpu_has_native_bf16("flags\t\t: fpu amx_bf16\n")
@@ -294,7 +294,7 @@ def test_auto_precision_follows_the_hardware(monkeypatch):
 
 
 def test_eval_records_what_auto_precision_chose(tiny_bert_dir, tiny_stsb_dir, monkeypatch):
-    import sparsecse.encoder as enc
+    import sparsecse.modeling.encoder as enc
     from sparsecse.evaluation import evaluate
 
     monkeypatch.setattr(enc, "cpu_has_native_bf16", lambda cpuinfo=None: False)
@@ -307,7 +307,7 @@ def test_eval_records_what_auto_precision_chose(tiny_bert_dir, tiny_stsb_dir, mo
 def test_model_directory_without_tokenizer_is_refused(tiny_bert_dir, tiny_stsb_dir, tmp_path):
     import shutil
 
-    from sparsecse.encoder import TOKENIZER_FILES
+    from sparsecse.modeling.encoder import TOKENIZER_FILES
 
     bare = tmp_path / "bare"
     shutil.copytree(tiny_bert_dir, bare)
@@ -329,7 +329,7 @@ def test_shrink_and_eval_take_the_model_from_the_mask(tiny_bert_dir, tiny_stsb_d
 
 
 def test_a_mask_whose_model_is_gone_is_refused(mask_file, tmp_path):
-    from sparsecse.masks import Mask
+    from sparsecse.compress.masks import Mask
 
     mask = Mask.load(mask_file)
     mask.manifest["model"] = str(tmp_path / "gone")
@@ -396,7 +396,7 @@ def test_cli_interrupt_message_comes_from_the_command(monkeypatch, tiny_bert_dir
 def test_rewind_checks_the_recorded_initial_checkpoint(tiny_bert_dir, tiny_stsb_dir, corpus, tmp_path):
     import shutil
 
-    from sparsecse.masks import Mask
+    from sparsecse.compress.masks import Mask
     from sparsecse.training import resolve_init, train
 
     init = tmp_path / "init"
@@ -484,7 +484,7 @@ def _sweep_in_subprocess(model, data, out, barrier, name):
 import json, os, sys, time
 import torch
 torch.set_num_threads(1)
-from sparsecse import sweeping
+from sparsecse.sweeps import run as sweeping
 class Slow:
     def __call__(self, model, mask, tasks, data_dir, seed, **options):
         time.sleep(1.0)
@@ -520,7 +520,7 @@ def test_two_processes_split_a_sweep(tiny_bert_dir, tiny_stsb_dir, tmp_path, mon
     assert not list(out.rglob("*.lock"))
     assert len(json.loads((out / "sweep.json").read_text())["runs"]) == 2
     # a later run finds every point (the skipped ones were finished by the other process)
-    from sparsecse import sweeping
+    from sparsecse.sweeps import run as sweeping
 
     monkeypatch.setattr(sweeping, "run_evaluation", SlowEvaluator())
     again = sweeping.sweep(tiny_bert_dir, "0.1,0.2,0.3,0.4", "0.5", out, tasks="STSBenchmark", data_dir=tiny_stsb_dir,
@@ -534,7 +534,7 @@ def test_stale_locks_are_taken_over(tmp_path):
     import sys
     import time
 
-    from sparsecse.locks import FileLock
+    from sparsecse.artifacts.locks import FileLock
 
     path = tmp_path / "p.json.lock"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -556,7 +556,7 @@ def test_stale_locks_are_taken_over(tmp_path):
 
 
 def test_sweep_never_keeps_non_finite_scores(tiny_bert_dir, tiny_stsb_dir, tmp_path, monkeypatch):
-    from sparsecse import sweeping
+    from sparsecse.sweeps import run as sweeping
 
     monkeypatch.setattr(sweeping, "run_evaluation", lambda *a, **k: {"scores": {"STSBenchmark": float("nan")}})
     out = tmp_path / "sweep"
@@ -577,7 +577,7 @@ def test_sweep_never_keeps_non_finite_scores(tiny_bert_dir, tiny_stsb_dir, tmp_p
 def test_non_finite_rewound_weights_are_discarded(tmp_path):
     from safetensors.torch import save_file
 
-    from sparsecse.sweeping import _finite_weights
+    from sparsecse.sweeps.run import _finite_weights
 
     save_file({"w": torch.ones(3)}, str(tmp_path / "model.safetensors"))
     assert _finite_weights(tmp_path)
@@ -586,7 +586,7 @@ def test_non_finite_rewound_weights_are_discarded(tmp_path):
 
 
 def test_report_on_a_damaged_sweep_is_one_sentence(tiny_bert_dir, tiny_stsb_dir, tmp_path, monkeypatch):
-    from sparsecse import sweeping
+    from sparsecse.sweeps import run as sweeping
 
     monkeypatch.setattr(sweeping, "run_evaluation", SlowEvaluator())
     out = tmp_path / "sweep"
@@ -602,7 +602,7 @@ def test_report_on_a_damaged_sweep_is_one_sentence(tiny_bert_dir, tiny_stsb_dir,
 
 
 def test_a_failed_rewind_leaves_no_stub_settings(tiny_bert_dir, tiny_stsb_dir, corpus, tmp_path, monkeypatch):
-    from sparsecse import sweeping
+    from sparsecse.sweeps import run as sweeping
 
     def refused(*args, **kw):
         raise SparseCSEError("The corpus has 40 sentences, fewer than one batch of 64.")

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from sparsecse.cli import main
 from sparsecse.data.corpus import read_corpus
 from sparsecse.deploy.loading import load_encoder
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.masks import Mask
+from sparsecse.compress.masks import Mask
 
 
 def _run(*args):
@@ -25,7 +25,7 @@ def _run(*args):
 @pytest.fixture(scope="module")
 def exported_dir(tmp_path_factory):
     pytest.importorskip("onnxruntime")
-    from sparsecse.exporting import export
+    from sparsecse.deploy.onnx_export import export
     from tests.tiny import make_tiny_model_dir
 
     root = tmp_path_factory.mktemp("export")
@@ -81,7 +81,7 @@ def test_seeds_outside_numpy_are_refused_up_front(args, tmp_path):
 
 
 def test_sweep_seeds_outside_numpy_are_refused(tmp_path):
-    from sparsecse.sweeping import parse_seeds
+    from sparsecse.sweeps.run import parse_seeds
 
     with pytest.raises(SparseCSEError, match="outside what numpy accepts"):
         parse_seeds("0,4294967296", 0)
@@ -103,7 +103,7 @@ def test_shrink_options_beyond_the_model_are_one_sentence(tiny_bert_dir, tmp_pat
 
 
 def test_report_on_a_sweep_with_an_empty_point_file_says_so(tmp_path):
-    from sparsecse.report import load_points
+    from sparsecse.sweeps.report import load_points
 
     points = tmp_path / "points"
     points.mkdir()
@@ -114,9 +114,9 @@ def test_report_on_a_sweep_with_an_empty_point_file_says_so(tmp_path):
 
 
 def test_value_errors_show_the_exact_value():
-    from sparsecse.budget import check_budget
-    from sparsecse.grid import check_sparsity
-    from sparsecse.scoring import check_lambda
+    from sparsecse.compress.budget import check_budget
+    from sparsecse.compress.grid import check_sparsity
+    from sparsecse.compress.scoring import check_lambda
 
     for check in (check_budget, check_sparsity, check_lambda):
         with pytest.raises(SparseCSEError, match=r"got 1\.0000001\."):
@@ -134,7 +134,7 @@ def test_corpus_decode_error_gives_the_file_byte_offset(tmp_path):
 
 
 def test_point_names_keep_every_digit_that_matters():
-    from sparsecse.sweeping import budget_point_name, point_name
+    from sparsecse.sweeps.run import budget_point_name, point_name
 
     assert point_name(0.1, 0.5) == "s0.1-l0.5" and budget_point_name(0.7, 1.0) == "f0.7-l1"  # names as before
     assert point_name(0.1000001, 0.5) != point_name(0.1, 0.5)

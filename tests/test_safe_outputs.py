@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
-from sparsecse.io import atomic_dir, atomic_file, save_tensors
-from sparsecse.masks import Mask, model_for_mask
+from sparsecse.artifacts.files import atomic_dir, atomic_file, save_tensors
+from sparsecse.compress.masks import Mask, model_for_mask
 from tests.tiny import make_tiny_model_dir
 
 
@@ -127,7 +127,7 @@ def test_prune_out_existing_directory_is_one_sentence_without_leftovers(tmp_path
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
 def test_outputs_follow_the_umask(tmp_path, tiny_bert_dir, umask):
-    from sparsecse.shrinking import shrink
+    from sparsecse.compress.shrinking import shrink
 
     heads = torch.tensor([[True, False, True, True], [True, True, True, True]])
     mask = Mask(heads, torch.ones(2, 48, dtype=torch.bool))
@@ -166,7 +166,7 @@ def test_mask_records_absolute_model_and_checks_its_digest(tmp_path, tiny_stsb_d
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
 def test_pseudo_file_system_destination_is_refused_before_work(tmp_path, tiny_bert_dir):
-    from sparsecse.io import check_destination
+    from sparsecse.artifacts.files import check_destination
 
     with pytest.raises(SparseCSEError, match="files cannot be created in /proc"):
         check_destination("/proc/sparsecse-out")

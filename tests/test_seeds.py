@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 from scipy.stats import spearmanr
 
-from sparsecse import sweeping as sweep_mod
+from sparsecse.sweeps import run as sweep_mod
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.seeds import compare_to_control, config_name, seed_differences
-from sparsecse.report import point_frame, results_table
-from sparsecse.sweeping import parse_seeds, sweep
+from sparsecse.sweeps.report import point_frame, results_table
+from sparsecse.sweeps.run import parse_seeds, sweep
 
 N_PAIRS = 300
 

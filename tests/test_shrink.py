@@ -9,41 +9,17 @@ import torch
 from click.testing import CliRunner
 
 from sparsecse.cli import main
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.flops import count_parameters, flops_per_token
-from sparsecse.gates import model_shape
-from sparsecse.masks import Mask
-from sparsecse.pruning import masks_from_scores
-from sparsecse.shrinking import save_model_dir, shrink, shrink_encoder
+from sparsecse.compress.flops import count_parameters, flops_per_token
+from sparsecse.modeling.adapters import model_shape
+from sparsecse.compress.masks import Mask
+from sparsecse.compress.pruning import masks_from_scores
+from sparsecse.compress.shrinking import save_model_dir, shrink, shrink_encoder
 from tests.tiny import SENTENCES, make_tiny_model_dir
+from tests.helpers import random_mask, assert_same_embeddings, gated_embeddings
 
 SPARSITIES = [0.1, 0.3, 0.5, 0.9]
-
-
-def random_mask(model, sparsity: float, seed: int = 0, keep_one_head: bool = True) -> Mask:
-    """Prune round(s * units) heads and neurons chosen at random (random scores, global ranking)."""
-    heads, ffn = model_shape(model)
-    g = torch.Generator().manual_seed(seed)
-    head_keep, neuron_keep = masks_from_scores(torch.rand(len(heads), heads[0], generator=g),
-                                               torch.rand(len(ffn), ffn[0], generator=g), sparsity,
-                                               keep_one_head=keep_one_head)
-    return Mask(head_keep, neuron_keep)
-
-
-def assert_same_embeddings(a, b):
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    assert cosine.min() >= 0.99999, cosine.min()
-    assert np.abs(a - b).max() <= 1e-4, np.abs(a - b).max()
-
-
-def gated_embeddings(encoder, mask):
-    gates = mask.apply(encoder.model)
-    try:
-        return encoder.encode(SENTENCES)
-    finally:
-        gates.detach()
 
 
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
@@ -285,7 +261,7 @@ def test_other_bert_like_architectures_shrink_and_reload(arch, tmp_path):
 
 def test_package_level_shrink_is_the_function(tiny_bert_dir, tmp_path):
     import sparsecse
-    import sparsecse.shrinking  # noqa: F401  (the module is named apart from the function it holds)
+    import sparsecse.compress.shrinking  # noqa: F401  (the module is named apart from the function it holds)
 
     mask = Mask.full(2, 4, 48)
     mask.neuron_mask[:, :10] = False

@@ -8,7 +8,7 @@ from torch import nn
 
 from sparsecse.objectives.losses import info_nce
 from sparsecse.objectives.simcse import SimCSE
-from sparsecse.training.recipe import recipe_for, resolve_hyperparameters
+from sparsecse.objectives.recipe import recipe_for, resolve_hyperparameters
 
 
 def direct_infonce(anchors, positives, temperature, negatives=None):

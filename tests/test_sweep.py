@@ -8,11 +8,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from sparsecse import sweeping as sweep_mod
+from sparsecse.sweeps import run as sweep_mod
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.errors import SparseCSEError
-from sparsecse.report import best_points, results_table
-from sparsecse.sweeping import sweep
+from sparsecse.sweeps.report import best_points, results_table
+from sparsecse.sweeps.run import sweep
 
 
 class CountingEvaluator:
@@ -26,8 +26,8 @@ class CountingEvaluator:
     def __call__(self, model, mask, tasks, data_dir, seed, **options):
         from scipy.stats import spearmanr
 
-        from sparsecse.alignment import alignment_metric, uniformity_metric
-        from sparsecse.encoder import SentenceEncoder
+        from sparsecse.compress.alignment import alignment_metric, uniformity_metric
+        from sparsecse.modeling.encoder import SentenceEncoder
 
         encoder = model if isinstance(model, SentenceEncoder) else SentenceEncoder.load(model, device="cpu")
         pairs = read_sts_benchmark(data_dir, "test")
@@ -143,7 +143,7 @@ def test_bad_arguments_fail_before_any_work(tiny_bert_dir, tiny_stsb_dir, tmp_pa
 
 def test_rewinding_uses_the_best_lambda_and_is_cached(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator,
                                                       monkeypatch):
-    from sparsecse.shrinking import shrink
+    from sparsecse.compress.shrinking import shrink
 
     rewinds = []
 
@@ -306,14 +306,14 @@ def test_budget_sweep_bad_input(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluato
 
 
 def _mask_file(out, name):
-    from sparsecse.masks import Mask
+    from sparsecse.compress.masks import Mask
 
     return Mask.load(out / "masks" / f"mask-{name}.safetensors")
 
 
 def test_budget_points_default_to_fisher_and_the_criterion_is_part_of_the_fingerprint(
         tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
-    from sparsecse.pruning import prune
+    from sparsecse.compress.pruning import prune
 
     out = tmp_path / "sweep"
     run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.7")

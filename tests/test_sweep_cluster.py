@@ -20,13 +20,13 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.sweep_cluster import local_slurm
-from sparsecse.sweep_cluster.config import load_resources, parse_sbatch_args, parse_time
-from sparsecse.sweeping import sweep
+from sparsecse.sweeps.cluster import local_slurm
+from sparsecse.sweeps.cluster.config import load_resources, parse_sbatch_args, parse_time
+from sparsecse.sweeps.run import sweep
 from tests.tiny import SENTENCES
 
 pytest.importorskip("submitit")  # the cluster extra (the test extra includes it)
-from sparsecse.sweep_cluster.tasks import PointTask, read_computed  # noqa: E402  (needs submitit)
+from sparsecse.sweeps.cluster.tasks import PointTask, read_computed  # noqa: E402  (needs submitit)
 
 GRID = ["--sparsities", "0.25,0.5", "--lambdas", "0.25,0.75"]
 TIMING = ("eval_seconds", "rewind_seconds")
@@ -282,8 +282,8 @@ def test_a_failing_task_is_reported_with_its_log_and_the_others_finish(slurm, ti
 def test_ctrl_c_leaves_slurm_jobs_running_unless_confirmed():
     from types import SimpleNamespace
 
-    from sparsecse.sweep_cluster.launch import LaunchResult, Task, _interrupted
-    from sparsecse.sweeping import Point
+    from sparsecse.sweeps.cluster.launch import LaunchResult, Task, _interrupted
+    from sparsecse.sweeps.run import Point
 
     class Backend:
         cancelled = []
@@ -308,7 +308,7 @@ def test_ctrl_c_leaves_slurm_jobs_running_unless_confirmed():
 def test_a_task_reaching_its_time_limit_is_requeued_with_the_same_point():
     """submitit calls checkpoint() on the time-limit signal and requeues what it returns; the requeued task
     computes the same point, and a rewind resumes from its checkpoint (``rewind(resume=True)``)."""
-    from sparsecse.sweeping import Point
+    from sparsecse.sweeps.run import Point
 
     task = PointTask({"out": "x", "overwrite": True, "show_progress": True, "log": None})
     assert task.args["overwrite"] is False  # a task never replaces the sweep directory
@@ -317,7 +317,7 @@ def test_a_task_reaching_its_time_limit_is_requeued_with_the_same_point():
 
 
 def test_job_states_from_squeue_without_accounting():
-    from sparsecse.sweep_cluster.slurm_status import SqueueWatcher
+    from sparsecse.sweeps.cluster.slurm_status import SqueueWatcher
 
     watcher = SqueueWatcher(delay_s=60)
     watcher.register_job("7_1")
@@ -330,7 +330,7 @@ def test_job_states_from_squeue_without_accounting():
 def test_a_point_lock_of_a_gone_slurm_job_is_taken_over(tmp_path, monkeypatch):
     """A task killed on another node leaves its lock; the job's requeued run (same SLURM_JOB_ID), or any
     process once squeue no longer lists the job as running, takes it over instead of waiting a day."""
-    from sparsecse.locks import FileLock
+    from sparsecse.artifacts.locks import FileLock
 
     path = tmp_path / "s0.1-l0.5.json.lock"
 
@@ -359,8 +359,8 @@ def test_a_point_lock_of_a_gone_slurm_job_is_taken_over(tmp_path, monkeypatch):
 def test_a_task_carries_the_submitters_consent_to_run_model_code():
     import pickle
 
-    from sparsecse.remote_code import remote_code_trusted, trusting_remote_code
-    from sparsecse.sweep_cluster.tasks import PointTask
+    from sparsecse.artifacts.remote_code import remote_code_trusted, trusting_remote_code
+    from sparsecse.sweeps.cluster.tasks import PointTask
 
     with trusting_remote_code(True):
         consenting = PointTask({})

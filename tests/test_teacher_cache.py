@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sparsecse.data.corpus import read_corpus
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives import teacher_cache
 from sparsecse.objectives.teacher_cache import teacher_embeddings

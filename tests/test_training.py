@@ -7,32 +7,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.gates import layer_parts
-from sparsecse.masks import Mask
+from sparsecse.modeling.adapters import layer_parts
+from sparsecse.compress.masks import Mask
 from sparsecse.objectives.simcse import SimCSE
 from sparsecse.training import resolve_init, rewind, train
 from tests.tiny import WORDS, make_tiny_model_dir
-
-
-def random_sentences(n, seed=0):
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(n)]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    path.write_text("\n".join(random_sentences(160)) + "\n\n")
-    return path
-
-
-def quick(**overrides):
-    """Tiny-model settings: small batch, few steps, no progress bar."""
-    settings = dict(batch_size=8, max_steps=6, eval_steps=0, show_progress=False, lr=1e-3, device="cpu")
-    settings.update(overrides)
-    return settings
+from tests.helpers import random_sentences, corpus, quick, make_mask  # noqa: F401 (corpus is a fixture)
 
 
 def weights(model_dir):
@@ -187,18 +169,6 @@ def test_missing_dev_data_names_the_way_out(tiny_bert_dir, corpus, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ rewind
-def make_mask(model_dir, scored_model, pooling="cls_before_pooler"):
-    """Prune heads 0 and 2 of layer 0, head 3 of layer 1 and 20 FFN neurons per layer of a 2x4x48 model."""
-    heads = torch.ones(2, 4, dtype=torch.bool)
-    heads[0, [0, 2]] = False
-    heads[1, 3] = False
-    neurons = torch.ones(2, 48, dtype=torch.bool)
-    neurons[0, :20] = False
-    neurons[1, 10:30] = False
-    mask = Mask(heads, neurons, {"kind": "mask", "model": str(scored_model), "pooling": pooling})
-    return mask.save(model_dir / "mask.safetensors"), mask
-
-
 def expand(shrunk_model, mask, full_model):
     """Scatter a shrunk model's weights back into a full-size model; removed units get zero weights."""
     state = {k: v for k, v in shrunk_model.state_dict().items()}
@@ -254,7 +224,7 @@ def test_rewind_trains_the_shrunk_model_and_pruned_units_stay_zero(tiny_bert_dir
 
 def test_rewind_starts_from_the_initial_weights(tiny_bert_dir, corpus, tmp_path):
     """With lr ~ 0 the rewound model is the init model shrunk, not the trained model shrunk."""
-    from sparsecse.shrinking import shrink_encoder
+    from sparsecse.compress.shrinking import shrink_encoder
 
     trained = train(tiny_bert_dir, corpus, tmp_path / "trained", **quick(max_steps=3, lr=1e-2)).out
     mask_path, mask = make_mask(tmp_path, trained)

@@ -1,6 +1,6 @@
 """Pruning to a budget in several steps, with reconstruction and rescoring between them (K-prune style).
 
-One-shot budgeted pruning (:func:`sparsecse.pruning.prune` then ``shrink --reconstruct``) ranks every
+One-shot budgeted pruning (:func:`sparsecse.compress.pruning.prune` then ``shrink --reconstruct``) ranks every
 unit by its importance in the dense model, although half of the model is about to go. Following
 K-prune (Park et al. 2024: iterative prune, reconstruct, rescore), the budget is reached in ``steps``
 geometric steps (kept FLOPs 0.5 in 3 steps: 0.794, 0.63, 0.5). Each step
@@ -8,8 +8,8 @@ geometric steps (kept FLOPs 0.5 in 3 steps: 0.794, 0.63, 0.5). Each step
 1. scores the current model's units on STS-B (the same gradients as ``sparsecse score``; the first step
    may reuse a score file of the dense model),
 2. keeps, among the units still kept, the most important ones within that step's budget (the exact
-   joint search of :mod:`sparsecse.budget`, restricted with ``within``),
-3. reconstructs the kept units so each layer matches the **dense** model (:mod:`sparsecse.reconstruction`),
+   joint search of :mod:`sparsecse.compress.budget`, restricted with ``within``),
+3. reconstructs the kept units so each layer matches the **dense** model (:mod:`sparsecse.compress.reconstruction`),
    and silences the removed units (their output-projection columns set to zero), so the next scoring
    sees the model as it now computes.
 
@@ -33,18 +33,18 @@ from typing import Any
 
 import torch
 
-from sparsecse.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.flops import size_report
-from sparsecse.gates import layer_parts
-from sparsecse.io import check_destination, hash_path, make_manifest
-from sparsecse.masks import Mask
-from sparsecse.pruning import _check_target, _one_target, prune
-from sparsecse.reconstruction import ReconstructionPlan, reconstruction_plan, token_batches
-from sparsecse.reconstruction import reconstruct as refit_layers
-from sparsecse.remote_code import with_trust_option
-from sparsecse.scoring import POSITIVE_THRESHOLD, GateScores, check_lambda, score
-from sparsecse.shrinking import ShrinkResult, mask_digest, save_model_dir, shrink_encoder
+from sparsecse.compress.flops import size_report
+from sparsecse.modeling.adapters import layer_parts
+from sparsecse.artifacts.files import check_destination, hash_path, make_manifest
+from sparsecse.compress.masks import Mask
+from sparsecse.compress.pruning import _check_target, _one_target, prune
+from sparsecse.compress.reconstruction import ReconstructionPlan, reconstruction_plan, token_batches
+from sparsecse.compress.reconstruction import reconstruct as refit_layers
+from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.compress.scoring import POSITIVE_THRESHOLD, GateScores, check_lambda, score
+from sparsecse.compress.shrinking import ShrinkResult, mask_digest, save_model_dir, shrink_encoder
 
 DEFAULT_STEPS = 3
 
@@ -113,8 +113,8 @@ def iterative_prune(
     steps, rescoring would see the same model. ``scores`` (optional) is a score file of the dense model
     for the first step; later steps score on STS-B ``split`` with ``batch_size`` / ``max_batches`` /
     ``seed`` as ``sparsecse score`` does. ``lam``, ``criterion`` (None: the budget default),
-    ``seq_len`` and ``keep_one_head`` are those of :func:`sparsecse.pruning.prune`.
-    The returned encoder is full size; shrink it with :func:`sparsecse.shrinking.shrink_encoder`.
+    ``seq_len`` and ``keep_one_head`` are those of :func:`sparsecse.compress.pruning.prune`.
+    The returned encoder is full size; shrink it with :func:`sparsecse.compress.shrinking.shrink_encoder`.
     """
     kind, budget = _one_target(None, keep_flops, keep_params)
     budget = _check_target(kind, budget)
@@ -163,7 +163,7 @@ def iterative_prune(
 
 def shrink_iterative(result: IterativeResult, out: str | os.PathLike | None = None, seq_len: int = 128,
                      align_ffn: int = 8, overwrite: bool = False) -> ShrinkResult:
-    """Remove ``result``'s pruned units (as :func:`sparsecse.shrinking.shrink`) and, given ``out``, save
+    """Remove ``result``'s pruned units (as :func:`sparsecse.compress.shrinking.shrink`) and, given ``out``, save
     the model directory; its manifest holds the final mask's manifest and every step."""
     encoder, mask = result.encoder, result.mask
     source = encoder.source

@@ -13,7 +13,7 @@ import random
 
 from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
-from sparsecse.io import sha256_file
+from sparsecse.artifacts.files import sha256_file
 
 DEFAULT_SIZE = 300  # what sentence-transformers' static-quantization examples use
 DEFAULT_SEED = 0

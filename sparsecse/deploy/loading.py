@@ -10,11 +10,11 @@ import os
 
 import torch
 
-from sparsecse.deploy.layout import exported_format
+from sparsecse.artifacts.exported_model import exported_format
 from sparsecse.deploy.openvino_encoder import OpenVinoEncoder
 from sparsecse.deploy.runtime import Encoder
-from sparsecse.encoder import SentenceEncoder, resolve_model
-from sparsecse.onnx_encoder import OnnxEncoder
+from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
+from sparsecse.deploy.onnx_encoder import OnnxEncoder
 
 RUNTIMES = {"onnx": OnnxEncoder, "openvino": OpenVinoEncoder}
 

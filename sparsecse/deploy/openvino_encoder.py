@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sparsecse.deploy.layout import MISSING_OPENVINO, export_settings
+from sparsecse.artifacts.exported_model import MISSING_OPENVINO, export_settings
 from sparsecse.deploy.runtime import RuntimeEncoder
-from sparsecse.encoder import configured_max_length
+from sparsecse.modeling.encoder import configured_max_length
 from sparsecse.errors import SparseCSEError
-from sparsecse.onnx_encoder import EMBEDDING_OUTPUT, check_exported_load, load_tokenizer
+from sparsecse.deploy.onnx_encoder import EMBEDDING_OUTPUT, check_exported_load, load_tokenizer
 
 FP32_XML = "openvino/openvino_model.xml"
 INT8_XML = "openvino/openvino_model_qint8_quantized.xml"  # sentence-transformers' name for the static int8 IR

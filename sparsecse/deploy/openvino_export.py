@@ -25,15 +25,15 @@ import torch
 from torch import nn
 
 from sparsecse.deploy.calibration import DEFAULT_SEED, DEFAULT_SIZE, calibration_sample
-from sparsecse.deploy.layout import MISSING_OPENVINO, SPARSECSE_CONFIG
+from sparsecse.artifacts.exported_model import MISSING_OPENVINO, SPARSECSE_CONFIG
 from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder, require_openvino
-from sparsecse.encoder import SentenceEncoder, write_sentence_transformers_config
+from sparsecse.modeling.encoder import SentenceEncoder, write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
-from sparsecse.exporting import (CHECK_SENTENCES, FP32_MIN_COSINE, INPUTS, ExportResult, _EmbeddingGraph,
+from sparsecse.deploy.onnx_export import (CHECK_SENTENCES, FP32_MIN_COSINE, INPUTS, ExportResult, _EmbeddingGraph,
                                  base_architecture_config, load_source)
-from sparsecse.io import atomic_dir, hash_path, make_manifest
-from sparsecse.onnx_encoder import EMBEDDING_OUTPUT
+from sparsecse.artifacts.files import atomic_dir, hash_path, make_manifest
+from sparsecse.deploy.onnx_encoder import EMBEDDING_OUTPUT
 
 
 def require_nncf():

@@ -2,7 +2,7 @@
 
 :class:`Encoder` is what ``evaluate``, ``compare`` and the benchmarks need from a model: ``encode``
 plus a few facts (``dim``, ``pooling``, ``max_length``, ``source``, ``device``, ``tokenizer``).
-:class:`~sparsecse.encoder.SentenceEncoder` (torch), :class:`~sparsecse.onnx_encoder.OnnxEncoder`
+:class:`~sparsecse.modeling.encoder.SentenceEncoder` (torch), :class:`~sparsecse.deploy.onnx_encoder.OnnxEncoder`
 and :class:`~sparsecse.deploy.openvino_encoder.OpenVinoEncoder` all satisfy it;
 :func:`~sparsecse.deploy.loading.load_encoder` picks one by what a directory holds.
 
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from sparsecse.encoder import DEFAULT_BATCH_SIZE, padded_batches
+from sparsecse.modeling.encoder import DEFAULT_BATCH_SIZE, padded_batches
 from sparsecse.errors import SparseCSEError
 
 

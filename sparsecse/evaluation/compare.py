@@ -15,7 +15,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.bootstrap import LEVEL, P_VALUE_TEST, paired_comparison
 from sparsecse.evaluation.results_file import load_results
 from sparsecse.evaluation.tasks import STS_TASKS, resolve_tasks
-from sparsecse.remote_code import with_trust_option
+from sparsecse.artifacts.remote_code import with_trust_option
 
 SIDES = ("A", "B")
 

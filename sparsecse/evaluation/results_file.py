@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.io import atomic_file, dumps_json
+from sparsecse.artifacts.files import atomic_file, dumps_json
 
 
 def _plain(value):
@@ -63,7 +63,7 @@ def save_pairs(path: str | os.PathLike, pairs: dict[str, dict]) -> Path:
     """Per-task similarities and gold scores as a safetensors file (subset sizes in its manifest)."""
     import torch
 
-    from sparsecse.io import save_tensors
+    from sparsecse.artifacts.files import save_tensors
 
     tensors = {f"{task}/{key}": torch.as_tensor(np.asarray(p[key], dtype=np.float64))
                for task, p in pairs.items() for key in ("similarity", "gold")}
@@ -73,7 +73,7 @@ def save_pairs(path: str | os.PathLike, pairs: dict[str, dict]) -> Path:
 
 def load_pairs(path: str | os.PathLike) -> dict[str, dict]:
     """What :func:`save_pairs` wrote: {task: {"similarity", "gold", "subsets"}}."""
-    from sparsecse.io import load_tensors
+    from sparsecse.artifacts.files import load_tensors
 
     tensors, manifest = load_tensors(path, what="pair similarity file")
     return {task: {"similarity": tensors[f"{task}/similarity"].numpy(), "gold": tensors[f"{task}/gold"].numpy(),

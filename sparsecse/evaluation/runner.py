@@ -12,7 +12,7 @@ import numpy as np
 from sparsecse.data.paths import resolve_data_dir
 from sparsecse.deploy.loading import load_encoder
 from sparsecse.deploy.runtime import is_encoder
-from sparsecse.encoder import POOLINGS, SentenceEncoder, resolve_precision
+from sparsecse.modeling.encoder import POOLINGS, SentenceEncoder, resolve_precision
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.align_uniform import alignment_uniformity
 from sparsecse.evaluation.embedding import EmbeddingTable
@@ -21,7 +21,7 @@ from sparsecse.evaluation.sts import (AGGREGATIONS, SPLITS, data_digest, evaluat
                                       sentences_of)
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.evaluation.transfer import PROTOCOLS, evaluate_transfer, load_transfer_task, transfer_sentences
-from sparsecse.remote_code import with_trust_option
+from sparsecse.artifacts.remote_code import with_trust_option
 
 
 @with_trust_option
@@ -47,7 +47,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Evaluate ``model`` (None = the embedded default, a name/directory, or a SentenceEncoder).
 
-    ``mask`` (None, a mask file or a :class:`~sparsecse.masks.Mask`) is attached as 0/1 gates for
+    ``mask`` (None, a mask file or a :class:`~sparsecse.compress.masks.Mask`) is attached as 0/1 gates for
     the evaluation and detached afterwards. Returns ``{"scores": {task: Spearman or accuracy x 100},
     "avg_sts", "avg_transfer", "alignment", "uniformity", "details", "settings", "timing", ...}``;
     the averages cover the tasks that ran. Alignment/uniformity (STS-B ``sts_split``) are computed
@@ -86,7 +86,7 @@ def evaluate(
         sts_pairs_for_au = sts_data.get("STSBenchmark", {}).get(sts_split)
 
     if mask is not None and model is None:
-        from sparsecse.masks import model_for_mask
+        from sparsecse.compress.masks import model_for_mask
 
         model = model_for_mask(mask)  # the mask's own model, never the default by accident
     encoder = model if is_encoder(model) else load_encoder(model, pooling=pooling, device=device)
@@ -159,7 +159,7 @@ def _gated(encoder, mask):
     if mask is None:
         yield None
         return
-    from sparsecse.masks import Mask
+    from sparsecse.compress.masks import Mask
 
     path = None
     if not isinstance(mask, Mask):

@@ -42,7 +42,7 @@ from sparsecse.objectives.losses import info_nce
 from sparsecse.objectives.masked_lm import (FrozenPartsMixin, MaskedLM, choose_positions, corrupt,
                                             load_masked_lm, mask_token_id)
 from sparsecse.objectives.simcse import SimCSE, initializer_range, reference_init
-from sparsecse.training.recipe import with_backbone_defaults
+from sparsecse.objectives.recipe import with_backbone_defaults
 
 
 class ProjectionMLP(nn.Module):
@@ -79,7 +79,7 @@ def pretrained_discriminator(encoder, source: str | None) -> nn.Module:
     """The transformer of ``source`` (default: the checkpoint ``encoder`` was loaded from), as loaded
     from disk, on the encoder's device and dtype and trainable; a copy of the encoder's own weights when
     it was not loaded from a checkpoint."""
-    from sparsecse.encoder import SentenceEncoder
+    from sparsecse.modeling.encoder import SentenceEncoder
 
     source = source or encoder.source
     if source:

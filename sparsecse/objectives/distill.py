@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sparsecse.encoder import SentenceEncoder, pick_device
+from sparsecse.modeling.encoder import SentenceEncoder, pick_device
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives import teacher_cache
 from sparsecse.objectives.base import Objective, ObjectiveOutput

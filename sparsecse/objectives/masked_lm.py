@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.remote_code import allow_code
+from sparsecse.artifacts.remote_code import allow_code
 
 
 @dataclass
@@ -44,7 +44,7 @@ def load_masked_lm(name_or_path: str, encoder, role: str) -> MaskedLM:
     """Load a masked LM that must share the encoder's vocabulary; ``role`` names it in errors."""
     from transformers import AutoModelForMaskedLM
 
-    from sparsecse.encoder import _first_line, resolve_model
+    from sparsecse.modeling.encoder import _first_line, resolve_model
 
     from transformers.utils import logging as hf_logging
 

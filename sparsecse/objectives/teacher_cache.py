@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from sparsecse.data.corpus import read_corpus
-from sparsecse.encoder import SentenceEncoder, resolve_model
+from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
-from sparsecse.io import hash_path, sha256_file
-from sparsecse.model_store import cache_root
+from sparsecse.artifacts.files import hash_path, sha256_file
+from sparsecse.artifacts.model_store import cache_root
 
 FORMAT = 1
 META = "meta.json"

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sparsecse.data.corpus import check_corpus_file, read_corpus
-from sparsecse.encoder import SPARSECSE_CONFIG, SentenceEncoder
+from sparsecse.modeling.encoder import SPARSECSE_CONFIG, SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.io import atomic_dir, check_destination, hash_path, make_manifest, write_json
+from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, write_json
 from sparsecse.objectives.registry import get_objective, parse_objective_args
-from sparsecse.remote_code import with_trust_option
+from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator, wait_for_everyone
-from sparsecse.training.recipe import resolve_hyperparameters
+from sparsecse.objectives.recipe import resolve_hyperparameters
 from sparsecse.training.rundir import RunDir
 
 
@@ -253,7 +253,7 @@ def _hash_sentences(sentences: Sequence[str]) -> str:
 def check_inputs(kind: str, corpus, objective: str, objective_args=None, lr=None, device=None) -> None:
     """Fail on a missing corpus file, an unknown objective, a bad objective parameter, a
     non-finite learning rate or a missing device before any model is loaded."""
-    from sparsecse.encoder import check_device
+    from sparsecse.modeling.encoder import check_device
 
     check_device(device)
     if corpus is None:

@@ -1,7 +1,7 @@
 """``rewind``: back to the initial weights, the mask's units removed, retrained with any objective.
 
 The surviving units start from the initial checkpoint (by default the one recorded in the scored
-model's lineage). Architectures that ``sparsecse.shrinking`` supports (BERT, RoBERTa, XLM-R,
+model's lineage). Architectures that ``sparsecse.compress.shrinking`` supports (BERT, RoBERTa, XLM-R,
 CamemBERT, ELECTRA) are trained physically shrunk: the pruned units do not exist, and each step is
 cheaper. Others (DistilBERT) are trained full size with every weight and bias of the pruned units
 set to zero: a zeroed unit outputs exactly 0 and receives exactly zero gradient (its input and
@@ -16,13 +16,13 @@ import sys
 
 import torch
 
-from sparsecse.encoder import SentenceEncoder, resolve_model
+from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
-from sparsecse.gates import layer_parts
-from sparsecse.io import check_destination, hash_path
-from sparsecse.masks import Mask, model_for_mask
+from sparsecse.modeling.adapters import layer_parts
+from sparsecse.artifacts.files import check_destination, hash_path
+from sparsecse.compress.masks import Mask, model_for_mask
 from sparsecse.objectives.distill import with_default_teacher
-from sparsecse.remote_code import with_trust_option
+from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.api import (TrainResult, absolute_path, check_inputs, check_out, read_model_config, run,
                                     source_hash)
 
@@ -80,7 +80,7 @@ def zero_pruned_units(model, mask: Mask) -> None:
 def remove_units(encoder: SentenceEncoder, mask: Mask) -> str:
     """Shrink ``encoder`` physically where supported, else zero the units' weights; returns the method."""
     from sparsecse.modeling import SHRUNK_CONFIGS
-    from sparsecse.shrinking import base_model_type, shrink_encoder
+    from sparsecse.compress.shrinking import base_model_type, shrink_encoder
 
     mask.check_fits(encoder.model)
     if base_model_type(encoder.config) in SHRUNK_CONFIGS:
@@ -117,7 +117,7 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
     """
     from accelerate.utils import set_seed
 
-    from sparsecse.shrinking import mask_digest
+    from sparsecse.compress.shrinking import mask_digest
 
     check_out("rewind", out, options.get("resume", False), options.get("overwrite", False),
               inputs={"mask": None if isinstance(mask, Mask) else mask, "init": init, "corpus": corpus})

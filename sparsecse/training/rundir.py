@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.io import atomic_dir, write_json
+from sparsecse.artifacts.files import atomic_dir, write_json
 
 CHECKPOINTS = "checkpoints"
 LOG = "log.jsonl"

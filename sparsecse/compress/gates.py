@@ -1,0 +1,92 @@
+"""Head gates ξ and FFN-neuron gates ν, attached to a Hugging Face encoder by forward pre-hooks.
+
+A head gate multiplies that head's slice of the attention context (the input of the attention
+output projection); a neuron gate multiplies one FFN intermediate activation (the input of the
+FFN output projection). Gate 1 changes nothing (x * 1.0 is exact); gate 0 equals deleting the unit.
+One small adapter per architecture knows where those projections live.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.adapters import layer_parts, uniform_shape
+
+
+class Gates:
+    """Head gates [layers, heads] and neuron gates [layers, ffn] attached by forward pre-hooks.
+
+    Use as a context manager or call :meth:`attach` / :meth:`detach`. With ``requires_grad=True``
+    the gates are leaf tensors whose ``.grad`` is ∂L/∂gate after ``backward``.
+    """
+
+    def __init__(self, head_gates: torch.Tensor, neuron_gates: torch.Tensor, requires_grad: bool = False):
+        if head_gates.dim() != 2 or neuron_gates.dim() != 2 or head_gates.shape[0] != neuron_gates.shape[0]:
+            raise SparseCSEError("Gates must be [layers, heads] and [layers, neurons] tensors with equal layers.")
+        self.head = head_gates.detach().clone().float().requires_grad_(requires_grad)
+        self.neuron = neuron_gates.detach().clone().float().requires_grad_(requires_grad)
+        self._handles: list = []
+
+    @classmethod
+    def ones_for(cls, model: nn.Module, requires_grad: bool = False) -> "Gates":
+        layers, heads, ffn = uniform_shape(model)
+        return cls(torch.ones(layers, heads), torch.ones(layers, ffn), requires_grad=requires_grad)
+
+    @property
+    def attached(self) -> bool:
+        return bool(self._handles)
+
+    def check_fits(self, model: nn.Module) -> None:
+        layers, heads, ffn = uniform_shape(model)
+        if tuple(self.head.shape) != (layers, heads) or tuple(self.neuron.shape) != (layers, ffn):
+            raise SparseCSEError(
+                f"The gates/mask are for {self.head.shape[0]} layers x {self.head.shape[1]} heads x "
+                f"{self.neuron.shape[1]} neurons, but the model has {layers} x {heads} x {ffn}."
+            )
+
+    def attach(self, model: nn.Module) -> "Gates":
+        if self.attached:
+            raise RuntimeError("gates are already attached")
+        self.check_fits(model)
+        device = next(model.parameters()).device
+        if self.head.device != device:
+            grad = self.head.requires_grad
+            self.head = self.head.detach().to(device).requires_grad_(grad)
+            self.neuron = self.neuron.detach().to(device).requires_grad_(grad)
+        for i, part in enumerate(layer_parts(model)):
+            self._handles.append(part.attn_out.register_forward_pre_hook(self._head_hook(i, part.head_dim)))
+            self._handles.append(part.ffn_out.register_forward_pre_hook(self._neuron_hook(i)))
+        return self
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def __enter__(self) -> "Gates":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.detach()
+
+    def zero_grad(self) -> None:
+        self.head.grad = None
+        self.neuron.grad = None
+
+    def _head_hook(self, layer: int, head_dim: int):
+        def hook(module, args):
+            x = args[0]
+            gate = self.head[layer].to(x.dtype)
+            shaped = x.unflatten(-1, (gate.shape[0], head_dim)) * gate[:, None]
+            return (shaped.flatten(-2),) + tuple(args[1:])
+
+        return hook
+
+    def _neuron_hook(self, layer: int):
+        def hook(module, args):
+            x = args[0]
+            return (x * self.neuron[layer].to(x.dtype),) + tuple(args[1:])
+
+        return hook

@@ -1,0 +1,121 @@
+"""A pruning mask: which heads and FFN neurons survive (True = keep), saved as safetensors + JSON."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.compress.gates import Gates
+from sparsecse.modeling.adapters import uniform_shape
+from sparsecse.artifacts.files import hash_path, load_tensors, save_tensors
+
+
+@dataclass
+class Mask:
+    head_mask: torch.Tensor  # bool [layers, heads]
+    neuron_mask: torch.Tensor  # bool [layers, ffn]
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.head_mask = self.head_mask.bool().cpu()
+        self.neuron_mask = self.neuron_mask.bool().cpu()
+        if self.head_mask.dim() != 2 or self.neuron_mask.dim() != 2 or \
+                self.head_mask.shape[0] != self.neuron_mask.shape[0]:
+            raise SparseCSEError("A mask holds [layers, heads] and [layers, neurons] tensors with equal layers.")
+
+    @classmethod
+    def full(cls, layers: int, heads: int, ffn: int) -> "Mask":
+        return cls(torch.ones(layers, heads, dtype=torch.bool), torch.ones(layers, ffn, dtype=torch.bool))
+
+    @classmethod
+    def for_model(cls, model: nn.Module) -> "Mask":
+        return cls.full(*uniform_shape(model))
+
+    # -------------------------------------------------------------- shape and counts
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.head_mask.shape[0], self.head_mask.shape[1], self.neuron_mask.shape[1])
+
+    @property
+    def heads_pruned(self) -> int:
+        return int((~self.head_mask).sum())
+
+    @property
+    def neurons_pruned(self) -> int:
+        return int((~self.neuron_mask).sum())
+
+    def heads_pruned_per_layer(self) -> list[int]:
+        return (~self.head_mask).sum(1).tolist()
+
+    def neurons_pruned_per_layer(self) -> list[int]:
+        return (~self.neuron_mask).sum(1).tolist()
+
+    def pruned_heads(self) -> dict[int, list[int]]:
+        """{layer: [head indices removed]} for layers that lose any head."""
+        return {i: row.nonzero().flatten().tolist() for i, row in enumerate(~self.head_mask) if row.any()}
+
+    def check_fits(self, model: nn.Module) -> None:
+        layers, heads, ffn = uniform_shape(model)
+        if self.shape != (layers, heads, ffn):
+            raise SparseCSEError(
+                f"The mask is for a model with {self.shape[0]} layers x {self.shape[1]} heads x {self.shape[2]} "
+                f"FFN neurons, but this model has {layers} x {heads} x {ffn}."
+            )
+
+    def gates(self, requires_grad: bool = False) -> Gates:
+        return Gates(self.head_mask.float(), self.neuron_mask.float(), requires_grad=requires_grad)
+
+    def apply(self, model: nn.Module) -> Gates:
+        """Attach this mask to ``model`` as fixed 0/1 gates; call ``.detach()`` on the result to undo."""
+        self.check_fits(model)
+        return self.gates().attach(model)
+
+    # -------------------------------------------------------------- files
+    def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
+        manifest = dict(self.manifest)
+        manifest.update(self.summary())
+        self.manifest = manifest
+        return save_tensors(path, {"head_mask": self.head_mask.to(torch.uint8),
+                                   "neuron_mask": self.neuron_mask.to(torch.uint8)}, manifest, overwrite)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Mask":
+        tensors, manifest = load_tensors(path, what="mask file")
+        if manifest.get("kind") not in (None, "mask") or not {"head_mask", "neuron_mask"} <= set(tensors):
+            raise SparseCSEError(f"{path} is not a sparsecse mask file (it lacks head_mask/neuron_mask).")
+        return cls(tensors["head_mask"].bool(), tensors["neuron_mask"].bool(), manifest)
+
+    def summary(self) -> dict[str, Any]:
+        layers, heads, ffn = self.shape
+        return {
+            "shape": {"layers": layers, "heads": heads, "ffn": ffn},
+            "heads_pruned": self.heads_pruned,
+            "neurons_pruned": self.neurons_pruned,
+            "heads_pruned_per_layer": self.heads_pruned_per_layer(),
+            "neurons_pruned_per_layer": self.neurons_pruned_per_layer(),
+            "pruned_heads": {str(k): v for k, v in self.pruned_heads().items()},
+        }
+
+
+def model_for_mask(mask: "Mask | str | os.PathLike", model: str | os.PathLike | None = None):
+    """``model`` if given, else the model the mask was made from (recorded in its manifest), so a mask
+    is never applied to the default model by accident."""
+    if model is not None:
+        return model
+    mask = mask if isinstance(mask, Mask) else Mask.load(mask)
+    recorded = mask.manifest.get("model")
+    if not recorded:
+        raise SparseCSEError("The mask does not record which model it was made for; pass --model.")
+    if os.path.isabs(str(recorded)) and not os.path.isdir(str(recorded)):
+        raise SparseCSEError(f"The model {recorded} that the mask was made for no longer exists; pass --model.")
+    digest = mask.manifest.get("model_sha256")
+    if digest and os.path.isdir(str(recorded)) and hash_path(recorded) != digest:
+        raise SparseCSEError(f"The model at {recorded} is not the one the mask was made for (its files changed since "
+                             "scoring); pass --model to use it anyway.")
+    return recorded

