@@ -229,6 +229,15 @@ def os_error_sentence(out: Path, exc: OSError) -> SparseCSEError:
     return SparseCSEError(f"Cannot write {out} ({reason}); nothing was written.")
 
 
+def _ready_parent(out: Path, overwrite: bool) -> None:
+    """Refuse an existing ``out`` (unless ``overwrite``) and create its folder, an OSError as one sentence."""
+    refuse_existing(out, overwrite)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise os_error_sentence(out, exc) from None
+
+
 @contextlib.contextmanager
 def atomic_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary directory beside ``out``; rename it to ``out`` only if the block succeeds.
@@ -236,11 +245,7 @@ def atomic_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path
     A lock beside ``out`` refuses a second concurrent writer; stale temporaries of killed runs are
     removed first; an OSError on the way (e.g. ENOSPC) becomes one sentence with nothing left."""
     out = Path(out)
-    refuse_existing(out, overwrite)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise os_error_sentence(out, exc) from None
+    _ready_parent(out, overwrite)
     with _writer_lock(out):
         refuse_existing(out, overwrite)  # again, under the lock: another writer may have finished meanwhile
         clean_stale_temporaries(out)
@@ -272,11 +277,7 @@ def atomic_file(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Pat
     (locked, cleaned and with OSErrors as one sentence, like :func:`atomic_dir`; with ``overwrite`` a
     concurrent writer waits for the other one's rename instead of being refused)."""
     out = Path(out)
-    refuse_existing(out, overwrite)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise os_error_sentence(out, exc) from None
+    _ready_parent(out, overwrite)
     if out.is_dir():
         raise SparseCSEError(f"{out} is a directory; a file is written there. Choose another path.")
     with _writer_lock(out, wait=overwrite):
