@@ -38,6 +38,7 @@ from sparsecse.data.transfer import read_binary_task, read_mrpc, read_sst2, read
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.embedding import EmbeddingTable
 from sparsecse.evaluation.tasks import TRANSFER_TASKS
+from sparsecse.evaluation.transfer_intervals import accuracy_interval, fold_spread
 
 # SentEval's grids (senteval/tools/validation.py): scikit-learn C by split scheme, PyTorch L2 for all
 C_GRID = tuple(2.0 ** t for t in range(-2, 4))  # inner k-fold and dev split: 0.25 .. 8
@@ -350,7 +351,7 @@ def nested_cv_accuracy(x: np.ndarray, y: np.ndarray, k: int, seed: int, grid: Se
             progress.update(1)
     models = classifier.fit(x, y, [(c, tr, None) for c, (tr, _te) in zip(chosen, outer)])
     tests = [accuracy(model, x[te], y[te]) for model, (_tr, te) in zip(models, outer)]
-    return {"acc": float(np.mean(tests)), "dev_acc": float(np.mean(devs)), "fold_acc": tests, "C": chosen,
+    return {**fold_spread(tests), "dev_acc": float(np.mean(devs)), "fold_acc": tests, "C": chosen,
             "n": int(len(y)), "protocol": classifier.name}
 
 
@@ -360,8 +361,10 @@ def cv_then_test(x_train, y_train, x_test, y_test, k: int, seed: int, grid: Sequ
     classifier = classifier or SklearnLogReg(seed)
     c, dev = cv_best_c(x_train, y_train, k, seed, grid, classifier, "kfold")
     clf = classifier.fit(x_train, y_train, [(c, np.arange(len(y_train)), None)])[0]
+    predictions = clf.predict(x_test)
     return {"acc": accuracy(clf, x_test, y_test), "dev_acc": dev, "C": c, "n_train": int(len(y_train)),
-            "n_test": int(len(y_test)), "predictions": clf.predict(x_test), "protocol": classifier.name}
+            "n_test": int(len(y_test)), "predictions": predictions, "correct": _right(predictions, y_test),
+            "protocol": classifier.name}
 
 
 @single_threaded_blas
@@ -376,7 +379,12 @@ def dev_then_test(x_train, y_train, x_dev, y_dev, x_test, y_test, seed: int, gri
     clf = classifier.fit(x, y, [(grid[best], train, dev)])[0]
     return {"acc": accuracy(clf, x_test, y_test), "dev_acc": float(devs[best]), "C": grid[best],
             "n_train": int(len(y_train)), "n_dev": int(len(y_dev)), "n_test": int(len(y_test)),
-            "protocol": classifier.name}
+            "correct": _right(clf.predict(x_test), y_test), "protocol": classifier.name}
+
+
+def _right(predictions: np.ndarray, gold: np.ndarray) -> list[int]:
+    """1 where the prediction is the gold label, else 0, per test item (for bootstrap intervals)."""
+    return (np.asarray(predictions) == np.asarray(gold)).astype(int).tolist()
 
 
 def f1_binary(predicted: np.ndarray, gold: np.ndarray) -> float:
@@ -411,6 +419,8 @@ def evaluate_transfer(tasks_data: dict[str, dict], table: EmbeddingTable, fastte
             predictions = result.pop("predictions")
             if task == "MRPC":
                 result["f1"] = f1_binary(predictions, yte)
+        if "correct" in result:
+            result["ci"] = accuracy_interval(result["correct"], seed=seed)["ci"]
         scores[task] = result["acc"]
         details[task] = result
     return scores, details
