@@ -126,3 +126,45 @@ def test_a_loaded_teacher_and_its_directory_share_the_cache(tiny_bert_dir, corpu
         _, normed = teacher_embeddings(loaded, corpus_file, cache_dir=tmp_path / "c", normalize=True,
                                        show_progress=False)
     assert normed["key"] != info["key"]
+
+
+def test_two_runs_asking_at_once_compute_the_vectors_once(tiny_bert_dir, corpus_file, tmp_path, counted):
+    """Two distillations of one corpus and teacher started together (as on a GPU box): the second waits
+    for the first's lock and reads its finished cache instead of racing on the chunk files."""
+    import threading
+
+    unique = len(set(read_corpus(corpus_file)))
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(teacher_embeddings(str(tiny_bert_dir), corpus_file, cache_dir=tmp_path / "cache",
+                                              batch_size=2, chunk_sentences=2, show_progress=False))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(info["computed_sentences"] for _emb, info in results) == [0, unique]
+    assert sum(counted) == unique
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    assert not list((tmp_path / "cache").glob("*.lock"))
+
+
+def test_a_held_lock_is_waited_for_then_named(tiny_bert_dir, corpus_file, tmp_path, monkeypatch):
+    from sparsecse.artifacts.locks import FileLock
+
+    first, info = teacher_embeddings(str(tiny_bert_dir), corpus_file, cache_dir=tmp_path / "cache",
+                                     show_progress=False)
+    held = FileLock(tmp_path / "cache" / f"{info['key']}.lock")
+    assert held.acquire()
+    monkeypatch.setattr(teacher_cache, "LOCK_WAIT_S", 0.5)
+    try:
+        with pytest.raises(SparseCSEError, match="locked by"):
+            teacher_embeddings(str(tiny_bert_dir), corpus_file, cache_dir=tmp_path / "cache", show_progress=False)
+    finally:
+        held.release()

@@ -31,12 +31,14 @@ from sparsecse.data.corpus import read_corpus
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import hash_path, sha256_file
+from sparsecse.artifacts.locks import FileLock
 from sparsecse.artifacts.model_store import cache_root
 
 FORMAT = 1
 META = "meta.json"
 FINAL = "embeddings.npy"
 CHUNK_SENTENCES = 4096  # sentences per resumable chunk file
+LOCK_WAIT_S = 6 * 3600.0  # another process computing the same vectors: wait for it rather than race
 
 
 def default_cache_dir() -> Path:
@@ -154,13 +156,29 @@ def teacher_embeddings(
     key = cache_key(corpus_sha256, digest, encoder.max_length, encoder.pooling, normalize)
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     directory = directory / key
-    unique = list(dict.fromkeys(sentences))
+    unique_count = len(dict.fromkeys(sentences))
     meta = {"format": FORMAT, "key": key, "corpus": str(Path(corpus_path).resolve()),
             "corpus_sha256": corpus_sha256, "teacher": str(teacher if not isinstance(teacher, SentenceEncoder)
                                                            else source),
             "teacher_source": source, "teacher_digest": digest, "max_length": encoder.max_length,
             "pooling": encoder.pooling, "normalize": bool(normalize), "sentences": len(sentences),
-            "unique_sentences": len(unique), "dim": encoder.dim, "chunk_sentences": int(chunk_sentences)}
+            "unique_sentences": unique_count, "dim": encoder.dim, "chunk_sentences": int(chunk_sentences)}
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    # One process computes a key at a time; another asking for the same vectors waits, then reads them.
+    lock = FileLock(directory.parent / f"{key}.lock")
+    lock.wait(timeout=LOCK_WAIT_S, poll=2.0)
+    try:
+        return _cached_or_computed(encoder, sentences, directory, meta, batch_size, normalize, show_progress,
+                                   int(chunk_sentences))
+    finally:
+        lock.release()
+
+
+def _cached_or_computed(encoder: SentenceEncoder, sentences: list[str], directory: Path, meta: dict,
+                        batch_size: int | None, normalize: bool, show_progress: bool,
+                        chunk_sentences: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """The finished cache in ``directory`` if it matches ``meta``; else compute it (resuming chunks)."""
+    unique = list(dict.fromkeys(sentences))
     old = _read_meta(directory)
     if old is not None and any(old.get(k) != meta[k] for k in ("corpus_sha256", "teacher_digest", "max_length",
                                                                 "pooling", "normalize", "sentences", "dim",
@@ -174,7 +192,7 @@ def teacher_embeddings(
     (directory / "chunks").mkdir(parents=True, exist_ok=True)
     _write_meta(directory / META, {**meta, "complete": False})
     unique_emb, computed = _embed_in_chunks(encoder, unique, directory / "chunks", batch_size, normalize,
-                                            show_progress, int(chunk_sentences))
+                                            show_progress, chunk_sentences)
     position = {s: i for i, s in enumerate(unique)}
     emb = unique_emb[np.fromiter((position[s] for s in sentences), dtype=np.int64, count=len(sentences))]
     _save_atomic(directory / FINAL, emb)
@@ -182,6 +200,7 @@ def teacher_embeddings(
     _write_meta(directory / META, meta)
     shutil.rmtree(directory / "chunks", ignore_errors=True)
     return emb, {**meta, "cache_dir": str(directory), "computed_sentences": computed}
+
 
 
 @torch.inference_mode()
