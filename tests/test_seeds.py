@@ -90,6 +90,8 @@ def test_each_seed_is_a_row_finished_seeds_are_reused_and_the_control_test_holds
     summary = (out / "summary.md").read_text()
     assert "Rewound vs the retrained control, over seeds" in summary and "✓" in summary and " ± " in summary
     assert "seeds 0, 1" in summary
+    assert "Pruned without retraining vs dense, paired" in summary
+    assert set(pd.read_csv(out / "dense_comparisons.csv")["point"]) == {"masked/s0.5-l0.5"}
     assert (out / "figures" / "avg_sts_vs_sparsity.png").is_file()
 
     # a third seed: only its two rewinds and evaluations run; seeds 0 and 1 are reused

@@ -17,6 +17,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_file, write_json
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
 from sparsecse.sweeps.layout import POINTS_DIR, SCORES_FILE, SWEEP_FILE, Variant, read_point, read_sweep_state
+from sparsecse.sweeps.dense_comparisons import dense_comparison_lines, dense_comparison_table, dense_comparisons
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "seed", "task", "score", "avg_sts",
            "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",
@@ -577,13 +578,17 @@ def report(out: str | os.PathLike, figures: bool = True, replicates: int = 1000,
     if comparisons:
         with atomic_file(out / "comparisons.csv", overwrite=True) as tmp:
             comparison_table(comparisons).to_csv(tmp, index=False)
-    summary = summary_markdown(table, state, out, comparisons)
+    against_dense = dense_comparisons(out, points, replicates, seed)
+    if against_dense:
+        with atomic_file(out / "dense_comparisons.csv", overwrite=True) as tmp:
+            dense_comparison_table(against_dense).to_csv(tmp, index=False)
+    summary = summary_markdown(table, state, out, comparisons) + "\n".join(dense_comparison_lines(against_dense))
     with atomic_file(out / "summary.md", overwrite=True) as tmp:
         tmp.write_text(summary)
     written = make_figures(out, table, state, comparisons) if figures else []
     return {"results_csv": out / "results.csv", "results_json": out / "results.json",
             "summary": out / "summary.md", "figures": written, "table": table, "summary_text": summary,
-            "comparisons": comparisons}
+            "comparisons": comparisons, "dense_comparisons": against_dense}
 
 
 def write_tables(out: Path, points: list[dict[str, Any]], state: dict[str, Any]) -> pd.DataFrame:
