@@ -20,7 +20,8 @@ def command():
               help="Download from URL instead (repeatable: tried in order; a mirror of SimCSE's senteval.tar).")
 @click.option("--sha256", "sha256", default=None, metavar="HEX",
               help="The archive's expected SHA-256 (default: the one recorded in sparsecse.data.sources).")
-@click.option("--force", is_flag=True, help="Download again and replace DIR even if it holds the data (or other files).")
+@click.option("--force", is_flag=True,
+              help="Download again and replace DIR even if it holds the data (or other files).")
 @quiet_option
 @json_option
 def download(to, sources, sha256, force, quiet, as_json):

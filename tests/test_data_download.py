@@ -95,7 +95,7 @@ def serve():
 
     def start(files: dict[str, bytes]) -> ArchiveServer:
         server = ArchiveServer(files)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
         return server
 

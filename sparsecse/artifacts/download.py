@@ -16,6 +16,7 @@ import json
 import os
 import tarfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Callable, Iterable
@@ -69,24 +70,31 @@ def fetch(url: str, part: Path, progress: bool = True) -> int:
         length = response.headers.get("Content-Length")
         total = start + int(length) if length and length.isdigit() else None
         received = 0
+        label = urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1] or "download"
         try:
             with open(part, "ab" if resumed else "wb") as sink, tqdm(
                 total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024,
-                desc=part.name.removeprefix(".").removesuffix(".part"), disable=not progress, leave=False,
+                desc=label, disable=not progress, leave=False,
             ) as bar:
                 for block in iter(lambda: response.read(BLOCK), b""):
-                    sink.write(block)
+                    _write(sink, block, part)
                     received += len(block)
                     bar.update(len(block))
-        except (OSError, http.client.HTTPException) as exc:
-            if isinstance(exc, OSError) and exc.filename:  # writing part failed, not the connection
-                raise SparseCSEError(f"Cannot write {part} ({exc.strerror or exc}).") from None
+        except (OSError, http.client.HTTPException) as exc:  # the connection, not the disk (see _write)
             raise SparseCSEError(f"The download of {url} stopped after {start + received} bytes ({exc}); run the "
                                  "command again to resume it.") from None
     if total is not None and start + received < total:
         raise SparseCSEError(f"The download of {url} stopped after {start + received} of {total} bytes; run the "
                              "command again to resume it.")
     return received
+
+
+def _write(sink, block: bytes, part: Path) -> None:
+    try:
+        sink.write(block)
+    except OSError as exc:  # full disk, quota: what was written stays and a later run resumes after it
+        raise SparseCSEError(f"Cannot write {part} ({exc.strerror or exc}); run the command again to resume once "
+                             "there is room.") from None
 
 
 def archive_root(names: Iterable[str], required: tuple[str, ...]) -> str:
