@@ -13,7 +13,7 @@ import click
 
 from sparsecse import __version__
 
-COMMANDS = ("train", "score", "prune", "rewind", "eval", "compare", "shrink", "compress", "export", "sweep", "report",
+COMMANDS = ("data", "train", "score", "prune", "rewind", "eval", "compare", "shrink", "compress", "export", "sweep", "report",
             "objectives", "models")  # help order
 
 

@@ -8,7 +8,7 @@ import click
 from sparsecse.compress import reconstruction_settings as settings
 
 from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
-                                   overwrite_option, pooling_option, quiet_option, seed_option,
+                                   overwrite_option, pooling_option, quiet_option, score_hint, seed_option,
                                    trust_remote_code_option)
 
 
@@ -78,3 +78,4 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
                f"{m['kept_flops_ratio']:.4f} of layer FLOPs per token (n={m['seq_len']}), "
                f"{m['kept_params_ratio']:.4f} of layer parameters; {result.seconds:.0f} s")
     click.echo(f"wrote {shrunk.out}")
+    click.echo(score_hint(shrunk.out))

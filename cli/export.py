@@ -6,7 +6,7 @@ import json
 
 import click
 
-from sparsecse.cli.options import json_option, model_option, overwrite_option, pooling_option
+from sparsecse.cli.options import json_option, model_option, overwrite_option, pooling_option, score_hint
 from sparsecse.cli.options import trust_remote_code_option
 
 
@@ -55,4 +55,8 @@ def command(model, fmt, quantize, calibration, calibration_size, calibration_see
         result = export(model=model, out=out, format=fmt, quantize=None if quantize == "none" else quantize,
                         pooling=pooling, overwrite=overwrite, opset=opset, calibration=calibration,
                         calibration_size=calibration_size, calibration_seed=calibration_seed)
-    click.echo(json.dumps(result.to_dict()) if as_json else describe(result))
+    if as_json:
+        click.echo(json.dumps(result.to_dict()))
+    else:
+        click.echo(describe(result))
+        click.echo(score_hint(result.out))

@@ -59,6 +59,19 @@ fasttest_option = click.option("--fasttest", is_flag=True, help="Transfer tasks 
                                "with the senteval classifier, SimCSE's fast settings).")
 
 
+def score_hint(out) -> str:
+    """The line a command that writes a model ends with: the evals that give the README tables' numbers.
+
+    >>> score_hint("small").startswith("Score it: `sparsecse eval --model small --tasks STSBenchmark --split dev`")
+    True
+    """
+    import shlex
+
+    model = shlex.quote(str(out))
+    return (f"Score it: `sparsecse eval --model {model} --tasks STSBenchmark --split dev` (STS-B dev, the tables' "
+            f"model-selection score); `sparsecse eval --model {model}` (the 7 STS tasks on test, the 'STS avg').")
+
+
 def echo_json(obj) -> None:
     """One JSON object on stdout; NaN and infinities become null (valid for strict parsers)."""
     from sparsecse.artifacts.files import dumps_json

@@ -6,7 +6,8 @@ import click
 
 from sparsecse.compress import reconstruction_settings as settings
 
-from sparsecse.cli.options import device_option, echo_json, json_option, model_option, overwrite_option, pooling_option
+from sparsecse.cli.options import (device_option, echo_json, json_option, model_option, overwrite_option, pooling_option,
+                                   score_hint)
 from sparsecse.cli.options import trust_remote_code_option
 
 
@@ -92,3 +93,4 @@ def command(model, mask_path, out, pooling, seq_len, align_ffn, corpus, reconstr
         echo_json(result.to_dict())
     else:
         click.echo(describe(result))
+        click.echo(score_hint(result.out))

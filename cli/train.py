@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
-                                   overwrite_option, pooling_option, quiet_option, seed_option)
+                                   overwrite_option, pooling_option, quiet_option, score_hint, seed_option)
 from sparsecse.cli.options import trust_remote_code_option
 
 
@@ -59,6 +59,8 @@ def report(result, as_json: bool, verb: str) -> None:
     click.echo(f"{verb} {h['objective']} for {result.steps} steps (batch {h['batch_size']}, lr {h['lr']:g}, "
                f"max length {h['max_length']}, {h['processes']} process(es), {result.steps_per_second:.2f} steps/s)")
     click.echo(f"  saved the {chosen} to {result.out}")
+    if not result.best_step:  # no STS-B dev score was measured while training
+        click.echo(score_hint(result.out))
 
 
 @click.command("train")

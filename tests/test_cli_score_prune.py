@@ -73,6 +73,7 @@ def test_unreadable_score_file(tmp_path):
 def test_score_missing_data_dir(tiny_bert_dir, tmp_path):
     result = run("score", "--model", tiny_bert_dir, "--data-dir", tmp_path / "nope", "--out", tmp_path / "s.st")
     assert result.exit_code == 1 and "does not exist" in result.output and "--data-dir" in result.output
+    assert f"`sparsecse data download --to {tmp_path / 'nope'}`" in result.output
 
 
 def test_score_missing_stsb_files(tiny_bert_dir, tmp_path):

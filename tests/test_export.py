@@ -159,6 +159,7 @@ def test_cli_export_json_and_overwrite(tiny_roberta_dir, tmp_path):
     run = runner.invoke(main, [*args[:-2], "--overwrite"])
     assert run.exit_code == 0, run.output
     assert "min cosine to torch" in run.output and not (tmp_path / "onnx" / INT8_FILE).exists()
+    assert f"`sparsecse eval --model {tmp_path / 'onnx'} --tasks STSBenchmark --split dev`" in run.output
 
 
 @pytest.mark.integration

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import shlex
 
 import numpy as np
 import pytest
@@ -204,7 +205,7 @@ def test_flops_and_parameters_follow_the_removed_units(tiny_bert_dir):
     assert flops_per_token(encoder, seq_len=10) < dense_flops
 
 
-def test_cli_shrink_json_and_overwrite(tiny_bert_dir, tmp_path):
+def test_cli_shrink_json_and_overwrite(tiny_bert_dir, fake_senteval, tmp_path):
     encoder = SentenceEncoder.load(tiny_bert_dir, device="cpu")
     random_mask(encoder.model, 0.5).save(tmp_path / "mask.safetensors")
     args = ["shrink", "--model", str(tiny_bert_dir), "--mask", str(tmp_path / "mask.safetensors"),
@@ -217,7 +218,13 @@ def test_cli_shrink_json_and_overwrite(tiny_bert_dir, tmp_path):
     assert report["after"]["weights_bytes"] < report["before"]["weights_bytes"]
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 1 and "already exists" in again.output
-    assert CliRunner().invoke(main, args + ["--overwrite"]).exit_code == 0
+    text = CliRunner().invoke(main, args[:-1] + ["--overwrite"])  # the text report ends with the eval to run
+    assert text.exit_code == 0, text.output
+    hinted = text.stdout.splitlines()[-1].split("`")[1]
+    assert hinted == f"sparsecse eval --model {tmp_path / 'small'} --tasks STSBenchmark --split dev"
+    scored = CliRunner().invoke(main, [*shlex.split(hinted)[1:], "--data-dir", str(fake_senteval), "--json"])
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.stdout)["settings"]["sts_split"] == "dev"
 
 
 @pytest.mark.integration

@@ -266,6 +266,9 @@ def test_cli_train_and_rewind(tiny_bert_dir, corpus, tmp_path):
     result = runner.invoke(main, ["rewind", "--mask", str(mask_path), "--out", str(tmp_path / "r"), *args])
     assert result.exit_code == 0, result.output
     assert SentenceEncoder.load(tmp_path / "r").model.config.heads_per_layer == [2, 3]
+    text = runner.invoke(main, ["train", "--model", str(tiny_bert_dir), "--out", str(tmp_path / "t2"), *args[:-1]])
+    assert text.exit_code == 0, text.output  # no STS-B dev score measured: the report names the eval that gives it
+    assert f"`sparsecse eval --model {tmp_path / 't2'} --tasks STSBenchmark --split dev`" in text.output
 
 
 def test_cli_bad_input_is_one_sentence(tiny_bert_dir, tmp_path):

@@ -15,26 +15,45 @@ def user_cache_dir() -> Path:
     return Path(base) / "sparsecse" / "senteval"
 
 
+DOWNLOAD_COMMAND = "sparsecse data download"
+
+
+def default_data_dir() -> tuple[str, Path]:
+    """Where the data goes when no --data-dir is given, and what chose it: $SPARSECSE_DATA, else the
+    per-user cache (``~/.cache/sparsecse/senteval``).
+
+    >>> default_data_dir()[0] in ("$SPARSECSE_DATA", "the user cache directory")
+    True
+    """
+    if os.environ.get(ENV_VAR):
+        return f"${ENV_VAR}", Path(os.environ[ENV_VAR]).expanduser()
+    return "the user cache directory", user_cache_dir()
+
+
+def download_hint(path: Path, default: bool) -> str:
+    """The command that fills ``path`` with the SentEval data (``--to`` only if it is not the default)."""
+    return f"`{DOWNLOAD_COMMAND}`" if default else f"`{DOWNLOAD_COMMAND} --to {path}`"
+
+
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """The data directory to use, checked to exist; the error says where we looked."""
+    """The data directory to use, checked to exist; the error says where we looked and how to get the data."""
     if data_dir:
-        where, path = "--data-dir", Path(data_dir)
-    elif os.environ.get(ENV_VAR):
-        where, path = f"${ENV_VAR}", Path(os.environ[ENV_VAR])
+        where, path = "--data-dir", Path(data_dir).expanduser()
     else:
-        where, path = "the user cache directory", user_cache_dir()
-    path = path.expanduser()
+        where, path = default_data_dir()
     if not path.is_dir():
         raise SparseCSEError(
-            f"The data directory {path} (from {where}) does not exist; pass --data-dir or set ${ENV_VAR} "
-            f"to a SentEval-layout folder."
+            f"The data directory {path} (from {where}) does not exist; {download_hint(path, where != '--data-dir')} "
+            f"fetches the SentEval data there, or pass --data-dir / set ${ENV_VAR} to a SentEval-layout folder."
         )
     return path
 
 
 def task_path(data_dir: str | os.PathLike | None, *parts: str, task: str) -> Path:
     """A file or folder inside the data directory, with an error naming the task if it is missing."""
-    path = resolve_data_dir(data_dir).joinpath(*parts)
+    root = resolve_data_dir(data_dir)
+    path = root.joinpath(*parts)
     if not path.exists():
-        raise SparseCSEError(f"The {task} data is missing: {path} does not exist.")
+        raise SparseCSEError(f"The {task} data is missing: {path} does not exist; `{DOWNLOAD_COMMAND} --force "
+                             f"--to {root}` replaces {root} with the complete SentEval set.")
     return path
