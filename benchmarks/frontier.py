@@ -15,8 +15,8 @@ Rows:
   spaced whole layers of all-MiniLM-L6-v2) + the ``distill`` objective on ``--corpus`` for ``--epochs``
   (``benchmarks/compression.py``'s row (e), same code);
 - ``model2vec``: a static-embedding model distilled from all-MiniLM-L6-v2 with ``model2vec.distill``
-  (offline, on the local model directory; needs ``pip install 'model2vec[distill]'``, the ``bench``
-  extra). ``--no-model2vec`` leaves it out.
+  (offline, on the local model directory; needs the ``bench`` extra:
+  ``model2vec`` and ``skeletoken``, not ``model2vec[distill]``, which downgrades transformers). ``--no-model2vec`` leaves it out.
 
 Speed: every row's model encodes the distinct STS-B test sentences in the same process, interleaved
 batch by batch, best of ``--repeats`` per batch, on ``--threads`` threads
