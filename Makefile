@@ -8,7 +8,7 @@ export SPARSECSE_DATA ?= $(DATA)
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast docs bench clean
 
 install: $(VENV)/.installed
 
@@ -32,5 +32,15 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q -n 2 -m "not integration"
 
+# The documentation site: warnings are errors and every cross-reference must resolve (-W -n).
+docs: install $(VENV)/.docs-installed
+	rm -rf docs/_build docs/reference/generated
+	$(BIN)/sphinx-build -W -n --keep-going -q -b html docs docs/_build/html
+	@echo "docs/_build/html/index.html"
+
+$(VENV)/.docs-installed: setup.cfg
+	$(BIN)/pip install -q -e ".[test,docs]"
+	touch $@
+
 clean:
-	rm -rf $(VENV) runs build *.egg-info
+	rm -rf $(VENV) runs build *.egg-info docs/_build docs/reference/generated

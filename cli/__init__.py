@@ -1,6 +1,6 @@
 """The ``sparsecse`` command line: one click group, one small module per command.
 
-Commands are imported lazily so ``sparsecse --help`` is quick. A :class:`SparseCSEError` anywhere
+Commands are imported lazily so ``sparsecse --help`` is quick. A :class:`~sparsecse.errors.SparseCSEError` anywhere
 ends the command with its one-sentence message and exit status 1, never a traceback.
 """
 

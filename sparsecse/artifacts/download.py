@@ -40,7 +40,7 @@ def fetch(url: str, part: Path, progress: bool = True) -> int:
 
     Returns the number of bytes received in this call (0 if ``part`` was already complete). A server
     that ignores the Range request sends the whole file, which then replaces ``part``. Raises
-    :class:`SparseCSEError` with one sentence if the URL cannot be reached or the transfer stops
+    :class:`~sparsecse.errors.SparseCSEError` with one sentence if the URL cannot be reached or the transfer stops
     (``part`` is kept, so the next call resumes).
 
     Example::
@@ -135,7 +135,7 @@ def _members_under(tar: tarfile.TarFile, root: str, required: tuple[str, ...]) -
 
 def extract(archive: Path, dest: Path, required: tuple[str, ...], record: dict) -> None:
     """Unpack ``archive`` (a tar, compressed or not) into ``dest`` atomically, with ``record`` (which
-    names the archive and its URL) as :data:`RECORD`; ``dest`` is replaced if it exists (the caller
+    names the archive and its URL) as ``RECORD``; ``dest`` is replaced if it exists (the caller
     decides whether it may be). A damaged tar fails while its headers are read, before any extraction."""
     label = f"{record['archive']} from {record['url']}"
     try:

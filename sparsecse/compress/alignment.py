@@ -1,8 +1,10 @@
 """Alignment and uniformity (Wang & Isola 2020) on L2-normalised embeddings.
 
-Losses (the SparseCSE scoring objective):
+Losses (the SparseCSE scoring objective)::
+
     L_align   = log E ||h_i - h_i+||^2          over positive pairs
     L_uniform = log E exp(-2 ||h_i - h_j||^2)   over distinct pairs i < j
+
 Reported metrics (SimCSE's alignment-uniformity plot): alignment = E ||h_i - h_i+||^2 (no log),
 uniformity = L_uniform. Squared distances are computed as 2 - 2 cos, which is smooth even for
 identical sentences (torch.pdist's gradient is NaN at zero distance).

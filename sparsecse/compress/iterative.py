@@ -109,7 +109,7 @@ def iterative_prune(
 ) -> IterativeResult:
     """Prune ``model`` to a kept-FLOPs or kept-parameters budget in ``steps`` steps (module docstring).
 
-    ``reconstruct`` (a corpus file or a :class:`ReconstructionPlan`) is required: without a refit between
+    ``reconstruct`` (a corpus file or a :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`) is required: without a refit between
     steps, rescoring would see the same model. ``scores`` (optional) is a score file of the dense model
     for the first step; later steps score on STS-B ``split`` with ``batch_size`` / ``max_batches`` /
     ``seed`` as ``sparsecse score`` does. ``lam``, ``criterion`` (None: the budget default),

@@ -132,7 +132,7 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
     - ``keep_params`` B: the same with the layers' parameters as the cost.
 
     ``criterion`` (``abs_grad``, ``layer_norm``, ``fisher``) turns the stored gradients into
-    importance (:mod:`sparsecse.compress.scoring`). None (the default) takes :data:`DEFAULT_CRITERION`: the
+    importance (:mod:`sparsecse.compress.scoring`). None (the default) takes ``DEFAULT_CRITERION``: the
     paper's ``abs_grad`` for a sparsity, ``fisher`` for a budget, which compares heads with neurons and
     so needs importances on one scale (on all-MiniLM-L6-v2 at kept FLOPs 0.5, ``abs_grad`` gives away
     nearly all heads: 71.14 against 76.57 on the STS average after reconstruction; README).

@@ -67,7 +67,7 @@ class Calibration:
 
 def calibration_sentences(corpus: str | os.PathLike, count: int = DEFAULT_SENTENCES, seed: int = 0) -> Calibration:
     """``count`` sentences of a one-sentence-per-line file (all of them if it has fewer), a seeded
-    random sample in file order. Raises :class:`SparseCSEError` for a missing or empty file."""
+    random sample in file order. Raises :class:`~sparsecse.errors.SparseCSEError` for a missing or empty file."""
     if count < 1:
         raise SparseCSEError(f"The number of reconstruction sentences must be at least 1, not {count}.")
     sentences = read_corpus(corpus)
@@ -449,7 +449,7 @@ def reconstruct(dense: nn.Module, pruned: nn.Module, mask: Mask, batches: Sequen
 
 @dataclass
 class ReconstructionPlan:
-    """Checked inputs of a reconstruction (made before any model is loaded), then :meth:`run`."""
+    """Checked inputs of a reconstruction (made before any model is loaded), then ``run``."""
 
     calibration: Calibration
     method: str = DEFAULT_METHOD

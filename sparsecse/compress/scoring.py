@@ -1,4 +1,4 @@
-"""Gate importance from alignment and uniformity: E_D |∂L_score/∂gate| for every head and neuron.
+"""Gate importance from alignment and uniformity: ``E_D |∂L_score/∂gate|`` for every head and neuron.
 
 One forward and one backward per batch give both gradients exactly. A batch stacks the alignment
 rows (both sides of STS-B positive pairs) and the uniformity rows (STS-B sentences); rows of a
@@ -7,7 +7,7 @@ transformer do not interact in eval mode, so each row group gets its own copy of
 second. Both are stored per batch (with each batch's number of positive pairs), so score(λ) is exact
 for every λ and every criterion later, without running the model again:
 
-- ``abs_grad`` (the paper's, default): E_b |g_b| with g_b = λ·g_align + (1−λ)·g_uniform;
+- ``abs_grad`` (the paper's, default): ``E_b |g_b|`` with ``g_b = λ·g_align + (1−λ)·g_uniform``;
 - ``layer_norm``: the same, with each layer's head scores (and, separately, its neuron scores)
   divided by their L2 norm before the global ranking (Michel et al. 2019);
 - ``fisher``: E_b g_b² (the empirical Fisher of the gate, Kwon et al. 2022).
@@ -150,7 +150,7 @@ def check_criterion(criterion: str) -> str:
 def combine(grad_align: torch.Tensor, grad_uniform: torch.Tensor, lam: float, criterion: str = "abs_grad",
             weights: torch.Tensor | None = None) -> torch.Tensor:
     """Per-unit importance [L, U] from per-batch gradients [B, L, U]: with g = λ·g_align + (1−λ)·g_uniform
-    (the gradient of L_score(λ), exactly), the weighted batch mean of |g| (``abs_grad``), of |g| then
+    (the gradient of L_score(λ), exactly), the weighted batch mean of ``|g|`` (``abs_grad``), of ``|g|`` then
     divided per layer by its L2 norm (``layer_norm``), or of g² (``fisher``). ``weights`` [B] sum to 1;
     None means equal weights."""
     lam, criterion = check_lambda(lam), check_criterion(criterion)

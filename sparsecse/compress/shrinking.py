@@ -12,7 +12,7 @@ with all that layer's head gates at 0 (the pruner never empties a layer unless a
 
 torch-pruning is not used for the surgery: its dependency graph does not know Hugging Face head
 counts, and the code that re-cuts layers at load time must ship inside the model directory without
-extra dependencies, so one small slicing function (:func:`sparsecse.modeling.shrink_layer`) serves
+extra dependencies, so one small slicing function (:func:`sparsecse.modeling.modeling_sparsecse.shrink_layer`) serves
 both the pruning here and the reload.
 """
 
@@ -159,7 +159,7 @@ def shrink_encoder(encoder: SentenceEncoder, mask: Mask, align_ffn: int = 1) -> 
 
     Afterwards ``encoder.model`` is a smaller model (uneven layers) that encodes, trains with autograd
     (build the optimizer after shrinking) and saves with :func:`save_model_dir`. Raises
-    :class:`SparseCSEError` if the mask does not fit the model. Detach any gates first.
+    :class:`~sparsecse.errors.SparseCSEError` if the mask does not fit the model. Detach any gates first.
     ``align_ffn`` (default 1: exact) pads FFN widths with inert zero neurons, for speed; leave it at 1
     when training with objectives that perturb weights, which would bring those neurons to life.
     """
@@ -231,7 +231,7 @@ def shrink(
 ) -> ShrinkResult:
     """Load ``model``, remove ``mask``'s units and (given ``out``) save the smaller model directory.
 
-    ``mask`` is a :class:`Mask` or a mask file. The directory's ``sparsecse_config.json`` records the
+    ``mask`` is a :class:`~sparsecse.compress.masks.Mask` or a mask file. The directory's ``sparsecse_config.json`` records the
     pooling, a manifest and the lineage (source model and its hash, mask and its hash); its config.json
     records each layer's kept heads and FFN width. FLOPs per token are counted at ``seq_len`` tokens.
     FFN widths are padded to multiples of ``align_ffn`` with inert zero neurons (counted in the

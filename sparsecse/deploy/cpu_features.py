@@ -29,7 +29,7 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
 
 
 def cpu_features(cpuinfo: str | None = None) -> dict[str, bool]:
-    """{feature: present} for :data:`FEATURES`."""
+    """{feature: present} for ``FEATURES``."""
     flags = cpu_flags(cpuinfo)
     return {name: name in flags for name in FEATURES}
 

@@ -1,4 +1,4 @@
-"""Run a directory written by ``sparsecse export --format onnx`` behind the :class:`Encoder` interface.
+"""Run a directory written by ``sparsecse export --format onnx`` behind the :class:`~sparsecse.deploy.runtime.Encoder` interface.
 
 :func:`~sparsecse.deploy.loading.load_encoder` hands such a directory here, so ``evaluate`` and
 ``sparsecse eval --model DIR`` measure the ONNX graph through the same tokenizer, length-sorted

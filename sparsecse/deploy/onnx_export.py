@@ -177,7 +177,7 @@ def load_source(model, out, overwrite: bool, pooling: str | None):
     """The torch model an export reads, checked before any work: ``out`` is writable and not the model
     itself, the model is not already exported and has no Dense projection (not carried into a graph
     yet). Returns (source path, fp32 encoder in eval mode, whether it normalises, reference embeddings
-    of :data:`CHECK_SENTENCES`)."""
+    of ``CHECK_SENTENCES``)."""
     source = resolve_model(model)
     check_destination(out, overwrite, inputs={"model": source})  # never over the model it reads
     if os.path.isdir(source) and exported_format(source):

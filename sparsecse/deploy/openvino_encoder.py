@@ -1,4 +1,4 @@
-"""Run a directory written by ``sparsecse export --format openvino`` behind the :class:`Encoder` interface.
+"""Run a directory written by ``sparsecse export --format openvino`` behind the :class:`~sparsecse.deploy.runtime.Encoder` interface.
 
 The OpenVINO IR (``openvino/openvino_model.xml`` + ``.bin``, and the NNCF int8 model beside it) is
 compiled for the CPU with ``threads`` inference threads and f32 as the inference precision hint, so

@@ -1,7 +1,7 @@
 """``sparsecse export --format openvino``: the model as an OpenVINO IR, optionally NNCF int8.
 
 The IR is converted by OpenVINO's own converter (``openvino.convert_model``) from the same torch
-module the ONNX export traces (:class:`~sparsecse.deploy.onnx_export._EmbeddingGraph`: backbone + pooling
+module the ONNX export traces (``_EmbeddingGraph``: backbone + pooling
 + L2 normalisation where the model has it), with dynamic batch and sequence axes, and saved in
 fp32 (no fp16 compression). int8 is NNCF's post-training static quantization (``nncf.quantize``,
 transformer model type) calibrated on a seeded sample of a corpus, one sentence per calibration
@@ -57,7 +57,7 @@ class _BiasOnly(nn.Module):
 
 
 def replace_zero_input_linears(module: nn.Module) -> int:
-    """Swap every ``nn.Linear`` with no input features for :class:`_BiasOnly`, in place; returns how many."""
+    """Swap every ``nn.Linear`` with no input features for ``_BiasOnly``, in place; returns how many."""
     targets = [(name, child) for name, child in module.named_modules()
                if isinstance(child, nn.Linear) and child.in_features == 0]
     for name, linear in targets:

@@ -1,6 +1,6 @@
 """The interface every encoder offers, and the shared part of encoders that run an exported graph.
 
-:class:`Encoder` is what ``evaluate``, ``compare`` and the benchmarks need from a model: ``encode``
+:class:`~sparsecse.deploy.runtime.Encoder` is what ``evaluate``, ``compare`` and the benchmarks need from a model: ``encode``
 plus a few facts (``dim``, ``pooling``, ``max_length``, ``source``, ``device``, ``tokenizer``).
 :class:`~sparsecse.modeling.encoder.SentenceEncoder` (torch), :class:`~sparsecse.deploy.onnx_encoder.OnnxEncoder`
 and :class:`~sparsecse.deploy.openvino_encoder.OpenVinoEncoder` all satisfy it;
@@ -50,7 +50,7 @@ def is_encoder(obj) -> bool:
 
 
 class RuntimeEncoder:
-    """An exported graph (tokenizer -> pooled, maybe normalised embedding) behind :class:`Encoder`.
+    """An exported graph (tokenizer -> pooled, maybe normalised embedding) behind :class:`~sparsecse.deploy.runtime.Encoder`.
 
     Subclasses load the graph and implement :meth:`run_batch`; batching is the torch encoder's:
     each distinct sentence once, sorted by token count, at most ``batch_size`` sentences and

@@ -9,7 +9,7 @@ are evaluated. The average over tasks is taken replicate by replicate.
 
 The p-value of a difference d = B - A is the two-sided paired bootstrap test (Koehn 2004; Berg-
 Kirkpatrick et al. 2012): the replicates d*, shifted to mean zero around d, are as extreme as d in
-p = (1 + #{|d* - d| >= |d|}) / (1 + R) of R replicates.
+``p = (1 + #{|d* - d| >= |d|}) / (1 + R)`` of R replicates.
 """
 
 from __future__ import annotations

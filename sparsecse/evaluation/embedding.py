@@ -17,7 +17,7 @@ class EmbeddingTable:
     """Float32 embeddings of whitespace-normalised sentences, encoded on first use in large calls.
 
     Collect the sentences of every task first (:meth:`add`) so that one length-sorted pass encodes
-    them all; then :meth:`__call__` only looks rows up.
+    them all; then ``__call__`` only looks rows up.
     """
 
     def __init__(self, encoder, batch_size: int | None = None, precision: str = "fp32",

@@ -54,7 +54,7 @@ def evaluate(
     when asked, or by default whenever STS-B ran (its embeddings are then already at hand).
     ``transfer_protocol``: ``senteval`` (SentEval's PyTorch classifier, as the papers report) or ``fast``.
 
-    With STS tasks, ``"data"`` fingerprints the pairs scored (:func:`sts_fingerprint`). ``bootstrap``
+    With STS tasks, ``"data"`` fingerprints the pairs scored (:func:`~sparsecse.evaluation.runner.sts_fingerprint`). ``bootstrap``
     replicates (> 0) add ``"bootstrap"``: a percentile interval per STS task and for their average, by
     resampling pairs with ``bootstrap_seed`` (:mod:`sparsecse.evaluation.bootstrap`). ``keep_pairs``
     keeps ``"pairs"``: per STS task the per-pair similarities, gold scores and subset sizes.

@@ -1,6 +1,7 @@
 """SentEval transfer tasks: logistic regression on frozen sentence embeddings.
 
 Two classifiers, chosen by ``protocol``:
+
 - ``senteval`` (the default; what SimCSE, DiffCSE and InfoCSE report): SentEval's PyTorch logistic
   regression as SimCSE's ``evaluation.py`` configures it: one linear layer, Adam (lr 1e-3), batch 64,
   the L2 strength (Adam weight decay) picked from {1e-5, 1e-4, 1e-3, 1e-2}, ``epoch_size`` 4 passes
@@ -12,13 +13,15 @@ Two classifiers, chosen by ``protocol``:
   {0.5 .. 32} for the k-fold tasks (TREC, MRPC). Several times faster on a CPU.
 
 The splits follow SentEval:
+
 - MR, CR, SUBJ, MPQA: k-fold cross-validation (k = 10; 5 with ``fasttest``). Inside every outer
   training fold an inner k-fold picks the regularisation; the model refit with it is scored on the
   outer test fold; the score is the mean test accuracy.
 - TREC, MRPC: k-fold cross-validation on the training set picks the regularisation; refit on all of
   it; test accuracy.
 - SST-2: regularisation picked on the dev split, refit on train; test accuracy.
-- MRPC features are [|a - b|, a * b] of the two sentence embeddings.
+- MRPC features are ``[|a - b|, a * b]`` of the two sentence embeddings.
+
 Folds are stratified and shuffled with a fixed seed. TREC (six classes) uses multinomial regression.
 The PyTorch classifier validates on the held-out fold while picking the regularisation and, when
 refit on a whole training set, on a random 5% of it (SST-2: on dev), as SentEval does.
@@ -81,7 +84,7 @@ def transfer_sentences(data: dict) -> list[str]:
 
 
 def features(texts, embed: Callable[[Sequence[str]], np.ndarray]) -> np.ndarray:
-    """Sentence embeddings, or [|a - b|, a * b] for sentence pairs (MRPC)."""
+    """Sentence embeddings, or ``[|a - b|, a * b]`` for sentence pairs (MRPC)."""
     if isinstance(texts, tuple):
         a, b = embed(texts[0]), embed(texts[1])
         return np.concatenate([np.abs(a - b), a * b], axis=1)

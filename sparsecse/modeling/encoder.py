@@ -3,7 +3,7 @@
 Pooling is always explicit and recorded: ``cls`` (the model's pooler output, i.e. CLS through the
 pretrained dense+tanh), ``cls_before_pooler`` (the raw CLS hidden state) or ``mean`` (mask-aware
 mean of the last hidden states). Left out, it comes from the model directory's own
-sparsecse/sentence-transformers config, else ``cls_before_pooler``; :attr:`pooling_source` says which.
+sparsecse/sentence-transformers config, else ``cls_before_pooler``; ``pooling_source`` says which.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def shrink_layer(layer: nn.Module, heads: Sequence[int], neurons: Sequence[int] 
 
     Removes the heads' query/key/value rows and attention-output columns, and the neurons' FFN-input
     rows + bias and FFN-output columns. With no heads left, the self-attention becomes
-    :class:`HeadlessSelfAttention` (MPNet: :class:`ShrunkMPNetSelfAttention` with no heads).
+    :class:`HeadlessSelfAttention` (MPNet: :class:`~sparsecse.modeling.modeling_sparsecse.ShrunkMPNetSelfAttention` with no heads).
     """
     heads = list(heads)
     if hasattr(layer.attention, "attn"):  # MPNet: q, k, v and o in one module, plus a position bias

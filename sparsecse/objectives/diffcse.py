@@ -7,6 +7,7 @@ was replaced. The RTD loss reaches the encoder only through h. Generator and dis
 train-only; the saved model is the encoder alone.
 
 As the published code (voidism/DiffCSE) does:
+
 - The discriminator starts from the dense pretrained weights: those of the checkpoint the encoder
   was loaded from (``discriminator=`` names another), so a rewound, shrunk encoder still gets a
   full-size discriminator loaded from its initial checkpoint.
@@ -20,6 +21,7 @@ As the published code (voidism/DiffCSE) does:
   for BERT-base, lr 1e-5 / mask ratio 0.20 for RoBERTa-base (other backbones take BERT-base's).
 
 Departures (also in the README, "Fidelity to the papers"):
+
 - Only the masked positions are rewritten (the published code takes the generator's argmax at every
   position, so an unmasked token the generator would change is also "replaced"); the generator sees
   [MASK] at each of them (the published collator uses BERT's 80/10/10).

@@ -7,6 +7,7 @@ layers and the MLM head then predict the masked tokens. The encoder receives the
 through that [CLS] vector, so reconstruction has to rely on the sentence vector.
 
 Choices (documented in the README, "Objectives"):
+
 - λ defaults to 1e-5 and the mask ratio to 0.40: the published scripts (caskcsg/sentemb,
   ``mlm_weight=0.00001``, ``mlm_rate=0.4``) and the paper's own ablations (Tables 7 and 8: best
   λ = 1e-5, best mask rate 40%); the paper's §4.2 text says λ = 0.005, which its Table 8 shows

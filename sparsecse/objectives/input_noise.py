@@ -20,7 +20,7 @@ NOISES = ("gaussian", "gaussian_dropout")
 
 
 def doubled_token_embeddings(encoder, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """[2B, T, d] word embeddings of the batch stacked twice (the rows :func:`two_views` encodes)."""
+    """[2B, T, d] word embeddings of the batch stacked twice (the rows :func:`~sparsecse.objectives.simcse.two_views` encodes)."""
     ids = batch["input_ids"]
     return encoder.model.get_input_embeddings()(torch.cat([ids, ids], 0))
 

@@ -132,12 +132,12 @@ def teacher_embeddings(
     chunk_sentences: int = CHUNK_SENTENCES,
     cache_path: str | os.PathLike | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """The teacher's embedding of every sentence of ``corpus_path`` (rows in :func:`read_corpus`'s
+    """The teacher's embedding of every sentence of ``corpus_path`` (rows in :func:`~sparsecse.data.corpus.read_corpus`'s
     order, float32 ``[N, D]``) and an info dict (``key``, ``cache_dir``, ``corpus_sha256``,
     ``teacher_digest``, ``computed_sentences``, ...).
 
     ``teacher``: a model directory, a hub name, a name ``sparsecse models install`` knows, or a loaded
-    :class:`SentenceEncoder` (its ``source`` directory is fingerprinted). ``cache_dir`` defaults to
+    :class:`~sparsecse.modeling.encoder.SentenceEncoder` (its ``source`` directory is fingerprinted). ``cache_dir`` defaults to
     ``<sparsecse cache>/teacher_embeddings``. ``cache_path`` names one finished cache explicitly; it
     is refused when it was computed for another corpus. ``max_length`` defaults to the teacher's.
     """

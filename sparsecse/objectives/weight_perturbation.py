@@ -5,7 +5,7 @@ Each step: (1) the SimCSE loss at the current weights gives, by its gradient, th
 (2) every weight matrix W moves to W + γ·‖W‖·g/‖g‖ (layer-wise relative size γ, as in AWP) and,
 with ``fgsm=true``, the token embeddings move by ε·sign(∂L/∂embeddings); (3) the loss at that
 worst-case point is returned, so the training loop's backward gives the gradient there; (4)
-:meth:`after_backward` puts the exact original weights back before the optimizer step, which then
+``after_backward`` puts the exact original weights back before the optimizer step, which then
 updates the original weights with the worst-case gradient. A step costs about two SimCSE steps.
 
 γ = 5e-3 is AWP's default (the thesis gives no value); ε = 1e-3 matches the thesis's input-noise

@@ -1,8 +1,8 @@
 """Every pruned point of a sweep that was not retrained, against the dense model, with evidence.
 
 Each point's STS score difference to the dense point gets a paired-bootstrap 95% interval and p-value
-over the test pairs (both scored on the same resampled pairs, :func:`sparsecse.evaluation.bootstrap.
-paired_comparison`), from the per-pair similarities the sweep keeps in ``DIR/pairs/``. A difference
+over the test pairs (both scored on the same resampled pairs,
+:func:`sparsecse.evaluation.bootstrap.paired_comparison`), from the per-pair similarities the sweep keeps in ``DIR/pairs/``. A difference
 whose interval includes 0 is reported as "no difference measured".
 
 Example::

@@ -279,7 +279,7 @@ def check_lr(lr) -> None:
 def train(model=None, corpus=None, out=None, objective: str = "simcse", objective_args=None, *,
           pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
     """Train ``model`` (a name or directory, default all-MiniLM-L6-v2, or a loaded
-    :class:`SentenceEncoder`, trained in place) on ``corpus`` with ``objective``.
+    :class:`~sparsecse.modeling.encoder.SentenceEncoder`, trained in place) on ``corpus`` with ``objective``.
 
     ``options``: max_steps, batch_size (global), lr, max_length, epochs (None = the backbone's SimCSE
     recipe), eval_steps (STS-B dev every N steps, 0 = never), save_steps (checkpoint every N steps,

@@ -111,9 +111,9 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
            pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
     """Reset to ``init``'s weights, remove ``mask``'s pruned units and retrain with ``objective``.
 
-    ``mask`` is a :class:`Mask` or a mask file. ``init`` left out: the initial checkpoint in the
+    ``mask`` is a :class:`~sparsecse.compress.masks.Mask` or a mask file. ``init`` left out: the initial checkpoint in the
     scored model's lineage, else the scored model. The pooling is the scored model's (as recorded in
-    the mask) unless given. Options as for :func:`sparsecse.training.train`.
+    the mask) unless given. Options as for :func:`sparsecse.training.api.train`.
     """
     from accelerate.utils import set_seed
 
