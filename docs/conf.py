@@ -23,9 +23,12 @@ myst_heading_anchors = 3
 nb_execution_mode = "off"  # the notebook is shown with the outputs it was saved with
 
 html_theme = "furo"
+smartquotes = False  # "--option" must stay two hyphens
 html_title = f"sparsecse {release}"
 
 autosummary_generate = True
+# optional extras need not be installed to document the modules that use them
+autodoc_mock_imports = ["submitit", "openvino", "nncf", "onnx", "onnxruntime", "model2vec", "skeletoken"]
 autodoc_typehints = "none"  # signatures stay readable; types are in the docstrings
 autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": False,
@@ -48,9 +51,12 @@ nitpick_ignore_regex = [
 
 
 def _escape_stars(app, ctx, lines):
-    """click help texts are plain text; '*.py' or 'a * b' would open rST emphasis."""
+    """click help texts are plain text: '*.py' would open rST emphasis, `x` would be a title reference."""
+    import re
+
     for i, line in enumerate(lines):
-        lines[i] = line.replace("*", r"\*")
+        line = line.replace("*", r"\*")
+        lines[i] = re.sub(r"(?<!`)`([^`]+)`(?!`)", r"``\1``", line)
 
 
 def setup(app):
