@@ -1,7 +1,7 @@
 """Run a sweep's points as cluster tasks (SLURM job arrays through submitit) or as several local processes.
 
 The sweep directory stays the single source of truth. The submitting process checks the arguments and
-scores once (:func:`sparsecse.sweeps.run.prepare_sweep`); every point whose file is not complete becomes one
+scores once (:func:`sparsecse.sweeps.prepared.prepare_sweep`); every point whose file is not complete becomes one
 task of a job array (dense, masked, budget and reconstructed points), and the rewound points (with their
 seeds) a second array that SLURM starts after the first one ended (``--dependency=afterany``): a rewind at
 the best λ decides that λ from the masked points on disk. A task writes its point as a one-process sweep

@@ -1,0 +1,99 @@
+"""A sweep directory's fingerprint: what a resumed sweep must share with the one that made the directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.artifacts.files import hash_path, write_json
+from sparsecse.sweeps.layout import SWEEP_FILE, read_sweep_state
+
+
+# ---------------------------------------------------------------------------- fingerprint
+def fingerprint(encoder, data_dir, split: str, batch_size: int, seed: int, max_batches: int | None,
+                positive_threshold: float, scope: str, keep_one_head: bool) -> dict[str, Any]:
+    """What must match for a sweep directory to be resumed: the model and the scoring/pruning settings."""
+    from sparsecse.data.paths import resolve_data_dir, task_path
+
+    source = encoder.source
+    stsb = task_path(data_dir, "STS", "STSBenchmark", f"sts-{split}.csv", task="STSBenchmark")
+    return {
+        "model": str(source),
+        "model_sha256": hash_path(source) if source and os.path.exists(source) else None,
+        "pooling": encoder.pooling,
+        "max_length": encoder.max_length,
+        "scoring": {"split": split, "batch_size": batch_size, "seed": seed, "max_batches": max_batches,
+                    "positive_threshold": positive_threshold, "stsb_sha256": hash_path(stsb)},
+        "pruning": {"scope": scope, "keep_one_head": keep_one_head},
+        "data_dir": str(resolve_data_dir(data_dir).resolve()),
+    }
+
+
+# a sweep directory from before the criterion was recorded pruned every point with these
+LEGACY_PRUNING = {"criterion": "abs_grad", "budget_criterion": "abs_grad", "budget_keep_one_head": False}
+
+
+def pruning_settings(out: Path, criterion: str | None, keep_one_head: bool | None) -> dict[str, Any]:
+    """The criterion and keep-one-head rule of sparsity points and of budget points. Defaults: abs_grad and
+    keep one head for sparsity points; fisher (heads and neurons on one scale) and no such rule for budget
+    points, except in a directory from before these were recorded, which resumes as it was made (abs_grad)."""
+    from sparsecse.compress.pruning import DEFAULT_CRITERION
+    from sparsecse.compress.scoring import check_criterion
+
+    if criterion is not None:
+        check_criterion(criterion)
+    legacy = (out / SWEEP_FILE).is_file() and "criterion" not in read_sweep_state(out).get(
+        "fingerprint", {}).get("pruning", {})
+    return {"criterion": criterion or DEFAULT_CRITERION["sparsity"],
+            "budget_criterion": criterion or (LEGACY_PRUNING["budget_criterion"] if legacy
+                                              else DEFAULT_CRITERION["budget"]),
+            "keep_one_head": True if keep_one_head is None else keep_one_head,
+            "budget_keep_one_head": bool(keep_one_head)}
+
+
+def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    diffs = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            diffs += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            diffs.append(f"{prefix}{key} {_short(a)} vs {_short(b)}")
+    return diffs
+
+
+def _short(value, width: int = 48) -> str:
+    text = repr(value)
+    return text if len(text) <= width else "..." + text[-(width - 3):]
+
+
+def open_sweep_dir(out: Path, print_: dict[str, Any], overwrite: bool = False) -> dict[str, Any]:
+    """Create ``out`` or reopen it; refuses a directory from another model or other scoring settings
+    (``overwrite``: deletes that sweep and starts afresh). Safe when several processes open it at once."""
+    from sparsecse.artifacts.locks import FileLock
+
+    state_path = out / SWEEP_FILE
+    if state_path.is_file():
+        old = dict(read_sweep_state(out).get("fingerprint", {}))
+        if "pruning" in old:  # directories from before the criterion was recorded
+            old["pruning"] = {**LEGACY_PRUNING, **old["pruning"]}
+        diffs = _differences(old, print_)
+        if diffs and not overwrite:
+            raise SparseCSEError(
+                f"{out} holds a sweep with different model or scoring settings ({'; '.join(diffs[:3])}); "
+                "choose another --out to start a new sweep, or pass --overwrite to replace it.")
+        if diffs:
+            import shutil
+
+            shutil.rmtree(out)
+    elif out.exists() and (not out.is_dir() or any(not p.name.endswith(".lock") for p in out.iterdir())):
+        raise SparseCSEError(f"{out} exists and is not a sweep directory; choose another --out.")
+    out.mkdir(parents=True, exist_ok=True)
+    with FileLock(out / (SWEEP_FILE + ".lock")):  # another process may be creating it right now
+        if state_path.is_file():
+            return read_sweep_state(out)
+        state = {"fingerprint": print_, "runs": []}
+        write_json(state_path, state)
+    return state
