@@ -11,3 +11,19 @@ def test_every_module_is_under_the_limit():
              for folder in ("sparsecse", "cli") for p in (ROOT / folder).rglob("*.py")}
     assert sizes, "no modules found"
     assert {name: n for name, n in sizes.items() if n >= LIMIT} == {}
+
+
+def test_modules_import_at_the_top():
+    """A module's dependencies are visible at its top: no sparsecse import inside a function, except where two
+    modules need each other (resolved at call time)."""
+    import ast
+
+    allowed = {("sparsecse/deploy/onnx_export.py", "sparsecse.deploy.openvino_export")}
+    found = set()
+    for path in (ROOT / "sparsecse").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("sparsecse"):
+                        found.add((str(path.relative_to(ROOT)), inner.module))
+    assert found == allowed

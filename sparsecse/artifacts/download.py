@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 from sparsecse.artifacts.files import atomic_dir, check_destination, sha256_file
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.errors import SparseCSEError
+from sparsecse import __version__
 
 RECORD = "sparsecse_download.json"  # written into the destination: what was fetched, from where, its hash
 TIMEOUT_S = 60
@@ -49,7 +50,6 @@ def fetch(url: str, part: Path, progress: bool = True) -> int:
     """
     from tqdm.auto import tqdm
 
-    from sparsecse import __version__
 
     have = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": f"sparsecse/{__version__}"}

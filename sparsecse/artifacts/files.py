@@ -21,6 +21,7 @@ import torch
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.artifacts.remote_code import remote_code_trusted
+from sparsecse import __version__
 
 MANIFEST_KEY = "sparsecse_manifest"
 
@@ -52,7 +53,6 @@ def library_versions() -> dict[str, str]:
     import numpy
     import transformers
 
-    from sparsecse import __version__
 
     return {
         "sparsecse": __version__,

@@ -18,6 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
+from sparsecse.errors import SparseCSEError
 
 STALE_AFTER_S = 24 * 3600
 
@@ -94,7 +95,6 @@ class FileLock:
         deadline = time.monotonic() + timeout
         while not self.acquire():
             if time.monotonic() > deadline:
-                from sparsecse.errors import SparseCSEError
 
                 raise SparseCSEError(f"{self.path} has been locked by {self.holder()} for over {timeout:.0f} s; "
                                      "delete it if that process is gone.")

@@ -25,12 +25,13 @@ from pathlib import Path
 from torch import nn
 
 from sparsecse.modeling.adapters import layer_parts
+from sparsecse.modeling.adapters import model_shape
+from sparsecse.modeling.encoder import SentenceEncoder
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
 def _module(model) -> nn.Module:
-    from sparsecse.modeling.encoder import SentenceEncoder
 
     return model.model if isinstance(model, SentenceEncoder) else model
 
@@ -101,7 +102,6 @@ def weights_file_bytes(model_dir: str | os.PathLike | None) -> int | None:
 
 def size_report(model, seq_len: int = 128, model_dir: str | os.PathLike | None = None) -> dict:
     """Parameters, per-layer shapes, FLOPs per token (and weight-file bytes given a directory)."""
-    from sparsecse.modeling.adapters import model_shape
 
     heads, ffn = model_shape(_module(model))
     report = {

@@ -37,6 +37,7 @@ from sparsecse.compress.gates import Gates
 from sparsecse.modeling.adapters import layer_parts, uniform_shape
 from sparsecse.artifacts.files import hash_path, load_tensors, make_manifest, save_tensors
 from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.data.paths import resolve_data_dir
 
 POSITIVE_THRESHOLD = 4.0
 _TENSORS = ("head_grad_align", "head_grad_uniform", "neuron_grad_align", "neuron_grad_uniform")
@@ -326,7 +327,6 @@ def score(
                                  "(a batch whose positive pairs are all identical sentences has no alignment "
                                  "gradient); use a larger --batch-size.")
     config = encoder.config
-    from sparsecse.data.paths import resolve_data_dir
 
     manifest = make_manifest(
         "scores",

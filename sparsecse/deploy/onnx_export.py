@@ -48,6 +48,7 @@ from sparsecse.deploy.onnx_encoder import (
     require_onnxruntime,
 )
 from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.compress.shrinking import base_model_type
 
 FORMATS = ("onnx", "openvino")
 QUANTIZATIONS = ("int8",)
@@ -163,8 +164,6 @@ def base_architecture_config(encoder: SentenceEncoder) -> dict[str, Any]:
     """config.json for the exported directory: the base architecture's type, so that tools reading it
     (sentence-transformers' ONNX backend, optimum) need no custom code; a shrunk model's per-layer
     shape stays in it as extra fields (the graph itself holds the real shapes)."""
-    from sparsecse.compress.shrinking import base_model_type
-
     config = encoder.model.config.to_dict()
     config.pop("auto_map", None)
     config["model_type"] = base_model_type(encoder.model.config)
@@ -225,7 +224,7 @@ def export(
     if quantize not in (None, *QUANTIZATIONS):
         raise SparseCSEError(f"Unknown quantization {quantize!r}; choose {', '.join(QUANTIZATIONS)} or none.")
     if format == "openvino":  # imported here: the OpenVINO exporter builds on this module's graph
-        from sparsecse.deploy.openvino_export import export_openvino
+        from sparsecse.deploy.openvino_export import export_openvino  # it imports this module: resolved at call time
 
         return export_openvino(model, out, quantize, calibration, calibration_size, calibration_seed, pooling,
                                overwrite)

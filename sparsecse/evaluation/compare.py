@@ -16,6 +16,8 @@ from sparsecse.evaluation.bootstrap import LEVEL, P_VALUE_TEST, paired_compariso
 from sparsecse.evaluation.results_file import load_results
 from sparsecse.evaluation.tasks import STS_TASKS, resolve_tasks
 from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.evaluation.runner import evaluate
+from sparsecse.evaluation.runner import task_pairs
 
 SIDES = ("A", "B")
 
@@ -100,7 +102,6 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, tasks: str | list[str] | N
     for side in SIDES:
         if side in loaded:
             continue
-        from sparsecse.evaluation.runner import evaluate
 
         data = reference["data"] if reference else None
         loaded[side] = evaluate(
@@ -112,7 +113,6 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, tasks: str | list[str] | N
         reference = reference or loaded[side]
     _check_same_data(loaded["A"], loaded["B"], sources)
 
-    from sparsecse.evaluation.runner import task_pairs
 
     data = loaded["A"]["data"]
     result = paired_comparison({t: p["similarity"] for t, p in loaded["A"]["pairs"].items()},

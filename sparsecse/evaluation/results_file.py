@@ -12,6 +12,8 @@ import numpy as np
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_file, dumps_json
+from sparsecse.artifacts.files import load_tensors
+from sparsecse.artifacts.files import save_tensors
 
 
 def _plain(value):
@@ -63,7 +65,6 @@ def save_pairs(path: str | os.PathLike, pairs: dict[str, dict]) -> Path:
     """Per-task similarities and gold scores as a safetensors file (subset sizes in its manifest)."""
     import torch
 
-    from sparsecse.artifacts.files import save_tensors
 
     tensors = {f"{task}/{key}": torch.as_tensor(np.asarray(p[key], dtype=np.float64))
                for task, p in pairs.items() for key in ("similarity", "gold")}
@@ -73,7 +74,6 @@ def save_pairs(path: str | os.PathLike, pairs: dict[str, dict]) -> Path:
 
 def load_pairs(path: str | os.PathLike) -> dict[str, dict]:
     """What :func:`save_pairs` wrote: {task: {"similarity", "gold", "subsets"}}."""
-    from sparsecse.artifacts.files import load_tensors
 
     tensors, manifest = load_tensors(path, what="pair similarity file")
     return {task: {"similarity": tensors[f"{task}/similarity"].numpy(), "gold": tensors[f"{task}/gold"].numpy(),

@@ -22,6 +22,8 @@ from sparsecse.evaluation.sts import (AGGREGATIONS, SPLITS, data_digest, evaluat
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.evaluation.transfer import PROTOCOLS, evaluate_transfer, load_transfer_task, transfer_sentences
 from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.compress.masks import Mask
+from sparsecse.compress.masks import model_for_mask
 
 
 @with_trust_option
@@ -86,7 +88,6 @@ def evaluate(
         sts_pairs_for_au = sts_data.get("STSBenchmark", {}).get(sts_split)
 
     if mask is not None and model is None:
-        from sparsecse.compress.masks import model_for_mask
 
         model = model_for_mask(mask)  # the mask's own model, never the default by accident
     encoder = model if is_encoder(model) else load_encoder(model, pooling=pooling, device=device)
@@ -159,7 +160,6 @@ def _gated(encoder, mask):
     if mask is None:
         yield None
         return
-    from sparsecse.compress.masks import Mask
 
     path = None
     if not isinstance(mask, Mask):

@@ -19,6 +19,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from sparsecse.evaluation.bootstrap import LEVEL, TaskPairs, difference, replicate_scores
+from sparsecse.evaluation.sts import spearman100
 
 SEED_SUFFIX = re.compile(r"-seed(-?\d+)$")
 
@@ -70,7 +71,6 @@ def paired_seed_test(point: Mapping[int, Mapping[str, dict]], control: Mapping[i
 
 def _spearman(pairs: dict, task: TaskPairs) -> float:
     """The observed score from stored pairs, aggregated as the replicates are ('all': one Spearman)."""
-    from sparsecse.evaluation.sts import spearman100
 
     return spearman100(pairs["similarity"], task.gold)
 

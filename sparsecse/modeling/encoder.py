@@ -23,6 +23,8 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling import register_auto_classes
 from sparsecse.artifacts.remote_code import allow_code, trusting_remote_code
 from sparsecse.modeling.st_dense import read_dense, write_dense
+from sparsecse.artifacts.model_store import resolve as resolve_stored
+from sparsecse.modeling.adapters import get_adapter  # validates the architecture before loading weights
 
 POOLINGS = ("cls", "cls_before_pooler", "mean")
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -50,7 +52,6 @@ def resolve_model(name_or_path: str | os.PathLike | None) -> str:
     text = str(name_or_path)
     if os.path.isdir(text):
         return text
-    from sparsecse.artifacts.model_store import resolve as resolve_stored
 
     stored = resolve_stored(text)
     if stored is not None:
@@ -196,7 +197,6 @@ class SentenceEncoder(nn.Module):
             config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         except Exception as exc:
             raise SparseCSEError(f"Cannot load a model config from {path} ({_first_line(exc)}).") from None
-        from sparsecse.modeling.adapters import get_adapter  # validates the architecture before loading weights
 
         get_adapter(config)
         check_tokenizer_files(path)

@@ -45,6 +45,7 @@ from sparsecse.objectives.masked_lm import (FrozenPartsMixin, MaskedLM, choose_p
                                             load_masked_lm, mask_token_id)
 from sparsecse.objectives.simcse import SimCSE, initializer_range, reference_init
 from sparsecse.objectives.recipe import with_backbone_defaults
+from sparsecse.modeling.encoder import SentenceEncoder
 
 
 class ProjectionMLP(nn.Module):
@@ -81,7 +82,6 @@ def pretrained_discriminator(encoder, source: str | None) -> nn.Module:
     """The transformer of ``source`` (default: the checkpoint ``encoder`` was loaded from), as loaded
     from disk, on the encoder's device and dtype and trainable; a copy of the encoder's own weights when
     it was not loaded from a checkpoint."""
-    from sparsecse.modeling.encoder import SentenceEncoder
 
     source = source or encoder.source
     if source:

@@ -52,6 +52,10 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.objectives import teacher_cache
 from sparsecse.objectives.base import Objective, ObjectiveOutput
 from sparsecse.objectives.validation import choice, non_negative, one_of, optional, text
+from sparsecse.objectives.losses import info_nce
+from sparsecse.objectives.registry import parse_objective_args
+from sparsecse.objectives.simcse import SimCSE
+from sparsecse.objectives.simcse import two_views
 
 LOSSES = ("mse", "cosine", "similarity")
 TEACHER_DIMS = ("match", "projection", "pca")
@@ -74,7 +78,6 @@ def with_default_teacher(objective: str, objective_args: str | dict | None, teac
     """``objective_args`` with ``teacher`` filled in for the distill objective when the user gave none."""
     if objective != "distill" or teacher is None:
         return objective_args
-    from sparsecse.objectives.registry import parse_objective_args
 
     params = dict(objective_args) if isinstance(objective_args, dict) else parse_objective_args(objective_args)
     params.setdefault("teacher", teacher)
@@ -230,7 +233,6 @@ class Distill(Objective):
                                              "layer_pairs": [list(p) for p in self.layer_pairs] or None}
         self.simcse = None
         if self.params["simcse_weight"] > 0:
-            from sparsecse.objectives.simcse import SimCSE
 
             self.simcse = SimCSE(encoder, temperature=self.params["temperature"])
 
@@ -391,8 +393,6 @@ class Distill(Objective):
     def forward(self, batch: dict[str, torch.Tensor], sentences: Sequence[str] | None = None) -> ObjectiveOutput:
         target = self.targets(batch, sentences)
         if self.simcse is not None:
-            from sparsecse.objectives.losses import info_nce
-            from sparsecse.objectives.simcse import two_views
 
             z1, z2 = two_views(self.encoder, batch)
             contrastive, _ = info_nce(self.simcse.project(z1), self.simcse.project(z2), self.params["temperature"])

@@ -14,6 +14,7 @@ from torch import nn
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.remote_code import allow_code
+from sparsecse.modeling.encoder import _first_line, resolve_model
 
 
 @dataclass
@@ -44,7 +45,6 @@ def load_masked_lm(name_or_path: str, encoder, role: str) -> MaskedLM:
     """Load a masked LM that must share the encoder's vocabulary; ``role`` names it in errors."""
     from transformers import AutoModelForMaskedLM
 
-    from sparsecse.modeling.encoder import _first_line, resolve_model
 
     from transformers.utils import logging as hf_logging
 

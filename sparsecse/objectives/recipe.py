@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.compress.shrinking import base_model_type
 
 _ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert")
 
@@ -39,7 +40,6 @@ FALLBACK = RECIPES[("bert", 768)]
 
 def backbone_of(config) -> str | None:
     """``bert-base``, ``bert-large``, ``roberta-base`` or ``roberta-large`` (shrunk or not), else None."""
-    from sparsecse.compress.shrinking import base_model_type
 
     model_type = base_model_type(config) if config is not None else ""
     family = "roberta" if model_type in _ROBERTA_FAMILY else "bert" if model_type == "bert" else None

@@ -12,6 +12,8 @@ from sparsecse.evaluation.tasks import STS_TASKS
 from sparsecse.sweeps.layout import Variant
 from sparsecse.sweeps.formatting import AVG_STS, SHORT_NAMES, format_cell, signed, where_found
 from sparsecse.sweeps.tables import load_points
+from sparsecse.evaluation.results_file import load_pairs
+from sparsecse.evaluation.seeds import compare_to_control, config_name
 
 
 COMPARISON_COLUMNS = ["rewind_id", "objective", "sparsity", "lambda", "point", "task", "n_seeds", "seeds",
@@ -23,8 +25,6 @@ COMPARISON_COLUMNS = ["rewind_id", "objective", "sparsity", "lambda", "point", "
 def control_comparisons(out: str | os.PathLike, replicates: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
     """Every rewound configuration against its setting's retrained control (rewound dense), over their
     common seeds: see :mod:`sparsecse.evaluation.seeds` for when a difference holds."""
-    from sparsecse.evaluation.results_file import load_pairs
-    from sparsecse.evaluation.seeds import compare_to_control, config_name
 
     out = Path(out)
 

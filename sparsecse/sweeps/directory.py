@@ -9,13 +9,16 @@ from typing import Any
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import hash_path, write_json
 from sparsecse.sweeps.layout import SWEEP_FILE, read_sweep_state
+from sparsecse.artifacts.locks import FileLock
+from sparsecse.compress.pruning import DEFAULT_CRITERION
+from sparsecse.compress.scoring import check_criterion
+from sparsecse.data.paths import resolve_data_dir, task_path
 
 
 # ---------------------------------------------------------------------------- fingerprint
 def fingerprint(encoder, data_dir, split: str, batch_size: int, seed: int, max_batches: int | None,
                 positive_threshold: float, scope: str, keep_one_head: bool) -> dict[str, Any]:
     """What must match for a sweep directory to be resumed: the model and the scoring/pruning settings."""
-    from sparsecse.data.paths import resolve_data_dir, task_path
 
     source = encoder.source
     stsb = task_path(data_dir, "STS", "STSBenchmark", f"sts-{split}.csv", task="STSBenchmark")
@@ -39,8 +42,6 @@ def pruning_settings(out: Path, criterion: str | None, keep_one_head: bool | Non
     """The criterion and keep-one-head rule of sparsity points and of budget points. Defaults: abs_grad and
     keep one head for sparsity points; fisher (heads and neurons on one scale) and no such rule for budget
     points, except in a directory from before these were recorded, which resumes as it was made (abs_grad)."""
-    from sparsecse.compress.pruning import DEFAULT_CRITERION
-    from sparsecse.compress.scoring import check_criterion
 
     if criterion is not None:
         check_criterion(criterion)
@@ -72,7 +73,6 @@ def _short(value, width: int = 48) -> str:
 def open_sweep_dir(out: Path, print_: dict[str, Any], overwrite: bool = False) -> dict[str, Any]:
     """Create ``out`` or reopen it; refuses a directory from another model or other scoring settings
     (``overwrite``: deletes that sweep and starts afresh). Safe when several processes open it at once."""
-    from sparsecse.artifacts.locks import FileLock
 
     state_path = out / SWEEP_FILE
     if state_path.is_file():

@@ -6,6 +6,9 @@ import os
 from pathlib import Path
 
 import numpy as np
+from sparsecse.artifacts.files import atomic_file
+from sparsecse.artifacts.files import check_destination
+from sparsecse.errors import SparseCSEError
 
 
 def _pyplot():
@@ -23,8 +26,6 @@ FIGURE_FORMATS = ("png", "svg", "pdf")
 def check_figure_path(out: str | os.PathLike, overwrite: bool = False, option: str = "--heatmap",
                       inputs=None) -> Path:
     """Refuse, before any work, a figure path whose suffix matplotlib cannot write or that exists."""
-    from sparsecse.errors import SparseCSEError
-    from sparsecse.artifacts.files import check_destination
 
     out = Path(out)
     if out.suffix.lstrip(".").lower() not in FIGURE_FORMATS:
@@ -33,7 +34,6 @@ def check_figure_path(out: str | os.PathLike, overwrite: bool = False, option: s
 
 
 def _save(fig, out: str | os.PathLike, close: bool = True) -> Path:
-    from sparsecse.artifacts.files import atomic_file
 
     out = Path(out)
     with atomic_file(out, overwrite=True) as tmp:

@@ -18,6 +18,18 @@ from sparsecse.artifacts.files import write_json
 from sparsecse.sweeps.layout import POINTS_DIR, Variant, read_point
 from sparsecse.sweeps.directory import LEGACY_PRUNING
 from sparsecse.sweeps.naming import budget_point_name, point_name, seeded_name, task_average
+from sparsecse.artifacts.files import sha256_file
+from sparsecse.artifacts.locks import FileLock
+from sparsecse.compress.grid import check_sparsity, parse_grid
+from sparsecse.compress.masks import Mask
+from sparsecse.compress.pruning import mask_filename, prune
+from sparsecse.compress.scoring import check_lambda
+from sparsecse.compress.shrinking import shrink_encoder
+from sparsecse.evaluation import evaluate
+from sparsecse.evaluation.results_file import load_pairs, save_pairs
+from sparsecse.modeling.encoder import resolve_model
+from sparsecse.training import rewind
+from sparsecse.training.api import check_inputs
 
 EVAL_MODES = ("masked", "shrunk")
 
@@ -69,7 +81,6 @@ def mask_record(mask) -> dict[str, Any]:
 def run_evaluation(model, mask, tasks: Sequence[str], data_dir, seed: int, **options) -> dict[str, Any]:
     """``sparsecse.evaluation.evaluate`` on the given tasks, keeping the per-pair STS similarities (tests
     swap this function out); ``options``: device, precision, fasttest."""
-    from sparsecse.evaluation import evaluate
 
     return evaluate(model=model, mask=mask, tasks=",".join(tasks), data_dir=data_dir, seed=seed, keep_pairs=True,
                     **options)
@@ -82,7 +93,6 @@ def evaluate_pruned(encoder, mask, tasks, data_dir, seed: int, eval_mode: str, e
     run_evaluation_ = evaluate or run_evaluation
     if eval_mode == "masked":
         return run_evaluation_(encoder, mask, tasks, data_dir, seed, **options)
-    from sparsecse.compress.shrinking import shrink_encoder
 
     small = shrink_encoder(copy.deepcopy(encoder), mask)
     try:
@@ -121,15 +131,12 @@ class RewindPlan:
 
     def settings(self) -> dict[str, Any]:
         """What names a rewinding setting (the seed is not in it: seeds are points of one setting)."""
-        from sparsecse.artifacts.files import sha256_file
 
         return {"objective": self.objective, "corpus_sha256": sha256_file(self.corpus),
                 "init": str(self.init) if self.init else None, "args": self.args}
 
 
 def _check_grid(sparsities, lambdas) -> tuple[list[float], list[float]]:
-    from sparsecse.compress.grid import check_sparsity, parse_grid
-    from sparsecse.compress.scoring import check_lambda
 
     sparsities = [check_sparsity(s) for s in parse_grid(sparsities, "sparsity")]
     lambdas = [check_lambda(v) for v in parse_grid(lambdas, "lambda")]
@@ -138,7 +145,6 @@ def _check_grid(sparsities, lambdas) -> tuple[list[float], list[float]]:
 
 def plan_rewinds(grid_s, grid_l, objective, corpus, sparsities, lambdas, init, args, dense,
                  seeds: list[int] | None = None) -> RewindPlan:
-    from sparsecse.training.api import check_inputs
 
     if corpus is None:
         raise SparseCSEError("Rewinding needs a training corpus (--corpus FILE).")
@@ -146,7 +152,6 @@ def plan_rewinds(grid_s, grid_l, objective, corpus, sparsities, lambdas, init, a
     # corpus, objective, objective parameters and --lr, checked before anything is scored
     check_inputs("sweep --rewind", corpus, objective, args.get("objective_args"), args.get("lr"))
     if init is not None:
-        from sparsecse.modeling.encoder import resolve_model
 
         resolve_model(init)
     chosen = grid_s if sparsities is None else _check_grid(sparsities, [0.5])[0]
@@ -192,14 +197,12 @@ class SweepRun:
 
     # ------------------------------------------------------------------ masks
     def mask(self, s: float, lam: float):
-        from sparsecse.compress.pruning import mask_filename, prune
 
         mask = prune(self.scores, s, lam, scope=self.scope, keep_one_head=self.keep_one_head,
                      criterion=self.pruning["criterion"])
         return mask, self._saved(mask, mask_filename(s, lam))
 
     def budget_mask(self, keep_flops: float, lam: float):
-        from sparsecse.compress.pruning import mask_filename, prune
 
         mask = prune(self.scores, lam=lam, keep_flops=keep_flops, criterion=self.pruning["budget_criterion"],
                      keep_one_head=self.pruning["budget_keep_one_head"])
@@ -207,7 +210,6 @@ class SweepRun:
 
     def dense_mask(self):
         """The keep-everything mask, for rewinding the unpruned model as a control."""
-        from sparsecse.compress.masks import Mask
 
         mask = Mask.full(*self.scores.shape)
         mask.manifest = {"kind": "mask", "sparsity": 0.0, "lambda": None, "model": self.scores.manifest.get("model"),
@@ -247,7 +249,6 @@ class SweepRun:
 
     def locked(self, path: Path, compute: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
         """``compute()`` while holding ``path``'s lock; None (point skipped) while another process holds it."""
-        from sparsecse.artifacts.locks import FileLock
 
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(path.with_name(path.name + ".lock"))
@@ -264,7 +265,6 @@ class SweepRun:
 
     def _save_pairs(self, name: str, pairs: dict) -> None:
         """Keep a point's per-pair similarities (merged with tasks evaluated before) for paired tests."""
-        from sparsecse.evaluation.results_file import load_pairs, save_pairs
 
         path = self.out / "pairs" / f"{name}.safetensors"
         save_pairs(path, {**(load_pairs(path) if path.is_file() else {}), **pairs})
@@ -356,7 +356,6 @@ class SweepRun:
 def run_rewind(mask_path, corpus, out, init=None, objective="simcse", seed=0, data_dir=None, show_progress=False,
                **kwargs):
     """``sparsecse.training.rewind`` (tests swap this function out); resumes a killed rewind."""
-    from sparsecse.training import rewind
 
     return rewind(mask_path, corpus, out, init=init, objective=objective, seed=seed, data_dir=data_dir, resume=True,
                   show_progress=show_progress, **kwargs)

@@ -18,6 +18,16 @@ from sparsecse.sweeps.directory import fingerprint, open_sweep_dir, pruning_sett
 from sparsecse.sweeps.naming import budget_point_name, parse_seeds, point_name, rewind_id, seeded_name
 from sparsecse.sweeps.points import (EVAL_MODES, RewindPlan, SweepResult, SweepRun, _check_grid, best_lambda,
                                      missing_tasks, plan_rewinds)
+from sparsecse.artifacts.files import check_destination
+from sparsecse.artifacts.locks import FileLock
+from sparsecse.compress.budget import check_budget
+from sparsecse.compress.grid import parse_grid
+from sparsecse.compress.reconstruction import reconstruction_plan
+from sparsecse.compress.scoring import GateScores, score
+from sparsecse.compress.scoring import POSITIVE_THRESHOLD
+from sparsecse.compress.shrinking import base_model_type
+from sparsecse.modeling import SHRUNK_CONFIGS
+from sparsecse.modeling.encoder import SentenceEncoder, check_device, resolve_precision
 
 
 @dataclass(frozen=True)
@@ -165,9 +175,6 @@ def prepare_sweep(args: dict[str, Any]) -> PreparedSweep:
     (once: later calls read the scores back). Nothing is evaluated yet."""
     from tqdm.auto import tqdm
 
-    from sparsecse.modeling.encoder import SentenceEncoder, check_device, resolve_precision
-    from sparsecse.artifacts.files import check_destination
-    from sparsecse.compress.scoring import POSITIVE_THRESHOLD
 
     a = dict(args)
     started = time.time()
@@ -276,7 +283,6 @@ def _reconstruction(reconstruct, budgets: list[float]):
         return None
     if not budgets:
         raise SparseCSEError("--reconstruct refits the kept-FLOPs budget points; add --keep-flops.")
-    from sparsecse.compress.reconstruction import reconstruction_plan
 
     plan = reconstruction_plan(reconstruct)
     settings = {**plan.calibration.describe(), "corpus": None, "method": plan.method, "target": plan.target,
@@ -290,16 +296,12 @@ def _check_budgets(keep_flops, sparsities) -> list[float]:
         if sparsities is None:
             raise SparseCSEError("A sweep needs --sparsities, --keep-flops or both.")
         return []
-    from sparsecse.compress.budget import check_budget
-    from sparsecse.compress.grid import parse_grid
 
     return [check_budget(b, "kept-FLOPs budget") for b in parse_grid(keep_flops, "kept-FLOPs")]
 
 
 def _check_shrinkable(encoder, what: str) -> None:
     """Fail before any work when ``what`` needs physical pruning the architecture lacks."""
-    from sparsecse.modeling import SHRUNK_CONFIGS
-    from sparsecse.compress.shrinking import base_model_type
 
     base = base_model_type(encoder.config)
     if base not in SHRUNK_CONFIGS:
@@ -309,9 +311,7 @@ def _check_shrinkable(encoder, what: str) -> None:
 
 def _cached_scores(out: Path, encoder, data_dir, split, batch_size, seed, max_batches, show_progress, say):
     """The sweep's gate scores: computed once, then read back from the sweep directory."""
-    from sparsecse.compress.scoring import GateScores, score
 
-    from sparsecse.artifacts.locks import FileLock
 
     path = out / SCORES_FILE
     with FileLock(out / (SCORES_FILE + ".lock")):  # a second process waits for the first one's scores
@@ -326,7 +326,6 @@ def _cached_scores(out: Path, encoder, data_dir, split, batch_size, seed, max_ba
 def _record_run(out: Path, result: SweepResult, started: float, total: int, encoder, print_, tasks, grid_s, grid_l,
                 plan: RewindPlan | None, eval_mode: str, settings: dict[str, Any]) -> None:
     """Append this invocation to sweep.json's run history and rewrite the sweep's manifest."""
-    from sparsecse.artifacts.locks import FileLock
 
     with FileLock(out / (SWEEP_FILE + ".lock")):
         _record_run_locked(out, result, started, total, encoder, print_, tasks, grid_s, grid_l, plan, eval_mode,

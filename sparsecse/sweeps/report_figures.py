@@ -11,6 +11,10 @@ from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
 from sparsecse.sweeps.layout import SCORES_FILE, Variant
 from sparsecse.sweeps.formatting import AVG_STS, AVG_TRANSFER, SHORT_NAMES, seed_std
 from sparsecse.sweeps.tables import best_row, load_points, model_label, point_frame
+from sparsecse.compress.masks import Mask
+from sparsecse.compress.pruning import mask_filename
+from sparsecse.compress.scoring import GateScores
+from sparsecse.sweeps import plots
 
 
 def _curves(frame: pd.DataFrame, column: str) -> dict[str, tuple[list[float], list[float]]]:
@@ -78,7 +82,6 @@ def chosen_points(frame: pd.DataFrame, count: int = 4) -> list[pd.Series]:
 
 def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any],
                  comparisons: list[dict[str, Any]] | None = None) -> list[Path]:
-    from sparsecse.sweeps import plots
 
     figures = out / "figures"
     figures.mkdir(exist_ok=True)
@@ -136,10 +139,6 @@ def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any],
 
 def _heatmaps(out: Path, frame: pd.DataFrame, figures: Path) -> list[Path]:
     """Head importance per λ, with the heads removed at that λ's best-average sparsity marked."""
-    from sparsecse.sweeps import plots
-    from sparsecse.compress.masks import Mask
-    from sparsecse.compress.pruning import mask_filename
-    from sparsecse.compress.scoring import GateScores
 
     if not (out / SCORES_FILE).is_file():
         return []

@@ -47,6 +47,7 @@ from sparsecse.sweeps.points import (EVAL_MODES, RewindPlan, SweepResult, SweepR
                                      best_lambda, evaluate_pruned, merge_evaluation, plan_rewinds, run_evaluation,
                                      run_rewind)
 from sparsecse.sweeps.prepared import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds, run_sweep  # noqa: F401
+from sparsecse.sweeps.report import report
 
 
 @with_trust_option
@@ -113,7 +114,6 @@ def sweep(
     prep.run.evaluate_fn, prep.run.rewind_fn = run_evaluation, run_rewind  # this module's seams (tests replace them)
     run_sweep(prep)
     if make_report:
-        from sparsecse.sweeps.report import report
 
         report(prep.out)
     return prep.run.result

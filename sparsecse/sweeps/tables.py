@@ -12,6 +12,8 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
 from sparsecse.sweeps.layout import Variant, read_point
 from sparsecse.sweeps.formatting import AVG_STS, AVG_TRANSFER, SHORT_NAMES, format_cell, seed_std, where_found
+from sparsecse.evaluation.seeds import config_name
+from sparsecse.modeling.encoder import DEFAULT_MODEL_NAME, default_model_path
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "seed", "task", "score", "avg_sts",
            "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",
@@ -62,7 +64,6 @@ def point_frame(table: pd.DataFrame) -> pd.DataFrame:
     scores and averages are their means, ``<column>seed_std`` their standard deviations (ddof 1; empty
     for one seed) and ``n_seeds`` how many there are.
     """
-    from sparsecse.evaluation.seeds import config_name
 
     keys = ["variant", "rewind_id", "objective", "sparsity", "lambda"]
     extra = SEED_STATS + ["heads_pruned", "neurons_pruned", "param_sparsity", "point"]
@@ -210,7 +211,6 @@ def _rewound_cell(frame, rid, s, key) -> str:
 
 def model_label(model) -> str:
     """A short name for a model path: the embedded default by its name, else the directory's name."""
-    from sparsecse.modeling.encoder import DEFAULT_MODEL_NAME, default_model_path
 
     try:
         if str(model) == str(default_model_path()):

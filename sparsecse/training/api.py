@@ -20,6 +20,8 @@ from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator, wait_for_everyone
 from sparsecse.objectives.recipe import resolve_hyperparameters
 from sparsecse.training.rundir import RunDir
+from sparsecse.modeling.encoder import check_device
+from sparsecse.training.dev_eval import stsb_dev_evaluator
 
 
 @dataclass
@@ -111,7 +113,6 @@ def _plan(kind, encoder, corpus, objective, objective_args, *, max_steps, batch_
     eval_steps = int(eval_steps or 0)
     evaluate = None
     if eval_steps:
-        from sparsecse.training.dev_eval import stsb_dev_evaluator
 
         try:
             evaluate = stsb_dev_evaluator(data_dir)
@@ -253,7 +254,6 @@ def _hash_sentences(sentences: Sequence[str]) -> str:
 def check_inputs(kind: str, corpus, objective: str, objective_args=None, lr=None, device=None) -> None:
     """Fail on a missing corpus file, an unknown objective, a bad objective parameter, a
     non-finite learning rate or a missing device before any model is loaded."""
-    from sparsecse.modeling.encoder import check_device
 
     check_device(device)
     if corpus is None:

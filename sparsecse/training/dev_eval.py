@@ -6,6 +6,7 @@ from typing import Callable
 
 from sparsecse.data.paths import resolve_data_dir
 from sparsecse.data.sts import read_sts_benchmark
+from sparsecse.evaluation import evaluate
 
 
 def stsb_dev_evaluator(data_dir) -> Callable[[object], float]:
@@ -13,7 +14,6 @@ def stsb_dev_evaluator(data_dir) -> Callable[[object], float]:
 
     The data is checked here, so a missing STS-B fails before training starts.
     """
-    from sparsecse.evaluation import evaluate
 
     root = resolve_data_dir(data_dir)
     read_sts_benchmark(root, "dev")

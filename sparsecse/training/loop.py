@@ -23,6 +23,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import dumps_json, write_json
 from sparsecse.training.rundir import RunDir
 from sparsecse.training.state import capture_rng, read_state, restore_rng, write_state
+from sparsecse.modeling.encoder import check_device
 
 
 @dataclass
@@ -108,7 +109,6 @@ def make_accelerator(device: str | None = None, mixed_precision: str | None = No
 
     from accelerate import Accelerator, DistributedDataParallelKwargs
 
-    from sparsecse.modeling.encoder import check_device
 
     device = check_device(device)
     cpu = (device is not None and device.type == "cpu") or not torch.cuda.is_available()

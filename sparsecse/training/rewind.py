@@ -25,6 +25,9 @@ from sparsecse.objectives.distill import with_default_teacher
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.api import (TrainResult, absolute_path, check_inputs, check_out, read_model_config, run,
                                     source_hash)
+from sparsecse.compress.shrinking import base_model_type, shrink_encoder
+from sparsecse.compress.shrinking import mask_digest
+from sparsecse.modeling import SHRUNK_CONFIGS
 
 
 def resolve_init(mask: Mask, init: str | os.PathLike | None) -> tuple[str, str | None]:
@@ -79,8 +82,6 @@ def zero_pruned_units(model, mask: Mask) -> None:
 
 def remove_units(encoder: SentenceEncoder, mask: Mask) -> str:
     """Shrink ``encoder`` physically where supported, else zero the units' weights; returns the method."""
-    from sparsecse.modeling import SHRUNK_CONFIGS
-    from sparsecse.compress.shrinking import base_model_type, shrink_encoder
 
     mask.check_fits(encoder.model)
     if base_model_type(encoder.config) in SHRUNK_CONFIGS:
@@ -117,7 +118,6 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
     """
     from accelerate.utils import set_seed
 
-    from sparsecse.compress.shrinking import mask_digest
 
     check_out("rewind", out, options.get("resume", False), options.get("overwrite", False),
               inputs={"mask": None if isinstance(mask, Mask) else mask, "init": init, "corpus": corpus})
