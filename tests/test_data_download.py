@@ -82,8 +82,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if server.cut_after is not None:
             chunk, server.cut_after = chunk[: server.cut_after], None
             self.close_connection = True
+        server.bytes_served += len(chunk)  # counted before sending: the client may be done before write() returns
         self.wfile.write(chunk)
-        server.bytes_served += len(chunk)
 
     def log_message(self, *args):
         pass

@@ -4,6 +4,7 @@ and gold scores with a fingerprint of the data, so that ``compare`` can pair two
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 import os
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from sparsecse.artifacts.files import save_tensors
 def _plain(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a dict, or an EvaluationResult
         return {k: _plain(v) for k, v in value.items()}
     return value
 

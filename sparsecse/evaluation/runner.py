@@ -16,6 +16,7 @@ from sparsecse.modeling.encoder import POOLINGS, SentenceEncoder, resolve_precis
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.align_uniform import alignment_uniformity
 from sparsecse.evaluation.embedding import EmbeddingTable
+from sparsecse.evaluation.result import EvaluationResult
 from sparsecse.evaluation.bootstrap import TaskPairs, score_intervals
 from sparsecse.evaluation.sts import (AGGREGATIONS, SPLITS, data_digest, evaluate_sts, load_sts_task,
                                       sentences_of)
@@ -46,12 +47,13 @@ def evaluate(
     bootstrap: int = 0,
     bootstrap_seed: int = 0,
     keep_pairs: bool = False,
-) -> dict[str, Any]:
+) -> EvaluationResult:
     """Evaluate ``model`` (None = the embedded default, a name/directory, or a SentenceEncoder).
 
     ``mask`` (None, a mask file or a :class:`~sparsecse.compress.masks.Mask`) is attached as 0/1 gates for
-    the evaluation and detached afterwards. Returns ``{"scores": {task: Spearman or accuracy x 100},
-    "avg_sts", "avg_transfer", "alignment", "uniformity", "details", "settings", "timing", ...}``;
+    the evaluation and detached afterwards. Returns an :class:`~sparsecse.evaluation.result.EvaluationResult`
+    (``scores``: {task: Spearman or accuracy x 100}, ``avg_sts``, ``avg_transfer``, ``alignment``,
+    ``uniformity``, ``details``, ``settings``, ``timing``, ...; it also reads like that dictionary);
     the averages cover the tasks that ran. Alignment/uniformity (STS-B ``sts_split``) are computed
     when asked, or by default whenever STS-B ran (its embeddings are then already at hand).
     ``transfer_protocol``: ``senteval`` (SentEval's PyTorch classifier, as the papers report) or ``fast``.
@@ -140,7 +142,7 @@ def evaluate(
     }
     results["timing"] = {"encode_s": round(table.seconds, 3), "total_s": round(time.perf_counter() - start, 3),
                          "sentences_encoded": len(table)}
-    return results
+    return EvaluationResult(**results)
 
 
 def sts_fingerprint(sts_data: dict, split: str, aggregation: str) -> dict[str, Any]:
