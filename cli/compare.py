@@ -56,9 +56,10 @@ def command(a, b, mask_a, mask_b, tasks, data_dir, sts_split, sts_aggregation, r
     written by `sparsecse eval --out`. Every bootstrap replicate resamples the pairs once and scores
     both on that resample; two result files must come from the same data and tasks.
     """
-    from sparsecse.evaluation.compare import compare
+    from sparsecse.evaluation.compare import ComparisonConfig, compare
 
-    result = compare(a, b, mask_a=mask_a, mask_b=mask_b, tasks=tasks, data_dir=data_dir, replicates=replicates,
-                     seed=seed, sts_split=sts_split, sts_aggregation=sts_aggregation, pooling=pooling,
-                     batch_size=batch_size, device=device, show_progress=not quiet)
+    config = ComparisonConfig(tasks=tasks, data_dir=data_dir, replicates=replicates, seed=seed, sts_split=sts_split,
+                              sts_aggregation=sts_aggregation, pooling=pooling, batch_size=batch_size, device=device,
+                              show_progress=not quiet)
+    result = compare(a, b, mask_a=mask_a, mask_b=mask_b, config=config)
     click.echo(json.dumps(result) if as_json else format_table(result))

@@ -56,15 +56,17 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     exactly as `prune --keep-flops` does."""
     from sparsecse.compress.iterative import iterative_prune, shrink_iterative
     from sparsecse.artifacts.files import check_destination
+    from sparsecse.compress.pruning import PruningRule
     from sparsecse.compress.reconstruction import ReconstructionPlan
+    from sparsecse.compress.scoring import ScoringConfig
 
     check_destination(out, overwrite, inputs={"model": model, "corpus": corpus, "score file": scores_path})
     plan = ReconstructionPlan.prepare(corpus, reconstruct_sentences)
+    rule = PruningRule(lam=lam, criterion=criterion, seq_len=seq_len, keep_one_head=keep_one_head)
+    scoring = ScoringConfig(data_dir=data_dir, batch_size=score_batch_size, max_batches=max_batches, seed=seed,
+                            show_progress=not quiet)
     result = iterative_prune(model, keep_flops=keep_flops, keep_params=keep_params, steps=steps, reconstruct=plan,
-                             scores=scores_path, lam=lam, criterion=criterion, seq_len=seq_len,
-                             keep_one_head=keep_one_head, data_dir=data_dir, batch_size=score_batch_size,
-                             max_batches=max_batches, seed=seed, pooling=pooling, device=device,
-                             show_progress=not quiet)
+                             scores=scores_path, rule=rule, scoring=scoring, pooling=pooling, device=device)
     shrunk = shrink_iterative(result, out=out, seq_len=seq_len, align_ffn=align_ffn, overwrite=overwrite)
     if as_json:
         echo_json({**shrunk.to_dict(), "mask": result.mask.manifest})

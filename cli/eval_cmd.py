@@ -86,18 +86,19 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
     STS: cosine similarity, Spearman x 100 (STS12-16 over all subsets, STS-B and SICK-R on test).
     Transfer: logistic regression on frozen embeddings, accuracy x 100.
     """
-    from sparsecse.evaluation import evaluate, resolve_tasks
+    from sparsecse.evaluation import evaluate
+    from sparsecse.evaluation.config import EvaluationConfig
     from sparsecse.evaluation.results_file import save_results, without_pairs
     from sparsecse.artifacts.files import check_destination, make_manifest
 
-    resolve_tasks(tasks)  # a bad task list fails before the model loads
+    config = EvaluationConfig(  # checked here: a bad task list fails before the model loads
+        tasks=tasks, data_dir=data_dir, pooling=pooling, batch_size=batch_size, device=device,
+        sts_aggregation=sts_aggregation, fasttest=fasttest, precision=precision, show_progress=not quiet, seed=seed,
+        sts_split=sts_split, align_uniform=align_uniform, transfer_protocol=transfer_protocol, bootstrap=bootstrap,
+        bootstrap_seed=bootstrap_seed, keep_pairs=bool(out)).check()
     if out:
         check_destination(out, overwrite, inputs={"model": model, "mask": mask_path})
-    results = evaluate(model=model, mask=mask_path, tasks=tasks, data_dir=data_dir, pooling=pooling,
-                       batch_size=batch_size, device=device, sts_aggregation=sts_aggregation, fasttest=fasttest,
-                       precision=precision, show_progress=not quiet, seed=seed, sts_split=sts_split,
-                       align_uniform=align_uniform, transfer_protocol=transfer_protocol, bootstrap=bootstrap,
-                       bootstrap_seed=bootstrap_seed, keep_pairs=bool(out))
+    results = evaluate(model=model, mask=mask_path, config=config)
     if out:
         params = {k: v for k, v in results["settings"].items() if k != "data_dir"}
         params.update(tasks=results["tasks"], pooling=results["pooling"], bootstrap=bootstrap,

@@ -82,13 +82,14 @@ def command(model, mask_path, out, pooling, seq_len, align_ffn, corpus, reconstr
     """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
     from sparsecse.compress.reconstruction import ReconstructionPlan
-    from sparsecse.compress.shrinking import shrink
+    from sparsecse.compress.shrinking import ShrinkConfig, shrink
 
     plan = None if corpus is None else ReconstructionPlan.prepare(
         corpus, reconstruct_sentences, reconstruct_method, reconstruct_target, reconstruct_ridge,
         weighting=reconstruct_weighting)
-    result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, pooling=pooling,
-                    device=device, seq_len=seq_len, align_ffn=align_ffn, reconstruct=plan, show_progress=True)
+    config = ShrinkConfig(pooling=pooling, device=device, seq_len=seq_len, align_ffn=align_ffn, reconstruct=plan,
+                          show_progress=True)
+    result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, config=config)
     if as_json:
         echo_json(result.to_dict())
     else:

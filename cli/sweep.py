@@ -134,6 +134,9 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     """
     from sparsecse.errors import SparseCSEError
     from sparsecse.sweeps.report import best_points, report
+    from sparsecse.compress.scoring import ScoringConfig
+    from sparsecse.evaluation.config import EvaluationConfig
+    from sparsecse.sweeps.config import PruningConfig, RewindConfig, SweepOptions
     from sparsecse.sweeps.run import STS_TASKS, sweep
 
     _check_rewind_flags(ctx, rewind)
@@ -145,13 +148,16 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     rewind_args = {k: v for k, v in dict(max_steps=max_steps, batch_size=batch_size, lr=lr,
                                          max_length=max_length, eval_steps=eval_steps,
                                          objective_args=objective_args).items() if v is not None}
-    kwargs = dict(sparsities=sparsities, lambdas=lambdas, out=out, tasks=tasks, rewind=rewind, objective=objective,
-                  corpus=corpus, rewind_sparsities=rewind_sparsities, rewind_lambda=rewind_lambda,
-                  rewind_init=rewind_init, rewind_args=rewind_args, rewind_dense=rewind_dense, seeds=seeds,
-                  data_dir=data_dir, seed=seed, split=split, batch_size=score_batch_size, max_batches=max_batches,
-                  scope=scope, pooling=pooling, device=device, eval_mode=eval_mode, precision=precision,
-                  fasttest=fasttest, overwrite=overwrite, show_progress=not quiet, keep_flops=keep_flops,
-                  reconstruct=reconstruct, criterion=criterion, keep_one_head=keep_one_head)
+    kwargs = dict(
+        sparsities=sparsities, lambdas=lambdas, out=out, reconstruct=reconstruct,
+        score=ScoringConfig(data_dir=data_dir, split=split, batch_size=score_batch_size, seed=seed,
+                            max_batches=max_batches),
+        prune=PruningConfig(scope=scope, criterion=criterion, keep_one_head=keep_one_head, keep_flops=keep_flops),
+        evaluate=EvaluationConfig(tasks=tasks, data_dir=data_dir, pooling=pooling, device=device, precision=precision,
+                                  fasttest=fasttest, seed=seed),
+        rewind=RewindConfig(corpus=corpus, objective=objective, sparsities=rewind_sparsities, lambdas=rewind_lambda,
+                            init=rewind_init, args=rewind_args, dense=rewind_dense, seeds=seeds) if rewind else False,
+        run=SweepOptions(eval_mode=eval_mode, overwrite=overwrite, show_progress=not quiet))
     _check_launcher_flags(ctx, launcher)
     if launcher:
         result = _launch(model, kwargs, launcher, launcher_config, dict(

@@ -44,9 +44,14 @@ def training_options(func):
 
 
 def run_options(kwargs: dict) -> tuple[dict, bool]:
-    """Click's keyword arguments -> (the Python API's keyword arguments, --json)."""
+    """Click's keyword arguments -> (the Python API's keyword arguments with the run's one
+    :class:`~sparsecse.training.config.TrainingConfig`, --json)."""
+    from sparsecse.stage_config import field_names
+    from sparsecse.training.config import TrainingConfig
+
     as_json, quiet = kwargs.pop("as_json"), kwargs.pop("quiet")
-    return {**kwargs, "show_progress": not quiet}, as_json
+    fields = {k: kwargs.pop(k) for k in field_names(TrainingConfig) if k in kwargs}
+    return {**kwargs, "config": TrainingConfig(**fields, show_progress=not quiet)}, as_json
 
 
 def report(result, as_json: bool, verb: str) -> None:

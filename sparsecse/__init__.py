@@ -30,6 +30,18 @@ _API = {
     "rewind": "sparsecse.training",
     "sweep": "sparsecse.sweeps.run",
     "SparseCSEError": "sparsecse.errors",
+    # one frozen config per stage (sparsecse.stage_config)
+    "ScoringConfig": "sparsecse.compress.scoring",
+    "PruningRule": "sparsecse.compress.pruning",
+    "ShrinkConfig": "sparsecse.compress.shrinking",
+    "ReconstructionPlan": "sparsecse.compress.reconstruction",
+    "EvaluationConfig": "sparsecse.evaluation.config",
+    "ComparisonConfig": "sparsecse.evaluation.compare",
+    "TrainingConfig": "sparsecse.training.config",
+    "PruningConfig": "sparsecse.sweeps.config",
+    "RewindConfig": "sparsecse.sweeps.config",
+    "SweepOptions": "sparsecse.sweeps.config",
+    "SweepSpec": "sparsecse.sweeps.config",
 }
 
 

@@ -27,3 +27,20 @@ def test_modules_import_at_the_top():
                     if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("sparsecse"):
                         found.add((str(path.relative_to(ROOT)), inner.module))
     assert found == allowed
+
+
+def test_no_function_takes_more_than_ten_parameters():
+    """Stages take one config each instead of a flag per setting (CLI commands, which click calls with one
+    argument per option, are outside ``sparsecse/``). ``**options`` (a config's fields by name) is not counted."""
+    import ast
+
+    too_many = {}
+    for path in (ROOT / "sparsecse").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")]
+                names += [a.vararg.arg] if a.vararg else []
+                if len(names) > 10:
+                    too_many[f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"] = len(names)
+    assert too_many == {}

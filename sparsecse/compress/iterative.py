@@ -39,11 +39,12 @@ from sparsecse.compress.flops import size_report
 from sparsecse.modeling.adapters import layer_parts
 from sparsecse.artifacts.files import check_destination, hash_path, make_manifest
 from sparsecse.compress.masks import Mask
-from sparsecse.compress.pruning import _check_target, _one_target, prune
+from sparsecse.compress.pruning import PruningRule, _check_target, _one_target, prune
 from sparsecse.compress.reconstruction import ReconstructionPlan, reconstruction_plan, token_batches
 from sparsecse.compress.reconstruction import reconstruct as refit_layers
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.compress.scoring import POSITIVE_THRESHOLD, GateScores, check_lambda, score
+from sparsecse.compress.scoring import GateScores, ScoringConfig, check_lambda
+from sparsecse.stage_config import configure_all
 from sparsecse.compress.shrinking import ShrinkResult, mask_digest, save_model_dir, shrink_encoder
 
 DEFAULT_STEPS = 3
@@ -94,28 +95,26 @@ def iterative_prune(
     steps: int = DEFAULT_STEPS,
     reconstruct: str | os.PathLike | ReconstructionPlan | None = None,
     scores: GateScores | str | os.PathLike | None = None,
-    lam: float = 0.5,
-    criterion: str | None = None,
-    seq_len: int = 128,
-    keep_one_head: bool | None = None,
-    data_dir: str | os.PathLike | None = None,
-    split: str = "train",
-    batch_size: int = 64,
-    max_batches: int | None = None,
-    seed: int = 0,
+    rule: PruningRule | None = None,
+    scoring: ScoringConfig | None = None,
     pooling: str | None = None,
     device: str | None = None,
-    show_progress: bool = False,
+    **options,
 ) -> IterativeResult:
     """Prune ``model`` to a kept-FLOPs or kept-parameters budget in ``steps`` steps (module docstring).
 
-    ``reconstruct`` (a corpus file or a :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`) is required: without a refit between
-    steps, rescoring would see the same model. ``scores`` (optional) is a score file of the dense model
-    for the first step; later steps score on STS-B ``split`` with ``batch_size`` / ``max_batches`` /
-    ``seed`` as ``sparsecse score`` does. ``lam``, ``criterion`` (None: the budget default),
-    ``seq_len`` and ``keep_one_head`` are those of :func:`sparsecse.compress.pruning.prune`.
-    The returned encoder is full size; shrink it with :func:`sparsecse.compress.shrinking.shrink_encoder`.
+    ``reconstruct`` (a corpus file or a :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`) is
+    required: without a refit between steps, rescoring would see the same model. ``scores`` (optional) is a
+    score file of the dense model for the first step; later steps score as ``scoring`` says (a
+    :class:`~sparsecse.compress.scoring.ScoringConfig`: STS-B train, as ``sparsecse score`` does).
+    ``rule`` (a :class:`~sparsecse.compress.pruning.PruningRule`: λ, criterion, seq_len, keep_one_head) is
+    that of :func:`sparsecse.compress.pruning.prune`. ``options``: the fields of either config by name
+    (``lam=0.5, split="dev"``). The returned encoder is full size; shrink it with
+    :func:`sparsecse.compress.shrinking.shrink_encoder`.
     """
+    rule, scoring = configure_all((PruningRule, rule), (ScoringConfig, scoring), options=options,
+                                  caller="iterative_prune")
+    lam, show_progress = rule.lam, scoring.show_progress
     kind, budget = _one_target(None, keep_flops, keep_params)
     budget = _check_target(kind, budget)
     check_lambda(lam)
@@ -138,12 +137,10 @@ def iterative_prune(
         if k == 0 and first is not None:
             step_scores = first
         else:
-            step_scores = score(encoder, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed,
-                                max_batches=max_batches, positive_threshold=POSITIVE_THRESHOLD,
-                                show_progress=show_progress)
+            step_scores = scoring.score(encoder)
         scored_s = time.perf_counter() - t0
-        mask = prune(step_scores, lam=lam, criterion=criterion, seq_len=seq_len, keep_one_head=keep_one_head,
-                     within=mask, **{kind: b})
+        mask = prune(step_scores, lam=lam, criterion=rule.criterion, seq_len=rule.seq_len,
+                     keep_one_head=rule.keep_one_head, within=mask, **{kind: b})
         report = refit_layers(dense, encoder.model, mask, batches, plan.method, plan.target, plan.ridge,
                              show_progress=show_progress, weighting=plan.weighting)
         silence(encoder.model, mask)
@@ -157,7 +154,8 @@ def iterative_prune(
                                                                       "method": plan.method, "target": plan.target,
                                                                       "ridge": plan.ridge,
                                                                       "weighting": plan.weighting},
-        "rescoring": {"split": split, "batch_size": batch_size, "max_batches": max_batches, "seed": seed}})
+        "rescoring": {"split": scoring.split, "batch_size": scoring.batch_size, "max_batches": scoring.max_batches,
+                      "seed": scoring.seed}})
     return IterativeResult(mask, encoder, records, time.perf_counter() - start)
 
 

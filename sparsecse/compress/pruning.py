@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import torch
@@ -117,6 +118,19 @@ def _check_target(kind: str, value: float) -> float:
     return check_sparsity(float(value)) if kind == "sparsity" else check_budget(value, kind.replace("_", "-"))
 
 
+@dataclass(frozen=True)
+class PruningRule:
+    """How scores become a mask, whatever the target: alignment weight ``lam``, ``criterion`` (None: the
+    target kind's default), FLOPs counted at ``seq_len`` tokens, ranking ``scope`` (global or layer), and
+    ``keep_one_head`` (None: yes for a sparsity, no for a budget)."""
+
+    lam: float = 0.5
+    criterion: str | None = None
+    seq_len: int = 128
+    scope: str = "global"
+    keep_one_head: bool | None = None
+
+
 def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None, lam: float = 0.5, *,
           keep_flops: float | None = None, keep_params: float | None = None, criterion: str | None = None,
           seq_len: int = 128, scope: str = "global", keep_one_head: bool | None = None,
@@ -153,8 +167,9 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
     criterion = check_criterion(default_criterion(kind) if chosen else criterion)
     if within is not None and kind == "sparsity":
         raise SparseCSEError("Choosing within a previous mask needs a kept-FLOPs or kept-parameters budget.")
-    mask = _mask(scores, scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion), kind, value, lam,
-                 criterion, seq_len, scope, keep_one_head, within)
+    rule = PruningRule(lam, criterion, seq_len, scope, keep_one_head)
+    mask = _mask(scores, scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion), kind, value, rule,
+                 within)
     mask.manifest["criterion_default"] = chosen
     return mask
 
@@ -176,16 +191,17 @@ def prune_grid(scores: GateScores | str | os.PathLike, sparsities: Iterable[floa
     for lam in lambdas:
         head_scores, neuron_scores = scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion)
         for v in values:
-            masks[(v, lam)] = _mask(scores, head_scores, neuron_scores, kind, v, lam, criterion, seq_len, scope,
-                                    keep_one_head)
+            masks[(v, lam)] = _mask(scores, head_scores, neuron_scores, kind, v,
+                                    PruningRule(lam, criterion, seq_len, scope, keep_one_head))
             masks[(v, lam)].manifest["criterion_default"] = chosen
     return masks
 
 
 def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Tensor, kind: str, value: float,
-          lam: float, criterion: str, seq_len: int, scope: str, keep_one_head: bool | None,
-          within: Mask | None = None) -> Mask:
+          rule: PruningRule, within: Mask | None = None) -> Mask:
+    """The mask of ``kind`` at ``value`` from importances already computed under ``rule`` (criterion checked)."""
     src = scores.manifest
+    lam, criterion, seq_len, scope, keep_one_head = rule.lam, rule.criterion, rule.seq_len, rule.scope, rule.keep_one_head
     if kind == "sparsity":
         keep_one_head = True if keep_one_head is None else keep_one_head
         head_keep, neuron_keep = masks_from_scores(head_scores, neuron_scores, value, scope, keep_one_head)

@@ -327,7 +327,7 @@ def reconstruct(dense: nn.Module, pruned: nn.Module, mask: Mask, batches: Sequen
                                 weighting=weighting)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReconstructionPlan:
     """Checked inputs of a reconstruction (made before any model is loaded), then ``run``."""
 

@@ -19,6 +19,8 @@ equal weights, and say so in :attr:`GateScores.weighting`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 import os
 import random
@@ -297,6 +299,24 @@ def compute_gradients(encoder: SentenceEncoder, batches: Sequence[ScoreBatch],
 
 
 # ---------------------------------------------------------------------------- public API
+@dataclass(frozen=True)
+class ScoringConfig:
+    """How gate scores are computed (the keywords of :func:`score` besides the model): STS-B ``split``,
+    ``batch_size`` sentence pairs per batch drawn with ``seed``, at most ``max_batches`` batches, pairs
+    with gold score above ``positive_threshold`` as positives."""
+
+    data_dir: str | os.PathLike | None = None
+    split: str = "train"
+    batch_size: int = 64
+    seed: int = 0
+    max_batches: int | None = None
+    positive_threshold: float = POSITIVE_THRESHOLD
+    show_progress: bool = False
+
+    def score(self, encoder) -> "GateScores":
+        return score(encoder, **dataclasses.asdict(self))
+
+
 @with_trust_option
 def score(
     model: str | os.PathLike | SentenceEncoder | None = None,

@@ -35,6 +35,7 @@ from sparsecse.compress.masks import Mask, model_for_mask
 from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
 from sparsecse.compress.reconstruction import ReconstructionPlan, reconstruction_plan
 from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.stage_config import configure
 
 # Config fields that describe the saved object rather than the architecture; never copied over.
 _CONFIG_FIELDS_NOT_COPIED = {"model_type", "architectures", "auto_map", "transformers_version", "_name_or_path",
@@ -215,30 +216,41 @@ class ShrinkResult:
                 "reconstruction": self.reconstruction}
 
 
+@dataclass(frozen=True)
+class ShrinkConfig:
+    """How :func:`shrink` builds the smaller model: FLOPs counted at ``seq_len`` tokens; FFN widths padded
+    to multiples of ``align_ffn`` with inert zero neurons (1 keeps exactly the mask's neurons);
+    ``reconstruct`` (a corpus file, or a :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`)
+    refits the kept units on ``reconstruct_sentences`` of its sentences before the removal."""
+
+    pooling: str | None = None
+    device: str | None = None
+    seq_len: int = 128
+    align_ffn: int = 8
+    reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None
+    reconstruct_sentences: int = 2048
+    show_progress: bool = False
+
+
 @with_trust_option
-def shrink(
-    model: str | os.PathLike | None = None,
-    mask: Mask | str | os.PathLike | None = None,
-    out: str | os.PathLike | None = None,
-    overwrite: bool = False,
-    pooling: str | None = None,
-    device: str | None = None,
-    seq_len: int = 128,
-    align_ffn: int = 8,
-    reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None,
-    reconstruct_sentences: int = 2048,
-    show_progress: bool = False,
-) -> ShrinkResult:
+def shrink(model: str | os.PathLike | None = None, mask: Mask | str | os.PathLike | None = None,
+           out: str | os.PathLike | None = None, overwrite: bool = False, config: ShrinkConfig | None = None,
+           **options) -> ShrinkResult:
     """Load ``model``, remove ``mask``'s units and (given ``out``) save the smaller model directory.
 
-    ``mask`` is a :class:`~sparsecse.compress.masks.Mask` or a mask file. The directory's ``sparsecse_config.json`` records the
-    pooling, a manifest and the lineage (source model and its hash, mask and its hash); its config.json
-    records each layer's kept heads and FFN width. FLOPs per token are counted at ``seq_len`` tokens.
-    FFN widths are padded to multiples of ``align_ffn`` with inert zero neurons (counted in the
-    parameters and FLOPs); ``align_ffn=1`` keeps exactly the mask's neurons. ``reconstruct`` (a corpus
-    file, or a :class:`sparsecse.compress.reconstruction.ReconstructionPlan` for other settings) refits the kept
-    units on ``reconstruct_sentences`` of its sentences before the removal (:mod:`sparsecse.compress.reconstruction`).
+    ``mask`` is a :class:`~sparsecse.compress.masks.Mask` or a mask file; ``config`` a :class:`ShrinkConfig`
+    (or its fields by name in ``options``: ``pooling``, ``device``, ``seq_len``, ``align_ffn``,
+    ``reconstruct``, ``reconstruct_sentences``, ``show_progress``). The directory's ``sparsecse_config.json``
+    records the pooling, a manifest and the lineage (source model and its hash, mask and its hash); its
+    config.json records each layer's kept heads and FFN width. Reconstruction:
+    :mod:`sparsecse.compress.reconstruction`.
+
+    Example::
+
+        shrink("all-MiniLM-L6-v2", "mask-f0.5-l0.5.safetensors", "small", reconstruct="corpus.txt").ratios()
     """
+    c = configure(ShrinkConfig, config, options, "shrink")
+    seq_len, align_ffn = c.seq_len, c.align_ffn
     if mask is None:
         raise SparseCSEError("shrink needs a mask (--mask).")
     mask_path = None if isinstance(mask, Mask) else str(mask)
@@ -246,13 +258,13 @@ def shrink(
     model = model_for_mask(mask, model)
     if out is not None:  # after the mask names its model: that model is an input too
         check_destination(out, overwrite, inputs={"model": resolve_model(model), "mask": mask_path})
-    plan = reconstruction_plan(reconstruct, reconstruct_sentences)
-    encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
+    plan = reconstruction_plan(c.reconstruct, c.reconstruct_sentences)
+    encoder = SentenceEncoder.load(model, pooling=c.pooling, device=c.device)
     mask.check_fits(encoder.model)
     ffn_padding(encoder.model, mask, align_ffn)  # an impossible --align-ffn fails before any work
     source = encoder.source
     before = size_report(encoder.model, seq_len, model_dir=source)
-    rebuilt = plan.run(encoder, mask, show_progress).to_dict() if plan else None
+    rebuilt = plan.run(encoder, mask, c.show_progress).to_dict() if plan else None
     shrink_encoder(encoder, mask, align_ffn)
     lineage = {
         "shrunk_from": source,

@@ -8,6 +8,7 @@ resamples the pairs once and scores both on that resample.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from sparsecse.evaluation.tasks import STS_TASKS, resolve_tasks
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.evaluation.runner import evaluate
 from sparsecse.evaluation.runner import task_pairs
+from sparsecse.stage_config import configure
 
 SIDES = ("A", "B")
 
@@ -66,19 +68,43 @@ def data_difference(a: dict, b: dict) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class ComparisonConfig:
+    """How two sides are compared: ``tasks`` (STS only; default: the result file's, else the 7 STS tasks),
+    ``replicates`` of the paired bootstrap drawn with ``seed``, the interval ``level``; the rest is how a
+    model side is evaluated (a result file's own split and aggregation win)."""
+
+    tasks: str | list[str] | None = None
+    data_dir: str | os.PathLike | None = None
+    replicates: int = 1000
+    seed: int = 0
+    level: float = LEVEL
+    sts_split: str = "test"
+    sts_aggregation: str = "all"
+    pooling: str | None = None
+    batch_size: int | None = None
+    device: str | None = None
+    show_progress: bool = False
+
+
 @with_trust_option
-def compare(a=None, b=None, mask_a=None, mask_b=None, tasks: str | list[str] | None = None, data_dir=None,
-            replicates: int = 1000, seed: int = 0, level: float = LEVEL, sts_split: str = "test",
-            sts_aggregation: str = "all", pooling: str | None = None, batch_size: int | None = None,
-            device: str | None = None, show_progress: bool = False) -> dict[str, Any]:
+def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig | None = None,
+            **options) -> dict[str, Any]:
     """B - A per STS task and for the average, with paired-bootstrap intervals and p-values.
 
     ``a`` and ``b``: a model (None = the embedded default, a name or directory; ``mask_a``/``mask_b``
-    gate it) or a result file from ``sparsecse eval --out``. ``tasks`` (default: the result file's
-    tasks, else the 7 STS tasks) must be STS tasks. Models are evaluated on the result file's split
-    and aggregation when the other side is a file. Returns ``{"tasks": {task: {"a", "b", "diff", "ci",
-    "p", "ci_unpaired"}}, "avg_sts": {...}, "a", "b", "replicates", "seed", "level", "test", "data"}``.
+    gate it) or a result file from ``sparsecse eval --out``. ``config`` (a :class:`ComparisonConfig`, or
+    its fields by name in ``options``) gives the tasks, the bootstrap and how models are evaluated; models
+    are evaluated on the result file's split and aggregation when the other side is a file. Returns
+    ``{"tasks": {task: {"a", "b", "diff", "ci", "p", "ci_unpaired"}}, "avg_sts": {...}, "a", "b",
+    "replicates", "seed", "level", "test", "data"}``.
+
+    Example::
+
+        compare("dense.json", "pruned.json", replicates=1000)["avg_sts"]["ci"]
     """
+    c = configure(ComparisonConfig, config, options, "compare")
+    tasks, data_dir, replicates, seed, level = c.tasks, c.data_dir, c.replicates, c.seed, c.level
     names = _sts_only(tasks)
     if replicates < 1:
         raise SparseCSEError(f"compare needs at least one bootstrap replicate, not {replicates}.")
@@ -106,9 +132,9 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, tasks: str | list[str] | N
         data = reference["data"] if reference else None
         loaded[side] = evaluate(
             model=sources[side], mask=masks[side], tasks=data["tasks"] if data else names or "sts",
-            data_dir=data_dir, pooling=pooling, batch_size=batch_size, device=device,
-            sts_aggregation=data["aggregation"] if data else sts_aggregation,
-            sts_split=data["split"] if data else sts_split, show_progress=show_progress, align_uniform=False,
+            data_dir=data_dir, pooling=c.pooling, batch_size=c.batch_size, device=c.device,
+            sts_aggregation=data["aggregation"] if data else c.sts_aggregation,
+            sts_split=data["split"] if data else c.sts_split, show_progress=c.show_progress, align_uniform=False,
             keep_pairs=True)
         reference = reference or loaded[side]
     _check_same_data(loaded["A"], loaded["B"], sources)

@@ -17,127 +17,107 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.align_uniform import alignment_uniformity
 from sparsecse.evaluation.embedding import EmbeddingTable
 from sparsecse.evaluation.result import EvaluationResult
+from sparsecse.evaluation.config import EvaluationConfig
+from sparsecse.stage_config import configure
 from sparsecse.evaluation.bootstrap import TaskPairs, score_intervals
-from sparsecse.evaluation.sts import (AGGREGATIONS, SPLITS, data_digest, evaluate_sts, load_sts_task,
-                                      sentences_of)
+from sparsecse.evaluation.sts import data_digest, evaluate_sts, load_sts_task, sentences_of
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
-from sparsecse.evaluation.transfer import PROTOCOLS, evaluate_transfer, load_transfer_task, transfer_sentences
+from sparsecse.evaluation.transfer import evaluate_transfer, load_transfer_task, transfer_sentences
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.compress.masks import Mask
 from sparsecse.compress.masks import model_for_mask
 
 
 @with_trust_option
-def evaluate(
-    model=None,
-    mask=None,
-    tasks: str | list[str] = "sts",
-    data_dir: str | os.PathLike | None = None,
-    pooling: str | None = None,
-    batch_size: int | None = None,
-    device: str | None = None,
-    sts_aggregation: str = "all",
-    fasttest: bool = False,
-    precision: str = "fp32",
-    show_progress: bool = False,
-    seed: int = 0,
-    sts_split: str = "test",
-    align_uniform: bool | None = None,
-    transfer_protocol: str = "senteval",
-    bootstrap: int = 0,
-    bootstrap_seed: int = 0,
-    keep_pairs: bool = False,
-) -> EvaluationResult:
+def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **options) -> EvaluationResult:
     """Evaluate ``model`` (None = the embedded default, a name/directory, or a SentenceEncoder).
 
-    ``mask`` (None, a mask file or a :class:`~sparsecse.compress.masks.Mask`) is attached as 0/1 gates for
-    the evaluation and detached afterwards. Returns an :class:`~sparsecse.evaluation.result.EvaluationResult`
-    (``scores``: {task: Spearman or accuracy x 100}, ``avg_sts``, ``avg_transfer``, ``alignment``,
-    ``uniformity``, ``details``, ``settings``, ``timing``, ...; it also reads like that dictionary);
-    the averages cover the tasks that ran. Alignment/uniformity (STS-B ``sts_split``) are computed
-    when asked, or by default whenever STS-B ran (its embeddings are then already at hand).
-    ``transfer_protocol``: ``senteval`` (SentEval's PyTorch classifier, as the papers report) or ``fast``.
+    ``config`` (an :class:`~sparsecse.evaluation.config.EvaluationConfig`) says which tasks and how;
+    ``options`` are its fields by name (``evaluate(model, tasks="sts", bootstrap=1000)``) and replace
+    the config's. ``mask`` (None, a mask file or a :class:`~sparsecse.compress.masks.Mask`) is attached
+    as 0/1 gates for the evaluation and detached afterwards. Returns an
+    :class:`~sparsecse.evaluation.result.EvaluationResult` (``scores``: {task: Spearman or accuracy x 100},
+    ``avg_sts``, ``avg_transfer``, ``alignment``, ``uniformity``, ``details``, ``settings``, ``timing``, ...;
+    it also reads like that dictionary); the averages cover the tasks that ran. Alignment/uniformity
+    (STS-B ``sts_split``) are computed when asked, or by default whenever STS-B ran (its embeddings are
+    then already at hand).
 
-    With STS tasks, ``"data"`` fingerprints the pairs scored (:func:`~sparsecse.evaluation.runner.sts_fingerprint`). ``bootstrap``
-    replicates (> 0) add ``"bootstrap"``: a percentile interval per STS task and for their average, by
-    resampling pairs with ``bootstrap_seed`` (:mod:`sparsecse.evaluation.bootstrap`). ``keep_pairs``
-    keeps ``"pairs"``: per STS task the per-pair similarities, gold scores and subset sizes.
+    With STS tasks, ``"data"`` fingerprints the pairs scored (:func:`~sparsecse.evaluation.runner.sts_fingerprint`).
+    ``bootstrap`` replicates (> 0) add ``"bootstrap"``: a percentile interval per STS task and for their
+    average, by resampling pairs with ``bootstrap_seed`` (:mod:`sparsecse.evaluation.bootstrap`).
+    ``keep_pairs`` keeps ``"pairs"``: per STS task the per-pair similarities, gold scores and subset sizes.
+
+    Example::
+
+        evaluate("all-MiniLM-L6-v2", tasks="STSBenchmark", sts_split="dev")["avg_sts"]
     """
     start = time.perf_counter()
-    names = resolve_tasks(tasks)
-    if sts_aggregation not in AGGREGATIONS:
-        raise SparseCSEError(f"Unknown STS aggregation {sts_aggregation!r}; choose one of {', '.join(AGGREGATIONS)}.")
-    if sts_split not in SPLITS:
-        raise SparseCSEError(f"Unknown STS split {sts_split!r}; choose one of {', '.join(SPLITS)}.")
-    precision = resolve_precision(precision, device)  # "auto" is recorded as what it chose
-    if transfer_protocol not in PROTOCOLS:
-        raise SparseCSEError(f"Unknown transfer protocol {transfer_protocol!r}; choose one of {', '.join(PROTOCOLS)}.")
-    if bootstrap < 0:
-        raise SparseCSEError(f"The number of bootstrap replicates must be positive, not {bootstrap}.")
-    root = resolve_data_dir(data_dir)
+    c = configure(EvaluationConfig, config, options, "evaluate").check()
+    names = resolve_tasks(c.tasks)
+    precision = resolve_precision(c.precision, c.device)  # "auto" is recorded as what it chose
+    root = resolve_data_dir(c.data_dir)
     sts_names = [t for t in names if t in STS_TASKS]
     transfer_names = [t for t in names if t in TRANSFER_TASKS]
-    if bootstrap and not sts_names:
+    if c.bootstrap and not sts_names:
         raise SparseCSEError("Bootstrap intervals need at least one STS task; transfer accuracies are not resampled.")
     # Read every file before loading the model so bad data fails fast.
-    sts_data = {t: load_sts_task(root, t, sts_split) for t in sts_names}
+    sts_data = {t: load_sts_task(root, t, c.sts_split) for t in sts_names}
     transfer_data = {t: load_transfer_task(root, t) for t in transfer_names}
-    if align_uniform is None:
-        align_uniform = "STSBenchmark" in sts_names
+    align_uniform = "STSBenchmark" in sts_names if c.align_uniform is None else c.align_uniform
     if align_uniform and "STSBenchmark" not in sts_data:
-        sts_pairs_for_au = load_sts_task(root, "STSBenchmark", sts_split)[sts_split]
+        sts_pairs_for_au = load_sts_task(root, "STSBenchmark", c.sts_split)[c.sts_split]
     else:
-        sts_pairs_for_au = sts_data.get("STSBenchmark", {}).get(sts_split)
+        sts_pairs_for_au = sts_data.get("STSBenchmark", {}).get(c.sts_split)
 
     if mask is not None and model is None:
 
         model = model_for_mask(mask)  # the mask's own model, never the default by accident
-    encoder = model if is_encoder(model) else load_encoder(model, pooling=pooling, device=device)
+    encoder = model if is_encoder(model) else load_encoder(model, pooling=c.pooling, device=c.device)
     exported = not isinstance(encoder, SentenceEncoder)
-    if exported and (mask is not None or (pooling or encoder.pooling) != encoder.pooling):
+    if exported and (mask is not None or (c.pooling or encoder.pooling) != encoder.pooling):
         raise SparseCSEError(f"{encoder.source} is an exported model, which only encodes with the pooling it was "
                              "exported with; masks and other poolings need the torch model directory.")
     results: dict[str, Any] = {
         "model": encoder.source if encoder.source else str(model),
         "mask": None,
-        "pooling": pooling or encoder.pooling,
+        "pooling": c.pooling or encoder.pooling,
         "tasks": names,
         "scores": {},
     }
-    with _gated(encoder, mask) as mask_info, _pooling(encoder, pooling):
+    with _gated(encoder, mask) as mask_info, _pooling(encoder, c.pooling):
         results["mask"] = mask_info
-        table = EmbeddingTable(encoder, batch_size=batch_size, precision=precision, show_progress=show_progress)
+        table = EmbeddingTable(encoder, batch_size=c.batch_size, precision=precision, show_progress=c.show_progress)
         sts_sentences = [s for subsets in sts_data.values() for s in sentences_of(subsets)]
         table.add(sts_sentences, desc="STS sentences")
         if sts_data:
-            scores, details = evaluate_sts(sts_data, table, sts_aggregation)
+            scores, details = evaluate_sts(sts_data, table, c.sts_aggregation)
             pairs = {task: d.pop("pairs") for task, d in details.items()}
             results["scores"].update(scores)
             results["avg_sts"] = float(np.mean(list(scores.values())))
             results.setdefault("details", {}).update(details)
-            results["data"] = sts_fingerprint(sts_data, sts_split, sts_aggregation)
-            if bootstrap:
+            results["data"] = sts_fingerprint(sts_data, c.sts_split, c.sts_aggregation)
+            if c.bootstrap:
                 results["bootstrap"] = score_intervals(
-                    {t: p["similarity"] for t, p in pairs.items()}, task_pairs(pairs), bootstrap, bootstrap_seed,
-                    sts_aggregation)
-            if keep_pairs:
+                    {t: p["similarity"] for t, p in pairs.items()}, task_pairs(pairs), c.bootstrap, c.bootstrap_seed,
+                    c.sts_aggregation)
+            if c.keep_pairs:
                 results["pairs"] = pairs
         if align_uniform:
             au = alignment_uniformity(sts_pairs_for_au, table)
             results.update(alignment=au["alignment"], uniformity=au["uniformity"])
-            results.setdefault("details", {})["align_uniform"] = {**au, "split": f"STSBenchmark {sts_split}"}
+            results.setdefault("details", {})["align_uniform"] = {**au, "split": f"STSBenchmark {c.sts_split}"}
         if transfer_data:
             table.add([s for d in transfer_data.values() for s in transfer_sentences(d)], desc="transfer sentences")
-            scores, details = evaluate_transfer(transfer_data, table, fasttest=fasttest, seed=seed,
-                                                show_progress=show_progress, protocol=transfer_protocol)
+            scores, details = evaluate_transfer(transfer_data, table, fasttest=c.fasttest, seed=c.seed,
+                                                show_progress=c.show_progress, protocol=c.transfer_protocol)
             results["scores"].update(scores)
             results["avg_transfer"] = float(np.mean(list(scores.values())))
             results.setdefault("details", {}).update(details)
     results["scores"] = {t: results["scores"][t] for t in names}
     results["settings"] = {
-        "sts_aggregation": sts_aggregation, "sts_split": sts_split, "fasttest": fasttest, "precision": precision,
-        "transfer_protocol": transfer_protocol,
-        "batch_size": batch_size, "seed": seed, "max_length": encoder.max_length, "data_dir": str(root),
+        "sts_aggregation": c.sts_aggregation, "sts_split": c.sts_split, "fasttest": c.fasttest, "precision": precision,
+        "transfer_protocol": c.transfer_protocol,
+        "batch_size": c.batch_size, "seed": c.seed, "max_length": encoder.max_length, "data_dir": str(root),
         "device": str(encoder.device),
     }
     results["timing"] = {"encode_s": round(table.seconds, 3), "total_s": round(time.perf_counter() - start, 3),

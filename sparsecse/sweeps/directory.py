@@ -11,26 +11,26 @@ from sparsecse.artifacts.files import hash_path, write_json
 from sparsecse.sweeps.layout import SWEEP_FILE, read_sweep_state
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.compress.pruning import DEFAULT_CRITERION
-from sparsecse.compress.scoring import check_criterion
+from sparsecse.compress.scoring import ScoringConfig, check_criterion
 from sparsecse.data.paths import resolve_data_dir, task_path
 
 
 # ---------------------------------------------------------------------------- fingerprint
-def fingerprint(encoder, data_dir, split: str, batch_size: int, seed: int, max_batches: int | None,
-                positive_threshold: float, scope: str, keep_one_head: bool) -> dict[str, Any]:
-    """What must match for a sweep directory to be resumed: the model and the scoring/pruning settings."""
+def fingerprint(encoder, scoring: ScoringConfig, scope: str, keep_one_head: bool) -> dict[str, Any]:
+    """What must match for a sweep directory to be resumed: the model and the scoring/pruning settings
+    (the same keys and values as before the settings became configs, so older directories resume)."""
 
-    source = encoder.source
-    stsb = task_path(data_dir, "STS", "STSBenchmark", f"sts-{split}.csv", task="STSBenchmark")
+    source, sc = encoder.source, scoring
+    stsb = task_path(sc.data_dir, "STS", "STSBenchmark", f"sts-{sc.split}.csv", task="STSBenchmark")
     return {
         "model": str(source),
         "model_sha256": hash_path(source) if source and os.path.exists(source) else None,
         "pooling": encoder.pooling,
         "max_length": encoder.max_length,
-        "scoring": {"split": split, "batch_size": batch_size, "seed": seed, "max_batches": max_batches,
-                    "positive_threshold": positive_threshold, "stsb_sha256": hash_path(stsb)},
+        "scoring": {"split": sc.split, "batch_size": sc.batch_size, "seed": sc.seed, "max_batches": sc.max_batches,
+                    "positive_threshold": sc.positive_threshold, "stsb_sha256": hash_path(stsb)},
         "pruning": {"scope": scope, "keep_one_head": keep_one_head},
-        "data_dir": str(resolve_data_dir(data_dir).resolve()),
+        "data_dir": str(resolve_data_dir(sc.data_dir).resolve()),
     }
 
 

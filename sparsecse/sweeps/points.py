@@ -143,8 +143,11 @@ def _check_grid(sparsities, lambdas) -> tuple[list[float], list[float]]:
     return sparsities, lambdas
 
 
-def plan_rewinds(grid_s, grid_l, objective, corpus, sparsities, lambdas, init, args, dense,
-                 seeds: list[int] | None = None) -> RewindPlan:
+def plan_rewinds(grid_s: list[float], grid_l: list[float], config, seeds: list[int] | None = None) -> RewindPlan:
+    """The rewinds a :class:`~sparsecse.sweeps.config.RewindConfig` asks for, checked against the grid
+    (before anything is scored)."""
+    objective, corpus, sparsities, lambdas, init, args, dense = (
+        config.objective, config.corpus, config.sparsities, config.lambdas, config.init, config.args, config.dense)
 
     if corpus is None:
         raise SparseCSEError("Rewinding needs a training corpus (--corpus FILE).")
@@ -179,15 +182,18 @@ class SweepRun:
     """One invocation on an opened sweep directory: each point is evaluated unless its file already holds
     every requested task, and written as soon as it is done."""
 
-    def __init__(self, out: Path, encoder, scores, tasks: list[str], data_dir, seed: int, eval_mode: str,
-                 scope: str, keep_one_head: bool, say: Callable[[str], None], show_progress: bool = False,
-                 eval_options: dict[str, Any] | None = None, pruning: dict[str, Any] | None = None):
+    def __init__(self, out: Path, encoder, scores, tasks: list[str], eval_mode: str, say: Callable[[str], None],
+                 show_progress: bool = False, evaluation: dict[str, Any] | None = None,
+                 pruning: dict[str, Any] | None = None):
+        """``evaluation``: ``data_dir`` and ``seed``, and the options every evaluation gets (device,
+        precision, fasttest); ``pruning``: :func:`~sparsecse.sweeps.directory.pruning_settings` and the
+        ranking ``scope``."""
         self.out, self.encoder, self.scores, self.tasks = out, encoder, scores, tasks
-        self.eval_options = dict(eval_options or {})
-        self.show_progress = show_progress
-        self.data_dir, self.seed, self.eval_mode = data_dir, seed, eval_mode
-        self.scope, self.keep_one_head, self.say = scope, keep_one_head, say
-        self.pruning = {**LEGACY_PRUNING, "keep_one_head": keep_one_head, **(pruning or {})}
+        self.eval_options = dict(evaluation or {})
+        self.data_dir, self.seed = self.eval_options.pop("data_dir", None), self.eval_options.pop("seed", 0)
+        self.show_progress, self.eval_mode, self.say = show_progress, eval_mode, say
+        self.pruning = {**LEGACY_PRUNING, "keep_one_head": True, "scope": "global", **(pruning or {})}
+        self.scope, self.keep_one_head = self.pruning["scope"], self.pruning["keep_one_head"]
         self.result = SweepResult(out)
         self.masks_dir = out / "masks"
         self.masks_dir.mkdir(exist_ok=True)

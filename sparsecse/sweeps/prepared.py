@@ -3,6 +3,7 @@ this process or as cluster tasks (:class:`~sparsecse.sweeps.prepared.Point` is w
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -23,8 +24,8 @@ from sparsecse.artifacts.locks import FileLock
 from sparsecse.compress.budget import check_budget
 from sparsecse.compress.grid import parse_grid
 from sparsecse.compress.reconstruction import reconstruction_plan
-from sparsecse.compress.scoring import GateScores, score
-from sparsecse.compress.scoring import POSITIVE_THRESHOLD
+from sparsecse.compress.scoring import GateScores, ScoringConfig
+from sparsecse.sweeps.config import SweepSpec, sweep_spec
 from sparsecse.compress.shrinking import base_model_type
 from sparsecse.modeling import SHRUNK_CONFIGS
 from sparsecse.modeling.encoder import SentenceEncoder, check_device, resolve_precision
@@ -61,19 +62,29 @@ class Point:
 class PreparedSweep:
     """A sweep checked, opened and scored (:func:`prepare_sweep`): what is left is computing its points."""
 
-    args: dict[str, Any]
+    spec: SweepSpec
     out: Path
     run: SweepRun
     encoder: Any
     fingerprint: dict[str, Any]
     tasks: list[str]
-    grid_s: list[float]
-    grid_l: list[float]
-    grid_b: list[float]
+    grids: tuple[list[float], list[float], list[float]]  # sparsities, λs, kept-FLOPs budgets
     plan: RewindPlan | None
     recon: tuple | None
     started: float
     settings: dict[str, Any]
+
+    @property
+    def grid_s(self) -> list[float]:
+        return self.grids[0]
+
+    @property
+    def grid_l(self) -> list[float]:
+        return self.grids[1]
+
+    @property
+    def grid_b(self) -> list[float]:
+        return self.grids[2]
 
     @property
     def grid(self) -> list[tuple[float, float]]:
@@ -85,7 +96,7 @@ class PreparedSweep:
 
     @property
     def total(self) -> int:
-        return (len(self.grid) + len(self.budget_grid) * (2 if self.recon else 1) + int(self.args["dense"])
+        return (len(self.grid) + len(self.budget_grid) * (2 if self.recon else 1) + int(self.spec.run.dense)
                 + (self.plan.count if self.plan else 0))
 
     @property
@@ -94,7 +105,7 @@ class PreparedSweep:
 
     def points(self) -> list[Point]:
         """Every point but the rewound ones, in the order a one-process sweep computes them."""
-        points = [Point(Variant.DENSE)] if self.args["dense"] else []
+        points = [Point(Variant.DENSE)] if self.spec.run.dense else []
         points += [Point(Variant.MASKED, s, lam) for s, lam in self.grid]
         points += [Point(Variant.BUDGET, b, lam) for b, lam in self.budget_grid]
         points += [Point(Variant.RECONSTRUCTED, b, lam) for b, lam in self.budget_grid] if self.recon else []
@@ -166,61 +177,52 @@ class PreparedSweep:
     def record(self) -> None:
         """Append this invocation to sweep.json's run history and rewrite the manifest."""
         self.run.result.seconds = time.time() - self.started
-        _record_run(self.out, self.run.result, self.started, self.total, self.encoder, self.fingerprint, self.tasks,
-                    self.grid_s, self.grid_l, self.plan, self.args["eval_mode"], self.settings)
+        _record_run(self)
 
 
-def prepare_sweep(args: dict[str, Any]) -> PreparedSweep:
-    """Check the arguments of :func:`~sparsecse.sweeps.run.sweep` (all of them, by name), open the sweep directory and score
-    (once: later calls read the scores back). Nothing is evaluated yet."""
+def prepare_sweep(spec: SweepSpec | dict[str, Any]) -> PreparedSweep:
+    """Check a sweep's settings (a :class:`~sparsecse.sweeps.config.SweepSpec`, or
+    :func:`~sparsecse.sweeps.run.sweep`'s keywords by name), open the sweep directory and score (once:
+    later calls read the scores back). Nothing is evaluated yet."""
     from tqdm.auto import tqdm
 
-
-    a = dict(args)
+    spec = spec if isinstance(spec, SweepSpec) else sweep_spec(**spec)
     started = time.time()
-    show_progress, eval_mode, seed = a["show_progress"], a["eval_mode"], a["seed"]
-    say = a["log"] or (lambda msg: tqdm.write(msg) if show_progress else None)
-    if eval_mode not in EVAL_MODES:
-        raise SparseCSEError(f"Unknown eval mode {eval_mode!r}; choose masked or shrunk.")
-    task_list = resolve_tasks(a["tasks"])
-    sparsities = a["sparsities"]
-    grid_s, grid_l = (_check_grid(sparsities, a["lambdas"]) if sparsities is not None
-                      else ([], _check_grid(0.5, a["lambdas"])[1]))
-    grid_b = _check_budgets(a["keep_flops"], sparsities)
-    rewind_seeds = parse_seeds(a["seeds"], seed)
-    if a["seeds"] is not None and not a["rewind"]:
-        raise SparseCSEError("--seeds sets the rewinding seeds; add --rewind (scoring and evaluation use --seed).")
-    check_device(a["device"])
-    precision = resolve_precision(a["precision"], a["device"])
-    out = Path(a["out"])
-    check_destination(out, True, inputs={"model": a["model"], "corpus": a["corpus"],
-                                         "initial checkpoint": a["rewind_init"]})
-    plan = plan_rewinds(grid_s, grid_l, a["objective"], a["corpus"], a["rewind_sparsities"], a["rewind_lambda"],
-                        a["rewind_init"], a["rewind_args"], a["rewind_dense"], rewind_seeds) if a["rewind"] else None
-    recon = _reconstruction(a["reconstruct"], grid_b)
+    opts, ev, sc, pr, rw = spec.run, spec.evaluate, spec.score, spec.prune, spec.rewind
+    say = opts.log or (lambda msg: tqdm.write(msg) if opts.show_progress else None)
+    if opts.eval_mode not in EVAL_MODES:
+        raise SparseCSEError(f"Unknown eval mode {opts.eval_mode!r}; choose masked or shrunk.")
+    task_list = resolve_tasks(ev.tasks)
+    grid_s, grid_l = (_check_grid(spec.sparsities, spec.lambdas) if spec.sparsities is not None
+                      else ([], _check_grid(0.5, spec.lambdas)[1]))
+    grid_b = _check_budgets(pr.keep_flops, spec.sparsities)
+    check_device(ev.device)
+    precision = resolve_precision(ev.precision, ev.device)
+    out = Path(spec.out)
+    check_destination(out, True, inputs={"model": spec.model, "corpus": rw and rw.corpus,
+                                         "initial checkpoint": rw and rw.init})
+    plan = plan_rewinds(grid_s, grid_l, rw, parse_seeds(rw.seeds, sc.seed)) if rw else None
+    recon = _reconstruction(spec.reconstruct, grid_b)
 
-    pruning = pruning_settings(out, a["criterion"], a["keep_one_head"])
-    keep_one_head = pruning["keep_one_head"]
-    encoder = SentenceEncoder.load(a["model"], pooling=a["pooling"], device=a["device"])
-    print_ = fingerprint(encoder, a["data_dir"], a["split"], a["batch_size"], seed, a["max_batches"],
-                         POSITIVE_THRESHOLD, a["scope"], keep_one_head)
+    pruning = pruning_settings(out, pr.criterion, pr.keep_one_head)
+    encoder = SentenceEncoder.load(spec.model, pooling=ev.pooling, device=ev.device)
+    print_ = fingerprint(encoder, sc, pr.scope, pruning["keep_one_head"])
     print_["pruning"].update(pruning)
-    eval_options = {k: v for k, v in (("precision", precision), ("fasttest", a["fasttest"]))
+    eval_options = {k: v for k, v in (("precision", precision), ("fasttest", ev.fasttest))
                     if v not in ("fp32", False)}
     if eval_options:  # only non-default values, so sweeps made before these options existed still match
         print_["evaluation"] = eval_options
-    if a["device"] is not None:
-        eval_options["device"] = a["device"]
-    if eval_mode == "shrunk" or plan:
-        _check_shrinkable(encoder, "--eval-mode shrunk" if eval_mode == "shrunk" else "rewinding")
-    open_sweep_dir(out, print_, a["overwrite"])
-    scores = _cached_scores(out, encoder, a["data_dir"], a["split"], a["batch_size"], seed, a["max_batches"],
-                            show_progress, say)
-    run = SweepRun(out, encoder, scores, task_list, a["data_dir"], seed, eval_mode, a["scope"], keep_one_head, say,
-                   show_progress, eval_options, pruning)
-    settings = dict(seed=seed, scope=a["scope"], **pruning, split=a["split"], batch_size=a["batch_size"],
-                    max_batches=a["max_batches"], keep_flops=grid_b)
-    return PreparedSweep(a, out, run, encoder, print_, task_list, grid_s, grid_l, grid_b, plan, recon, started,
+    if ev.device is not None:
+        eval_options["device"] = ev.device
+    if opts.eval_mode == "shrunk" or plan:
+        _check_shrinkable(encoder, "--eval-mode shrunk" if opts.eval_mode == "shrunk" else "rewinding")
+    open_sweep_dir(out, print_, opts.overwrite)
+    scores = _cached_scores(out, encoder, dataclasses.replace(sc, show_progress=opts.show_progress), say)
+    run = SweepRun(out, encoder, scores, task_list, opts.eval_mode, say, opts.show_progress,
+                   {"data_dir": ev.data_dir, "seed": ev.seed, **eval_options}, {**pruning, "scope": pr.scope})
+    settings = dict(seed=sc.seed, scope=pr.scope, **pruning, split=sc.split, batch_size=sc.batch_size,
+                    max_batches=sc.max_batches, keep_flops=grid_b)
+    return PreparedSweep(spec, out, run, encoder, print_, task_list, (grid_s, grid_l, grid_b), plan, recon, started,
                          settings)
 
 
@@ -229,9 +231,9 @@ def run_sweep(prep: PreparedSweep) -> None:
     from tqdm.auto import tqdm
 
     run, plan, out = prep.run, prep.plan, prep.out
-    bar = tqdm(total=prep.total, desc="sweep", unit="point", disable=not prep.args["show_progress"])
+    bar = tqdm(total=prep.total, desc="sweep", unit="point", disable=not prep.spec.run.show_progress)
     try:
-        if prep.args["dense"]:
+        if prep.spec.run.dense:
             bar.set_postfix_str("dense")
             run.dense()
             bar.update()
@@ -309,46 +311,40 @@ def _check_shrinkable(encoder, what: str) -> None:
                              f"(supported: {', '.join(SHRUNK_CONFIGS)}).")
 
 
-def _cached_scores(out: Path, encoder, data_dir, split, batch_size, seed, max_batches, show_progress, say):
+def _cached_scores(out: Path, encoder, scoring: ScoringConfig, say):
     """The sweep's gate scores: computed once, then read back from the sweep directory."""
-
-
     path = out / SCORES_FILE
     with FileLock(out / (SCORES_FILE + ".lock")):  # a second process waits for the first one's scores
         if not path.is_file():
-            say(f"Scoring {encoder.source} on STS-B {split} ...")
-            scores = score(encoder, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed,
-                           max_batches=max_batches, show_progress=show_progress)
-            scores.save(path, overwrite=True)
+            say(f"Scoring {encoder.source} on STS-B {scoring.split} ...")
+            scoring.score(encoder).save(path, overwrite=True)
     return GateScores.load(path)  # loaded back, so masks record the score file and its hash
 
 
-def _record_run(out: Path, result: SweepResult, started: float, total: int, encoder, print_, tasks, grid_s, grid_l,
-                plan: RewindPlan | None, eval_mode: str, settings: dict[str, Any]) -> None:
+def _record_run(prep: PreparedSweep) -> None:
     """Append this invocation to sweep.json's run history and rewrite the sweep's manifest."""
-
-    with FileLock(out / (SWEEP_FILE + ".lock")):
-        _record_run_locked(out, result, started, total, encoder, print_, tasks, grid_s, grid_l, plan, eval_mode,
-                           settings)
+    with FileLock(prep.out / (SWEEP_FILE + ".lock")):
+        _record_run_locked(prep)
 
 
-def _record_run_locked(out: Path, result: SweepResult, started: float, total: int, encoder, print_, tasks, grid_s,
-                       grid_l, plan: RewindPlan | None, eval_mode: str, settings: dict[str, Any]) -> None:
+def _record_run_locked(prep: PreparedSweep) -> None:
+    out, result, plan, eval_mode, settings = prep.out, prep.run.result, prep.plan, prep.spec.run.eval_mode, prep.settings
     state = read_sweep_state(out)
     rewind = {"sparsities": plan.sparsities, "lambda": plan.lambdas, "objective": plan.objective,
               "corpus": plan.corpus, "args": plan.args, "dense_control": plan.dense,
               "seeds": plan.seeds} if plan else None
     state["runs"].append({
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-        "seconds": round(result.seconds, 1), "sparsities": grid_s, "lambdas": grid_l, "tasks": tasks,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(prep.started)),
+        "seconds": round(result.seconds, 1), "sparsities": prep.grid_s, "lambdas": prep.grid_l, "tasks": prep.tasks,
         "eval_mode": eval_mode, "rewind": rewind,
         "points_computed": len(result.computed), "points_reused": len(result.reused),
         "points_skipped_busy": len(result.busy),
-        "finished": len(result.computed) + len(result.reused) == total,
+        "finished": len(result.computed) + len(result.reused) == prep.total,
     })
     write_json(out / SWEEP_FILE, state)
     write_json(out / "manifest.json", make_manifest(
-        "sweep", inputs={"model": encoder.source, "scores": out / SCORES_FILE, "corpus": plan.corpus if plan else None},
-        params={"sparsities": grid_s, "lambdas": grid_l, "tasks": tasks, "eval_mode": eval_mode, "rewind": rewind,
-                **{k: v for k, v in settings.items() if k != "seed"}},
-        seed=settings["seed"], fingerprint=print_))
+        "sweep", inputs={"model": prep.encoder.source, "scores": out / SCORES_FILE,
+                         "corpus": plan.corpus if plan else None},
+        params={"sparsities": prep.grid_s, "lambdas": prep.grid_l, "tasks": prep.tasks, "eval_mode": eval_mode,
+                "rewind": rewind, **{k: v for k, v in settings.items() if k != "seed"}},
+        seed=settings["seed"], fingerprint=prep.fingerprint, configs=prep.spec.record()))

@@ -23,8 +23,6 @@ rewound point's name, so the seeds of one setting sit together and a rerun reuse
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import copy
 import hashlib
 import json
@@ -48,72 +46,43 @@ from sparsecse.sweeps.points import (EVAL_MODES, RewindPlan, SweepResult, SweepR
                                      run_rewind)
 from sparsecse.sweeps.prepared import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds, run_sweep  # noqa: F401
 from sparsecse.sweeps.report import report
+from sparsecse.sweeps.config import (DEFAULT_LAMBDAS, DEFAULT_SPARSITIES, PruningConfig, RewindConfig,  # noqa: F401
+                                     SweepOptions, SweepSpec, sweep_spec)
+from sparsecse.compress.reconstruction import ReconstructionPlan
+from sparsecse.compress.scoring import ScoringConfig
+from sparsecse.evaluation.config import EvaluationConfig
 
 
 @with_trust_option
-def sweep(
-    model=None,
-    sparsities: str | Iterable[float] | None = "0.01:0.10:0.01,0.2:0.5:0.1",
-    lambdas: str | Iterable[float] = "0.25,0.5,0.75",
-    out: str | os.PathLike = "sweep",
-    tasks: str | Sequence[str] = "sts",
-    rewind: bool = False,
-    objective: str = "simcse",
-    corpus: str | os.PathLike | None = None,
-    rewind_sparsities: str | Iterable[float] | None = None,
-    rewind_lambda: str | float | Iterable[float] = "best",
-    rewind_init: str | os.PathLike | None = None,
-    rewind_args: dict[str, Any] | None = None,
-    rewind_dense: bool = True,
-    seeds: str | Iterable[int] | None = None,
-    data_dir: str | os.PathLike | None = None,
-    seed: int = 0,
-    split: str = "train",
-    batch_size: int = 64,
-    max_batches: int | None = None,
-    scope: str = "global",
-    keep_one_head: bool | None = None,
-    pooling: str | None = None,
-    device: str | None = None,
-    eval_mode: str = "masked",
-    dense: bool = True,
-    precision: str = "fp32",
-    fasttest: bool = False,
-    overwrite: bool = False,
-    make_report: bool = True,
-    show_progress: bool = True,
-    log: Callable[[str], None] | None = None,
-    keep_flops: str | Iterable[float] | None = None,
-    criterion: str | None = None,
-    reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None,
-) -> SweepResult:
+def sweep(model=None, sparsities: str | Iterable[float] | None = DEFAULT_SPARSITIES,
+          lambdas: str | Iterable[float] = DEFAULT_LAMBDAS, out: str | os.PathLike = "sweep", *,
+          score: ScoringConfig | None = None, prune: PruningConfig | None = None,
+          evaluate: EvaluationConfig | None = None, rewind: RewindConfig | bool | None = None,
+          reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None, **options) -> SweepResult:
     """Score once, then prune and evaluate every (sparsity, λ); rewind the chosen points if asked.
 
-    ``rewind_sparsities`` (default: the whole grid) picks the points to rewind, at ``rewind_lambda``:
-    ``"best"`` (per sparsity, the λ with the best STS average without rewinding) or given values.
-    ``rewind_args`` go to :func:`sparsecse.training.rewind` (max_steps, batch_size, lr, objective_args, ...);
-    ``rewind_dense`` also retrains the unpruned model the same way, as a control. ``seeds`` (default:
-    ``[seed]``) rewinds every chosen point and the control once per seed (seed-major order); ``seed``
-    alone seeds scoring and evaluation.
-    ``eval_mode`` "shrunk" evaluates a physically pruned copy instead of the gated model (same numbers).
-    ``precision`` and ``fasttest`` are passed to the evaluation (non-default values join the sweep's
-    fingerprint). ``overwrite`` replaces a sweep directory of other settings instead of refusing it.
+    One config per stage (:mod:`sparsecse.sweeps.config`): ``score`` (how gate scores are computed),
+    ``prune`` (criterion, keep-one-head rule, kept-FLOPs budget points), ``evaluate`` (tasks, precision,
+    device), ``rewind`` (a :class:`~sparsecse.sweeps.config.RewindConfig`: which points are retrained and
+    how; each seed once), ``reconstruct`` (a corpus file or a
+    :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`: every budget point again after
+    retraining-free reconstruction). ``options``: ``run=`` a :class:`~sparsecse.sweeps.config.SweepOptions`
+    (eval_mode, dense, overwrite, make_report, show_progress, log), and the flat keywords of earlier
+    versions (``tasks=``, ``rewind=True, corpus=...``, :data:`~sparsecse.sweeps.config.FLAT_OPTIONS`).
+
     Several processes may run the same sweep on one directory: each point is locked while computed
-    (``<point>.json.lock``, see :mod:`sparsecse.artifacts.locks`) and the others skip it.
-    ``keep_flops`` adds kept-FLOPs budget points (:func:`sparsecse.compress.pruning.prune`, 128 tokens) at every λ,
-    next to (or, with ``sparsities=None``, instead of) the sparsity grid; they are not rewound.
-    ``criterion`` and ``keep_one_head`` apply to every point when given; by default sparsity points use
-    abs_grad and keep one head per layer, budget points fisher and may empty a layer
-    (:func:`~sparsecse.sweeps.directory.pruning_settings`). Both are part of the fingerprint a resumed directory must match.
-    ``reconstruct`` (a corpus file, or a :class:`sparsecse.compress.reconstruction.ReconstructionPlan`) adds, for
-    every budget point, the same mask after retraining-free reconstruction, under a directory named by
-    the reconstruction's settings (corpus hash included).
+    (``<point>.json.lock``, see :mod:`sparsecse.artifacts.locks`) and the others skip it. A directory made
+    with other scoring or pruning settings is refused (its fingerprint differs) unless ``overwrite``.
+
+    Example::
+
+        sweep("all-MiniLM-L6-v2", "0.1,0.2", "0.5", "runs/sweep", evaluate=EvaluationConfig(tasks="sts"),
+              rewind=RewindConfig(corpus="wiki.txt", seeds="0,1,2"))
     """
-    args = {k: v for k, v in locals().items() if k != "make_report"}
-    prep = prepare_sweep(args)
+    spec = sweep_spec(model, sparsities, lambdas, out, score, prune, evaluate, rewind, reconstruct, **options)
+    prep = prepare_sweep(spec)
     prep.run.evaluate_fn, prep.run.rewind_fn = run_evaluation, run_rewind  # this module's seams (tests replace them)
     run_sweep(prep)
-    if make_report:
-
+    if spec.run.make_report:
         report(prep.out)
     return prep.run.result

@@ -22,6 +22,8 @@ from sparsecse.objectives.recipe import resolve_hyperparameters
 from sparsecse.training.rundir import RunDir
 from sparsecse.modeling.encoder import check_device
 from sparsecse.training.dev_eval import stsb_dev_evaluator
+from sparsecse.training.config import TrainingConfig
+from sparsecse.stage_config import configure
 
 
 @dataclass
@@ -95,11 +97,11 @@ class _Plan:
     evaluate: Any
 
 
-def _plan(kind, encoder, corpus, objective, objective_args, *, max_steps, batch_size, lr, max_length, epochs,
-          eval_steps, save_steps, data_dir) -> _Plan:
-    objective_cls = get_objective(objective)  # train() and rewind() checked corpus and objective already
-    hyper = resolve_hyperparameters(encoder.config, objective_cls, batch_size=batch_size, lr=lr,
-                                    max_length=max_length, epochs=epochs)
+def _plan(encoder, corpus, config: TrainingConfig) -> _Plan:
+    objective_cls = get_objective(config.objective)  # train() and rewind() checked corpus and objective already
+    hyper = resolve_hyperparameters(encoder.config, objective_cls, batch_size=config.batch_size, lr=config.lr,
+                                    max_length=config.max_length, epochs=config.epochs)
+    max_steps, eval_steps, save_steps = config.max_steps, config.eval_steps, config.save_steps
     from_file = isinstance(corpus, (str, os.PathLike))
     sentences = read_corpus(corpus) if from_file else [s for s in map(str.strip, corpus) if s]
     if not sentences:
@@ -115,26 +117,24 @@ def _plan(kind, encoder, corpus, objective, objective_args, *, max_steps, batch_
     if eval_steps:
 
         try:
-            evaluate = stsb_dev_evaluator(data_dir)
+            evaluate = stsb_dev_evaluator(config.data_dir)
         except SparseCSEError as exc:
             raise SparseCSEError(f"{exc} (STS-B dev picks the best checkpoint; --eval-steps 0 skips it.)") from None
-    return _Plan(objective_cls, _objective_params(objective_args), hyper, sentences,
+    return _Plan(objective_cls, _objective_params(config.objective_args), hyper, sentences,
                  hash_path(corpus) if from_file else _hash_sentences(sentences),
                  int(max_steps) if max_steps else hyper["epochs"] * steps_per_epoch, steps_per_epoch,
                  eval_steps, int(eval_steps if save_steps is None else save_steps), evaluate)
 
 
-def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, objective_args, lineage: dict,
-         inputs: dict, fingerprint_extra: dict, *, max_steps=None, batch_size=None, lr=None, max_length=None,
-         epochs=None, eval_steps=125, save_steps=None, seed=0, resume=False, overwrite=False, data_dir=None,
-         device=None, mixed_precision=None, tensorboard=False, show_progress=True) -> TrainResult:
+def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig, lineage: dict, inputs: dict,
+        fingerprint_extra: dict) -> TrainResult:
+    """Train ``encoder`` on ``corpus`` into ``out`` (``kind``: train or rewind); ``lineage``, ``inputs`` and
+    ``fingerprint_extra`` say where the model came from, for the manifest and for resuming."""
     from accelerate.utils import set_seed
 
-    plan = _plan(kind, encoder, corpus, objective, objective_args, max_steps=max_steps, batch_size=batch_size,
-                 lr=lr, max_length=max_length, epochs=epochs, eval_steps=eval_steps, save_steps=save_steps,
-                 data_dir=data_dir)
-    hyper = plan.hyper
-    accelerator = make_accelerator(device, mixed_precision)
+    plan = _plan(encoder, corpus, config)
+    hyper, objective, seed, show_progress = plan.hyper, config.objective, config.seed, config.show_progress
+    accelerator = make_accelerator(config.device, config.mixed_precision)
     set_seed(seed)  # the objective's own modules (MLP head, ...) are drawn here
     built = plan.objective_cls(encoder, **plan.objective_params)
     corpus_path = corpus if isinstance(corpus, (str, os.PathLike)) else None
@@ -155,6 +155,7 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, object
     }
     run_dir = RunDir(out)
     # a partial run without a checkpoint yet starts over (its log and best model would be stale)
+    resume, overwrite = config.resume, config.overwrite
     resume_from = run_dir.latest_checkpoint() if run_dir.inspect(fingerprint, resume, overwrite) else None
     wait_for_everyone(accelerator)  # every process has looked before the first one changes anything
     if accelerator.is_main_process:
@@ -166,7 +167,7 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, objective: str, object
     extra_config = {"lineage": lineage, "training": {"objective": objective, "recipe": hyper["recipe"]}}
     settings = LoopSettings(batch_size=hyper["batch_size"], lr=hyper["lr"], max_length=hyper["max_length"],
                             max_steps=plan.total_steps, seed=seed, eval_steps=plan.eval_steps,
-                            save_steps=plan.save_steps, tensorboard=tensorboard, show_progress=show_progress,
+                            save_steps=plan.save_steps, tensorboard=config.tensorboard, show_progress=show_progress,
                             desc=f"{kind} ({objective})")
     trainer = Trainer(accelerator, encoder, built, plan.sentences, settings, run_dir, plan.evaluate,
                       save_model=lambda enc, path: _save_quietly(enc, path, extra_config))
@@ -251,6 +252,13 @@ def _hash_sentences(sentences: Sequence[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------- train
+def training_config(config: TrainingConfig | None, options: dict[str, Any], caller: str,
+                    **given) -> TrainingConfig:
+    """``config`` with ``options`` and the ``given`` arguments that are not None."""
+    return configure(TrainingConfig, config, {**options, **{k: v for k, v in given.items() if v is not None}},
+                     caller)
+
+
 def check_inputs(kind: str, corpus, objective: str, objective_args=None, lr=None, device=None) -> None:
     """Fail on a missing corpus file, an unknown objective, a bad objective parameter, a
     non-finite learning rate or a missing device before any model is loaded."""
@@ -276,22 +284,24 @@ def check_lr(lr) -> None:
 
 
 @with_trust_option
-def train(model=None, corpus=None, out=None, objective: str = "simcse", objective_args=None, *,
-          pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
+def train(model=None, corpus=None, out=None, objective: str | None = None, objective_args=None, *,
+          pooling: str | None = None, seed: int | None = None, config: TrainingConfig | None = None,
+          **options) -> TrainResult:
     """Train ``model`` (a name or directory, default all-MiniLM-L6-v2, or a loaded
     :class:`~sparsecse.modeling.encoder.SentenceEncoder`, trained in place) on ``corpus`` with ``objective``.
 
-    ``options``: max_steps, batch_size (global), lr, max_length, epochs (None = the backbone's SimCSE
-    recipe), eval_steps (STS-B dev every N steps, 0 = never), save_steps (checkpoint every N steps,
-    default eval_steps), resume, overwrite, data_dir, device, mixed_precision, tensorboard,
-    show_progress. The best STS-B dev checkpoint (else the last weights) is saved to ``out``.
+    ``options``: the fields of :class:`~sparsecse.training.config.TrainingConfig` (max_steps, batch_size,
+    lr, max_length, epochs, eval_steps, save_steps, resume, overwrite, data_dir, device, mixed_precision,
+    tensorboard, show_progress), or ``config=`` one (``objective``, ``objective_args`` and ``seed``, when
+    given, replace its own). The best STS-B dev checkpoint (else the last weights) is saved to ``out``.
     """
     from accelerate.utils import set_seed
 
-    check_out("train", out, options.get("resume", False), options.get("overwrite", False),
-              inputs={"model": model, "corpus": corpus})
-    check_inputs("train", corpus, objective, objective_args, options.get("lr"), options.get("device"))
-    set_seed(seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
+    config = training_config(config, options, "train", objective=objective, objective_args=objective_args, seed=seed)
+    objective, objective_args = config.objective, config.objective_args
+    check_out("train", out, config.resume, config.overwrite, inputs={"model": model, "corpus": corpus})
+    check_inputs("train", corpus, objective, objective_args, config.lr, config.device)
+    set_seed(config.seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
     if isinstance(model, SentenceEncoder):
         encoder = model if pooling is None else SentenceEncoder(
             model.model, model.tokenizer, pooling, model.max_length, model.source, extra_config=model.extra_config,
@@ -302,5 +312,4 @@ def train(model=None, corpus=None, out=None, objective: str = "simcse", objectiv
     lineage = {"stage": "train", "init": source, "init_sha256": source_hash(source), "objective": objective}
     if encoder.extra_config.get("lineage"):
         lineage["parent"] = encoder.extra_config["lineage"]
-    return run("train", encoder, corpus, out, objective, objective_args, lineage, {"model": source}, {},
-               seed=seed, **options)
+    return run("train", encoder, corpus, out, config, lineage, {"model": source}, {})

@@ -11,6 +11,8 @@ same as one with the units removed.
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import sys
 
@@ -23,7 +25,8 @@ from sparsecse.artifacts.files import check_destination, hash_path
 from sparsecse.compress.masks import Mask, model_for_mask
 from sparsecse.objectives.distill import with_default_teacher
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.training.api import (TrainResult, absolute_path, check_inputs, check_out, read_model_config, run,
+from sparsecse.training.config import TrainingConfig
+from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out, read_model_config, run,
                                     source_hash)
 from sparsecse.compress.shrinking import base_model_type, shrink_encoder
 from sparsecse.compress.shrinking import mask_digest
@@ -108,8 +111,9 @@ def init_origin(init, scored: str | None) -> str:
 
 
 @with_trust_option
-def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", objective_args=None, *,
-           pooling: str | None = None, seed: int = 0, **options) -> TrainResult:
+def rewind(mask, corpus=None, out=None, init=None, objective: str | None = None, objective_args=None, *,
+           pooling: str | None = None, seed: int | None = None, config: TrainingConfig | None = None,
+           **options) -> TrainResult:
     """Reset to ``init``'s weights, remove ``mask``'s pruned units and retrain with ``objective``.
 
     ``mask`` is a :class:`~sparsecse.compress.masks.Mask` or a mask file. ``init`` left out: the initial checkpoint in the
@@ -119,9 +123,11 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
     from accelerate.utils import set_seed
 
 
-    check_out("rewind", out, options.get("resume", False), options.get("overwrite", False),
+    config = training_config(config, options, "rewind", objective=objective, objective_args=objective_args, seed=seed)
+    objective, objective_args, seed = config.objective, config.objective_args, config.seed
+    check_out("rewind", out, config.resume, config.overwrite,
               inputs={"mask": None if isinstance(mask, Mask) else mask, "init": init, "corpus": corpus})
-    check_inputs("rewind", corpus, objective, objective_args, options.get("lr"), options.get("device"))
+    check_inputs("rewind", corpus, objective, objective_args, config.lr, config.device)
     mask_path = None if isinstance(mask, Mask) else absolute_path(str(mask))
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
     init_path, scored = resolve_init(mask, init)
@@ -140,6 +146,6 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str = "simcse", ob
     parent = read_model_config(scored).get("lineage") if scored else None
     if parent:
         lineage["parent"] = parent
-    return run("rewind", encoder, corpus, out, objective, objective_args, lineage,
-               {"init": init_path, "mask": mask_path, "scored_model": scored},
-               {"mask_digest": lineage["mask_digest"]}, seed=seed, **options)
+    config = dataclasses.replace(config, objective_args=objective_args)
+    return run("rewind", encoder, corpus, out, config, lineage,
+               {"init": init_path, "mask": mask_path, "scored_model": scored}, {"mask_digest": lineage["mask_digest"]})

@@ -18,7 +18,6 @@ Example::
 
 from __future__ import annotations
 
-import inspect
 import json
 import pickle
 import shutil
@@ -36,7 +35,7 @@ from sparsecse.artifacts.files import write_json
 from sparsecse.sweeps.cluster.config import Resources
 from sparsecse.sweeps.cluster.slurm_status import slurm_job_class
 from sparsecse.sweeps.cluster.tasks import PointTask
-from sparsecse.sweeps.run import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds, sweep
+from sparsecse.sweeps.run import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds, sweep_spec
 
 LAUNCHERS = ("slurm", "local")
 ARRAYS = ("evaluate", "rewind")
@@ -49,11 +48,11 @@ ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING", "SUSPEN
 
 
 def sweep_arguments(model=None, **kwargs) -> dict[str, Any]:
-    """Every argument of :func:`sparsecse.sweeps.run.sweep`, defaults filled in (what a task receives)."""
-    bound = inspect.signature(sweep).bind(model, **kwargs)
-    bound.apply_defaults()
-    args = dict(bound.arguments)
+    """:func:`sparsecse.sweeps.run.sweep`'s keywords (what a task receives), checked once by building their
+    :class:`~sparsecse.sweeps.config.SweepSpec` (an unknown or contradictory keyword fails here)."""
+    args = {"model": model, **kwargs}
     args.pop("make_report", None)
+    sweep_spec(**args)
     return args
 
 
@@ -298,7 +297,7 @@ def _update(prep: PreparedSweep, backend, task: Task) -> None:
 def _wait(prep, backend, task_fn, result: LaunchResult, poll: float, echo, launcher: str) -> None:
     from tqdm.auto import tqdm
 
-    show = prep.args.get("show_progress", True)
+    show = prep.spec.run.show_progress
     bar = tqdm(total=len(result.tasks), desc="sweep tasks", unit="point", disable=not show)
     last, told = None, set()
     try:

@@ -1,0 +1,38 @@
+"""How a training or rewinding run trains: the one config :func:`sparsecse.training.api.run` takes."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """The settings of ``train`` and ``rewind`` (None: the backbone's SimCSE recipe).
+
+    ``batch_size`` is global; ``eval_steps`` scores STS-B dev every N steps (0: never) to keep the best
+    checkpoint; ``save_steps`` checkpoints every N steps (default ``eval_steps``); ``resume`` continues an
+    interrupted run with the same settings. ``objective_args``: a dict or ``"k=v,..."``.
+
+    >>> TrainingConfig(max_steps=100, lr=3e-5).eval_steps
+    125
+    """
+
+    objective: str = "simcse"
+    objective_args: str | dict[str, Any] | None = None
+    max_steps: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    max_length: int | None = None
+    epochs: int | None = None
+    eval_steps: int = 125
+    save_steps: int | None = None
+    seed: int = 0
+    resume: bool = False
+    overwrite: bool = False
+    data_dir: str | os.PathLike | None = None
+    device: str | None = None
+    mixed_precision: str | None = None
+    tensorboard: bool = False
+    show_progress: bool = True

@@ -1,0 +1,102 @@
+"""Each stage takes one frozen config; the flat keywords of earlier versions land in the same configs, and a
+sweep made either way is the same sweep (same fingerprint, nothing recomputed)."""
+
+import dataclasses
+import json
+
+import pytest
+
+import sparsecse
+from sparsecse.compress.scoring import ScoringConfig
+from sparsecse.compress.shrinking import ShrinkConfig
+from sparsecse.errors import SparseCSEError
+from sparsecse.evaluation.config import EvaluationConfig
+from sparsecse.stage_config import configure, configure_all, record
+from sparsecse.sweeps import run as sweep_mod
+from sparsecse.sweeps.config import PruningConfig, RewindConfig, SweepOptions, sweep_spec
+from sparsecse.training.config import TrainingConfig
+
+
+def test_configs_are_frozen_and_record_as_json():
+    config = EvaluationConfig(tasks="STSBenchmark", bootstrap=10)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.tasks = "sts"
+    assert json.loads(json.dumps(record(config)))["bootstrap"] == 10
+
+
+def test_configure_replaces_fields_and_refuses_unknown_names():
+    base = TrainingConfig(lr=1e-5, max_steps=10)
+    assert configure(TrainingConfig, base, {"max_steps": 20}, "train") == TrainingConfig(lr=1e-5, max_steps=20)
+    assert base.max_steps == 10  # the caller's config is not changed
+    with pytest.raises(TypeError, match="train\\(\\) got an unexpected keyword argument 'learning_rate'"):
+        configure(TrainingConfig, None, {"learning_rate": 1e-5}, "train")
+    with pytest.raises(TypeError, match="takes a TrainingConfig"):
+        configure(TrainingConfig, EvaluationConfig(), {}, "train")
+    scoring, shrinking = configure_all((ScoringConfig, None), (ShrinkConfig, None), options={"seq_len": 64,
+                                       "split": "dev"}, caller="x")
+    assert (scoring.split, shrinking.seq_len) == ("dev", 64)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sparsecse.evaluate(tasks="sts", task="STS12"),
+    lambda: sparsecse.train("m", "c.txt", "out", learning_rate=1e-5),
+    lambda: sparsecse.shrink("m", "mask.safetensors", align=8),
+    lambda: sparsecse.compare("a.json", "b.json", replicate=10),
+    lambda: sparsecse.sweep("m", "0.1", "0.5", "out", task="sts"),
+])
+def test_every_stage_refuses_a_misspelt_keyword_before_any_work(call):
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        call()
+
+
+def test_bad_settings_are_refused_by_the_config():
+    with pytest.raises(SparseCSEError, match="Unknown STS split 'train'"):
+        EvaluationConfig(sts_split="train").check()
+    with pytest.raises(SparseCSEError, match="Unknown task"):
+        EvaluationConfig(tasks="STS99").check()
+
+
+def test_flat_sweep_keywords_land_in_the_stage_configs():
+    flat = sweep_spec("m", "0.1", "0.5", "o", tasks="STSBenchmark", data_dir="d", seed=3, split="dev", batch_size=8,
+                      keep_flops="0.5", criterion="fisher", precision="bf16", rewind=True, corpus="c.txt",
+                      rewind_sparsities="0.1", seeds="0,1", rewind_args={"max_steps": 5}, overwrite=True)
+    staged = sweep_spec("m", "0.1", "0.5", "o",
+                        score=ScoringConfig(data_dir="d", seed=3, split="dev", batch_size=8),
+                        prune=PruningConfig(keep_flops="0.5", criterion="fisher"),
+                        evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir="d", seed=3, precision="bf16"),
+                        rewind=RewindConfig(corpus="c.txt", sparsities="0.1", seeds="0,1", args={"max_steps": 5}),
+                        run=SweepOptions(overwrite=True))
+    assert flat == staged
+    assert sweep_spec("m", rewind=False, corpus="c.txt").rewind is None
+    # flat keywords apply on top of a given config (a cluster task turns overwrite off this way)
+    assert sweep_spec(run=SweepOptions(overwrite=True), overwrite=False).run.overwrite is False
+    assert json.loads(json.dumps(staged.record()))["rewind"]["seeds"] == "0,1"
+    with pytest.raises(SparseCSEError, match="add --rewind"):
+        sweep_spec("m", seeds="0,1")
+
+
+def _fake_evaluation(model, mask, tasks, data_dir, seed, **options):
+    return {"scores": {t: 50.0 + (mask.heads_pruned if mask is not None else 0) for t in tasks}}
+
+
+def test_a_sweep_made_with_flat_keywords_resumes_with_configs(tiny_bert_dir, tiny_stsb_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep_mod, "run_evaluation", _fake_evaluation)
+    out = tmp_path / "sweep"
+    first = sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out, tasks="STSBenchmark", data_dir=tiny_stsb_dir,
+                            device="cpu", max_batches=2, batch_size=8, keep_flops="0.7", show_progress=False,
+                            make_report=False)
+    assert sorted(first.computed) == ["budget/f0.7-l0.5", "dense", "masked/s0.25-l0.5"]
+    again = sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out,
+                            score=ScoringConfig(data_dir=tiny_stsb_dir, max_batches=2, batch_size=8),
+                            prune=PruningConfig(keep_flops="0.7"),
+                            evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir=tiny_stsb_dir, device="cpu"),
+                            run=SweepOptions(show_progress=False, make_report=False))
+    assert again.computed == [] and sorted(again.reused) == sorted(first.computed)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["configs"]["score"]["batch_size"] == 8
+    assert manifest["configs"]["prune"]["keep_flops"] == "0.7"
+    assert manifest["configs"]["evaluate"]["tasks"] == "STSBenchmark"
+    with pytest.raises(SparseCSEError, match="different model or scoring settings"):
+        sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out, score=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=4),
+                        evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir=tiny_stsb_dir),
+                        run=SweepOptions(show_progress=False, make_report=False))
