@@ -9,33 +9,23 @@
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
-SPARSECSE_CONFIG = "sparsecse_config.json"
+from sparsecse.artifacts.model_dir import SPARSECSE_CONFIG, read_model_config  # noqa: F401
 EXPORT_FORMATS = ("onnx", "openvino")
 MISSING_OPENVINO = ("OpenVINO export and inference need the openvino and nncf packages: "
                     "pip install 'sparsecse[openvino]'.")
 
 
-def _config(path: str | os.PathLike) -> dict:
-    try:
-        config = json.loads((Path(path) / SPARSECSE_CONFIG).read_text())
-    except (OSError, ValueError):
-        return {}
-    return config if isinstance(config, dict) else {}
-
-
 def export_settings(path: str | os.PathLike, format: str) -> dict | None:
     """The ``format`` entry of an exported directory's config, or None for any other path."""
-    settings = _config(path).get(format)
+    settings = read_model_config(path).get(format)
     return settings if isinstance(settings, dict) and settings.get("file") else None
 
 
 def exported_format(path: str | os.PathLike) -> str | None:
     """``onnx`` or ``openvino`` for a directory written by ``sparsecse export``, else None."""
-    config = _config(path)
+    config = read_model_config(path)
     for format in EXPORT_FORMATS:
         settings = config.get(format)
         if isinstance(settings, dict) and settings.get("file"):

@@ -34,7 +34,8 @@ from torch import nn
 from sparsecse.deploy.calibration import DEFAULT_SEED, DEFAULT_SIZE, calibration_sample
 from sparsecse.artifacts.exported_model import exported_format
 from sparsecse.deploy.onnx_static import QUANTIZATION_SETTINGS, empty_weight_matmuls, quantize_static_int8
-from sparsecse.modeling.encoder import SPARSECSE_CONFIG, SentenceEncoder, resolve_model, write_sentence_transformers_config
+from sparsecse.artifacts.model_dir import write_model_config
+from sparsecse.modeling.encoder import SentenceEncoder, resolve_model, write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest
@@ -255,7 +256,7 @@ def export(
                     "pooling": encoder.pooling, "normalize": normalize, "dim": encoder.dim, "inputs": names,
                     "outputs": ["last_hidden_state", EMBEDDING_OUTPUT], "opset": opset}
         config = {"pooling": encoder.pooling, "max_length": encoder.max_length, "onnx": settings}
-        (tmp / SPARSECSE_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+        write_model_config(tmp, config)
         verification = {}
         for file in files:
             exported = OnnxEncoder.load(tmp, file=file).encode(CHECK_SENTENCES)
@@ -278,6 +279,6 @@ def export(
                                    params=params, seed=calibration_seed if calibration is not None else None,
                                    files=sizes, verification=verification, onnx_versions=onnx_versions()),
         )
-        (tmp / SPARSECSE_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+        write_model_config(tmp, config)
     return ExportResult(Path(out), sizes, files[-1], encoder.pooling, normalize, verification,
                         time.perf_counter() - start, kinds=kinds)

@@ -25,7 +25,8 @@ import torch
 from torch import nn
 
 from sparsecse.deploy.calibration import DEFAULT_SEED, DEFAULT_SIZE, calibration_sample
-from sparsecse.artifacts.exported_model import MISSING_OPENVINO, SPARSECSE_CONFIG
+from sparsecse.artifacts.exported_model import MISSING_OPENVINO
+from sparsecse.artifacts.model_dir import write_model_config
 from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder, require_openvino
 from sparsecse.modeling.encoder import SentenceEncoder, write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
@@ -156,7 +157,7 @@ def export_openvino(
         settings = {"file": files[-1], "files": kinds, "pooling": encoder.pooling, "normalize": normalize,
                     "dim": encoder.dim, "inputs": names, "outputs": ["last_hidden_state", EMBEDDING_OUTPUT]}
         config = {"pooling": encoder.pooling, "max_length": encoder.max_length, "openvino": settings}
-        (tmp / SPARSECSE_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+        write_model_config(tmp, config)
         verification = {}
         for file in files:
             exported = OpenVinoEncoder.load(tmp, file=file).encode(CHECK_SENTENCES)
@@ -177,6 +178,6 @@ def export_openvino(
                                    params=params, seed=calibration_seed if quantize else None, files=sizes,
                                    verification=verification, runtime_versions=openvino_versions()),
         )
-        (tmp / SPARSECSE_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+        write_model_config(tmp, config)
     return ExportResult(Path(out), sizes, files[-1], encoder.pooling, normalize, verification,
                         time.perf_counter() - start, kinds=kinds)

@@ -24,12 +24,12 @@ from sparsecse.modeling import register_auto_classes
 from sparsecse.artifacts.remote_code import allow_code, trusting_remote_code
 from sparsecse.modeling.st_dense import read_dense, write_dense
 from sparsecse.artifacts.model_store import resolve as resolve_stored
+from sparsecse.artifacts.model_dir import SPARSECSE_CONFIG, read_model_config, write_model_config  # noqa: F401
 from sparsecse.modeling.adapters import get_adapter  # validates the architecture before loading weights
 
 POOLINGS = ("cls", "cls_before_pooler", "mean")
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {None, "", "default", DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"}
-SPARSECSE_CONFIG = "sparsecse_config.json"
 
 
 def default_model_path() -> str:
@@ -113,8 +113,8 @@ def _read_json(path: Path) -> dict | None:
 def configured_pooling(model_dir: str) -> tuple[str | None, str | None]:
     """(pooling, where it came from) as the model directory itself declares it, or (None, None)."""
     root = Path(model_dir)
-    own = _read_json(root / SPARSECSE_CONFIG)
-    if own and own.get("pooling") in POOLINGS:
+    own = read_model_config(root)
+    if own.get("pooling") in POOLINGS:
         return own["pooling"], SPARSECSE_CONFIG
     modules = _read_json(root / "modules.json") or []
     for module in modules:
@@ -129,8 +129,8 @@ def configured_pooling(model_dir: str) -> tuple[str | None, str | None]:
 
 def configured_max_length(model_dir: str) -> int | None:
     root = Path(model_dir)
-    for name, key in ((SPARSECSE_CONFIG, "max_length"), ("sentence_bert_config.json", "max_seq_length")):
-        cfg = _read_json(root / name)
+    for cfg, key in ((read_model_config(root), "max_length"),
+                     (_read_json(root / "sentence_bert_config.json"), "max_seq_length")):
         if cfg and cfg.get(key):
             return int(cfg[key])
     return None
@@ -214,7 +214,7 @@ class SentenceEncoder(nn.Module):
             max_length = configured_max_length(path) or min(
                 int(getattr(tokenizer, "model_max_length", 512) or 512), 512
             )
-        own = _read_json(Path(path) / SPARSECSE_CONFIG) or {}
+        own = read_model_config(path)
         enc = cls(model, tokenizer, pooling, max_length, source=str(path), pooling_source=source,
                   extra_config={k: v for k, v in own.items() if k not in ("pooling", "max_length")},
                   dense=read_dense(path) if os.path.isdir(path) else None)
@@ -329,7 +329,7 @@ class SentenceEncoder(nn.Module):
         self.model.save_pretrained(out, safe_serialization=True)
         self.tokenizer.save_pretrained(out)
         cfg = {**self.extra_config, **(extra_config or {}), "pooling": self.pooling, "max_length": self.max_length}
-        (out / SPARSECSE_CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
+        write_model_config(out, cfg)
         write_sentence_transformers_config(out, self.pooling, self.hidden_size, self.max_length,
                                            dense=self.dense)
         return out

@@ -14,6 +14,7 @@ from sparsecse.sweeps.formatting import AVG_STS, SHORT_NAMES, format_cell, signe
 from sparsecse.sweeps.tables import load_points
 from sparsecse.evaluation.results_file import load_pairs
 from sparsecse.evaluation.seeds import compare_to_control, config_name
+from sparsecse.sweeps.layout import PAIRS_DIR
 
 
 COMPARISON_COLUMNS = ["rewind_id", "objective", "sparsity", "lambda", "point", "task", "n_seeds", "seeds",
@@ -29,7 +30,7 @@ def control_comparisons(out: str | os.PathLike, replicates: int = 1000, seed: in
     out = Path(out)
 
     def pairs_of(name: str):
-        path = out / "pairs" / f"{name}.safetensors"
+        path = out / PAIRS_DIR / f"{name}.safetensors"
         return load_pairs(path) if path.is_file() else None
 
     rewound = [{**p, "seed": p.get("seed", 0)} for p in load_points(out) if p.get("variant") == Variant.REWOUND]

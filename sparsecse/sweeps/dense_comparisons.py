@@ -23,6 +23,7 @@ from sparsecse.evaluation.bootstrap import TaskPairs, paired_comparison
 from sparsecse.evaluation.results_file import load_pairs
 from sparsecse.evaluation.tasks import STS_TASKS
 from sparsecse.sweeps.layout import Variant
+from sparsecse.sweeps.layout import PAIRS_DIR
 
 NOT_RETRAINED = (Variant.MASKED, Variant.BUDGET, Variant.RECONSTRUCTED)
 COLUMNS = ["point", "variant", "sparsity", "lambda", "keep_flops", "task", "dense", "pruned", "diff", "ci_low",
@@ -43,7 +44,7 @@ def dense_comparisons(out: str | os.PathLike, points: Sequence[dict[str, Any]], 
     """``points`` (records with their ``point`` name, as the report loads them) that were not retrained,
     each against the dense point: ``{"point", "variant", ..., "tasks": {task: {...}}, "avg": {"a", "b",
     "diff", "ci", "p"}, "verdict"}``. Points without stored pairs, or a sweep without a dense point, give none."""
-    pairs_dir = Path(out) / "pairs"
+    pairs_dir = Path(out) / PAIRS_DIR
     dense = next((p for p in points if p.get("variant") == Variant.DENSE), None)
     dense_file = pairs_dir / "dense.safetensors"
     if dense is None or not dense_file.is_file():

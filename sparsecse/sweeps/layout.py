@@ -13,6 +13,13 @@ from sparsecse.errors import SparseCSEError
 SWEEP_FILE = "sweep.json"
 SCORES_FILE = "scores.safetensors"
 POINTS_DIR = "points"  # points/<variant>/[<id>/]<name>.json
+PAIRS_DIR = "pairs"  # pairs/<point>.safetensors: per-pair STS similarities of a point
+MASKS_DIR = "masks"  # masks/mask-s0.02-l0.5.safetensors
+REWOUND_DIR = "rewound"  # rewound/<objective>-<id>/<point>-seed<k>/: rewound model directories
+REWIND_SETTINGS = "settings.json"  # rewound/<objective>-<id>/settings.json
+FIGURES_DIR = "figures"
+MANIFEST_FILE = "manifest.json"
+RESULTS_CSV, RESULTS_JSON, SUMMARY_FILE = "results.csv", "results.json", "summary.md"
 
 
 class Variant(str, Enum):

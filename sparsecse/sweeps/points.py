@@ -30,6 +30,7 @@ from sparsecse.evaluation.results_file import load_pairs, save_pairs
 from sparsecse.modeling.encoder import resolve_model
 from sparsecse.training import rewind
 from sparsecse.training.api import check_inputs
+from sparsecse.sweeps.layout import MASKS_DIR, PAIRS_DIR, REWOUND_DIR
 
 EVAL_MODES = ("masked", "shrunk")
 
@@ -195,7 +196,7 @@ class SweepRun:
         self.pruning = {**LEGACY_PRUNING, "keep_one_head": True, "scope": "global", **(pruning or {})}
         self.scope, self.keep_one_head = self.pruning["scope"], self.pruning["keep_one_head"]
         self.result = SweepResult(out)
-        self.masks_dir = out / "masks"
+        self.masks_dir = out / MASKS_DIR
         self.masks_dir.mkdir(exist_ok=True)
         # the evaluation and rewinding functions: :func:`sparsecse.sweeps.run.sweep` sets its own module's (which
         # tests replace); a sweep prepared elsewhere (cluster tasks) uses these
@@ -233,7 +234,7 @@ class SweepRun:
         """The point stored at ``path``, evaluated on whatever requested tasks it lacks (then saved)."""
         point = read_point(path)
         todo = missing_tasks(point, self.tasks)
-        name = str(path.relative_to(self.out / "points").with_suffix(""))
+        name = str(path.relative_to(self.out / POINTS_DIR).with_suffix(""))
         if not todo:
             self.result.reused.append(name)
             return point
@@ -259,7 +260,7 @@ class SweepRun:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(path.with_name(path.name + ".lock"))
         if not lock.acquire():
-            name = str(path.relative_to(self.out / "points").with_suffix(""))
+            name = str(path.relative_to(self.out / POINTS_DIR).with_suffix(""))
             holder = lock.holder() or {}
             self.say(f"  {name}: skipped, process {holder.get('pid')} on {holder.get('host')} is computing it")
             self.result.busy.append(name)
@@ -272,13 +273,13 @@ class SweepRun:
     def _save_pairs(self, name: str, pairs: dict) -> None:
         """Keep a point's per-pair similarities (merged with tasks evaluated before) for paired tests."""
 
-        path = self.out / "pairs" / f"{name}.safetensors"
+        path = self.out / PAIRS_DIR / f"{name}.safetensors"
         save_pairs(path, {**(load_pairs(path) if path.is_file() else {}), **pairs})
 
     def dense(self) -> dict[str, Any]:
         record = {"variant": Variant.DENSE, "sparsity": 0.0, "lambda": None, "heads_pruned": 0, "neurons_pruned": 0,
                   "param_sparsity": 0.0}
-        path = self.out / "points" / "dense.json"
+        path = self.out / POINTS_DIR / "dense.json"
         return self.locked(path, lambda: self.point(path, record, lambda todo: self.evaluate_fn(
             self.encoder, None, todo, self.data_dir, self.seed, **self.eval_options)))
 
@@ -326,7 +327,7 @@ class SweepRun:
 
     def _rewound(self, plan: RewindPlan, rid: str, s: float, lam: float | None, seed: int, name: str,
                  point_path: Path) -> dict[str, Any]:
-        model_dir = self.out / "rewound" / rid / name
+        model_dir = self.out / REWOUND_DIR / rid / name
         if model_dir.is_dir() and not _finite_weights(model_dir):  # e.g. from a version that saved NaN weights
             import shutil
 

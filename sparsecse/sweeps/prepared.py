@@ -29,6 +29,7 @@ from sparsecse.sweeps.config import SweepSpec, sweep_spec
 from sparsecse.compress.shrinking import base_model_type
 from sparsecse.modeling import SHRUNK_CONFIGS
 from sparsecse.modeling.encoder import SentenceEncoder, check_device, resolve_precision
+from sparsecse.sweeps.layout import MANIFEST_FILE, POINTS_DIR, REWIND_SETTINGS, REWOUND_DIR
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ class PreparedSweep:
 
     def path(self, point: Point) -> Path:
         """The point's file (``point`` resolved)."""
-        points = self.out / "points"
+        points = self.out / POINTS_DIR
         if point.kind == Variant.DENSE:
             return points / "dense.json"
         if point.kind == Variant.MASKED:
@@ -151,9 +152,9 @@ class PreparedSweep:
     def start_rewinds(self) -> Path:
         """The directory of this rewinding setting, with its settings.json."""
         settings = self.plan.settings()
-        rewound_dir = self.out / "rewound" / rewind_id(self.plan.objective, settings)
-        if not (rewound_dir / "settings.json").is_file():
-            write_json(rewound_dir / "settings.json", {**settings, "corpus": self.plan.corpus})
+        rewound_dir = self.out / REWOUND_DIR / rewind_id(self.plan.objective, settings)
+        if not (rewound_dir / REWIND_SETTINGS).is_file():
+            write_json(rewound_dir / REWIND_SETTINGS, {**settings, "corpus": self.plan.corpus})
         return rewound_dir
 
     def compute(self, point: Point) -> dict[str, Any] | None:
@@ -230,7 +231,7 @@ def run_sweep(prep: PreparedSweep) -> None:
     """Compute every point of a prepared sweep in this process (points another process holds are skipped)."""
     from tqdm.auto import tqdm
 
-    run, plan, out = prep.run, prep.plan, prep.out
+    run, plan = prep.run, prep.plan
     bar = tqdm(total=prep.total, desc="sweep", unit="point", disable=not prep.spec.run.show_progress)
     try:
         if prep.spec.run.dense:
@@ -272,7 +273,7 @@ def run_sweep(prep: PreparedSweep) -> None:
 
 def remove_empty_rewinds(rewound_dir: Path) -> None:
     """Settings that produced nothing leave no stub for reports to list."""
-    if rewound_dir.is_dir() and [p.name for p in rewound_dir.iterdir()] == ["settings.json"]:
+    if rewound_dir.is_dir() and [p.name for p in rewound_dir.iterdir()] == [REWIND_SETTINGS]:
         import shutil
 
         shutil.rmtree(rewound_dir)
@@ -342,7 +343,7 @@ def _record_run_locked(prep: PreparedSweep) -> None:
         "finished": len(result.computed) + len(result.reused) == prep.total,
     })
     write_json(out / SWEEP_FILE, state)
-    write_json(out / "manifest.json", make_manifest(
+    write_json(out / MANIFEST_FILE, make_manifest(
         "sweep", inputs={"model": prep.encoder.source, "scores": out / SCORES_FILE,
                          "corpus": plan.corpus if plan else None},
         params={"sparsities": prep.grid_s, "lambdas": prep.grid_l, "tasks": prep.tasks, "eval_mode": eval_mode,

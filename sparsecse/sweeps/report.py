@@ -24,6 +24,7 @@ from sparsecse.sweeps.formatting import AVG_STS, AVG_TRANSFER
 from sparsecse.sweeps.report_figures import make_figures
 from sparsecse.sweeps.tables import (best_points, load_points, model_label, point_frame, picks_table, average_grid,
                                      results_table)
+from sparsecse.sweeps.layout import RESULTS_CSV, RESULTS_JSON, SUMMARY_FILE
 
 __all__ = ["report", "summary_markdown", "load_points", "results_table", "point_frame", "best_points"]
 
@@ -112,18 +113,18 @@ def report(out: str | os.PathLike, figures: bool = True, replicates: int = 1000,
         with atomic_file(out / "dense_comparisons.csv", overwrite=True) as tmp:
             dense_comparison_table(against_dense).to_csv(tmp, index=False)
     summary = summary_markdown(table, state, out, comparisons) + "\n".join(dense_comparison_lines(against_dense))
-    with atomic_file(out / "summary.md", overwrite=True) as tmp:
+    with atomic_file(out / SUMMARY_FILE, overwrite=True) as tmp:
         tmp.write_text(summary)
     written = make_figures(out, table, state, comparisons) if figures else []
-    return {"results_csv": out / "results.csv", "results_json": out / "results.json",
-            "summary": out / "summary.md", "figures": written, "table": table, "summary_text": summary,
+    return {"results_csv": out / RESULTS_CSV, "results_json": out / RESULTS_JSON,
+            "summary": out / SUMMARY_FILE, "figures": written, "table": table, "summary_text": summary,
             "comparisons": comparisons, "dense_comparisons": against_dense}
 
 
 def write_tables(out: Path, points: list[dict[str, Any]], state: dict[str, Any]) -> pd.DataFrame:
     table = results_table(points, model=state.get("fingerprint", {}).get("model"))
-    with atomic_file(out / "results.csv", overwrite=True) as tmp:
+    with atomic_file(out / RESULTS_CSV, overwrite=True) as tmp:
         table.to_csv(tmp, index=False)
-    write_json(out / "results.json", json.loads(table.to_json(orient="records")))
+    write_json(out / RESULTS_JSON, json.loads(table.to_json(orient="records")))
     return table
 

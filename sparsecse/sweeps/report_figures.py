@@ -15,6 +15,7 @@ from sparsecse.compress.masks import Mask
 from sparsecse.compress.pruning import mask_filename
 from sparsecse.compress.scoring import GateScores
 from sparsecse.sweeps import plots
+from sparsecse.sweeps.layout import FIGURES_DIR, MASKS_DIR
 
 
 def _curves(frame: pd.DataFrame, column: str) -> dict[str, tuple[list[float], list[float]]]:
@@ -83,7 +84,7 @@ def chosen_points(frame: pd.DataFrame, count: int = 4) -> list[pd.Series]:
 def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any],
                  comparisons: list[dict[str, Any]] | None = None) -> list[Path]:
 
-    figures = out / "figures"
+    figures = out / FIGURES_DIR
     figures.mkdir(exist_ok=True)
     frame = point_frame(table)
     written: list[Path] = []
@@ -147,7 +148,7 @@ def _heatmaps(out: Path, frame: pd.DataFrame, figures: Path) -> list[Path]:
     masked = frame[frame["variant"] == Variant.MASKED]
     for lam, group in masked.groupby("lambda"):
         best = best_row(group, AVG_STS) if group[AVG_STS].notna().any() else group.iloc[0]
-        mask_path = out / "masks" / mask_filename(float(best["sparsity"]), float(lam))
+        mask_path = out / MASKS_DIR / mask_filename(float(best["sparsity"]), float(lam))
         pruned = ~Mask.load(mask_path).head_mask if mask_path.is_file() else None
         stem = figures / f"head_importance_l{lam:g}"
         title = f"Head importance, λ={lam:g} (x: removed at {100 * best['sparsity']:.3g}%)"

@@ -14,6 +14,7 @@ from sparsecse.sweeps.layout import Variant, read_point
 from sparsecse.sweeps.formatting import AVG_STS, AVG_TRANSFER, SHORT_NAMES, format_cell, seed_std, where_found
 from sparsecse.evaluation.seeds import config_name
 from sparsecse.modeling.encoder import DEFAULT_MODEL_NAME, default_model_path
+from sparsecse.sweeps.layout import POINTS_DIR
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "seed", "task", "score", "avg_sts",
            "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",
@@ -23,7 +24,7 @@ COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "
 # ---------------------------------------------------------------------------- the table
 def load_points(out: str | os.PathLike) -> list[dict[str, Any]]:
     """Every point record of a sweep, each with its name (its path under points/, no suffix)."""
-    root = Path(out) / "points"
+    root = Path(out) / POINTS_DIR
     points = []
     for path in sorted(root.rglob("*.json")):
         record = read_point(path)

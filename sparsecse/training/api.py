@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sparsecse.data.corpus import check_corpus_file, read_corpus
-from sparsecse.modeling.encoder import SPARSECSE_CONFIG, SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, write_json
 from sparsecse.objectives.registry import get_objective, parse_objective_args
@@ -62,13 +61,6 @@ def absolute_path(path: str | None) -> str | None:
 
 def source_hash(source: str | None) -> str | None:
     return hash_path(source) if source and os.path.exists(source) else None
-
-
-def read_model_config(model_dir: str | None) -> dict[str, Any]:
-    try:
-        return json.loads((Path(model_dir) / SPARSECSE_CONFIG).read_text())
-    except (OSError, TypeError, ValueError):
-        return {}
 
 
 def check_out(kind: str, out, resume: bool, overwrite: bool, inputs: dict | None = None) -> None:

@@ -26,7 +26,8 @@ from sparsecse.compress.masks import Mask, model_for_mask
 from sparsecse.objectives.distill import with_default_teacher
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.config import TrainingConfig
-from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out, read_model_config, run,
+from sparsecse.artifacts.model_dir import model_lineage
+from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out, run,
                                     source_hash)
 from sparsecse.compress.shrinking import base_model_type, shrink_encoder
 from sparsecse.compress.shrinking import mask_digest
@@ -42,7 +43,7 @@ def resolve_init(mask: Mask, init: str | os.PathLike | None) -> tuple[str, str |
     if not scored:
         raise SparseCSEError("The mask does not record which model was scored; pass --init.")
     model_for_mask(mask)  # the recorded model still exists and is the one scored (digest)
-    lineage = read_model_config(scored).get("lineage") or {}
+    lineage = model_lineage(scored) or {}
     recorded = lineage.get("init")
     if recorded:
         if os.path.isdir(recorded) or not os.path.isabs(recorded):
@@ -102,7 +103,7 @@ def init_origin(init, scored: str | None) -> str:
     itself, which restarts from the weights that were scored rather than from the initial ones."""
     if init is not None:
         return "argument"
-    if (read_model_config(scored).get("lineage") or {}).get("init"):
+    if (model_lineage(scored) or {}).get("init"):
         return "lineage"
     print(f"Warning: {scored} records no initial checkpoint (it was not trained by sparsecse), so rewinding "
           f"starts from its own weights, not from weights before training; pass --init to choose them.",
@@ -143,7 +144,7 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str | None = None,
                "sparsity": mask.manifest.get("sparsity"), "budget": mask.manifest.get("budget"),
                "lambda": mask.manifest.get("lambda")}
     objective_args = with_default_teacher(objective, objective_args, scored)  # distill: the dense model
-    parent = read_model_config(scored).get("lineage") if scored else None
+    parent = model_lineage(scored) if scored else None
     if parent:
         lineage["parent"] = parent
     config = dataclasses.replace(config, objective_args=objective_args)

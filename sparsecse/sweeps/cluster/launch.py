@@ -36,6 +36,7 @@ from sparsecse.sweeps.cluster.config import Resources
 from sparsecse.sweeps.cluster.slurm_status import slurm_job_class
 from sparsecse.sweeps.cluster.tasks import PointTask
 from sparsecse.sweeps.run import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds, sweep_spec
+from sparsecse.sweeps.layout import REWOUND_DIR
 
 LAUNCHERS = ("slurm", "local")
 ARRAYS = ("evaluate", "rewind")
@@ -364,5 +365,5 @@ def _finish(prep: PreparedSweep, result: LaunchResult, points: list[Point]) -> N
     run.computed = [t.point.label for t in result.tasks if t.status == "done"]
     run.busy = [t.point.label for t in result.tasks if t.status == "busy"]
     if prep.plan:
-        remove_empty_rewinds(prep.out / "rewound" / prep.rewind_id)
+        remove_empty_rewinds(prep.out / REWOUND_DIR / prep.rewind_id)
     prep.record()
