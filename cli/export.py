@@ -48,13 +48,15 @@ def command(model, fmt, quantize, calibration, calibration_size, calibration_see
     import contextlib
     import sys
 
+    from sparsecse.deploy.export_config import ExportConfig
     from sparsecse.deploy.onnx_export import export
 
+    config = ExportConfig(format=fmt, quantize=None if quantize == "none" else quantize, pooling=pooling, opset=opset,
+                          calibration=calibration, calibration_size=calibration_size,
+                          calibration_seed=calibration_seed)
     # NNCF and onnxruntime print progress on stdout; keep stdout for the report (and --json) alone
     with contextlib.redirect_stdout(sys.stderr):
-        result = export(model=model, out=out, format=fmt, quantize=None if quantize == "none" else quantize,
-                        pooling=pooling, overwrite=overwrite, opset=opset, calibration=calibration,
-                        calibration_size=calibration_size, calibration_seed=calibration_seed)
+        result = export(model=model, out=out, overwrite=overwrite, config=config)
     if as_json:
         click.echo(json.dumps(result.to_dict()))
     else:

@@ -42,6 +42,7 @@ _API = {
     "RewindConfig": "sparsecse.sweeps.config",
     "SweepOptions": "sparsecse.sweeps.config",
     "SweepSpec": "sparsecse.sweeps.config",
+    "ExportConfig": "sparsecse.deploy.export_config",
 }
 
 

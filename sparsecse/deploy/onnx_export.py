@@ -31,7 +31,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from sparsecse.deploy.calibration import DEFAULT_SEED, DEFAULT_SIZE, calibration_sample
+from sparsecse.deploy.calibration import calibration_sample
+from sparsecse.deploy.export_config import FORMATS, OPSET, QUANTIZATIONS, ExportConfig  # noqa: F401
+from sparsecse.stage_config import configure
 from sparsecse.artifacts.exported_model import exported_format
 from sparsecse.deploy.onnx_static import QUANTIZATION_SETTINGS, empty_weight_matmuls, quantize_static_int8
 from sparsecse.artifacts.model_dir import write_model_config
@@ -51,9 +53,6 @@ from sparsecse.deploy.onnx_encoder import (
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.compress.shrinking import base_model_type
 
-FORMATS = ("onnx", "openvino")
-QUANTIZATIONS = ("int8",)
-OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # Traced with padding (two lengths) so the attention-mask path is in the graph; also checked after export.
 CHECK_SENTENCES = [
@@ -200,37 +199,29 @@ def onnx_versions() -> dict[str, str]:
 
 
 @with_trust_option
-def export(
-    model: str | os.PathLike | None = None,
-    out: str | os.PathLike | None = None,
-    format: str = "onnx",
-    quantize: str | None = None,
-    pooling: str | None = None,
-    overwrite: bool = False,
-    opset: int = OPSET,
-    calibration: str | os.PathLike | None = None,
-    calibration_size: int = DEFAULT_SIZE,
-    calibration_seed: int = DEFAULT_SEED,
-) -> ExportResult:
+def export(model: str | os.PathLike | None = None, out: str | os.PathLike | None = None, format: str | None = None,
+           *, overwrite: bool = False, config: ExportConfig | None = None, **options) -> ExportResult:
     """Export ``model`` (a dense or shrunk directory, or the default model) to the directory ``out``.
 
-    Always writes the fp32 graph ``onnx/model.onnx``; ``quantize="int8"`` adds ``onnx/model_qint8.onnx``
-    (dynamic), or with a ``calibration`` corpus ``onnx/model_qint8_static.onnx`` (static, calibrated on
-    ``calibration_size`` sentences drawn with ``calibration_seed``), and makes it the graph sparsecse runs. Both are checked against the torch model on a few sentences
-    (minimum cosine recorded in the manifest); the fp32 graph must match (cosine >= 0.9999).
+    ``config`` (an :class:`~sparsecse.deploy.export_config.ExportConfig`, or its fields by name in ``options``;
+    ``format``, when given, replaces its own). Always writes the fp32 graph ``onnx/model.onnx``;
+    ``quantize="int8"`` adds ``onnx/model_qint8.onnx`` (dynamic), or with a ``calibration`` corpus
+    ``onnx/model_qint8_static.onnx`` (static, calibrated on ``calibration_size`` sentences drawn with
+    ``calibration_seed``), and makes it the graph sparsecse runs. Both are checked against the torch model on
+    a few sentences (minimum cosine recorded in the manifest); the fp32 graph must match (cosine >= 0.9999).
+
+    Example::
+
+        export("small", "small-onnx", quantize="int8", calibration="corpus.txt").files
     """
     start = time.perf_counter()
-    if format not in FORMATS:
-        raise SparseCSEError(f"Unknown export format {format!r}; choose one of {', '.join(FORMATS)}.")
-    if quantize not in (None, *QUANTIZATIONS):
-        raise SparseCSEError(f"Unknown quantization {quantize!r}; choose {', '.join(QUANTIZATIONS)} or none.")
-    if format == "openvino":  # imported here: the OpenVINO exporter builds on this module's graph
+    c = configure(ExportConfig, config, {**options, **({"format": format} if format else {})}, "export").check()
+    quantize, calibration, pooling, opset = c.quantize, c.calibration, c.pooling, c.opset
+    calibration_size, calibration_seed = c.calibration_size, c.calibration_seed
+    if c.format == "openvino":  # imported here: the OpenVINO exporter builds on this module's graph
         from sparsecse.deploy.openvino_export import export_openvino  # it imports this module: resolved at call time
 
-        return export_openvino(model, out, quantize, calibration, calibration_size, calibration_seed, pooling,
-                               overwrite)
-    if calibration is not None and not quantize:
-        raise SparseCSEError("--calibration only serves --quantize int8; add it or leave the corpus out.")
+        return export_openvino(model, out, c, overwrite)
     if out is None:
         raise SparseCSEError("export needs an output directory (--out).")
     check_onnx_packages(quantize)

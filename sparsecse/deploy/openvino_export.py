@@ -8,8 +8,8 @@ transformer model type) calibrated on a seeded sample of a corpus, one sentence 
 item; the sample's seed, size and hashes go into the manifest. Both IRs are checked against the
 torch model; the fp32 one must match it.
 
-    >>> export_openvino("runs/minilm-f50", "runs/minilm-f50-ov", quantize="int8",
-    ...                 calibration="wiki1m_sample.txt")
+    >>> export_openvino("runs/minilm-f50", "runs/minilm-f50-ov",
+    ...                 ExportConfig("openvino", quantize="int8", calibration="wiki1m_sample.txt"))
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from sparsecse.deploy.calibration import DEFAULT_SEED, DEFAULT_SIZE, calibration_sample
+from sparsecse.deploy.calibration import calibration_sample
+from sparsecse.deploy.export_config import ExportConfig
 from sparsecse.artifacts.exported_model import MISSING_OPENVINO
 from sparsecse.artifacts.model_dir import write_model_config
 from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder, require_openvino
@@ -111,23 +112,18 @@ def openvino_versions() -> dict[str, str]:
     return versions
 
 
-def export_openvino(
-    model: str | os.PathLike | None = None,
-    out: str | os.PathLike | None = None,
-    quantize: str | None = None,
-    calibration: str | os.PathLike | None = None,
-    calibration_size: int = DEFAULT_SIZE,
-    calibration_seed: int = DEFAULT_SEED,
-    pooling: str | None = None,
-    overwrite: bool = False,
-) -> ExportResult:
+def export_openvino(model: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
+                    config: ExportConfig | None = None, overwrite: bool = False) -> ExportResult:
     """Export ``model`` (dense or shrunk directory, or the default) as OpenVINO IR to ``out``.
 
     Always writes ``openvino/openvino_model.xml``; ``quantize="int8"`` (needs ``calibration``, a
     one-sentence-per-line corpus) adds ``openvino/openvino_model_qint8_quantized.xml`` and makes it
-    the IR sparsecse runs.
+    the IR sparsecse runs (``config``: an :class:`~sparsecse.deploy.export_config.ExportConfig`).
     """
     start = time.perf_counter()
+    c = (config or ExportConfig(format="openvino")).check()
+    quantize, calibration, pooling = c.quantize, c.calibration, c.pooling
+    calibration_size, calibration_seed = c.calibration_size, c.calibration_seed
     if quantize not in (None, "int8"):
         raise SparseCSEError(f"Unknown quantization {quantize!r}; choose int8 or none.")
     if quantize and calibration is None:

@@ -3,7 +3,7 @@
 ``sweep(model, "0.1,0.2", "0.25,0.5", "runs/sweep", score=ScoringConfig(split="dev"),
 evaluate=EvaluationConfig(tasks="sts"), rewind=RewindConfig(corpus="wiki.txt"))`` is the whole call; the
 flat keywords of earlier versions (``tasks=``, ``rewind=True, corpus=...``, ``rewind_sparsities=``, ...)
-still work and land in the same configs (:data:`FLAT_OPTIONS` says where). The directory's fingerprint
+still work and land in the same configs (``FLAT_OPTIONS`` says where). The directory's fingerprint
 comes from the scoring and pruning configs (:func:`sparsecse.sweeps.directory.fingerprint`); the manifest
 records every config (:meth:`SweepSpec.record`).
 """
@@ -131,7 +131,7 @@ _CLASSES = {"score": ScoringConfig, "prune": PruningConfig, "evaluate": Evaluati
 def sweep_spec(model=None, sparsities=DEFAULT_SPARSITIES, lambdas=DEFAULT_LAMBDAS, out="sweep", score=None,
                prune=None, evaluate=None, rewind=None, reconstruct=None, run=None, **options) -> SweepSpec:
     """A :class:`SweepSpec` from :func:`~sparsecse.sweeps.run.sweep`'s arguments: the stage configs given
-    (default: each config's defaults), then the flat ``options`` (:data:`FLAT_OPTIONS`) on top of them.
+    (default: each config's defaults), then the flat ``options`` (``FLAT_OPTIONS``) on top of them.
     ``rewind``: a :class:`RewindConfig`, or True/False as the flat signature had it."""
     unknown = sorted(set(options) - set(FLAT_OPTIONS))
     if unknown:

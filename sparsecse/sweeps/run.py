@@ -68,7 +68,7 @@ def sweep(model=None, sparsities: str | Iterable[float] | None = DEFAULT_SPARSIT
     :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`: every budget point again after
     retraining-free reconstruction). ``options``: ``run=`` a :class:`~sparsecse.sweeps.config.SweepOptions`
     (eval_mode, dense, overwrite, make_report, show_progress, log), and the flat keywords of earlier
-    versions (``tasks=``, ``rewind=True, corpus=...``, :data:`~sparsecse.sweeps.config.FLAT_OPTIONS`).
+    versions (``tasks=``, ``rewind=True, corpus=...``, ``sparsecse.sweeps.config.FLAT_OPTIONS``).
 
     Several processes may run the same sweep on one directory: each point is locked while computed
     (``<point>.json.lock``, see :mod:`sparsecse.artifacts.locks`) and the others skip it. A directory made
