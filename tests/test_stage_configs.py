@@ -43,6 +43,7 @@ def test_configure_replaces_fields_and_refuses_unknown_names():
     lambda: sparsecse.shrink("m", "mask.safetensors", align=8),
     lambda: sparsecse.compare("a.json", "b.json", replicate=10),
     lambda: sparsecse.sweep("m", "0.1", "0.5", "out", task="sts"),
+    lambda: sparsecse.export("m", "out", quantise="int8"),
 ])
 def test_every_stage_refuses_a_misspelt_keyword_before_any_work(call):
     with pytest.raises(TypeError, match="unexpected keyword argument"):
@@ -54,6 +55,10 @@ def test_bad_settings_are_refused_by_the_config():
         EvaluationConfig(sts_split="train").check()
     with pytest.raises(SparseCSEError, match="Unknown task"):
         EvaluationConfig(tasks="STS99").check()
+    with pytest.raises(SparseCSEError, match="only serves --quantize int8"):
+        sparsecse.ExportConfig(calibration="corpus.txt").check()
+    with pytest.raises(SparseCSEError, match="Unknown export format 'tflite'"):
+        sparsecse.export("m", "out", "tflite")
 
 
 def test_flat_sweep_keywords_land_in_the_stage_configs():

@@ -1,4 +1,4 @@
-"""A sweep's settings: one frozen config per stage, gathered in a :class:`SweepSpec`.
+"""A sweep's settings: one frozen config per stage, gathered in a :class:`~sparsecse.sweeps.config.SweepSpec`.
 
 ``sweep(model, "0.1,0.2", "0.25,0.5", "runs/sweep", score=ScoringConfig(split="dev"),
 evaluate=EvaluationConfig(tasks="sts"), rewind=RewindConfig(corpus="wiki.txt"))`` is the whole call; the
