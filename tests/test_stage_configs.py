@@ -105,3 +105,22 @@ def test_a_sweep_made_with_flat_keywords_resumes_with_configs(tiny_bert_dir, tin
         sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out, score=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=4),
                         evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir=tiny_stsb_dir),
                         run=SweepOptions(show_progress=False, make_report=False))
+
+
+def test_a_sweep_refuses_a_stage_setting_it_would_not_apply():
+    with pytest.raises(SparseCSEError, match="does not apply EvaluationConfig.sts_split"):
+        sweep_spec("m", evaluate=EvaluationConfig(sts_split="dev"))
+    with pytest.raises(SparseCSEError, match="does not apply ScoringConfig.show_progress"):
+        sweep_spec("m", score=ScoringConfig(show_progress=True))
+    assert sweep_spec("m", evaluate=EvaluationConfig(tasks="all", precision="bf16")).evaluate.precision == "bf16"
+
+
+def test_iterative_pruning_applies_every_field_of_its_rule(tiny_bert_dir, tiny_stsb_dir, tmp_path):
+    from sparsecse.compress.iterative import iterative_prune
+    from sparsecse.compress.pruning import PruningRule
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a short sentence\nanother one here\n" * 10)
+    with pytest.raises(SparseCSEError, match="scope must be global"):  # a budget ranks units across layers
+        iterative_prune(tiny_bert_dir, keep_flops=0.5, steps=1, reconstruct=corpus, rule=PruningRule(scope="layer"),
+                        device="cpu", data_dir=tiny_stsb_dir, batch_size=8)

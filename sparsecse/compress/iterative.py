@@ -26,6 +26,7 @@ are kept for the manifest.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -139,8 +140,7 @@ def iterative_prune(
         else:
             step_scores = scoring.score(encoder)
         scored_s = time.perf_counter() - t0
-        mask = prune(step_scores, lam=lam, criterion=rule.criterion, seq_len=rule.seq_len,
-                     keep_one_head=rule.keep_one_head, within=mask, **{kind: b})
+        mask = prune(step_scores, within=mask, **dataclasses.asdict(rule), **{kind: b})  # every field of the rule
         report = refit_layers(dense, encoder.model, mask, batches, plan.method, plan.target, plan.ridge,
                              show_progress=show_progress, weighting=plan.weighting)
         silence(encoder.model, mask)

@@ -19,7 +19,7 @@ from sparsecse.compress.reconstruction import ReconstructionPlan
 from sparsecse.compress.scoring import ScoringConfig
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.config import EvaluationConfig
-from sparsecse.stage_config import configure, record
+from sparsecse.stage_config import configure, field_names, record
 
 DEFAULT_SPARSITIES = "0.01:0.10:0.01,0.2:0.5:0.1"
 DEFAULT_LAMBDAS = "0.25,0.5,0.75"
@@ -124,6 +124,10 @@ FLAT_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "seeds": (("rewind", "seeds"),),
     **{name: (("run", name),) for name in ("eval_mode", "dense", "overwrite", "make_report", "show_progress", "log")},
 }
+# What a sweep takes from the evaluation and scoring configs (every point is evaluated and scored alike,
+# progress follows SweepOptions.show_progress); a field outside these must keep its default.
+APPLIED = {"evaluate": ("tasks", "data_dir", "pooling", "device", "precision", "fasttest", "seed"),
+           "score": ("data_dir", "split", "batch_size", "seed", "max_batches", "positive_threshold")}
 _CLASSES = {"score": ScoringConfig, "prune": PruningConfig, "evaluate": EvaluationConfig, "rewind": RewindConfig,
             "run": SweepOptions}
 
@@ -143,8 +147,19 @@ def sweep_spec(model=None, sparsities=DEFAULT_SPARSITIES, lambdas=DEFAULT_LAMBDA
         for stage, name in FLAT_OPTIONS[option]:
             changes[stage][name] = value
     configs = {stage: configure(cls, given[stage], changes[stage], "sweep") for stage, cls in _CLASSES.items()}
+    for stage, applied in APPLIED.items():
+        _refuse_unapplied(configs[stage], applied)
     if not isinstance(rewind, RewindConfig) and not rewind:
         if configs["rewind"].seeds is not None:
             raise SparseCSEError("--seeds sets the rewinding seeds; add --rewind (scoring and evaluation use --seed).")
         configs["rewind"] = None
     return SweepSpec(model, sparsities, lambdas, out, reconstruct=reconstruct, **configs)
+
+
+def _refuse_unapplied(config, applied: tuple[str, ...]) -> None:
+    """One sentence for a setting the sweep would otherwise ignore without a word."""
+    default = type(config)()
+    for name in field_names(type(config)):
+        if name not in applied and getattr(config, name) != getattr(default, name):
+            raise SparseCSEError(f"A sweep does not apply {type(config).__name__}.{name}; it takes "
+                                 f"{', '.join(applied)} from that config (progress: SweepOptions.show_progress).")
