@@ -3,7 +3,9 @@ sentence embedding is pulled to the teacher's by MSE (or 1 - cosine), optionally
 
 The teacher is the dense model a pruned student came from: ``rewind`` passes the scored model, and
 ``train`` on a shrunk directory finds it in the directory's lineage; ``teacher=PATH`` overrides both.
-The teacher may be any sentence encoder sparsecse loads (e.g. ``teacher=all-mpnet-base-v2``).
+The teacher may be any sentence encoder sparsecse loads (e.g. ``teacher=all-mpnet-base-v2``), or an
+ensemble of several joined by ``+`` (``teacher=all-mpnet-base-v2+paraphrase-MiniLM-L3-v2``: the mean of
+their cosine similarities; :mod:`sparsecse.objectives.teachers`).
 
 In training, the teacher embeds the whole corpus once, up front, and its vectors are looked up by
 sentence (:mod:`sparsecse.objectives.teacher_cache` keeps them on disk, keyed by the corpus digest;
@@ -49,7 +51,7 @@ from torch import nn
 
 from sparsecse.modeling.encoder import SentenceEncoder, pick_device
 from sparsecse.errors import SparseCSEError
-from sparsecse.objectives import teacher_cache
+from sparsecse.objectives.teachers import Teacher, same_tokenizer
 from sparsecse.objectives.base import Objective, ObjectiveOutput
 from sparsecse.objectives.validation import choice, non_negative, one_of, optional, text
 from sparsecse.objectives.losses import info_nce
@@ -61,7 +63,6 @@ LOSSES = ("mse", "cosine", "similarity")
 TEACHER_DIMS = ("match", "projection", "pca")
 ALIGNS = ("fit", "off")
 ALIGN_SAMPLE = 8192  # corpus sentences the student embeds to fit the alignment (seeded sample)
-_PROBE = "The quick brown fox, naïvely 123 jumps; over the lazy dog's Ünïcode."
 
 
 def lineage_teacher(lineage: dict[str, Any] | None) -> str | None:
@@ -82,12 +83,6 @@ def with_default_teacher(objective: str, objective_args: str | dict | None, teac
     params = dict(objective_args) if isinstance(objective_args, dict) else parse_objective_args(objective_args)
     params.setdefault("teacher", teacher)
     return params
-
-
-def same_tokenizer(student, teacher) -> bool:
-    """Whether both encoders turn text into the same token ids (vocabulary and a probe sentence)."""
-    return (teacher.tokenizer.get_vocab() == student.tokenizer.get_vocab()
-            and teacher.tokenizer(_PROBE)["input_ids"] == student.tokenizer(_PROBE)["input_ids"])
 
 
 def check_compatible(student, teacher) -> None:
@@ -180,8 +175,8 @@ def parse_layer_map(spec: Any, student_layers: int, teacher_layers: int) -> list
 class Distill(Objective):
     name = "distill"
     description = ("MSE (or 1 - cosine) between the student's and a teacher's sentence embeddings; teacher "
-                   "embeddings computed once per corpus and cached on disk; teacher_dim=projection|pca for a "
-                   "teacher of another size; simcse_weight adds SimCSE's loss.")
+                   "embeddings computed once per corpus and cached on disk; teacher=A+B for an ensemble; "
+                   "teacher_dim=projection|pca for a teacher of another size; simcse_weight adds SimCSE's loss.")
     paper = "Reimers & Gurevych 2020 (sentence-transformers MSE distillation); Kwon et al. 2022"
     defaults = {"teacher": None, "loss": "mse", "simcse_weight": 0.0, "temperature": 0.05,
                 "teacher_dim": "match", "align": "fit", "teacher_cache": "auto", "layer_weight": 0.0,
@@ -204,12 +199,9 @@ class Distill(Objective):
             raise SparseCSEError("The distill objective needs a teacher: pass teacher=PATH in --objective-args "
                                  "(the model's lineage records no dense model).")
         self.params["teacher"] = str(teacher)
-        loaded = SentenceEncoder.load(teacher, device="cpu")
-        loaded.eval()
-        for p in loaded.parameters():
-            p.requires_grad_(False)
-        self._teacher = [loaded]  # a list, so it is neither trained nor saved with the objective
-        self.same_tokenizer = same_tokenizer(encoder, loaded)
+        loaded = Teacher(teacher)
+        self._teacher = loaded
+        self.same_tokenizer = loaded.same_tokenizer(encoder)
         self._check_dims(encoder, loaded)
         self.params["layer_weight"] = non_negative("layer_weight", self.params["layer_weight"])
         self.layer_pairs: list[tuple[int, int]] = []
@@ -227,6 +219,7 @@ class Distill(Objective):
         self._rows: dict[str, int] = {}
         self.pca_axes: torch.Tensor | None = None
         self.teacher_info: dict[str, Any] = {"teacher_source": loaded.source, "teacher_dim": loaded.dim,
+                                             "teachers": [str(m.source) for m in loaded.members],
                                              "student_dim": encoder.dim, "teacher_dim_mode": self.params["teacher_dim"],
                                              "same_tokenizer": self.same_tokenizer,
                                              "layer_weight": self.params["layer_weight"],
@@ -250,7 +243,8 @@ class Distill(Objective):
             raise SparseCSEError(f"teacher_dim=pca reduces the teacher's {td} dimensions to the student's {sd}, "
                                  "which is more; use teacher_dim=projection.")
 
-    def _check_layers(self, student, teacher) -> list[tuple[int, int]]:
+    def _check_layers(self, student, teachers: Teacher) -> list[tuple[int, int]]:
+        teacher = teachers.single("Layer-wise distillation (layer_weight)")
         if not self.same_tokenizer:
             raise SparseCSEError(f"Layer-wise distillation (layer_weight) compares hidden states token by token, "
                                  f"so it needs the student's tokenizer; the teacher {teacher.source} tokenizes "
@@ -275,8 +269,14 @@ class Distill(Objective):
         return dense
 
     @property
-    def teacher(self):
-        return self._teacher[0]
+    def teachers(self) -> Teacher:
+        """The teacher: one encoder or an ensemble."""
+        return self._teacher
+
+    @property
+    def teacher(self) -> SentenceEncoder:
+        """The one teacher encoder (refused for an ensemble: see :attr:`teachers`)."""
+        return self._teacher.single("Distill.teacher")
 
     # ------------------------------------------------------------------ teacher targets
     def prepare_corpus(self, sentences: Sequence[str], corpus_path: str | os.PathLike | None = None,
@@ -284,34 +284,11 @@ class Distill(Objective):
                        show_progress: bool = True) -> None:
         """Embed every corpus sentence with the teacher once (from the disk cache when ``corpus_path``
         is a file and teacher_cache is not off); training batches then look their targets up."""
-        teacher = self.teacher
         if max_length is not None:
-            teacher.max_length = int(max_length)
-        setting = str(self.params["teacher_cache"])
-        device = pick_device(device)
-        teacher.to(device)
-        try:
-            if corpus_path is not None and setting != "off":
-                explicit = teacher_cache.is_cache(setting)
-                emb, info = teacher_cache.teacher_embeddings(
-                    teacher, corpus_path, cache_dir=None if setting == "auto" or explicit else setting,
-                    cache_path=setting if explicit else None, show_progress=show_progress)
-                if emb.shape[1] != teacher.dim:
-                    raise SparseCSEError(f"The teacher-embedding cache {setting} holds {emb.shape[1]}-dimensional "
-                                         f"vectors, not the teacher's {teacher.dim}.")
-                rows = {s: i for i, s in reversed(list(enumerate(sentences)))}
-                if len(emb) != len(sentences):
-                    raise SparseCSEError(f"The teacher-embedding cache holds {len(emb)} rows for a corpus of "
-                                         f"{len(sentences)} sentences.")
-                self.teacher_info.update({k: info.get(k) for k in ("key", "cache_dir", "teacher_digest",
-                                                                   "corpus_sha256", "max_length", "pooling")})
-            else:
-                unique = list(dict.fromkeys(sentences))
-                emb = teacher.encode(unique, show_progress=show_progress, desc="teacher embeddings")
-                rows = {s: i for i, s in enumerate(unique)}
-                self.teacher_info.update({"key": None, "max_length": teacher.max_length})
-        finally:
-            teacher.to("cpu")
+            self.teachers.set_max_length(max_length)
+        emb, rows, info = self.teachers.corpus_embeddings(sentences, corpus_path, str(self.params["teacher_cache"]),
+                                                          pick_device(device), show_progress)
+        self.teacher_info.update(info)
         table = torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32))
         if self.params["teacher_dim"] == "pca":
             axes, kept = pca_components(emb, self.encoder.dim)
@@ -359,7 +336,7 @@ class Distill(Objective):
     def teacher_embeddings(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The teacher's embedding of every row, computing only rows never seen before."""
         if not self.same_tokenizer:
-            raise SparseCSEError(f"The teacher {self.teacher.source} tokenizes differently from the student; "
+            raise SparseCSEError(f"The teacher {self.teachers.source} tokenizes differently from the student; "
                                  "distillation on token ids alone needs the same tokenizer (training passes the "
                                  "sentences).")
         ids, mask = batch["input_ids"], batch["attention_mask"]
@@ -367,11 +344,8 @@ class Distill(Objective):
         todo = [i for i, k in enumerate(keys) if k not in self._cache]
         todo = list({keys[i]: i for i in todo}.values())  # a sentence twice in one batch: embed it once
         if todo:
-            teacher = self.teacher
-            if teacher.device != ids.device:
-                teacher.to(ids.device)
             rows = torch.tensor(todo, device=ids.device)
-            emb = teacher(**{k: v[rows] for k, v in batch.items()}).float()
+            emb = self.teachers.embed({k: v[rows] for k, v in batch.items()})
             if self.pca_axes is not None:
                 emb = emb @ self.pca_axes.to(emb.device).T
             for i, e in zip(todo, emb.cpu()):
