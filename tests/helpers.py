@@ -31,6 +31,20 @@ def corpus(tmp_path_factory):
     return path
 
 
+@pytest.fixture
+def counted(monkeypatch):
+    """Rows the teacher's forward pass embeds, over every SentenceEncoder (a fixture)."""
+    rows = []
+    original = SentenceEncoder.forward
+
+    def forward(self, input_ids=None, attention_mask=None, **kw):
+        rows.append(int(input_ids.shape[0]))
+        return original(self, input_ids=input_ids, attention_mask=attention_mask, **kw)
+
+    monkeypatch.setattr(SentenceEncoder, "forward", forward)
+    return rows
+
+
 def quick(**overrides):
     """Tiny-model settings: small batch, few steps, no progress bar."""
     settings = dict(batch_size=8, max_steps=6, eval_steps=0, show_progress=False, lr=1e-3, device="cpu")

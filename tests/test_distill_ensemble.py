@@ -16,7 +16,7 @@ from sparsecse.objectives.distill import Distill
 from sparsecse.objectives.teacher_cache import teacher_embeddings
 from sparsecse.objectives.teachers import Teacher, teacher_names
 from sparsecse.training import train
-from tests.helpers import corpus, quick  # noqa: F401 (fixture)
+from tests.helpers import corpus, counted, quick  # noqa: F401 (fixture)
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 
@@ -75,15 +75,8 @@ def test_one_teacher_is_unchanged_and_an_ensemble_of_it_alone_is_the_same_target
     np.testing.assert_allclose(alone.embed(student.tokenize(texts)).numpy(), raw, atol=1e-5)  # not normalised
 
 
-def test_each_member_is_cached_on_its_own_and_reused(members, student, corpus, tmp_path, monkeypatch):  # noqa: F811
-    rows = []
-    original = SentenceEncoder.forward
-
-    def counted(self, input_ids=None, attention_mask=None, **kw):
-        rows.append(int(input_ids.shape[0]))
-        return original(self, input_ids=input_ids, attention_mask=attention_mask, **kw)
-
-    monkeypatch.setattr(SentenceEncoder, "forward", counted)
+def test_each_member_is_cached_on_its_own_and_reused(members, student, corpus, tmp_path, counted):  # noqa: F811
+    rows = counted
     sentences = read_corpus(corpus)
     unique = len(set(sentences))
     root = str(tmp_path / "cache")

@@ -11,6 +11,7 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives import teacher_cache
 from sparsecse.objectives.teacher_cache import teacher_embeddings
+from tests.helpers import counted  # noqa: F401 (fixture)
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 
@@ -20,20 +21,6 @@ def corpus_file(tmp_path):
     lines = SENTENCES[:10] + [SENTENCES[3], "", SENTENCES[0]]  # duplicates and a blank line
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-@pytest.fixture
-def counted(monkeypatch):
-    """Rows the teacher's forward pass embeds, over every SentenceEncoder."""
-    rows = []
-    original = SentenceEncoder.forward
-
-    def forward(self, input_ids=None, attention_mask=None, **kw):
-        rows.append(int(input_ids.shape[0]))
-        return original(self, input_ids=input_ids, attention_mask=attention_mask, **kw)
-
-    monkeypatch.setattr(SentenceEncoder, "forward", forward)
-    return rows
 
 
 def reference(model_dir, sentences):
