@@ -94,6 +94,7 @@ def main(argv=None) -> None:
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
     models = dict(spec.split("=", 1) for spec in args.model)
+    shown = {k: os.path.relpath(p) if os.path.exists(p) else p for k, p in models.items()}  # no machine's paths
     test = {t: load_sts_task(args.data_dir, t, "test") for t in STS_TASKS}
     dev = {"STSBenchmark": load_sts_task(args.data_dir, "STSBenchmark", "dev")}
     sentences = list(dict.fromkeys(normalize_text(s) for d in [*test.values(), *dev.values()] for s in sentences_of(d)))
@@ -101,9 +102,9 @@ def main(argv=None) -> None:
     rows = score_combinations(lookups, test, dev, min(args.max_members, len(models)))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(table(rows, models))
-    out.with_suffix(".json").write_text(json.dumps({"models": models, "rows": rows}, indent=1))
-    print(table(rows, models))
+    out.with_suffix(".md").write_text(table(rows, shown))
+    out.with_suffix(".json").write_text(json.dumps({"models": shown, "rows": rows}, indent=1))
+    print(table(rows, shown))
 
 
 if __name__ == "__main__":

@@ -275,7 +275,7 @@ class Distill(Objective):
 
     @property
     def teacher(self) -> SentenceEncoder:
-        """The one teacher encoder (refused for an ensemble: see :attr:`teachers`)."""
+        """The one teacher encoder (refused for an ensemble: see ``teachers``)."""
         return self._teacher.single("Distill.teacher")
 
     # ------------------------------------------------------------------ teacher targets
