@@ -270,12 +270,12 @@ class Distill(Objective):
 
     @property
     def teachers(self) -> Teacher:
-        """The teacher: one encoder or an ensemble."""
+        """The teacher, one encoder or an ensemble of several."""
         return self._teacher
 
     @property
     def teacher(self) -> SentenceEncoder:
-        """The one teacher encoder (refused for an ensemble: see ``teachers``)."""
+        """The one teacher encoder, refused for an ensemble (see ``teachers``)."""
         return self._teacher.single("Distill.teacher")
 
     # ------------------------------------------------------------------ teacher targets
