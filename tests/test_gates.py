@@ -82,3 +82,11 @@ def test_unsupported_architecture_is_named():
 
     with pytest.raises(SparseCSEError, match="Unsupported architecture 'gpt2'"):
         get_adapter(GPT2Config())
+
+
+def test_gating_a_shrunk_model_is_refused_with_what_to_do(tiny_bert_dir, tmp_path):
+    from tests.helpers import shrunk_dir
+
+    enc = SentenceEncoder.load(shrunk_dir(tiny_bert_dir, tmp_path / "small"), device="cpu")
+    with pytest.raises(SparseCSEError, match=r"already been shrunk \(heads per layer \[0, 3\].*prune the dense model"):
+        Gates.ones_for(enc.model)

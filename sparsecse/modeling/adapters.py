@@ -125,5 +125,7 @@ def uniform_shape(model: nn.Module) -> tuple[int, int, int]:
     """(layers, heads, FFN size) of a model whose layers all have the same shape."""
     heads, neurons = model_shape(model)
     if len(set(heads)) != 1 or len(set(neurons)) != 1:
-        raise SparseCSEError("This model has already been shrunk (uneven layers); gates need the full model.")
+        raise SparseCSEError(f"This model has already been shrunk (heads per layer {heads}, FFN neurons {neurons}); "
+                             "gates, scoring and pruning need layers of one shape: prune the dense model it came "
+                             "from to the smaller budget instead.")
     return len(heads), heads[0], neurons[0]
