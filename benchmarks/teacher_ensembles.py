@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import itertools
-import json
 import os
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -26,6 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from sparsecse.artifacts.files import atomic_file, write_json  # noqa: E402
 from sparsecse.evaluation.embedding import normalize_text  # noqa: E402
 from sparsecse.evaluation.sts import evaluate_sts, load_sts_task, sentences_of  # noqa: E402
 from sparsecse.evaluation.tasks import STS_TASKS  # noqa: E402
@@ -79,8 +79,8 @@ def cached_lookup(name: str, path: str, sentences: list[str], work: Path) -> Loo
         from sparsecse.modeling.encoder import SentenceEncoder
 
         emb = SentenceEncoder.load(path).encode(sentences, batch_size=128, show_progress=True, desc=name)
-        work.mkdir(parents=True, exist_ok=True)
-        np.save(file, np.asarray(emb, dtype=np.float32))
+        with atomic_file(file, overwrite=True) as tmp, open(tmp, "wb") as fh:  # a killed run leaves no half file
+            np.save(fh, np.asarray(emb, dtype=np.float32))
     rows = {s: i for i, s in enumerate(sentences)}
     return lambda batch: emb[[rows[normalize_text(s)] for s in batch]]
 
@@ -101,9 +101,9 @@ def main(argv=None) -> None:
     lookups = {k: cached_lookup(k, p, sentences, Path(args.work)) for k, p in models.items()}
     rows = score_combinations(lookups, test, dev, min(args.max_members, len(models)))
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(table(rows, shown))
-    out.with_suffix(".json").write_text(json.dumps({"models": shown, "rows": rows}, indent=1))
+    with atomic_file(out.with_suffix(".md"), overwrite=True) as tmp:
+        tmp.write_text(table(rows, shown))
+    write_json(out.with_suffix(".json"), {"models": shown, "rows": rows})
     print(table(rows, shown))
 
 

@@ -67,7 +67,7 @@ def test_the_similarity_loss_pulls_to_the_mean_cosines(members, student):
     assert objective.teacher_info["teachers"] == [str(m) for m in members]
 
 
-def test_one_teacher_is_unchanged_and_an_ensemble_of_it_alone_is_the_same_target(members, student):
+def test_one_teacher_gives_its_own_vectors_unnormalised(members, student):
     texts = SENTENCES[:5]
     alone = Teacher(str(members[0]))
     assert not alone.is_ensemble and alone.dim == 32
@@ -85,7 +85,7 @@ def test_each_member_is_cached_on_its_own_and_reused(members, student, corpus, t
     assert sum(rows) == 2 * unique  # each member embeds each distinct sentence once
     assert len(objective.teacher_info["key"]) == 2
     rows.clear()
-    single, info = teacher_embeddings(str(members[1]), corpus, cache_dir=root, max_length=64, show_progress=False)
+    _, info = teacher_embeddings(str(members[1]), corpus, cache_dir=root, max_length=64, show_progress=False)
     assert rows == [] and info["computed_sentences"] == 0  # the member's own cache, reused alone
     texts = sentences[:9]
     looked_up = objective(student.tokenize(texts, max_length=64), sentences=texts).loss

@@ -2,7 +2,6 @@
 (checked against the similarities computed by hand), rows sorted by STS-B dev."""
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -200,7 +200,7 @@ class Distill(Objective):
                                  "(the model's lineage records no dense model).")
         self.params["teacher"] = str(teacher)
         loaded = Teacher(teacher)
-        self._teacher = loaded
+        self.teachers = loaded  # one encoder or an ensemble; not an nn.Module, so neither trained nor saved
         self.same_tokenizer = loaded.same_tokenizer(encoder)
         self._check_dims(encoder, loaded)
         self.params["layer_weight"] = non_negative("layer_weight", self.params["layer_weight"])
@@ -269,14 +269,9 @@ class Distill(Objective):
         return dense
 
     @property
-    def teachers(self) -> Teacher:
-        """The teacher, one encoder or an ensemble of several."""
-        return self._teacher
-
-    @property
     def teacher(self) -> SentenceEncoder:
         """The one teacher encoder, refused for an ensemble (see ``teachers``)."""
-        return self._teacher.single("Distill.teacher")
+        return self.teachers.single("Distill.teacher")
 
     # ------------------------------------------------------------------ teacher targets
     def prepare_corpus(self, sentences: Sequence[str], corpus_path: str | os.PathLike | None = None,

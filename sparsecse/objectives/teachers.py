@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.objectives import teacher_cache
+from sparsecse.objectives.masked_lm import freeze
 
 SEPARATOR = "+"
 _PROBE = "The quick brown fox, naïvely 123 jumps; over the lazy dog's Ünïcode."
@@ -67,20 +68,12 @@ def ensemble_vectors(parts: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat([F.normalize(p.float(), dim=-1) * scale for p in parts], dim=-1)
 
 
-def _frozen(name: str) -> SentenceEncoder:
-    encoder = SentenceEncoder.load(name, device="cpu")
-    encoder.eval()
-    for p in encoder.parameters():
-        p.requires_grad_(False)
-    return encoder
-
-
 class Teacher:
     """One or several frozen sentence encoders (see the module's docstring); not an ``nn.Module``, so it
     is neither trained nor saved with the objective that holds it."""
 
     def __init__(self, spec: str | os.PathLike):
-        self.members = [_frozen(name) for name in teacher_names(spec)]
+        self.members = [freeze(SentenceEncoder.load(name, device="cpu")) for name in teacher_names(spec)]
 
     @property
     def source(self) -> str:
