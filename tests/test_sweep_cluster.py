@@ -189,6 +189,24 @@ def squeue(*args) -> list[str]:
     return done.stdout.split()
 
 
+def job_states(job_ids) -> dict[str, str]:
+    """The SLURM state of each task of these jobs (arrays expanded), by task id."""
+    jobs = sorted({str(j).split("_")[0] for j in job_ids})
+    return dict(line.split("|") for line in squeue("-o", "%i|%T", "-j", ",".join(jobs)))
+
+
+def wait_until_ended(job_ids, timeout_s=120) -> dict[str, str]:
+    """A sweep returns once every point file is written; its tasks' processes may still be exiting then."""
+    from sparsecse.sweeps.cluster.launch import ACTIVE
+
+    deadline = time.monotonic() + timeout_s
+    states = job_states(job_ids)
+    while any(s in ACTIVE for s in states.values()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        states = job_states(job_ids)
+    return states
+
+
 @pytest.mark.slurm
 def test_local_cluster_stops_its_daemons_and_leaves_nothing(tmp_path):
     reason = _cluster_unavailable()
@@ -225,8 +243,8 @@ def test_slurm_sweep_gives_the_one_process_results(slurm, tiny_bert_dir, tiny_st
     jobs = json.loads((out / "cluster" / "jobs.json").read_text())
     arrays = {a: {j["job_id"].split("_")[0] for j in jobs.values() if j["array"] == a} for a in ("evaluate", "rewind")}
     assert all(len(ids) == 1 for ids in arrays.values()) and arrays["evaluate"] != arrays["rewind"]
-    lines = squeue("-o", "%i|%T")
-    assert len(lines) == 8 and all(line.endswith("|COMPLETED") for line in lines), lines
+    states = wait_until_ended(j["job_id"] for j in jobs.values())
+    assert len(states) == 8 and set(states.values()) == {"COMPLETED"}, states
 
 
 @pytest.mark.slurm
@@ -236,19 +254,14 @@ def test_a_cancelled_task_is_resubmitted_and_every_point_computed_once(slurm, ti
     out = tmp_path / "sweep"
     args = [*common_args(tiny_bert_dir, tiny_stsb_dir, out, corpus), *GRID, "--rewind-sparsities", "0.5",
             "--no-rewind-dense", "--launcher", "slurm", "--poll-seconds", "1"]
-    result = invoke([*args, "--detach"])
+    result = invoke([*args, "--detach", "--array-parallelism", "1"])  # one task at a time: the last one waits
     assert result.exit_code == 0, result.output
-    submitted = {v["job_id"] for v in json.loads((out / "cluster" / "jobs.json").read_text()).values()}
-    deadline = time.monotonic() + 300
-    running = []
-    while not running and time.monotonic() < deadline:
-        running = [line.split("|")[0] for line in squeue("-o", "%i|%T") if line.endswith("|RUNNING")]
-        time.sleep(0.2)
-    assert running, "no task started"
-    victim = running[0]
-    subprocess.run(["scancel", victim], check=True)
-    while time.monotonic() < deadline and f"{victim}|CANCELLED" not in squeue("-o", "%i|%T", "-j", victim):
-        time.sleep(0.5)
+    jobs = json.loads((out / "cluster" / "jobs.json").read_text())
+    submitted = {v["job_id"] for v in jobs.values()}
+    victim = max((v["job_id"] for v in jobs.values() if v["array"] == "evaluate"), key=lambda j: int(j.split("_")[1]))
+    assert job_states([victim])[victim] == "PENDING"
+    subprocess.run(["scancel", victim], check=True)  # a task that never ran: no race with it finishing
+    assert wait_until_ended([victim]).get(victim, "CANCELLED") == "CANCELLED"  # or no longer listed at all
     result = invoke(args)  # waits for what still runs and resubmits the cancelled point
     assert result.exit_code == 0, result.output
     counts = Counter(r["point"] for r in read_computed(out))
