@@ -51,7 +51,7 @@ from torch import nn
 
 from sparsecse.modeling.encoder import SentenceEncoder, pick_device
 from sparsecse.errors import SparseCSEError
-from sparsecse.objectives.teachers import Teacher, same_tokenizer
+from sparsecse.objectives.teachers import Teacher
 from sparsecse.objectives.base import Objective, ObjectiveOutput
 from sparsecse.objectives.validation import choice, non_negative, one_of, optional, text
 from sparsecse.objectives.losses import info_nce
@@ -83,17 +83,6 @@ def with_default_teacher(objective: str, objective_args: str | dict | None, teac
     params = dict(objective_args) if isinstance(objective_args, dict) else parse_objective_args(objective_args)
     params.setdefault("teacher", teacher)
     return params
-
-
-def check_compatible(student, teacher) -> None:
-    """Refuse a teacher whose embedding size or tokenizer differs from the student's (what distilling
-    on the batch's own tokens, with no projection, needs)."""
-    if teacher.dim != student.dim:
-        raise SparseCSEError(f"The teacher {teacher.source} embeds in {teacher.dim} dimensions but the student in "
-                             f"{student.dim}; distillation needs the same embedding size.")
-    if not same_tokenizer(student, teacher):
-        raise SparseCSEError(f"The teacher {teacher.source} tokenizes differently from the student; "
-                             "distillation needs the same tokenizer.")
 
 
 def pca_components(embeddings: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
