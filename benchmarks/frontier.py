@@ -4,7 +4,8 @@ One run, one table (markdown + CSV) and one figure (PNG): for each row, the 7-ta
 its bootstrap 95% interval, the paired comparison (difference and its 95% interval, pairs resampled
 alike) against the row of the nearest speed, the encode speed-up over dense all-MiniLM-L6-v2 (torch
 fp32), parameters, layer FLOPs per token (128 tokens) relative to dense all-MiniLM-L6-v2, and the
-method's wall time where the model's manifest records it (reconstruction, iterative pruning).
+method's wall time where the model's manifests record it (reconstruction or iterative pruning, plus the
+model's own training).
 
 Rows:
 
@@ -109,10 +110,16 @@ def nearest_speed(speedups: list[float], i: int) -> int | None:
 
 
 def method_seconds(model_dir: str | None) -> float | None:
-    """The method's wall time a sparsecse model directory records (iterative pruning or reconstruction)."""
+    """The method's wall time a sparsecse model directory records: its pruning (iterative pruning or
+    reconstruction) plus its own training (``train``'s manifest). A teacher's own training is not counted."""
     if not model_dir:
         return None
-    path = Path(model_dir) / "sparsecse_config.json"
+    parts = [_pruning_seconds(Path(model_dir)), _training_seconds(Path(model_dir))]
+    return None if all(p is None for p in parts) else sum(p for p in parts if p is not None)
+
+
+def _pruning_seconds(model_dir: Path) -> float | None:
+    path = model_dir / "sparsecse_config.json"
     if not path.is_file():
         return None
     manifest = json.loads(path.read_text()).get("manifest") or {}
@@ -120,6 +127,19 @@ def method_seconds(model_dir: str | None) -> float | None:
         return float(manifest["method_seconds"])
     rec = manifest.get("reconstruction") or {}
     return float(rec["seconds"]) if rec.get("seconds") is not None else None
+
+
+def _training_seconds(model_dir: Path) -> float | None:
+    """A trained model's wall time; runs from before it was recorded give their steps' time only."""
+    path = model_dir / "manifest.json"
+    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    if manifest.get("kind") not in ("train_model", "rewind_model"):
+        return None
+    result = manifest.get("result") or {}
+    if result.get("seconds") is not None:
+        return float(result["seconds"])
+    steps, rate = result.get("steps"), result.get("steps_per_second")
+    return steps / rate if steps and rate else None
 
 
 # ---------------------------------------------------------------------------- models and evaluation

@@ -62,7 +62,8 @@ def report(result, as_json: bool, verb: str) -> None:
     chosen = (f"best STS-B dev {result.best_score:.2f} at step {result.best_step}"
               if result.best_step else f"last step ({result.steps})")
     click.echo(f"{verb} {h['objective']} for {result.steps} steps (batch {h['batch_size']}, lr {h['lr']:g}, "
-               f"max length {h['max_length']}, {h['processes']} process(es), {result.steps_per_second:.2f} steps/s)")
+               f"max length {h['max_length']}, {h['processes']} process(es), {result.steps_per_second:.2f} steps/s, "
+               f"{result.seconds / 60:.1f} min in all)")
     click.echo(f"  saved the {chosen} to {result.out}")
     if not result.best_step:  # no STS-B dev score was measured while training
         click.echo(score_hint(result.out))

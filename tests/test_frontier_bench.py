@@ -58,3 +58,14 @@ def test_model_specs_and_method_time(frontier, tmp_path):
                                                                              "reconstruction": {"seconds": 1}}}))
     assert frontier.method_seconds(str(tmp_path)) == 600.0
     assert frontier.method_seconds(str(tmp_path / "missing")) is None
+    # a trained model: its pruning (carried in sparsecse_config.json) plus its own training
+    (tmp_path / "manifest.json").write_text(json.dumps({"kind": "train_model", "result": {"seconds": 1800.0}}))
+    assert frontier.method_seconds(str(tmp_path)) == 2400.0
+    (tmp_path / "manifest.json").write_text(json.dumps({"kind": "train_model",  # recorded before "seconds"
+                                                        "result": {"steps": 1000, "steps_per_second": 2.5}}))
+    assert frontier.method_seconds(str(tmp_path)) == 1000.0
+    (tmp_path / "manifest.json").write_text(json.dumps({"kind": "shrunk_model", "result": {"seconds": 5.0}}))
+    assert frontier.method_seconds(str(tmp_path)) == 600.0
+    (tmp_path / "sparsecse_config.json").unlink()
+    (tmp_path / "manifest.json").write_text(json.dumps({"kind": "train_model", "result": {"seconds": 90.0}}))
+    assert frontier.method_seconds(str(tmp_path)) == 90.0

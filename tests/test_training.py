@@ -40,6 +40,8 @@ def test_output_directory_is_a_model_with_manifest_log_and_lineage(tiny_bert_dir
     assert manifest["inputs"]["corpus"]["sha256"]
     assert [h["step"] for h in manifest["history"]] == [3, 6]
     assert result.best_step in (3, 6) and result.best_score == max(h["score"] for h in manifest["history"])
+    # the stage's wall time covers its steps (and the evaluations and saving the steps' rate leaves out)
+    assert manifest["result"]["seconds"] == result.seconds >= result.steps / result.steps_per_second - 1e-3
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if "loss" in r] == [1, 2, 3, 4, 5, 6]
     config = json.loads((out / "sparsecse_config.json").read_text())

@@ -6,6 +6,7 @@ import math
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -38,6 +39,7 @@ class TrainResult:
     hyperparameters: dict[str, Any]
     losses: dict[int, float] = field(default_factory=dict)  # the steps this call ran
     history: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float | None = None  # this call's wall time: teacher embeddings, steps, evaluations, saving
 
     def __fspath__(self) -> str:
         return str(self.out)
@@ -45,7 +47,8 @@ class TrainResult:
     def to_dict(self) -> dict[str, Any]:
         return {"out": str(self.out), "steps": self.steps, "best_step": self.best_step,
                 "stsb_dev": self.best_score, "final_loss": self.final_loss,
-                "steps_per_second": self.steps_per_second, "hyperparameters": self.hyperparameters}
+                "steps_per_second": self.steps_per_second, "seconds": self.seconds,
+                "hyperparameters": self.hyperparameters}
 
 
 def _objective_params(objective_args: str | dict | None) -> dict[str, Any]:
@@ -124,6 +127,7 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig
     ``fingerprint_extra`` say where the model came from, for the manifest and for resuming."""
     from accelerate.utils import set_seed
 
+    started = time.perf_counter()
     plan = _plan(encoder, corpus, config)
     hyper, objective, seed, show_progress = plan.hyper, config.objective, config.seed, config.show_progress
     accelerator = make_accelerator(config.device, config.mixed_precision)
@@ -178,7 +182,7 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig
               **({"objective_info": objective_info} if objective_info else {})}
     result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
                          loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,
-                         loop.history)
+                         loop.history, seconds=round(time.perf_counter() - started, 3))
     if accelerator.is_main_process:
         corpus_input = corpus if isinstance(corpus, (str, os.PathLike)) else None
         manifest = make_manifest(
