@@ -119,10 +119,9 @@ def method_seconds(model_dir: str | None) -> float | None:
 
 
 def _pruning_seconds(model_dir: Path) -> float | None:
-    path = model_dir / "sparsecse_config.json"
-    if not path.is_file():
-        return None
-    manifest = json.loads(path.read_text()).get("manifest") or {}
+    from sparsecse.artifacts.model_dir import read_model_config
+
+    manifest = read_model_config(model_dir).get("manifest") or {}
     if manifest.get("method_seconds") is not None:
         return float(manifest["method_seconds"])
     rec = manifest.get("reconstruction") or {}
