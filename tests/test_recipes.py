@@ -275,15 +275,14 @@ def test_bf16_teacher_is_refused_below_its_bound(teacher_dir, text):
         precision_check(encoder, random_sentences(20), "bf16", False, min_cosine=1.01)
 
 
-def test_auto_precision_is_bf16_only_where_the_hardware_has_it(monkeypatch):
-    from sparsecse.deploy import cpu_features
-    from sparsecse.training.loop import make_accelerator
+@pytest.mark.parametrize("native, expected", [(False, "no"), (True, "bf16")])
+def test_auto_mixed_precision_is_bf16_only_where_the_hardware_has_it(native, expected, monkeypatch):
+    from sparsecse.modeling import encoder
+    from sparsecse.training.loop import resolve_mixed_precision
 
-    assert cpu_features.native_bf16(cpuinfo="flags : avx2 avx512f avx512_bf16\n")
-    assert cpu_features.native_bf16(cpuinfo="flags : avx2 amx_bf16 amx_tile\n")
-    assert not cpu_features.native_bf16(cpuinfo="flags : avx2 fma\n")
-    monkeypatch.setattr(cpu_features, "native_bf16", lambda *a, **k: False)
-    assert make_accelerator("cpu", "auto").mixed_precision == "no"
+    monkeypatch.setattr(encoder, "cpu_has_native_bf16", lambda *a, **k: native)
+    assert resolve_mixed_precision("auto", cpu=True) == expected
+    assert resolve_mixed_precision("no", cpu=True) == "no" and resolve_mixed_precision(None, cpu=True) is None
 
 
 def test_length_buckets_hold_the_epochs_sentences_with_less_padding():

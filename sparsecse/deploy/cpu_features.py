@@ -52,15 +52,3 @@ def describe_cpu(cpuinfo: str | None = None) -> str:
     features = cpu_features(cpuinfo)
     return f"{cpu_model_name(cpuinfo)}: " + " ".join(("+" if on else "-") + name for name, on in features.items())
 
-
-def native_bf16(device=None, cpuinfo: str | None = None) -> bool:
-    """Whether ``device`` (default: the CPU) runs bf16 matrix products natively: a CUDA GPU that supports
-    bf16, or a CPU with AVX512-BF16 or AMX-BF16 (elsewhere torch emulates bf16 on the CPU, which is
-    several times slower than fp32: 14x for all-mpnet-base-v2 on a 2-core AVX2 machine)."""
-    import torch
-
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    if device.type == "cuda":
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    features = cpu_features(cpuinfo)
-    return features["avx512_bf16"] or features["amx_bf16"]

@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sparsecse.modeling.encoder import SentenceEncoder, pick_device
+from sparsecse.modeling.encoder import SentenceEncoder, pick_device, resolve_precision
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.teachers import Teacher
 from sparsecse.objectives.base import Objective, ObjectiveOutput
@@ -276,11 +276,7 @@ class Distill(Objective):
         if max_length is not None:
             self.teachers.set_max_length(max_length)
         device = pick_device(device)
-        precision = self.params["teacher_precision"]
-        if precision == "auto":
-            from sparsecse.deploy.cpu_features import native_bf16
-
-            precision = "bf16" if native_bf16(device) else "fp32"
+        precision = resolve_precision(self.params["teacher_precision"], device)
         emb, rows, info = self.teachers.corpus_embeddings(sentences, corpus_path, str(self.params["teacher_cache"]),
                                                           device, show_progress, precision)
         self.teacher_info["teacher_precision"] = precision

@@ -132,6 +132,17 @@ class TrainStep(nn.Module):
         return out.loss, dict(out.logs)
 
 
+def resolve_mixed_precision(mixed_precision: str | None, cpu: bool) -> str | None:
+    """``auto`` -> ``bf16`` where the hardware runs it natively (emulated bf16 is slower than fp32), else
+    ``no`` on a CPU and ``fp16`` on a GPU; any other value unchanged."""
+    if mixed_precision != "auto":
+        return mixed_precision
+    from sparsecse.modeling.encoder import resolve_precision
+
+    native = resolve_precision("auto", "cpu" if cpu else "cuda") == "bf16"
+    return "bf16" if native else ("no" if cpu else "fp16")
+
+
 def make_accelerator(device: str | None = None, mixed_precision: str | None = None):
     """Accelerate picks the process layout (``accelerate launch`` or a plain process); on a GPU the
     default precision is bf16 where supported, else fp16; on CPU full precision. ``auto``: bf16 where the
@@ -143,10 +154,7 @@ def make_accelerator(device: str | None = None, mixed_precision: str | None = No
 
     device = check_device(device)
     cpu = (device is not None and device.type == "cpu") or not torch.cuda.is_available()
-    if mixed_precision == "auto":  # bf16 only where the hardware has it (emulated bf16 is slower than fp32)
-        from sparsecse.deploy.cpu_features import native_bf16
-
-        mixed_precision = "bf16" if native_bf16("cpu" if cpu else "cuda") else ("no" if cpu else "fp16")
+    mixed_precision = resolve_mixed_precision(mixed_precision, cpu)
     if mixed_precision is None and not os.environ.get("ACCELERATE_MIXED_PRECISION"):
         mixed_precision = "no" if cpu else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
     # BERT's pooler (and some objectives' parts) get no gradient under cls_before_pooler / mean pooling
