@@ -206,7 +206,7 @@ class StaticEncoder:
 # ---------------------------------------------------------------------------- the run
 def build_rows(args, work: Path) -> list[Row]:
     from sparsecse.modeling.encoder import SentenceEncoder
-    from sparsecse.compress.shrinking import save_model_dir
+    from sparsecse.shrinking.shrink import save_model_dir
 
     dense_dir = work / "dense-l6"
     if not dense_dir.is_dir():
@@ -265,7 +265,7 @@ def main(argv=None) -> int:
     from sparsecse.modeling.encoder import SentenceEncoder
     from sparsecse.evaluation.bootstrap import paired_comparison
     from sparsecse.evaluation.runner import task_pairs
-    from sparsecse.compress.flops import count_parameters, flops_per_token
+    from sparsecse.pruning.flops import count_parameters, flops_per_token
 
     torch.set_num_threads(args.threads)
     work = Path(args.work)

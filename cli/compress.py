@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from sparsecse.compress import reconstruction_settings as settings
+from sparsecse.shrinking import reconstruction_settings as settings
 
 from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
                                    overwrite_option, pooling_option, quiet_option, score_hint, seed_option,
@@ -54,11 +54,11 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does."""
-    from sparsecse.compress.iterative import iterative_prune, shrink_iterative
+    from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative
     from sparsecse.artifacts.files import check_destination
-    from sparsecse.compress.pruning import PruningRule
-    from sparsecse.compress.reconstruction import ReconstructionPlan
-    from sparsecse.compress.scoring import ScoringConfig
+    from sparsecse.pruning.prune import PruningRule
+    from sparsecse.shrinking.reconstruction import ReconstructionPlan
+    from sparsecse.scoring.score import ScoringConfig
 
     check_destination(out, overwrite, inputs={"model": model, "corpus": corpus, "score file": scores_path})
     plan = ReconstructionPlan.prepare(corpus, reconstruct_sentences)

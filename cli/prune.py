@@ -15,7 +15,7 @@ def describe(mask) -> str:
     layers, heads, ffn = mask.shape
     heads_text = "; ".join(f"layer {layer}: head{'s' if len(hs) > 1 else ''} {', '.join(map(str, hs))}"
                            for layer, hs in mask.pruned_heads().items())
-    from sparsecse.compress.pruning import target_name
+    from sparsecse.pruning.prune import target_name
 
     lines = [
         f"{target_name(mask)}, lambda {m['lambda']:g}, {m.get('criterion', 'abs_grad')}"
@@ -65,9 +65,9 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
     """Turn a score file into masks: remove the lowest-scored heads and FFN neurons (--sparsity), or keep
     the most important ones within a FLOPs or parameter budget (--keep-flops, --keep-params)."""
     from sparsecse.artifacts.files import atomic_dir, check_destination, write_json
-    from sparsecse.sweeps.plots import check_figure_path
-    from sparsecse.compress.pruning import mask_filename, prune_grid
-    from sparsecse.compress.scoring import GateScores
+    from sparsecse.reporting.plots import check_figure_path
+    from sparsecse.pruning.prune import mask_filename, prune_grid
+    from sparsecse.scoring.score import GateScores
 
     check_destination(out, overwrite, inputs={"score file": scores_path})
     if heatmap:
@@ -94,8 +94,8 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
                  "kept_params_ratio": m.manifest.get("kept_params_ratio")} for (v, lam), m in masks.items()])
         written = [Path(out) / mask_filename(v, lam, kind) for v, lam in masks]
     if heatmap:
-        from sparsecse.sweeps.plots import head_importance_heatmap
-        from sparsecse.compress.pruning import target_name
+        from sparsecse.reporting.plots import head_importance_heatmap
+        from sparsecse.pruning.prune import target_name
 
         (s0, lam0), first = next(iter(masks.items()))
         head_importance_heatmap(scores.head_scores(lam0, first.manifest["criterion"]), heatmap,

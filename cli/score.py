@@ -28,7 +28,7 @@ from sparsecse.cli.options import trust_remote_code_option
 def command(model, data_dir, split, batch_size, max_batches, pooling, device, seed, out, overwrite, as_json, quiet):
     """Score every attention head and FFN neuron of a model by E|dL/dgate| on STS-B."""
     from sparsecse.artifacts.files import check_destination
-    from sparsecse.compress.scoring import score
+    from sparsecse.scoring.score import score
 
     check_destination(out, overwrite, inputs={"model": model}, sidecar=True)  # fail before the slow part
 

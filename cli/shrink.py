@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sparsecse.compress import reconstruction_settings as settings
+from sparsecse.shrinking import reconstruction_settings as settings
 
 from sparsecse.cli.options import (device_option, echo_json, json_option, model_option, overwrite_option, pooling_option,
                                    score_hint)
@@ -81,8 +81,8 @@ def command(model, mask_path, out, pooling, seq_len, align_ffn, corpus, reconstr
             as_json):
     """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
-    from sparsecse.compress.reconstruction import ReconstructionPlan
-    from sparsecse.compress.shrinking import ShrinkConfig, shrink
+    from sparsecse.shrinking.reconstruction import ReconstructionPlan
+    from sparsecse.shrinking.shrink import ShrinkConfig, shrink
 
     plan = None if corpus is None else ReconstructionPlan.prepare(
         corpus, reconstruct_sentences, reconstruct_method, reconstruct_target, reconstruct_ridge,

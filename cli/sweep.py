@@ -133,8 +133,8 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     resubmitted by the next run of the same command, and finished points are never recomputed.
     """
     from sparsecse.errors import SparseCSEError
-    from sparsecse.sweeps.report import best_points, report
-    from sparsecse.compress.scoring import ScoringConfig
+    from sparsecse.reporting.report import best_points, report
+    from sparsecse.scoring.score import ScoringConfig
     from sparsecse.evaluation.config import EvaluationConfig
     from sparsecse.sweeps.config import PruningConfig, RewindConfig, SweepOptions
     from sparsecse.sweeps.run import STS_TASKS, sweep

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from sparsecse.compress.gates import Gates
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.pruning import masks_from_scores
-from sparsecse.compress.scoring import GateScores
-from sparsecse.compress.shrinking import save_model_dir, shrink_encoder
+from sparsecse.scoring.gates import Gates
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.prune import masks_from_scores
+from sparsecse.scoring.score import GateScores
+from sparsecse.shrinking.shrink import save_model_dir, shrink_encoder
 from sparsecse.modeling.adapters import model_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 from tests.tiny import SENTENCES, WORDS, make_tokenizer

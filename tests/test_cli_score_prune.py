@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from sparsecse.cli import main
-from sparsecse.compress.masks import Mask
+from sparsecse.pruning.masks import Mask
 
 
 def run(*args, env=None):

@@ -11,7 +11,7 @@ import torch
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts
-from sparsecse.compress.masks import Mask
+from sparsecse.pruning.masks import Mask
 from sparsecse.objectives.base import ObjectiveOutput
 from sparsecse.objectives.masked_lm import choose_positions, corrupt
 from sparsecse.objectives.noise_negatives import sample_noise_negatives
@@ -262,7 +262,7 @@ def test_diffcse_gradient_reaches_encoder_through_h_and_generator_stays_untouche
 def test_diffcse_discriminator_starts_from_the_dense_pretrained_checkpoint(tiny_bert_dir, mlm_dirs):
     """The published code loads the discriminator from the pretrained model: a rewound (shrunk,
     changed) encoder still gets the full-size weights of the checkpoint it was loaded from."""
-    shrink = pytest.importorskip("sparsecse.compress.shrinking")
+    shrink = pytest.importorskip("sparsecse.shrinking.shrink")
     dense = dict(SentenceEncoder.load(tiny_bert_dir, device="cpu").model.named_parameters())
     encoder = load_encoder(tiny_bert_dir)
     with torch.no_grad():
@@ -587,7 +587,7 @@ def test_objectives_train_under_a_pruning_mask(variant, tiny_bert_dir, mlm_dirs)
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_objectives_train_a_physically_shrunk_encoder(variant, tiny_bert_dir, mlm_dirs):
-    shrink = pytest.importorskip("sparsecse.compress.shrinking")
+    shrink = pytest.importorskip("sparsecse.shrinking.shrink")
     torch.manual_seed(0)
     encoder = load_encoder(tiny_bert_dir)
     shrink.shrink_encoder(encoder, _example_mask(encoder.model))

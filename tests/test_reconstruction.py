@@ -12,9 +12,9 @@ from sparsecse.cli import main
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.reconstruction import ReconstructionPlan, calibration_sentences, reconstruct, token_batches
-from sparsecse.compress.shrinking import shrink, shrink_encoder
+from sparsecse.pruning.masks import Mask
+from sparsecse.shrinking.reconstruction import ReconstructionPlan, calibration_sentences, reconstruct, token_batches
+from sparsecse.shrinking.shrink import shrink, shrink_encoder
 from tests.helpers import random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
@@ -139,7 +139,7 @@ def test_token_weights_give_the_weighted_least_squares_solution():
     """NormalEquations with per-token weights == numpy's least squares on sqrt(w)-scaled rows with an intercept."""
     import numpy as np
 
-    from sparsecse.compress.reconstruction import NormalEquations, fit_projection
+    from sparsecse.shrinking.reconstruction import NormalEquations, fit_projection
 
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(200, 6, generator=gen, dtype=torch.float64)

@@ -329,7 +329,7 @@ def test_shrink_and_eval_take_the_model_from_the_mask(tiny_bert_dir, tiny_stsb_d
 
 
 def test_a_mask_whose_model_is_gone_is_refused(mask_file, tmp_path):
-    from sparsecse.compress.masks import Mask
+    from sparsecse.pruning.masks import Mask
 
     mask = Mask.load(mask_file)
     mask.manifest["model"] = str(tmp_path / "gone")
@@ -396,7 +396,7 @@ def test_cli_interrupt_message_comes_from_the_command(monkeypatch, tiny_bert_dir
 def test_rewind_checks_the_recorded_initial_checkpoint(tiny_bert_dir, tiny_stsb_dir, corpus, tmp_path):
     import shutil
 
-    from sparsecse.compress.masks import Mask
+    from sparsecse.pruning.masks import Mask
     from sparsecse.training import resolve_init, train
 
     init = tmp_path / "init"

@@ -15,7 +15,7 @@ from sparsecse.data.corpus import read_corpus
 from sparsecse.deploy.loading import load_encoder
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.masks import Mask
+from sparsecse.pruning.masks import Mask
 
 
 def _run(*args):
@@ -103,7 +103,7 @@ def test_shrink_options_beyond_the_model_are_one_sentence(tiny_bert_dir, tmp_pat
 
 
 def test_report_on_a_sweep_with_an_empty_point_file_says_so(tmp_path):
-    from sparsecse.sweeps.report import load_points
+    from sparsecse.reporting.report import load_points
 
     points = tmp_path / "points"
     points.mkdir()
@@ -114,9 +114,9 @@ def test_report_on_a_sweep_with_an_empty_point_file_says_so(tmp_path):
 
 
 def test_value_errors_show_the_exact_value():
-    from sparsecse.compress.budget import check_budget
-    from sparsecse.compress.grid import check_sparsity
-    from sparsecse.compress.scoring import check_lambda
+    from sparsecse.pruning.budget import check_budget
+    from sparsecse.pruning.grid import check_sparsity
+    from sparsecse.scoring.score import check_lambda
 
     for check in (check_budget, check_sparsity, check_lambda):
         with pytest.raises(SparseCSEError, match=r"got 1\.0000001\."):

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_dir, atomic_file, save_tensors
-from sparsecse.compress.masks import Mask, model_for_mask
+from sparsecse.pruning.masks import Mask, model_for_mask
 from tests.tiny import make_tiny_model_dir
 
 
@@ -127,7 +127,7 @@ def test_prune_out_existing_directory_is_one_sentence_without_leftovers(tmp_path
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
 def test_outputs_follow_the_umask(tmp_path, tiny_bert_dir, umask):
-    from sparsecse.compress.shrinking import shrink
+    from sparsecse.shrinking.shrink import shrink
 
     heads = torch.tensor([[True, False, True, True], [True, True, True, True]])
     mask = Mask(heads, torch.ones(2, 48, dtype=torch.bool))

@@ -1,12 +1,12 @@
 import pytest
 import torch
 
-from sparsecse.compress.alignment import alignment_loss, uniformity_loss
+from sparsecse.scoring.alignment import alignment_loss, uniformity_loss
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.gates import Gates
-from sparsecse.compress.scoring import _TENSORS, GateScores, make_batches, score
+from sparsecse.scoring.gates import Gates
+from sparsecse.scoring.score import _TENSORS, GateScores, make_batches, score
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_layer_norm_divides_each_layer_by_its_l2_norm():
     assert torch.allclose(normed, torch.tensor([[0.8, 0.6], [0.1 / 0.05 ** 0.5, 0.2 / 0.05 ** 0.5]]))
     assert torch.allclose(s.neuron_scores(0.5, "layer_norm"), torch.full((2, 3), 3 ** -0.5))
     # globally, abs_grad removes both heads of layer 1; layer_norm removes the weaker head of each layer
-    from sparsecse.compress.pruning import prune
+    from sparsecse.pruning.prune import prune
 
     s.manifest["shape"] = {"layers": 2, "heads": 2, "ffn": 3, "hidden": 8, "head_dim": 4}
     assert prune(s, 0.5, keep_one_head=False).head_mask.tolist() == [[True, True], [False, False]]

@@ -13,7 +13,7 @@ from scipy.stats import spearmanr
 from sparsecse.sweeps import run as sweep_mod
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.seeds import compare_to_control, config_name, seed_differences
-from sparsecse.sweeps.report import point_frame, results_table
+from sparsecse.reporting.report import point_frame, results_table
 from sparsecse.sweeps.run import parse_seeds, sweep
 
 N_PAIRS = 300

@@ -7,8 +7,8 @@ import json
 import pytest
 
 import sparsecse
-from sparsecse.compress.scoring import ScoringConfig
-from sparsecse.compress.shrinking import ShrinkConfig
+from sparsecse.scoring.score import ScoringConfig
+from sparsecse.shrinking.shrink import ShrinkConfig
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.config import EvaluationConfig
 from sparsecse.stage_config import configure, configure_all, record
@@ -116,8 +116,8 @@ def test_a_sweep_refuses_a_stage_setting_it_would_not_apply():
 
 
 def test_iterative_pruning_applies_every_field_of_its_rule(tiny_bert_dir, tiny_stsb_dir, tmp_path):
-    from sparsecse.compress.iterative import iterative_prune
-    from sparsecse.compress.pruning import PruningRule
+    from sparsecse.shrinking.iterative import iterative_prune
+    from sparsecse.pruning.prune import PruningRule
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a short sentence\nanother one here\n" * 10)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from sparsecse.sweeps import run as sweep_mod
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.errors import SparseCSEError
-from sparsecse.sweeps.report import best_points, results_table
+from sparsecse.reporting.report import best_points, results_table
 from sparsecse.sweeps.run import sweep
 
 
@@ -26,7 +26,7 @@ class CountingEvaluator:
     def __call__(self, model, mask, tasks, data_dir, seed, **options):
         from scipy.stats import spearmanr
 
-        from sparsecse.compress.alignment import alignment_metric, uniformity_metric
+        from sparsecse.scoring.alignment import alignment_metric, uniformity_metric
         from sparsecse.modeling.encoder import SentenceEncoder
 
         encoder = model if isinstance(model, SentenceEncoder) else SentenceEncoder.load(model, device="cpu")
@@ -143,7 +143,7 @@ def test_bad_arguments_fail_before_any_work(tiny_bert_dir, tiny_stsb_dir, tmp_pa
 
 def test_rewinding_uses_the_best_lambda_and_is_cached(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator,
                                                       monkeypatch):
-    from sparsecse.compress.shrinking import shrink
+    from sparsecse.shrinking.shrink import shrink
 
     rewinds = []
 
@@ -306,14 +306,14 @@ def test_budget_sweep_bad_input(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluato
 
 
 def _mask_file(out, name):
-    from sparsecse.compress.masks import Mask
+    from sparsecse.pruning.masks import Mask
 
     return Mask.load(out / "masks" / f"mask-{name}.safetensors")
 
 
 def test_budget_points_default_to_fisher_and_the_criterion_is_part_of_the_fingerprint(
         tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
-    from sparsecse.compress.pruning import prune
+    from sparsecse.pruning.prune import prune
 
     out = tmp_path / "sweep"
     run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.7")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparsecse.compress import scoring
+from sparsecse.scoring import score as scoring
 from sparsecse.sweeps import run as sweep_mod
 from sparsecse.sweeps.run import sweep
 

@@ -51,7 +51,7 @@ from sparsecse.deploy.onnx_encoder import (
     require_onnxruntime,
 )
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.compress.shrinking import base_model_type
+from sparsecse.shrinking.shrink import base_model_type
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # Traced with padding (two lengths) so the attention-mask path is in the graph; also checked after export.

@@ -1,6 +1,6 @@
 """Where each architecture keeps its attention heads and FFN neurons: one small adapter per model type.
 
-The gates (:mod:`sparsecse.compress.gates`), the scoring, reconstruction, shrinking and FLOPs counts all
+The gates (:mod:`sparsecse.scoring.gates`), the scoring, reconstruction, shrinking and FLOPs counts all
 reach a layer's projections through :func:`layer_parts`; :func:`get_adapter` also tells whether an
 architecture is supported at all (checked before weights load).
 """
@@ -83,7 +83,7 @@ def _mpnet_layers(model: nn.Module) -> list[LayerParts]:
     return parts
 
 
-# Shrunk models (sparsecse.compress.shrinking) keep their base's module paths; their model_types are "sparsecse-<base>".
+# Shrunk models (sparsecse.shrinking.shrink) keep their base's module paths; their model_types are "sparsecse-<base>".
 SHRUNK_MODEL_TYPES = ("sparsecse-bert", "sparsecse-roberta", "sparsecse-xlm-roberta", "sparsecse-camembert",
                       "sparsecse-electra")
 SHRUNK_MPNET_TYPES = ("sparsecse-mpnet",)  # the shrunk MPNet keeps layer.attention.attn.{q,k,v,o}

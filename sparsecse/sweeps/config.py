@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from sparsecse.compress.reconstruction import ReconstructionPlan
-from sparsecse.compress.scoring import ScoringConfig
+from sparsecse.shrinking.reconstruction import ReconstructionPlan
+from sparsecse.scoring.score import ScoringConfig
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.config import EvaluationConfig
 from sparsecse.stage_config import configure, field_names, record

@@ -8,10 +8,10 @@ from typing import Any
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import hash_path, write_json
-from sparsecse.sweeps.layout import SWEEP_FILE, read_sweep_state
+from sparsecse.artifacts.sweep_layout import SWEEP_FILE, read_sweep_state
 from sparsecse.artifacts.locks import FileLock
-from sparsecse.compress.pruning import DEFAULT_CRITERION
-from sparsecse.compress.scoring import ScoringConfig, check_criterion
+from sparsecse.pruning.prune import DEFAULT_CRITERION
+from sparsecse.scoring.score import ScoringConfig, check_criterion
 from sparsecse.data.paths import resolve_data_dir, task_path
 
 

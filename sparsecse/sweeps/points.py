@@ -15,22 +15,22 @@ from typing import Any, Callable, Sequence
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
 from sparsecse.artifacts.files import write_json
-from sparsecse.sweeps.layout import POINTS_DIR, Variant, read_point
+from sparsecse.artifacts.sweep_layout import POINTS_DIR, Variant, read_point
 from sparsecse.sweeps.directory import LEGACY_PRUNING
 from sparsecse.sweeps.naming import budget_point_name, point_name, seeded_name, task_average
 from sparsecse.artifacts.files import sha256_file
 from sparsecse.artifacts.locks import FileLock
-from sparsecse.compress.grid import check_sparsity, parse_grid
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.pruning import mask_filename, prune
-from sparsecse.compress.scoring import check_lambda
-from sparsecse.compress.shrinking import shrink_encoder
+from sparsecse.pruning.grid import check_sparsity, parse_grid
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.prune import mask_filename, prune
+from sparsecse.scoring.score import check_lambda
+from sparsecse.shrinking.shrink import shrink_encoder
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.results_file import load_pairs, save_pairs
 from sparsecse.modeling.encoder import resolve_model
 from sparsecse.training import rewind
 from sparsecse.training.api import check_inputs
-from sparsecse.sweeps.layout import MASKS_DIR, PAIRS_DIR, REWOUND_DIR
+from sparsecse.artifacts.sweep_layout import MASKS_DIR, PAIRS_DIR, REWOUND_DIR
 
 EVAL_MODES = ("masked", "shrunk")
 
@@ -303,7 +303,7 @@ class SweepRun:
             **self.eval_options)))
 
     def reconstructed(self, plan, rid: str, keep_flops: float, lam: float) -> dict[str, Any] | None:
-        """A budget point refit by retraining-free reconstruction (:mod:`sparsecse.compress.reconstruction`)."""
+        """A budget point refit by retraining-free reconstruction (:mod:`sparsecse.shrinking.reconstruction`)."""
         mask, mask_path = self.budget_mask(keep_flops, lam)
         record = {"variant": Variant.RECONSTRUCTED, "reconstruct_id": rid, "sparsity": None, "keep_flops": keep_flops,
                   "lambda": lam, "mask": mask_path.name, "kept_flops_ratio": mask.manifest.get("kept_flops_ratio"),

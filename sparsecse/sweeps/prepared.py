@@ -14,22 +14,22 @@ from typing import Any
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import resolve_tasks
 from sparsecse.artifacts.files import make_manifest, write_json
-from sparsecse.sweeps.layout import SCORES_FILE, SWEEP_FILE, Variant, read_point, read_sweep_state
+from sparsecse.artifacts.sweep_layout import SCORES_FILE, SWEEP_FILE, Variant, read_point, read_sweep_state
 from sparsecse.sweeps.directory import fingerprint, open_sweep_dir, pruning_settings
 from sparsecse.sweeps.naming import budget_point_name, parse_seeds, point_name, rewind_id, seeded_name
 from sparsecse.sweeps.points import (EVAL_MODES, RewindPlan, SweepResult, SweepRun, _check_grid, best_lambda,
                                      missing_tasks, plan_rewinds)
 from sparsecse.artifacts.files import check_destination
 from sparsecse.artifacts.locks import FileLock
-from sparsecse.compress.budget import check_budget
-from sparsecse.compress.grid import parse_grid
-from sparsecse.compress.reconstruction import reconstruction_plan
-from sparsecse.compress.scoring import GateScores, ScoringConfig
+from sparsecse.pruning.budget import check_budget
+from sparsecse.pruning.grid import parse_grid
+from sparsecse.shrinking.reconstruction import reconstruction_plan
+from sparsecse.scoring.score import GateScores, ScoringConfig
 from sparsecse.sweeps.config import SweepSpec, sweep_spec
-from sparsecse.compress.shrinking import base_model_type
+from sparsecse.shrinking.shrink import base_model_type
 from sparsecse.modeling import SHRUNK_CONFIGS
 from sparsecse.modeling.encoder import SentenceEncoder, check_device, resolve_precision
-from sparsecse.sweeps.layout import MANIFEST_FILE, POINTS_DIR, REWIND_SETTINGS, REWOUND_DIR
+from sparsecse.artifacts.sweep_layout import MANIFEST_FILE, POINTS_DIR, REWIND_SETTINGS, REWOUND_DIR
 
 
 @dataclass(frozen=True)

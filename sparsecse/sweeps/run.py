@@ -13,7 +13,7 @@ atomically, so a killed sweep resumes where it stopped and a larger grid reuses 
     DIR/rewound/<objective>-<id>/s0.02-l0.5-seed0/   a rewound model directory (one per seed)
     DIR/points/rewound/<objective>-<id>/s0.02-l0.5-seed0.json
     DIR/pairs/<point>.safetensors             per-pair STS similarities of a point (for paired tests)
-    DIR/results.csv, results.json, summary.md, figures/   rebuilt by :func:`sparsecse.sweeps.report.report`
+    DIR/results.csv, results.json, summary.md, figures/   rebuilt by :func:`sparsecse.reporting.report.report`
 
 A point file records the task scores it holds; asking for more tasks later evaluates only the missing
 ones. Rewinding settings are part of the rewound points' path (``<id>`` hashes them), so different
@@ -37,7 +37,7 @@ from sparsecse.errors import SparseCSEError, exact_number
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.artifacts.files import hash_path, make_manifest, write_json
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.sweeps.layout import POINTS_DIR, SCORES_FILE, SWEEP_FILE, Variant, read_point, read_sweep_state
+from sparsecse.artifacts.sweep_layout import POINTS_DIR, SCORES_FILE, SWEEP_FILE, Variant, read_point, read_sweep_state
 from sparsecse.sweeps.directory import fingerprint, open_sweep_dir, pruning_settings  # noqa: F401
 from sparsecse.sweeps.naming import (budget_point_name, parse_seeds, point_name, rewind_id,  # noqa: F401
                                      seeded_name, task_average)
@@ -45,11 +45,11 @@ from sparsecse.sweeps.points import (EVAL_MODES, RewindPlan, SweepResult, SweepR
                                      best_lambda, evaluate_pruned, merge_evaluation, plan_rewinds, run_evaluation,
                                      run_rewind)
 from sparsecse.sweeps.prepared import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds, run_sweep  # noqa: F401
-from sparsecse.sweeps.report import report
+from sparsecse.reporting.report import report
 from sparsecse.sweeps.config import (DEFAULT_LAMBDAS, DEFAULT_SPARSITIES, PruningConfig, RewindConfig,  # noqa: F401
                                      SweepOptions, SweepSpec, sweep_spec)
-from sparsecse.compress.reconstruction import ReconstructionPlan
-from sparsecse.compress.scoring import ScoringConfig
+from sparsecse.shrinking.reconstruction import ReconstructionPlan
+from sparsecse.scoring.score import ScoringConfig
 from sparsecse.evaluation.config import EvaluationConfig
 
 
@@ -65,7 +65,7 @@ def sweep(model=None, sparsities: str | Iterable[float] | None = DEFAULT_SPARSIT
     ``prune`` (criterion, keep-one-head rule, kept-FLOPs budget points), ``evaluate`` (tasks, precision,
     device), ``rewind`` (a :class:`~sparsecse.sweeps.config.RewindConfig`: which points are retrained and
     how; each seed once), ``reconstruct`` (a corpus file or a
-    :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`: every budget point again after
+    :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan`: every budget point again after
     retraining-free reconstruction). ``options``: ``run=`` a :class:`~sparsecse.sweeps.config.SweepOptions`
     (eval_mode, dense, overwrite, make_report, show_progress, log), and the flat keywords of earlier
     versions (``tasks=``, ``rewind=True, corpus=...``, ``sparsecse.sweeps.config.FLAT_OPTIONS``).

@@ -36,7 +36,7 @@ from sparsecse.sweeps.cluster.config import Resources
 from sparsecse.sweeps.cluster.slurm_status import slurm_job_class
 from sparsecse.sweeps.cluster.tasks import PointTask
 from sparsecse.sweeps.run import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds, sweep_spec
-from sparsecse.sweeps.layout import REWOUND_DIR
+from sparsecse.artifacts.sweep_layout import REWOUND_DIR
 
 LAUNCHERS = ("slurm", "local")
 ARRAYS = ("evaluate", "rewind")

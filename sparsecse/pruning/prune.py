@@ -1,7 +1,7 @@
 """Scores + λ + a target -> masks. With a sparsity s, heads and neurons are ranked separately and the
 lowest-scored round(s·#units) of each kind are removed, across all layers (``scope="global"``) or
 within each layer (``scope="layer"``), and by default no layer loses its last head. With a kept-FLOPs
-or kept-parameters budget, heads and neurons are chosen jointly (:mod:`sparsecse.compress.budget`)."""
+or kept-parameters budget, heads and neurons are chosen jointly (:mod:`sparsecse.pruning.budget`)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import Any, Iterable
 
 import torch
 
-from sparsecse.compress.budget import UnitCosts, check_budget, select_under_budget
+from sparsecse.pruning.budget import UnitCosts, check_budget, select_under_budget
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.grid import check_sparsity, parse_grid
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.scoring import GateScores, check_criterion, check_lambda
+from sparsecse.pruning.grid import check_sparsity, parse_grid
+from sparsecse.pruning.masks import Mask
+from sparsecse.scoring.score import GateScores, check_criterion, check_lambda
 
 SCOPES = ("global", "layer")
 TARGET_PREFIX = {"sparsity": "s", "keep_flops": "f", "keep_params": "p"}
@@ -142,11 +142,11 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
       ``keep_one_head=False``;
     - ``keep_flops`` B: keep the heads and neurons, chosen jointly, of highest summed importance whose
       transformer-layer FLOPs per token at ``seq_len`` tokens are at most B of the dense model's (exact
-      search, :mod:`sparsecse.compress.budget`); a layer's attention or FFN may empty unless ``keep_one_head``;
+      search, :mod:`sparsecse.pruning.budget`); a layer's attention or FFN may empty unless ``keep_one_head``;
     - ``keep_params`` B: the same with the layers' parameters as the cost.
 
     ``criterion`` (``abs_grad``, ``layer_norm``, ``fisher``) turns the stored gradients into
-    importance (:mod:`sparsecse.compress.scoring`). None (the default) takes ``DEFAULT_CRITERION``: the
+    importance (:mod:`sparsecse.scoring.score`). None (the default) takes ``DEFAULT_CRITERION``: the
     paper's ``abs_grad`` for a sparsity, ``fisher`` for a budget, which compares heads with neurons and
     so needs importances on one scale (on all-MiniLM-L6-v2 at kept FLOPs 0.5, ``abs_grad`` gives away
     nearly all heads: 71.14 against 76.57 on the STS average after reconstruction; README).

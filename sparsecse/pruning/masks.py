@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.gates import Gates
+from sparsecse.scoring.gates import Gates
 from sparsecse.modeling.adapters import uniform_shape
 from sparsecse.artifacts.files import hash_path, load_tensors, save_tensors
 

@@ -29,11 +29,11 @@ from torch import nn
 
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.flops import size_report
+from sparsecse.pruning.flops import size_report
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
-from sparsecse.compress.masks import Mask, model_for_mask
+from sparsecse.pruning.masks import Mask, model_for_mask
 from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
-from sparsecse.compress.reconstruction import ReconstructionPlan, reconstruction_plan
+from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.stage_config import configure
 
@@ -220,7 +220,7 @@ class ShrinkResult:
 class ShrinkConfig:
     """How :func:`shrink` builds the smaller model: FLOPs counted at ``seq_len`` tokens; FFN widths padded
     to multiples of ``align_ffn`` with inert zero neurons (1 keeps exactly the mask's neurons);
-    ``reconstruct`` (a corpus file, or a :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`)
+    ``reconstruct`` (a corpus file, or a :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan`)
     refits the kept units on ``reconstruct_sentences`` of its sentences before the removal."""
 
     pooling: str | None = None
@@ -238,12 +238,12 @@ def shrink(model: str | os.PathLike | None = None, mask: Mask | str | os.PathLik
            **options) -> ShrinkResult:
     """Load ``model``, remove ``mask``'s units and (given ``out``) save the smaller model directory.
 
-    ``mask`` is a :class:`~sparsecse.compress.masks.Mask` or a mask file; ``config`` a :class:`ShrinkConfig`
+    ``mask`` is a :class:`~sparsecse.pruning.masks.Mask` or a mask file; ``config`` a :class:`ShrinkConfig`
     (or its fields by name in ``options``: ``pooling``, ``device``, ``seq_len``, ``align_ffn``,
     ``reconstruct``, ``reconstruct_sentences``, ``show_progress``). The directory's ``sparsecse_config.json``
     records the pooling, a manifest and the lineage (source model and its hash, mask and its hash); its
     config.json records each layer's kept heads and FFN width. Reconstruction:
-    :mod:`sparsecse.compress.reconstruction`.
+    :mod:`sparsecse.shrinking.reconstruction`.
 
     Example::
 

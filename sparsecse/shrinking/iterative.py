@@ -1,6 +1,6 @@
 """Pruning to a budget in several steps, with reconstruction and rescoring between them (K-prune style).
 
-One-shot budgeted pruning (:func:`sparsecse.compress.pruning.prune` then ``shrink --reconstruct``) ranks every
+One-shot budgeted pruning (:func:`sparsecse.pruning.prune.prune` then ``shrink --reconstruct``) ranks every
 unit by its importance in the dense model, although half of the model is about to go. Following
 K-prune (Park et al. 2024: iterative prune, reconstruct, rescore), the budget is reached in ``steps``
 geometric steps (kept FLOPs 0.5 in 3 steps: 0.794, 0.63, 0.5). Each step
@@ -8,8 +8,8 @@ geometric steps (kept FLOPs 0.5 in 3 steps: 0.794, 0.63, 0.5). Each step
 1. scores the current model's units on STS-B (the same gradients as ``sparsecse score``; the first step
    may reuse a score file of the dense model),
 2. keeps, among the units still kept, the most important ones within that step's budget (the exact
-   joint search of :mod:`sparsecse.compress.budget`, restricted with ``within``),
-3. reconstructs the kept units so each layer matches the **dense** model (:mod:`sparsecse.compress.reconstruction`),
+   joint search of :mod:`sparsecse.pruning.budget`, restricted with ``within``),
+3. reconstructs the kept units so each layer matches the **dense** model (:mod:`sparsecse.shrinking.reconstruction`),
    and silences the removed units (their output-projection columns set to zero), so the next scoring
    sees the model as it now computes.
 
@@ -17,7 +17,7 @@ The last step's budget is the target itself, so the final mask meets it exactly 
 does; the model is then shrunk like ``sparsecse shrink``. Every step's mask and reconstruction report
 are kept for the manifest.
 
-    >>> from sparsecse.compress.iterative import iterative_prune  # doctest: +SKIP
+    >>> from sparsecse.shrinking.iterative import iterative_prune  # doctest: +SKIP
     >>> result = iterative_prune(keep_flops=0.5, steps=3, reconstruct="wiki1m_sample.txt")  # doctest: +SKIP
     >>> result.mask.manifest["kept_flops_ratio"] <= 0.5  # doctest: +SKIP
     True
@@ -36,17 +36,17 @@ import torch
 
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.flops import size_report
+from sparsecse.pruning.flops import size_report
 from sparsecse.modeling.adapters import layer_parts
 from sparsecse.artifacts.files import check_destination, hash_path, make_manifest
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.pruning import PruningRule, _check_target, _one_target, prune
-from sparsecse.compress.reconstruction import ReconstructionPlan, reconstruction_plan, token_batches
-from sparsecse.compress.reconstruction import reconstruct as refit_layers
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.prune import PruningRule, _check_target, _one_target, prune
+from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan, token_batches
+from sparsecse.shrinking.reconstruction import reconstruct as refit_layers
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.compress.scoring import GateScores, ScoringConfig, check_lambda
+from sparsecse.scoring.score import GateScores, ScoringConfig, check_lambda
 from sparsecse.stage_config import configure_all
-from sparsecse.compress.shrinking import ShrinkResult, mask_digest, save_model_dir, shrink_encoder
+from sparsecse.shrinking.shrink import ShrinkResult, mask_digest, save_model_dir, shrink_encoder
 
 DEFAULT_STEPS = 3
 
@@ -104,14 +104,14 @@ def iterative_prune(
 ) -> IterativeResult:
     """Prune ``model`` to a kept-FLOPs or kept-parameters budget in ``steps`` steps (module docstring).
 
-    ``reconstruct`` (a corpus file or a :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`) is
+    ``reconstruct`` (a corpus file or a :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan`) is
     required: without a refit between steps, rescoring would see the same model. ``scores`` (optional) is a
     score file of the dense model for the first step; later steps score as ``scoring`` says (a
-    :class:`~sparsecse.compress.scoring.ScoringConfig`: STS-B train, as ``sparsecse score`` does).
-    ``rule`` (a :class:`~sparsecse.compress.pruning.PruningRule`: λ, criterion, seq_len, keep_one_head) is
-    that of :func:`sparsecse.compress.pruning.prune`. ``options``: the fields of either config by name
+    :class:`~sparsecse.scoring.score.ScoringConfig`: STS-B train, as ``sparsecse score`` does).
+    ``rule`` (a :class:`~sparsecse.pruning.prune.PruningRule`: λ, criterion, seq_len, keep_one_head) is
+    that of :func:`sparsecse.pruning.prune.prune`. ``options``: the fields of either config by name
     (``lam=0.5, split="dev"``). The returned encoder is full size; shrink it with
-    :func:`sparsecse.compress.shrinking.shrink_encoder`.
+    :func:`sparsecse.shrinking.shrink.shrink_encoder`.
     """
     rule, scoring = configure_all((PruningRule, rule), (ScoringConfig, scoring), options=options,
                                   caller="iterative_prune")
@@ -161,7 +161,7 @@ def iterative_prune(
 
 def shrink_iterative(result: IterativeResult, out: str | os.PathLike | None = None, seq_len: int = 128,
                      align_ffn: int = 8, overwrite: bool = False) -> ShrinkResult:
-    """Remove ``result``'s pruned units (as :func:`sparsecse.compress.shrinking.shrink`) and, given ``out``, save
+    """Remove ``result``'s pruned units (as :func:`sparsecse.shrinking.shrink.shrink`) and, given ``out``, save
     the model directory; its manifest holds the final mask's manifest and every step."""
     encoder, mask = result.encoder, result.mask
     source = encoder.source

@@ -31,11 +31,11 @@ from typing import Any, Sequence
 
 import torch
 
-from sparsecse.compress.alignment import alignment_loss, uniformity_loss
+from sparsecse.scoring.alignment import alignment_loss, uniformity_loss
 from sparsecse.data.sts import Pair, read_sts_benchmark
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.gates import Gates
+from sparsecse.scoring.gates import Gates
 from sparsecse.modeling.adapters import layer_parts, uniform_shape
 from sparsecse.artifacts.files import hash_path, load_tensors, make_manifest, save_tensors
 from sparsecse.artifacts.remote_code import with_trust_option

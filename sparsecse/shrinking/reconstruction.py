@@ -38,10 +38,10 @@ from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import LayerParts, layer_parts
 from sparsecse.artifacts.files import sha256_file
-from sparsecse.compress.least_squares import NormalEquations, fit_projection  # noqa: F401
-from sparsecse.compress.masks import Mask
+from sparsecse.shrinking.least_squares import NormalEquations, fit_projection  # noqa: F401
+from sparsecse.pruning.masks import Mask
 
-from sparsecse.compress.reconstruction_settings import (DEFAULT_METHOD, DEFAULT_RIDGE, DEFAULT_SENTENCES,  # noqa: F401
+from sparsecse.shrinking.reconstruction_settings import (DEFAULT_METHOD, DEFAULT_RIDGE, DEFAULT_SENTENCES,  # noqa: F401
                                                 DEFAULT_TARGET, DEFAULT_WEIGHTING, METHODS, TARGETS, WEIGHTINGS)
 
 

@@ -17,14 +17,14 @@ import pandas as pd
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_file, write_json
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
-from sparsecse.sweeps.layout import SWEEP_FILE, read_sweep_state
-from sparsecse.sweeps.control_comparisons import comparison_table, control_comparisons, control_lines
-from sparsecse.sweeps.dense_comparisons import dense_comparison_lines, dense_comparison_table, dense_comparisons
-from sparsecse.sweeps.formatting import AVG_STS, AVG_TRANSFER
-from sparsecse.sweeps.report_figures import make_figures
-from sparsecse.sweeps.tables import (best_points, load_points, model_label, point_frame, picks_table, average_grid,
+from sparsecse.artifacts.sweep_layout import SWEEP_FILE, read_sweep_state
+from sparsecse.reporting.control_comparisons import comparison_table, control_comparisons, control_lines
+from sparsecse.reporting.dense_comparisons import dense_comparison_lines, dense_comparison_table, dense_comparisons
+from sparsecse.reporting.formatting import AVG_STS, AVG_TRANSFER
+from sparsecse.reporting.figures import make_figures
+from sparsecse.reporting.tables import (best_points, load_points, model_label, point_frame, picks_table, average_grid,
                                      results_table)
-from sparsecse.sweeps.layout import RESULTS_CSV, RESULTS_JSON, SUMMARY_FILE
+from sparsecse.artifacts.sweep_layout import RESULTS_CSV, RESULTS_JSON, SUMMARY_FILE
 
 __all__ = ["report", "summary_markdown", "load_points", "results_table", "point_frame", "best_points"]
 
