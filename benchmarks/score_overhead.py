@@ -22,7 +22,8 @@ from sparsecse.scoring.alignment import alignment_loss, uniformity_loss
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.prune import prune_grid
-from sparsecse.scoring.score import GateScores, compute_gradients, make_batches
+from sparsecse.scoring.gradients import compute_gradients, make_batches
+from sparsecse.scoring.scores import GateScores
 
 
 def plain_pass(encoder, batches, train_weights: bool) -> None:

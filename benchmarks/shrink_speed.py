@@ -38,8 +38,9 @@ from sparsecse.evaluation.sts import cosine_rows, spearman100  # noqa: E402
 from sparsecse.pruning.flops import count_parameters, flops_per_token  # noqa: E402
 from sparsecse.modeling.adapters import uniform_shape  # noqa: E402
 from sparsecse.pruning.masks import Mask  # noqa: E402
-from sparsecse.pruning.prune import masks_from_scores, prune  # noqa: E402
-from sparsecse.shrinking.shrink import shrink_encoder  # noqa: E402
+from sparsecse.pruning.prune import prune  # noqa: E402
+from sparsecse.pruning.selection import masks_from_scores  # noqa: E402
+from sparsecse.shrinking.surgery import shrink_encoder  # noqa: E402
 
 TARGETS = {0.3: 1.3, 0.5: 1.6}  # minimum speedups on 2 cores
 FLOPS_SHARE_TARGET = 0.85  # measured speedup >= this share of the FLOPs ratio

@@ -23,7 +23,7 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.grid import parse_grid
 from sparsecse.pruning.prune import prune
 from sparsecse.scoring.score import score
-from sparsecse.shrinking.shrink import shrink_encoder
+from sparsecse.shrinking.surgery import shrink_encoder
 
 
 def encode_masked(encoder, mask, sentences):

@@ -49,7 +49,7 @@ def command(model, fmt, quantize, calibration, calibration_size, calibration_see
     import sys
 
     from sparsecse.deploy.export_config import ExportConfig
-    from sparsecse.deploy.onnx_export import export
+    from sparsecse.deploy.export import export
 
     config = ExportConfig(format=fmt, quantize=None if quantize == "none" else quantize, pooling=pooling, opset=opset,
                           calibration=calibration, calibration_size=calibration_size,

@@ -10,7 +10,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.distill import Distill
 from sparsecse.objectives.registry import get_objective
 from sparsecse.training import rewind, train
-from tests.helpers import corpus, make_mask, quick  # noqa: F401 (fixture)
+from tests.helpers import make_mask, quick
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 

@@ -23,13 +23,6 @@ from tests.helpers import fake_scores
 from tests.tiny import SENTENCES
 
 
-@pytest.fixture
-def corpus(tmp_path):
-    path = tmp_path / "corpus.txt"
-    path.write_text("\n".join(SENTENCES * 3) + "\n")
-    return path
-
-
 @pytest.fixture(scope="module")
 def dense_scores(tiny_bert_dir, tiny_stsb_dir):
     return score(tiny_bert_dir, data_dir=tiny_stsb_dir, batch_size=8, seed=0, device="cpu")

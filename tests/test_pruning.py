@@ -4,8 +4,9 @@ import torch
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.grid import parse_grid
 from sparsecse.pruning.masks import Mask
-from sparsecse.pruning.prune import prune, prune_grid, round_half_up
-from sparsecse.scoring.score import GateScores
+from sparsecse.pruning.prune import prune, prune_grid
+from sparsecse.pruning.selection import round_half_up
+from sparsecse.scoring.scores import GateScores
 from tests.helpers import fake_scores
 
 

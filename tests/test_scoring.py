@@ -6,7 +6,9 @@ from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.scoring.gates import Gates
-from sparsecse.scoring.score import _TENSORS, GateScores, make_batches, score
+from sparsecse.scoring.gradients import make_batches
+from sparsecse.scoring.score import score
+from sparsecse.scoring.scores import TENSORS, GateScores
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,7 @@ def test_recombined_scores_equal_a_fresh_run_with_that_lambda(setup, tiny_stsb_d
 
 def test_score_shapes_and_manifest(setup):
     enc, scores = setup
-    assert all(getattr(scores, name).device.type == "cpu" for name in _TENSORS)  # also after a GPU run
+    assert all(getattr(scores, name).device.type == "cpu" for name in TENSORS)  # also after a GPU run
     assert scores.shape == (2, 4, 48)
     assert scores.head_grad_align.shape[0] == scores.num_batches == scores.manifest["num_batches"]
     m = scores.manifest

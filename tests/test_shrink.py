@@ -15,8 +15,9 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.flops import count_parameters, flops_per_token
 from sparsecse.modeling.adapters import model_shape
 from sparsecse.pruning.masks import Mask
-from sparsecse.pruning.prune import masks_from_scores
-from sparsecse.shrinking.shrink import save_model_dir, shrink, shrink_encoder
+from sparsecse.pruning.selection import masks_from_scores
+from sparsecse.shrinking.shrink import save_model_dir, shrink
+from sparsecse.shrinking.surgery import shrink_encoder
 from tests.tiny import SENTENCES, make_tiny_model_dir
 from tests.helpers import random_mask, assert_same_embeddings, gated_embeddings
 

@@ -26,6 +26,7 @@ from sparsecse.modeling.st_dense import read_dense, write_dense
 from sparsecse.artifacts.model_store import resolve as resolve_stored
 from sparsecse.artifacts.model_dir import SPARSECSE_CONFIG, read_model_config, write_model_config  # noqa: F401
 from sparsecse.modeling.adapters import get_adapter  # validates the architecture before loading weights
+from sparsecse.modeling.cpu_features import has_native_bf16 as cpu_has_native_bf16
 
 POOLINGS = ("cls", "cls_before_pooler", "mean")
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -338,23 +339,6 @@ class SentenceEncoder(nn.Module):
 DEFAULT_BATCH_SIZE = {"cpu": 128, "cuda": 512}  # larger GPU batches keep the device busy
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 PRECISION_CHOICES = (*PRECISIONS, "auto")
-_BF16_CPU_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # x86 AVX512-BF16 / AMX, ARM (Graviton3+, Apple M2+)
-
-
-def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
-    """Whether this CPU multiplies bf16 matrices in hardware (the flags /proc/cpuinfo lists); without
-    them bf16 autocast is emulated and slower than fp32."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return False
-    flags = set()
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip().lower() in ("flags", "features"):
-            flags.update(value.split())
-    return bool(flags & _BF16_CPU_FLAGS)
 
 
 def resolve_precision(precision: str, device: str | torch.device | None = None) -> str:

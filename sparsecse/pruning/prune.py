@@ -1,88 +1,45 @@
-"""Scores + λ + a target -> masks. With a sparsity s, heads and neurons are ranked separately and the
-lowest-scored round(s·#units) of each kind are removed, across all layers (``scope="global"``) or
-within each layer (``scope="layer"``), and by default no layer loses its last head. With a kept-FLOPs
-or kept-parameters budget, heads and neurons are chosen jointly (:mod:`sparsecse.pruning.budget`)."""
+"""Scores + λ + a target -> masks (:func:`prune`, :func:`prune_grid`), under one :class:`PruningConfig`.
+
+With a sparsity s, heads and neurons are ranked separately and the lowest-scored round(s·#units) of each kind
+are removed (:mod:`sparsecse.pruning.selection`). With a kept-FLOPs or kept-parameters budget, heads and
+neurons are chosen jointly (:mod:`sparsecse.pruning.budget`). The importance comes from the score file under
+a registered criterion (:mod:`sparsecse.scoring.criteria`)."""
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 import torch
 
-from sparsecse.pruning.budget import UnitCosts, check_budget, select_under_budget
 from sparsecse.errors import SparseCSEError
+from sparsecse.pruning.budget import UnitCosts, check_budget, select_under_budget
 from sparsecse.pruning.grid import check_sparsity, parse_grid
 from sparsecse.pruning.masks import Mask
-from sparsecse.scoring.score import GateScores, check_criterion, check_lambda
+from sparsecse.pruning.selection import masks_from_scores
+from sparsecse.scoring.criteria import check_criterion, check_lambda, default_criterion
+from sparsecse.scoring.scores import GateScores
+from sparsecse.stage_config import configure
 
-SCOPES = ("global", "layer")
 TARGET_PREFIX = {"sparsity": "s", "keep_flops": "f", "keep_params": "p"}
-# the criterion used when none is given: the paper's for a sparsity; for a budget, which compares heads
-# with neurons, the one that measured best (all-MiniLM-L6-v2 at kept FLOPs 0.5 after shrink --reconstruct,
-# 7-task STS average: fisher 76.57, abs_grad 71.14; README)
-DEFAULT_CRITERION = {"sparsity": "abs_grad", "budget": "fisher"}
 
 
-def default_criterion(kind: str) -> str:
-    """The criterion for a target ``kind`` (sparsity, keep_flops, keep_params) when none is given."""
-    return DEFAULT_CRITERION["sparsity" if kind == "sparsity" else "budget"]
+@dataclass(frozen=True)
+class PruningConfig:
+    """How scores become a mask, whatever the target (:func:`prune`'s config, and the sweep's): alignment
+    weight ``lam``; ``criterion`` (a name in :data:`~sparsecse.scoring.criteria.CRITERIA`; None: the target
+    kind's default, :func:`~sparsecse.scoring.criteria.default_criterion`); FLOPs counted at ``seq_len``
+    tokens; ranking ``scope`` (global or layer; a budget is always global); ``keep_one_head`` (None: yes for a
+    sparsity, no for a budget). A sweep applies ``criterion``, ``scope`` and ``keep_one_head`` to every point
+    (its λs come from its grid)."""
 
-
-def round_half_up(x: float) -> int:
-    return int(math.floor(x + 0.5 + 1e-9))
-
-
-def _lowest(scores: torch.Tensor, count: int) -> torch.Tensor:
-    """Flat indices of the ``count`` lowest scores; ties broken by position (stable)."""
-    order = torch.sort(scores.flatten(), stable=True).indices
-    return order[:count]
-
-
-def select_heads(scores: torch.Tensor, count: int, keep_one_head: bool) -> torch.Tensor:
-    """bool keep-mask [L, H] removing the ``count`` lowest heads, never a layer's last one if asked."""
-    layers, heads = scores.shape
-    keep = torch.ones(layers, heads, dtype=torch.bool)
-    if count <= 0:
-        return keep
-    limit = heads - 1 if keep_one_head else heads
-    if count > layers * limit:
-        raise SparseCSEError(f"Cannot prune {count} heads while keeping one head in each of {layers} layers.")
-    removed_in_layer = [0] * layers
-    removed = 0
-    for flat in torch.sort(scores.flatten(), stable=True).indices.tolist():
-        layer, head = divmod(flat, heads)
-        if removed_in_layer[layer] >= limit:
-            continue
-        keep[layer, head] = False
-        removed_in_layer[layer] += 1
-        removed += 1
-        if removed == count:
-            break
-    return keep
-
-
-def select_neurons(scores: torch.Tensor, count: int) -> torch.Tensor:
-    keep = torch.ones(scores.numel(), dtype=torch.bool)
-    keep[_lowest(scores, count)] = False
-    return keep.view_as(scores)
-
-
-def masks_from_scores(head_scores: torch.Tensor, neuron_scores: torch.Tensor, sparsity: float,
-                      scope: str = "global", keep_one_head: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    check_sparsity(sparsity)
-    if scope not in SCOPES:
-        raise SparseCSEError(f"Unknown scope {scope!r}; choose global or layer.")
-    if scope == "global":
-        return (select_heads(head_scores, round_half_up(sparsity * head_scores.numel()), keep_one_head),
-                select_neurons(neuron_scores, round_half_up(sparsity * neuron_scores.numel())))
-    per_layer_heads = round_half_up(sparsity * head_scores.shape[1])
-    per_layer_neurons = round_half_up(sparsity * neuron_scores.shape[1])
-    head_keep = torch.stack([select_heads(row[None], per_layer_heads, keep_one_head)[0] for row in head_scores])
-    neuron_keep = torch.stack([select_neurons(row, per_layer_neurons) for row in neuron_scores])
-    return head_keep, neuron_keep
+    lam: float = 0.5
+    criterion: str | None = None
+    seq_len: int = 128
+    scope: str = "global"
+    keep_one_head: bool | None = None
 
 
 def encoder_param_counts(shape: dict[str, int], mask: Mask) -> dict[str, Any]:
@@ -103,7 +60,7 @@ def kept_costs(shape: dict[str, int], mask: Mask, seq_len: int = 128) -> dict[st
     return out
 
 
-def _one_target(sparsity, keep_flops, keep_params):
+def one_target(sparsity, keep_flops, keep_params) -> tuple[str, Any]:
     """(kind, what was given) for the one target among sparsity, keep_flops and keep_params."""
     given = {k: v for k, v in (("sparsity", sparsity), ("keep_flops", keep_flops), ("keep_params", keep_params))
              if v is not None}
@@ -114,28 +71,15 @@ def _one_target(sparsity, keep_flops, keep_params):
     return kind, value
 
 
-def _check_target(kind: str, value: float) -> float:
+def check_target(kind: str, value: float) -> float:
+    """``value`` checked as a target of ``kind``: a sparsity in (0, 1), or a budget in (0, 1]."""
     return check_sparsity(float(value)) if kind == "sparsity" else check_budget(value, kind.replace("_", "-"))
 
 
-@dataclass(frozen=True)
-class PruningRule:
-    """How scores become a mask, whatever the target: alignment weight ``lam``, ``criterion`` (None: the
-    target kind's default), FLOPs counted at ``seq_len`` tokens, ranking ``scope`` (global or layer), and
-    ``keep_one_head`` (None: yes for a sparsity, no for a budget)."""
-
-    lam: float = 0.5
-    criterion: str | None = None
-    seq_len: int = 128
-    scope: str = "global"
-    keep_one_head: bool | None = None
-
-
-def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None, lam: float = 0.5, *,
-          keep_flops: float | None = None, keep_params: float | None = None, criterion: str | None = None,
-          seq_len: int = 128, scope: str = "global", keep_one_head: bool | None = None,
-          within: Mask | None = None) -> Mask:
-    """A mask from a score file at alignment weight ``lam``, for exactly one target:
+def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None, lam: float | None = None, *,
+          keep_flops: float | None = None, keep_params: float | None = None, within: Mask | None = None,
+          config: PruningConfig | None = None, **options) -> Mask:
+    """A mask from a score file (or :class:`~sparsecse.scoring.scores.GateScores`), for exactly one target:
 
     - ``sparsity`` s: remove the round(s·#units) lowest-scored heads and, separately, neurons (ranked
       across layers, or within each with ``scope="layer"``); no layer loses its last head unless
@@ -145,63 +89,69 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
       search, :mod:`sparsecse.pruning.budget`); a layer's attention or FFN may empty unless ``keep_one_head``;
     - ``keep_params`` B: the same with the layers' parameters as the cost.
 
-    ``criterion`` (``abs_grad``, ``layer_norm``, ``fisher``) turns the stored gradients into
-    importance (:mod:`sparsecse.scoring.score`). None (the default) takes ``DEFAULT_CRITERION``: the
-    paper's ``abs_grad`` for a sparsity, ``fisher`` for a budget, which compares heads with neurons and
-    so needs importances on one scale (on all-MiniLM-L6-v2 at kept FLOPs 0.5, ``abs_grad`` gives away
-    nearly all heads: 71.14 against 76.57 on the STS average after reconstruction; README).
-    ``within`` (budgets only): choose among the units this mask keeps, e.g. a previous, larger budget's.
-    The manifest records the target, the criterion and whether it was the default
-    (``criterion_default``), and the kept FLOPs and parameter ratios.
+    ``config``: a :class:`PruningConfig`, or its fields by name (``lam`` positionally or by name,
+    ``criterion``, ``seq_len``, ``scope``, ``keep_one_head``). The criterion (``abs_grad``, ``layer_norm``,
+    ``fisher``, :mod:`sparsecse.scoring.criteria`) turns the stored gradients into importance; None (the
+    default) takes :func:`~sparsecse.scoring.criteria.default_criterion`: the paper's ``abs_grad`` for a
+    sparsity, ``fisher`` for a budget, which compares heads with neurons and so needs importances on one scale
+    (on all-MiniLM-L6-v2 at kept FLOPs 0.5, ``abs_grad`` gives away nearly all heads: 71.14 against 76.57 on the
+    STS average after reconstruction; README). ``within`` (budgets only): choose among the units this mask
+    keeps, e.g. a previous, larger budget's. The manifest records the target, the criterion and whether it was
+    the default (``criterion_default``), and the kept FLOPs and parameter ratios.
 
     >>> mask = prune("scores.safetensors", keep_flops=0.5)  # doctest: +SKIP
     >>> mask.manifest["criterion"], mask.manifest["criterion_default"]  # doctest: +SKIP
     ('fisher', True)
     """
+    c = configure(PruningConfig, config, {**options, **({} if lam is None else {"lam": lam})}, "prune")
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
-    kind, value = _one_target(sparsity, keep_flops, keep_params)
-    value = _check_target(kind, value)
-    check_lambda(lam)
-    chosen = criterion is None
-    criterion = check_criterion(default_criterion(kind) if chosen else criterion)
+    kind, value = one_target(sparsity, keep_flops, keep_params)
+    value = check_target(kind, value)
+    check_lambda(c.lam)
+    chosen = c.criterion is None
+    c = dataclasses.replace(c, criterion=check_criterion(default_criterion(kind) if chosen else c.criterion))
     if within is not None and kind == "sparsity":
         raise SparseCSEError("Choosing within a previous mask needs a kept-FLOPs or kept-parameters budget.")
-    rule = PruningRule(lam, criterion, seq_len, scope, keep_one_head)
-    mask = _mask(scores, scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion), kind, value, rule,
-                 within)
+    mask = _mask(scores, scores.head_scores(c.lam, c.criterion), scores.neuron_scores(c.lam, c.criterion), kind,
+                 value, c, within)
     mask.manifest["criterion_default"] = chosen
     return mask
 
 
 def prune_grid(scores: GateScores | str | os.PathLike, sparsities: Iterable[float] | str | None = None,
-               lambdas: Iterable[float] | str = 0.5, scope: str = "global", keep_one_head: bool | None = None, *,
-               keep_flops: Iterable[float] | str | None = None, keep_params: Iterable[float] | str | None = None,
-               criterion: str | None = None, seq_len: int = 128) -> dict[tuple[float, float], Mask]:
-    """{(target value, λ): mask} for every grid point of one target kind, from one score file, no model run
-    (``criterion`` None: :func:`default_criterion` of the target kind, as in :func:`prune`)."""
+               lambdas: Iterable[float] | str = 0.5, *, keep_flops: Iterable[float] | str | None = None,
+               keep_params: Iterable[float] | str | None = None, config: PruningConfig | None = None,
+               **options) -> dict[tuple[float, float], Mask]:
+    """{(target value, λ): mask} for every grid point of one target kind, from one score file, no model run.
+
+    ``config`` (or its fields by name) as in :func:`prune`, each λ of ``lambdas`` replacing its ``lam``
+    (``criterion`` None: :func:`~sparsecse.scoring.criteria.default_criterion` of the target kind)."""
+    c = configure(PruningConfig, config, options, "prune_grid")
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
-    kind, grid = _one_target(sparsities, keep_flops, keep_params)
-    values = [_check_target(kind, v) for v in parse_grid(grid, kind.replace("_", "-"))]
+    kind, grid = one_target(sparsities, keep_flops, keep_params)
+    values = [check_target(kind, v) for v in parse_grid(grid, kind.replace("_", "-"))]
     lambdas = [check_lambda(v) for v in parse_grid(lambdas, "lambda")]
-    chosen = criterion is None
-    criterion = check_criterion(default_criterion(kind) if chosen else criterion)
+    chosen = c.criterion is None
+    criterion = check_criterion(default_criterion(kind) if chosen else c.criterion)
     masks = {}
     for lam in lambdas:
         head_scores, neuron_scores = scores.head_scores(lam, criterion), scores.neuron_scores(lam, criterion)
         for v in values:
             masks[(v, lam)] = _mask(scores, head_scores, neuron_scores, kind, v,
-                                    PruningRule(lam, criterion, seq_len, scope, keep_one_head))
+                                    dataclasses.replace(c, lam=lam, criterion=criterion))
             masks[(v, lam)].manifest["criterion_default"] = chosen
     return masks
 
 
 def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Tensor, kind: str, value: float,
-          rule: PruningRule, within: Mask | None = None) -> Mask:
-    """The mask of ``kind`` at ``value`` from importances already computed under ``rule`` (criterion checked)."""
+          config: PruningConfig, within: Mask | None = None) -> Mask:
+    """The mask of ``kind`` at ``value`` from importances already computed under ``config`` (criterion
+    checked)."""
     src = scores.manifest
-    lam, criterion, seq_len, scope, keep_one_head = rule.lam, rule.criterion, rule.seq_len, rule.scope, rule.keep_one_head
+    lam, criterion, seq_len, scope = config.lam, config.criterion, config.seq_len, config.scope
+    keep_one_head = config.keep_one_head
     if kind == "sparsity":
         keep_one_head = True if keep_one_head is None else keep_one_head
         head_keep, neuron_keep = masks_from_scores(head_scores, neuron_scores, value, scope, keep_one_head)

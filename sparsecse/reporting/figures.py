@@ -13,7 +13,7 @@ from sparsecse.reporting.formatting import AVG_STS, AVG_TRANSFER, SHORT_NAMES, s
 from sparsecse.reporting.tables import best_row, load_points, model_label, point_frame
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import mask_filename
-from sparsecse.scoring.score import GateScores
+from sparsecse.scoring.scores import GateScores
 from sparsecse.reporting import plots
 from sparsecse.artifacts.sweep_layout import FIGURES_DIR, MASKS_DIR
 

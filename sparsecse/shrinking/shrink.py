@@ -1,177 +1,23 @@
-"""Physical pruning: remove a mask's pruned heads and FFN neurons, leaving a smaller dense model.
-
-Per removed head: its query/key/value rows and its attention-output columns; per removed neuron: its
-FFN-input row and bias and its FFN-output column. Layers end with different head counts and FFN
-widths, recorded in a ``sparsecse-<base>`` config whose modeling code ships inside the saved directory
-(:mod:`sparsecse.modeling`), so it reloads with sparsecse, ``transformers.AutoModel`` and
-sentence-transformers (``trust_remote_code=True``).
-
-A layer that loses every head keeps its FFN and drops its attention block: the attention sublayer then
-adds only the output projection's bias before its LayerNorm, exactly what the gated model computes
-with all that layer's head gates at 0 (the pruner never empties a layer unless asked to).
-
-torch-pruning is not used for the surgery: its dependency graph does not know Hugging Face head
-counts, and the code that re-cuts layers at load time must ship inside the model directory without
-extra dependencies, so one small slicing function (:func:`sparsecse.modeling.modeling_sparsecse.shrink_layer`) serves
-both the pruning here and the reload.
-"""
+"""The shrink stage: load a model, refit its kept units if asked (:mod:`sparsecse.shrinking.reconstruction`),
+remove a mask's heads and neurons (:mod:`sparsecse.shrinking.surgery`) and save the smaller model directory
+with its lineage and manifest (:func:`shrink`, under one :class:`ShrinkConfig`)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch import nn
-
-from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
-from sparsecse.errors import SparseCSEError
-from sparsecse.pruning.flops import size_report
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
-from sparsecse.pruning.masks import Mask, model_for_mask
-from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
-from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
 from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
+from sparsecse.pruning.flops import size_report
+from sparsecse.pruning.masks import Mask, model_for_mask
+from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
+from sparsecse.shrinking.surgery import ffn_padding, mask_digest, shrink_encoder
 from sparsecse.stage_config import configure
-
-# Config fields that describe the saved object rather than the architecture; never copied over.
-_CONFIG_FIELDS_NOT_COPIED = {"model_type", "architectures", "auto_map", "transformers_version", "_name_or_path",
-                             "kept_heads", "intermediate_sizes", "has_pooler"}
-
-
-def base_model_type(config) -> str:
-    """The architecture a (possibly already shrunk) model is built on: bert, roberta, ..."""
-    if isinstance(config, ShrunkConfigMixin) or hasattr(config, "base_model_type"):
-        return config.base_model_type
-    return config.model_type
-
-
-def is_shrunk(model: nn.Module) -> bool:
-    return hasattr(model.config, "kept_heads") and hasattr(model.config, "base_model_type")
-
-
-def _check_shrinkable(model: nn.Module) -> str:
-    base = base_model_type(model.config)
-    if base not in SHRUNK_CONFIGS:
-        raise SparseCSEError(
-            f"Shrinking supports {', '.join(SHRUNK_CONFIGS)} models, not {base!r}; "
-            "evaluate this model with the mask applied instead (sparsecse eval --mask)."
-        )
-    return base
-
-
-def mask_digest(mask: Mask) -> str:
-    """sha256 of the mask's keep/remove bits (independent of how or where the mask was saved)."""
-    h = hashlib.sha256()
-    for tensor in (mask.head_mask, mask.neuron_mask):
-        h.update(str(tuple(tensor.shape)).encode())
-        h.update(tensor.to(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
-def shrunk_config(model: nn.Module, mask: Mask, padding: list[int] | None = None):
-    """The ``sparsecse-<base>`` config of ``model`` with ``mask``'s heads and neurons removed (and
-    ``padding[i]`` zero neurons appended to layer i's FFN)."""
-    config = model.config
-    base = _check_shrinkable(model)
-    layers = mask.shape[0]
-    prior_heads = getattr(config, "kept_heads", None) or [list(range(mask.shape[1]))] * layers
-    kept_heads = [[prior_heads[i][h] for h in row.nonzero().flatten().tolist()]
-                  for i, row in enumerate(mask.head_mask)]
-    fields = {k: v for k, v in config.to_dict().items() if k not in _CONFIG_FIELDS_NOT_COPIED}
-    cls = SHRUNK_CONFIGS[base]
-    widths = [kept + pad for kept, pad in zip(mask.neuron_mask.sum(1).tolist(), padding or [0] * layers)]
-    new = cls.from_dict({**fields, "kept_heads": kept_heads, "intermediate_sizes": widths,
-                         "has_pooler": getattr(model, "pooler", None) is not None})
-    new._attn_implementation = config._attn_implementation
-    return new
-
-
-def ffn_padding(model: nn.Module, mask: Mask, align_ffn: int = 1) -> list[int]:
-    """Zero neurons to append to each layer so its FFN width is a multiple of ``align_ffn``.
-
-    No padding if the activation is not 0 at 0 (a zero neuron would then not be inert).
-    """
-    if align_ffn < 1:
-        raise SparseCSEError(f"The FFN alignment must be at least 1, not {align_ffn}.")
-    activation = model.encoder.layer[0].intermediate.intermediate_act_fn
-    if align_ffn == 1 or activation(torch.zeros(1)).abs().item() != 0:
-        return [0] * mask.shape[0]
-    padding = [-kept % align_ffn for kept in mask.neuron_mask.sum(1).tolist()]
-    ffn = mask.shape[2]
-    too_wide = [i for i, (kept, pad) in enumerate(zip(mask.neuron_mask.sum(1).tolist(), padding)) if kept + pad > ffn]
-    if too_wide:  # the padding reuses removed neurons (zeroed), so it cannot exceed the model's FFN width
-        raise SparseCSEError(f"--align-ffn {align_ffn} would make layer {too_wide[0]}'s FFN wider than the model's "
-                             f"{ffn} neurons; use a smaller alignment (e.g. 8) or 1.")
-    return padding
-
-
-def append_zero_neurons(layer: nn.Module, count: int) -> None:
-    """Add ``count`` FFN neurons whose weights and bias are 0, in place.
-
-    Such a neuron outputs act(0) = 0, so the layer computes exactly what it did; its gradients are 0
-    too (its input row and output column are both 0), so training leaves it at 0. It only rounds the
-    FFN width up to what fast matrix kernels want (a width that is not a multiple of 8 runs ~30% slower
-    per neuron on CPUs).
-    """
-    if count == 0:
-        return
-    ffn_in, ffn_out = layer.intermediate.dense, layer.output.dense
-    grow = [(ffn_in, "weight", 0), (ffn_in, "bias", 0), (ffn_out, "weight", 1)]
-    for linear, name, dim in grow:
-        param = getattr(linear, name)
-        shape = list(param.shape)
-        shape[dim] = count
-        setattr(linear, name, nn.Parameter(torch.cat([param.detach(), param.new_zeros(shape)], dim),
-                                           requires_grad=param.requires_grad))
-    ffn_in.out_features += count
-    ffn_out.in_features += count
-
-
-def shrink_model(model: nn.Module, mask: Mask, align_ffn: int = 1) -> nn.Module:
-    """A ``sparsecse-<base>`` model holding ``model``'s weights minus the mask's pruned units.
-
-    With ``align_ffn`` > 1 each layer's FFN is rounded up to a multiple of it with inert zero neurons
-    (:func:`append_zero_neurons`). ``model`` itself is cut down in place on the way (its layers lose
-    the pruned rows/columns), so use the returned model afterwards.
-    """
-    _check_shrinkable(model)
-    mask.check_fits(model)
-    padding = ffn_padding(model, mask, align_ffn)
-    config = shrunk_config(model, mask, padding)
-    for layer, heads, neurons, pad in zip(model.encoder.layer, mask.head_mask, mask.neuron_mask, padding):
-        shrink_layer(layer, heads.nonzero().flatten().tolist(), neurons.nonzero().flatten())
-        append_zero_neurons(layer, pad)
-    reference = next(model.parameters())
-    shrunk = SHRUNK_MODELS[config.base_model_type](config).to(device=reference.device, dtype=reference.dtype)
-    try:
-        shrunk.load_state_dict(model.state_dict(), strict=True)
-    except RuntimeError as exc:  # a mismatch here is a bug in shrink_layer / the modeling code
-        raise RuntimeError(f"The shrunk model's shapes do not match the pruned weights: {exc}") from None
-    shrunk.train(model.training)
-    return shrunk
-
-
-def shrink_encoder(encoder: SentenceEncoder, mask: Mask, align_ffn: int = 1) -> SentenceEncoder:
-    """Physically remove ``mask``'s pruned heads and neurons from ``encoder.model``; returns ``encoder``.
-
-    Afterwards ``encoder.model`` is a smaller model (uneven layers) that encodes, trains with autograd
-    (build the optimizer after shrinking) and saves with :func:`save_model_dir`. Raises
-    :class:`~sparsecse.errors.SparseCSEError` if the mask does not fit the model. Detach any gates first.
-    ``align_ffn`` (default 1: exact) pads FFN widths with inert zero neurons, for speed; leave it at 1
-    when training with objectives that perturb weights, which would bring those neurons to life.
-    """
-    encoder.model = shrink_model(encoder.model, mask, align_ffn)
-    kept = mask.neuron_mask.sum(1).tolist()
-    encoder.extra_config["shape"] = {
-        "heads_per_layer": encoder.model.config.heads_per_layer,
-        "ffn_per_layer": kept,
-        "ffn_zero_padding": [width - n for width, n in zip(encoder.model.config.intermediate_sizes, kept)],
-    }
-    return encoder
 
 
 def save_model_dir(
@@ -198,6 +44,9 @@ def save_model_dir(
 
 @dataclass
 class ShrinkResult:
+    """What :func:`shrink` did: the shrunk encoder, sizes ``before`` and ``after``, the ``lineage`` written into
+    the directory, where it was saved (``out``), the mask summary and the reconstruction report."""
+
     encoder: SentenceEncoder
     before: dict[str, Any]
     after: dict[str, Any]
@@ -207,10 +56,12 @@ class ShrinkResult:
     reconstruction: dict[str, Any] | None = None
 
     def ratios(self) -> dict[str, float]:
+        """before / after for parameters, layer parameters, FLOPs per token and weight-file bytes."""
         keys = ("parameters", "layer_parameters", "flops_per_token", "weights_bytes")
         return {k: self.before[k] / self.after[k] for k in keys if self.before.get(k) and self.after.get(k)}
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: what ``sparsecse shrink --json`` prints."""
         return {"out": str(self.out) if self.out else None, "before": self.before, "after": self.after,
                 "ratios": self.ratios(), "lineage": self.lineage, "mask": self.mask_summary,
                 "reconstruction": self.reconstruction}
@@ -250,7 +101,6 @@ def shrink(model: str | os.PathLike | None = None, mask: Mask | str | os.PathLik
         shrink("all-MiniLM-L6-v2", "mask-f0.5-l0.5.safetensors", "small", reconstruct="corpus.txt").ratios()
     """
     c = configure(ShrinkConfig, config, options, "shrink")
-    seq_len, align_ffn = c.seq_len, c.align_ffn
     if mask is None:
         raise SparseCSEError("shrink needs a mask (--mask).")
     mask_path = None if isinstance(mask, Mask) else str(mask)
@@ -261,27 +111,56 @@ def shrink(model: str | os.PathLike | None = None, mask: Mask | str | os.PathLik
     plan = reconstruction_plan(c.reconstruct, c.reconstruct_sentences)
     encoder = SentenceEncoder.load(model, pooling=c.pooling, device=c.device)
     mask.check_fits(encoder.model)
-    ffn_padding(encoder.model, mask, align_ffn)  # an impossible --align-ffn fails before any work
-    source = encoder.source
-    before = size_report(encoder.model, seq_len, model_dir=source)
+    ffn_padding(encoder.model, mask, c.align_ffn)  # an impossible --align-ffn fails before any work
     rebuilt = plan.run(encoder, mask, c.show_progress).to_dict() if plan else None
-    shrink_encoder(encoder, mask, align_ffn)
-    lineage = {
+    lineage = shrink_lineage(encoder.source, mask, mask_path, mask.manifest.get("model"))
+    return remove_units(encoder, mask, c, lineage, out, overwrite, reconstruction=rebuilt)
+
+
+MASK_SUMMARY = ("sparsity", "budget", "lambda", "criterion", "criterion_default", "scope", "method",
+                "kept_flops_ratio", "kept_params_ratio")
+
+
+def mask_summary(mask: Mask) -> dict[str, Any]:
+    """What a shrunk model's manifest says of its mask: the target (sparsity or budget), λ, criterion, scope,
+    method and kept ratios that its manifest records, and the units removed."""
+    summary = {k: mask.manifest[k] for k in MASK_SUMMARY if k in mask.manifest}
+    summary.update(heads_pruned=mask.heads_pruned, neurons_pruned=mask.neurons_pruned)
+    return summary
+
+
+def shrink_lineage(source: str, mask: Mask, mask_path: str | None = None,
+                   scored_model: str | None = None) -> dict[str, Any]:
+    """A shrunk model's lineage: the model it was cut from and the mask (file and hash when it was read from
+    one, and always the digest of its bits), and the model the mask was scored on."""
+    return {
         "shrunk_from": source,
         "shrunk_from_sha256": hash_path(source) if source and os.path.exists(source) else None,
         "mask": mask_path,
         "mask_sha256": sha256_file(mask_path) if mask_path else None,
         "mask_digest": mask_digest(mask),
-        "mask_scored_model": mask.manifest.get("model"),
+        "mask_scored_model": scored_model,
     }
-    mask_summary = {k: mask.manifest[k] for k in ("sparsity", "lambda", "scope") if k in mask.manifest}
-    mask_summary.update(heads_pruned=mask.heads_pruned, neurons_pruned=mask.neurons_pruned)
-    after = size_report(encoder.model, seq_len)
-    result = ShrinkResult(encoder, before, after, lineage, mask_summary=mask_summary, reconstruction=rebuilt)
+
+
+def remove_units(encoder: SentenceEncoder, mask: Mask, config: ShrinkConfig, lineage: dict[str, Any],
+                 out: str | os.PathLike | None = None, overwrite: bool = False,
+                 reconstruction: dict[str, Any] | None = None, **manifest: Any) -> ShrinkResult:
+    """The end of every shrink (:func:`shrink`, :func:`~sparsecse.shrinking.iterative.shrink_iterative`):
+    remove ``mask``'s units from ``encoder`` (full size, reconstructed or not) with ``config``'s ``seq_len``
+    and ``align_ffn``, and given ``out`` save the model directory with ``lineage`` and a manifest (its mask
+    summary, sizes before and after, ``reconstruction`` and any ``manifest`` entries)."""
+    source = encoder.source
+    before = size_report(encoder.model, config.seq_len, model_dir=source)
+    shrink_encoder(encoder, mask, config.align_ffn)
+    summary = mask_summary(mask)
+    after = size_report(encoder.model, config.seq_len)
+    result = ShrinkResult(encoder, before, after, lineage, mask_summary=summary, reconstruction=reconstruction)
     if out is not None:
-        manifest = make_manifest("shrunk_model", inputs={"model": source, "mask": mask_path},
-                                 params={"pooling": encoder.pooling, "seq_len": seq_len, "align_ffn": align_ffn},
-                                 mask=mask_summary, before=before, after=after, reconstruction=rebuilt)
+        manifest = make_manifest("shrunk_model", inputs={"model": source, "mask": lineage.get("mask")},
+                                 params={"pooling": encoder.pooling, "seq_len": config.seq_len,
+                                         "align_ffn": config.align_ffn},
+                                 mask=summary, before=before, after=after, reconstruction=reconstruction, **manifest)
         result.out = save_model_dir(encoder, out, lineage=lineage, manifest=manifest, overwrite=overwrite)
-        result.after["weights_bytes"] = size_report(encoder.model, seq_len, model_dir=out).get("weights_bytes")
+        result.after["weights_bytes"] = size_report(encoder.model, config.seq_len, model_dir=out).get("weights_bytes")
     return result

@@ -23,8 +23,8 @@ from sparsecse.artifacts.locks import FileLock
 from sparsecse.pruning.grid import check_sparsity, parse_grid
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import mask_filename, prune
-from sparsecse.scoring.score import check_lambda
-from sparsecse.shrinking.shrink import shrink_encoder
+from sparsecse.scoring.criteria import check_lambda
+from sparsecse.shrinking.surgery import shrink_encoder
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.results_file import load_pairs, save_pairs
 from sparsecse.modeling.encoder import resolve_model

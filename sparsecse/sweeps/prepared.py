@@ -24,9 +24,10 @@ from sparsecse.artifacts.locks import FileLock
 from sparsecse.pruning.budget import check_budget
 from sparsecse.pruning.grid import parse_grid
 from sparsecse.shrinking.reconstruction import reconstruction_plan
-from sparsecse.scoring.score import GateScores, ScoringConfig
-from sparsecse.sweeps.config import SweepSpec, sweep_spec
-from sparsecse.shrinking.shrink import base_model_type
+from sparsecse.scoring.score import ScoringConfig, score
+from sparsecse.scoring.scores import GateScores
+from sparsecse.sweeps.config import SweepSpec
+from sparsecse.shrinking.surgery import base_model_type
 from sparsecse.modeling import SHRUNK_CONFIGS
 from sparsecse.modeling.encoder import SentenceEncoder, check_device, resolve_precision
 from sparsecse.artifacts.sweep_layout import MANIFEST_FILE, POINTS_DIR, REWIND_SETTINGS, REWOUND_DIR
@@ -181,13 +182,11 @@ class PreparedSweep:
         _record_run(self)
 
 
-def prepare_sweep(spec: SweepSpec | dict[str, Any]) -> PreparedSweep:
-    """Check a sweep's settings (a :class:`~sparsecse.sweeps.config.SweepSpec`, or
-    :func:`~sparsecse.sweeps.run.sweep`'s keywords by name), open the sweep directory and score (once:
-    later calls read the scores back). Nothing is evaluated yet."""
+def prepare_sweep(spec: SweepSpec) -> PreparedSweep:
+    """Check a sweep's settings (a :class:`~sparsecse.sweeps.config.SweepSpec`), open the sweep directory and
+    score (once: later calls read the scores back). Nothing is evaluated yet."""
     from tqdm.auto import tqdm
 
-    spec = spec if isinstance(spec, SweepSpec) else sweep_spec(**spec)
     started = time.time()
     opts, ev, sc, pr, rw = spec.run, spec.evaluate, spec.score, spec.prune, spec.rewind
     say = opts.log or (lambda msg: tqdm.write(msg) if opts.show_progress else None)
@@ -196,7 +195,7 @@ def prepare_sweep(spec: SweepSpec | dict[str, Any]) -> PreparedSweep:
     task_list = resolve_tasks(ev.tasks)
     grid_s, grid_l = (_check_grid(spec.sparsities, spec.lambdas) if spec.sparsities is not None
                       else ([], _check_grid(0.5, spec.lambdas)[1]))
-    grid_b = _check_budgets(pr.keep_flops, spec.sparsities)
+    grid_b = _check_budgets(spec.keep_flops, spec.sparsities)
     check_device(ev.device)
     precision = resolve_precision(ev.precision, ev.device)
     out = Path(spec.out)
@@ -318,7 +317,7 @@ def _cached_scores(out: Path, encoder, scoring: ScoringConfig, say):
     with FileLock(out / (SCORES_FILE + ".lock")):  # a second process waits for the first one's scores
         if not path.is_file():
             say(f"Scoring {encoder.source} on STS-B {scoring.split} ...")
-            scoring.score(encoder).save(path, overwrite=True)
+            score(encoder, scoring).save(path, overwrite=True)
     return GateScores.load(path)  # loaded back, so masks record the score file and its hash
 
 

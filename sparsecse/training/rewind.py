@@ -29,8 +29,8 @@ from sparsecse.training.config import TrainingConfig
 from sparsecse.artifacts.model_dir import model_lineage
 from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out, run,
                                     source_hash)
-from sparsecse.shrinking.shrink import base_model_type, shrink_encoder
-from sparsecse.shrinking.shrink import mask_digest
+from sparsecse.shrinking.surgery import base_model_type, shrink_encoder
+from sparsecse.shrinking.surgery import mask_digest
 from sparsecse.modeling import SHRUNK_CONFIGS
 
 

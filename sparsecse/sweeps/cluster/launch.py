@@ -11,8 +11,8 @@ waited for, not submitted twice (``DIR/cluster/jobs.json`` records the submissio
 
 Example::
 
-    >>> result = launch_sweep(sweep_arguments(model, sparsities="0.1,0.2", out="sw", rewind=True,
-    ...                                       corpus="wiki.txt"), "slurm", load_resources("cluster.toml"))
+    >>> spec = sweep_spec(model, "0.1,0.2", out="sw", rewind=RewindConfig(corpus="wiki.txt"))
+    >>> result = launch_sweep(spec, "slurm", load_resources("cluster.toml"))
     >>> [t.point.label for t in result.failed]
 """
 
@@ -35,7 +35,8 @@ from sparsecse.artifacts.files import write_json
 from sparsecse.sweeps.cluster.config import Resources
 from sparsecse.sweeps.cluster.slurm_status import slurm_job_class
 from sparsecse.sweeps.cluster.tasks import PointTask
-from sparsecse.sweeps.run import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds, sweep_spec
+from sparsecse.sweeps.config import SweepSpec, sweep_spec
+from sparsecse.sweeps.prepared import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds
 from sparsecse.artifacts.sweep_layout import REWOUND_DIR
 
 LAUNCHERS = ("slurm", "local")
@@ -46,15 +47,6 @@ SUBMISSIONS = Path("cluster") / "jobs.json"
 UNKNOWN_GRACE_S = 300  # a job neither squeue/sacct nor its result file knows of this long has gone
 ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD",
           "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "PREEMPTED", "READY", "UNKNOWN"}
-
-
-def sweep_arguments(model=None, **kwargs) -> dict[str, Any]:
-    """:func:`sparsecse.sweeps.run.sweep`'s keywords (what a task receives), checked once by building their
-    :class:`~sparsecse.sweeps.config.SweepSpec` (an unknown or contradictory keyword fails here)."""
-    args = {"model": model, **kwargs}
-    args.pop("make_report", None)
-    sweep_spec(**args)
-    return args
 
 
 @dataclass
@@ -163,19 +155,20 @@ class LocalBackend:
 
 
 # ---------------------------------------------------------------------------- the launch
-def launch_sweep(args: dict[str, Any], launcher: str, resources: Resources, workers: int = 2, detach: bool = False,
+def launch_sweep(spec: SweepSpec, launcher: str, resources: Resources, workers: int = 2, detach: bool = False,
                  poll: float | None = None, echo: Callable[[str], None] | None = None,
                  confirm: Callable[[str], bool] | None = None) -> LaunchResult:
     """Check, score once, submit every unfinished point as a task, then wait and show progress (or, with
-    ``detach``, return after submitting). ``args``: :func:`sweep_arguments`. ``confirm`` answers the
+    ``detach``, return after submitting). ``spec``: the sweep (:func:`~sparsecse.sweeps.config.sweep_spec`,
+    as :func:`~sparsecse.sweeps.run.sweep` builds it). ``confirm`` answers the
     Ctrl-C question (default: leave the jobs running)."""
     echo = echo or (lambda msg: print(msg, file=sys.stderr, flush=True))
     check_launcher(launcher, detach)
     if workers < 1:
         raise SparseCSEError("--workers must be at least 1.")
-    prep = prepare_sweep({**args, "show_progress": args.get("show_progress", True)})
+    prep = prepare_sweep(spec)
     backend = SlurmBackend(prep, resources) if launcher == "slurm" else LocalBackend(prep, resources, workers)
-    task_fn = PointTask(args)
+    task_fn = PointTask(spec)
     points = prep.points() + prep.rewind_points()
     todo = [p for p in points if not prep.done(p)]
     result = LaunchResult(prep.out, [Task(p, "rewind" if p.kind == "rewound" else "evaluate") for p in todo],
