@@ -7,7 +7,8 @@ import click
 
 from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_option, device_option, echo_json,
                                    json_option, keep_one_head_option, model_option, overwrite_option, pooling_option,
-                                   quiet_option, reconstruction_options, reconstruction_plan, score_hint, seed_option,
+                                   quiet_option, reconstruction_options, reconstruction_plan, score_hint, scoring_options,
+                                   seed_option,
                                    seq_len_option, trust_remote_code_option)
 
 
@@ -30,9 +31,7 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 @seq_len_option
 @keep_one_head_option("off, as for `prune` budgets")
 @data_dir_option
-@click.option("--score-batch-size", type=click.IntRange(min=2), default=64, show_default=True,
-              help="Rescoring: positive pairs per batch (`score --batch-size`).")
-@click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Rescoring: stop after N batches.")
+@scoring_options("--score-batch-size", "Rescoring (as `score` does): ")
 @align_ffn_option
 @click.option("--out", required=True, type=click.Path(), help="Directory for the smaller model.")
 @pooling_option
@@ -43,8 +42,8 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 @quiet_option
 def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
-            keep_one_head, data_dir, score_batch_size, max_batches, align_ffn, out, pooling, device, seed, overwrite,
-            as_json, quiet):
+            keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, pooling, device, seed,
+            overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does."""
@@ -54,7 +53,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
                                reconstruct_ridge, reconstruct_weighting)
     result = compress(model, out, keep_flops=keep_flops, keep_params=keep_params, steps=steps, scores=scores_path,
                       overwrite=overwrite, reconstruct=plan, lam=lam, criterion=criterion, seq_len=seq_len,
-                      keep_one_head=keep_one_head, data_dir=data_dir, batch_size=score_batch_size,
+                      keep_one_head=keep_one_head, data_dir=data_dir, split=split, batch_size=score_batch_size,
                       max_batches=max_batches, seed=seed, align_ffn=align_ffn, pooling=pooling, device=device,
                       show_progress=not quiet)
     if as_json:

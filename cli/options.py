@@ -80,6 +80,36 @@ def echo_json(obj) -> None:
 
 
 # ---------------------------------------------------------------------------- shared option groups
+def option_group(*options):
+    """One decorator applying several click options, in the order given (as they show in ``--help``)."""
+
+    def decorate(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def scoring_options(batch_size_flag: str = "--batch-size", prefix: str = ""):
+    """The scoring group (``score``, ``sweep``, ``compress``): ``--split``, the scoring batch (``batch_size_flag``,
+    ``--score-batch-size`` where ``--batch-size`` is the training batch) and ``--max-batches``; ``prefix`` says
+    what they set ("Scoring: ")."""
+
+    def text(help_text: str) -> str:
+        if not prefix:
+            return help_text
+        return prefix + (help_text if help_text[1].isupper() else help_text[0].lower() + help_text[1:])
+
+    return option_group(
+        click.option("--split", type=click.Choice(["train", "dev", "test"]), default="train", show_default=True,
+                     help=text("STS-B split to score on (never test unless you ask).")),
+        click.option(batch_size_flag, batch_size_flag.lstrip("-").replace("-", "_"), type=click.IntRange(min=2),
+                     default=64, show_default=True, help=text("Positive pairs (and uniformity sentences) per batch.")),
+        click.option("--max-batches", type=click.IntRange(min=1), default=None,
+                     help=text("Stop after this many batches.")))
+
+
 def criterion_option(default: str):
     """``--criterion``: its choices and their meaning from the registry of :mod:`sparsecse.scoring.criteria`
     (which loads without torch); ``default`` says what happens when it is left out."""
@@ -113,7 +143,7 @@ def reconstruction_options(corpus_help: str, required: bool = False):
     :func:`reconstruction_plan`."""
     from sparsecse.shrinking import reconstruction_settings as settings  # torch-free
 
-    options = [
+    return option_group(
         click.option("--reconstruct", "corpus", required=required, default=None, type=click.Path(dir_okay=False),
                      metavar="CORPUS", help=corpus_help),
         click.option("--reconstruct-sentences", type=click.IntRange(min=1), default=settings.DEFAULT_SENTENCES,
@@ -131,15 +161,7 @@ def reconstruction_options(corpus_help: str, required: bool = False):
         click.option("--reconstruct-weighting", type=click.Choice(settings.WEIGHTINGS),
                      default=settings.DEFAULT_WEIGHTING, show_default=True,
                      help="layernorm: weigh each token by 1/σ² of the dense pre-LayerNorm sum, so the fit is on "
-                          "what the following LayerNorm passes on."),
-    ]
-
-    def decorate(command):
-        for option in reversed(options):
-            command = option(command)
-        return command
-
-    return decorate
+                          "what the following LayerNorm passes on."))
 
 
 def reconstruction_plan(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target, reconstruct_ridge,

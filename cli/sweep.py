@@ -6,7 +6,7 @@ import click
 
 from sparsecse.cli.options import (criterion_option, data_dir_option, device_option, echo_json, fasttest_option,
                                    json_option, keep_one_head_option, model_option, overwrite_option, pooling_option,
-                                   precision_option, quiet_option, scope_option, seed_option,
+                                   precision_option, quiet_option, scope_option, scoring_options, seed_option,
                                    trust_remote_code_option)
 
 # flags that only mean something with --rewind (refused without it, rather than silently ignored)
@@ -52,12 +52,7 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
               help="Sweep directory; an existing one with the same model and scoring settings is resumed.")
 @overwrite_option
 @data_dir_option
-@click.option("--split", type=click.Choice(["train", "dev", "test"]), default="train", show_default=True,
-              help="Scoring: STS-B split (as in `score`).")
-@click.option("--score-batch-size", type=click.IntRange(min=2), default=64, show_default=True,
-              help="Scoring: positive pairs per batch (`score --batch-size`).")
-@click.option("--max-batches", type=click.IntRange(min=1), default=None,
-              help="Scoring: stop after N batches (as in `score`).")
+@scoring_options("--score-batch-size", "Scoring (as `score` does): ")
 @scope_option
 @criterion_option("abs_grad for --sparsities, fisher for --keep-flops budgets, at every point; see `prune "
                   "--criterion`")

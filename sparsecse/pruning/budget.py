@@ -60,13 +60,16 @@ class UnitCosts:
 
     @property
     def dense(self) -> int:
+        """The dense model's cost: every head, every neuron and the fixed part."""
         return self.fixed + self.layers * (self.heads * self.head + self.ffn * self.neuron)
 
     def kept(self, head_keep: torch.Tensor, neuron_keep: torch.Tensor) -> int:
+        """The cost of the units the keep-masks ([L, H], [L, F]) keep, plus the fixed part."""
         return self.fixed + int(head_keep.sum()) * self.head + int(neuron_keep.sum()) * self.neuron
 
 
 def check_budget(value: float, what: str = "budget") -> float:
+    """``value`` as a float if it lies in (0, 1] (a kept fraction of the dense cost)."""
     value = float(value)
     if not (math.isfinite(value) and 0.0 < value <= 1.0):
         raise SparseCSEError(f"The {what} must lie in (0, 1]; got {value!r}.")

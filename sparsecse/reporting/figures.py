@@ -83,7 +83,7 @@ def chosen_points(frame: pd.DataFrame, count: int = 4) -> list[pd.Series]:
 
 def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any],
                  comparisons: list[dict[str, Any]] | None = None) -> list[Path]:
-
+    """Write the sweep's figures (PNG and SVG) under ``out/figures`` from its results ``table``; returns the files."""
     figures = out / FIGURES_DIR
     figures.mkdir(exist_ok=True)
     frame = point_frame(table)

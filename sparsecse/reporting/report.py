@@ -30,6 +30,7 @@ __all__ = ["report", "summary_markdown", "load_points", "results_table", "point_
 
 
 def rewind_settings_lines(out: Path | None, table: pd.DataFrame | None = None) -> list[str]:
+    """One summary line per rewinding setting of the sweep in ``out`` (objective, corpus, arguments, seeds, init)."""
     lines = []
     for settings_path in sorted(Path(out).glob("rewound/*/settings.json")) if out else []:
         try:
@@ -48,6 +49,7 @@ def rewind_settings_lines(out: Path | None, table: pd.DataFrame | None = None) -
 
 def summary_markdown(table: pd.DataFrame, state: dict[str, Any], out: Path | None = None,
                      comparisons: list[dict[str, Any]] | None = None) -> str:
+    """The sweep's summary.md: baseline, best points, averages, rewound points and their comparisons."""
     fp = state.get("fingerprint", {})
     runs = state.get("runs", [])
     model = fp.get("model", "?")
@@ -122,6 +124,7 @@ def report(out: str | os.PathLike, figures: bool = True, replicates: int = 1000,
 
 
 def write_tables(out: Path, points: list[dict[str, Any]], state: dict[str, Any]) -> pd.DataFrame:
+    """Write results.csv and results.json from the points; returns the table."""
     table = results_table(points, model=state.get("fingerprint", {}).get("model"))
     with atomic_file(out / RESULTS_CSV, overwrite=True) as tmp:
         table.to_csv(tmp, index=False)

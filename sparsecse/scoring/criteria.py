@@ -86,6 +86,7 @@ class AbsGrad(Criterion):
     name, summary, default_for = "abs_grad", "E|g|", ("sparsity",)
 
     def per_batch(self, grad):
+        """``|g|``."""
         return grad.abs()
 
 
@@ -96,6 +97,7 @@ class LayerNormalized(AbsGrad):
     name, summary, default_for = "layer_norm", "E|g| normalised per layer", ()
 
     def normalize(self, scores):
+        """Each layer's scores divided by their L2 norm (a layer of zeros stays zero)."""
         import torch
 
         norms = scores.norm(dim=-1, keepdim=True)
@@ -110,6 +112,7 @@ class Fisher(Criterion):
     name, summary, default_for = "fisher", "E[g^2]", ("budget",)
 
     def per_batch(self, grad):
+        """``g²``."""
         return grad.square()
 
 

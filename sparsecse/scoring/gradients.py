@@ -26,10 +26,13 @@ POSITIVE_THRESHOLD = 4.0
 
 @dataclass(frozen=True)
 class ScoreBatch:
+    """One scoring batch: positive pairs (alignment) and distinct sentences (uniformity)."""
     pairs: list[Pair]  # alignment: both sides of each positive pair
     sentences: list[str]  # uniformity: distinct sentences
 
     def rows(self) -> list[str]:
+        """The sentences the encoder embeds, in row-group order: every first side, every second side, the uniformity
+        sentences."""
         return [p.s1 for p in self.pairs] + [p.s2 for p in self.pairs] + list(self.sentences)
 
 
@@ -95,6 +98,7 @@ class RowGroupGates(Gates):
         self._handles = []
 
     def check_fits(self, model) -> None:
+        """Refuse gates whose [layers, heads] / [layers, neurons] do not fit the model."""
         layers, heads, ffn = uniform_shape(model)
         if tuple(self.head.shape[1:]) != (layers, heads) or tuple(self.neuron.shape[1:]) != (layers, ffn):
             raise SparseCSEError("The gates do not fit the model.")

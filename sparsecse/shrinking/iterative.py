@@ -85,6 +85,7 @@ class IterativeResult:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The steps and the time, JSON-ready (the shrunk model's manifest keeps them)."""
         return {"steps": self.steps, "seconds": round(self.seconds, 3)}
 
 
