@@ -5,6 +5,8 @@ BIN     = $(VENV)/bin
 DATA   ?= $(abspath $(CURDIR)/../shared/data/senteval)
 OUT    ?= runs/demo
 export SPARSECSE_DATA ?= $(DATA)
+# local copies of hub models, found by name (paraphrase-MiniLM-L3-v2, a teacher of the shipped recipes)
+export SPARSECSE_MODELS ?= $(abspath $(CURDIR)/../shared/models)
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 

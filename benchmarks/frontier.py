@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402
+from targets import DEFAULT_PATH as TARGETS_PATH, parse_target_specs, recipe_of, write_targets  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the repository, wherever this runs from
 DEFAULT_L3 = str(SHARED / "models" / "paraphrase-MiniLM-L3-v2")
@@ -258,7 +259,12 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", default="runs/frontier", help="cached rows and made models (resumable)")
     parser.add_argument("--out", default=None, help="prefix of the .md, .csv and .png outputs (default: WORK/frontier)")
+    parser.add_argument("--target", action="append", default=[], metavar="NAME=ROW:VERSUS",
+                        help="a target row (repeatable): its paired interval against the row VERSUS goes into "
+                             "--targets-json (e.g. '2x=L6 f0.45:L3 dense')")
+    parser.add_argument("--targets-json", default=str(TARGETS_PATH), help="the targets file to update")
     args = parser.parse_args(argv)
+    targets = parse_target_specs(args.target)
 
     import torch
 
@@ -321,6 +327,27 @@ def main(argv=None) -> int:
             "layer_flops": 0.0 if static else flops_per_token(models[i], 128) / dense_flops,
             "method_s": rec.get("method_s") if rec.get("method_s") is not None else method_seconds(row.model_dir),
             "scores": rec["scores"]})
+
+    if targets:
+        from sparsecse.modeling.cpu_features import describe_cpu
+
+        by_label = {r["label"]: i for i, r in enumerate(table)}
+        records = []
+        for name, label, versus in targets:
+            if label not in by_label or versus not in by_label:
+                raise SystemExit(f"--target {name}: no row called {label if label not in by_label else versus!r}")
+            i, j = by_label[label], by_label[versus]
+            c = paired_comparison({t: p["similarity"] for t, p in rows[j].record["pairs"].items()},
+                                  {t: p["similarity"] for t, p in rows[i].record["pairs"].items()}, pairs,
+                                  rows[j].record["scores"], rows[i].record["scores"], REPLICATES, args.seed,
+                                  unpaired=False)["avg"]
+            records.append({"target": name, "model": label, "model_dir": table[i]["model_dir"],
+                            "recipe": recipe_of(table[i]["model_dir"]), "engine": "torch fp32",
+                            "speedup": round(speedups[i], 4), "sts_avg": round(table[i]["avg_sts"], 4),
+                            "ci": [round(table[i]["ci_lo"], 4), round(table[i]["ci_hi"], 4)], "versus": versus,
+                            "diff": round(c["diff"], 4), "paired_ci": [round(x, 4) for x in c["ci"]],
+                            "measured_by": "benchmarks/frontier.py", "cpu": describe_cpu()})
+        print(f"wrote {write_targets(records, Path(args.targets_json))}", file=sys.stderr)
 
     out = Path(args.out) if args.out else work / "frontier"
     header = (f"{len(unique)} distinct STS-B test sentences, {args.threads} threads, torch fp32, best of "

@@ -23,14 +23,12 @@ import json
 import os
 import statistics
 import sys
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
 
 from sparsecse.data.sts import read_sts_benchmark  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
@@ -41,6 +39,8 @@ from sparsecse.pruning.masks import Mask  # noqa: E402
 from sparsecse.pruning.prune import prune  # noqa: E402
 from sparsecse.pruning.selection import masks_from_scores  # noqa: E402
 from sparsecse.shrinking.surgery import shrink_encoder  # noqa: E402
+from sparsecse.evaluation.speed import (interleaved_best_times, stsb_test_sentences, time_encode,  # noqa: E402,F401
+                                       unique_by_length)
 
 TARGETS = {0.3: 1.3, 0.5: 1.6}  # minimum speedups on 2 cores
 FLOPS_SHARE_TARGET = 0.85  # measured speedup >= this share of the FLOPs ratio
@@ -57,53 +57,6 @@ def stsb_score(embeddings: np.ndarray, pairs) -> float:
     """Spearman x100 between cosine similarity and gold score (sparsecse.evaluation's STS protocol)."""
     n = len(pairs)
     return spearman100(cosine_rows(embeddings[:n], embeddings[n:]), [p.score for p in pairs])
-
-
-def time_encode(encoder: SentenceEncoder, sentences, batch_size: int) -> tuple[float, float, np.ndarray]:
-    """(wall seconds, process CPU seconds, embeddings); CPU time is less disturbed by other jobs."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    emb = encoder.encode(sentences, batch_size=batch_size)
-    return time.perf_counter() - wall, time.process_time() - cpu, emb
-
-
-def unique_by_length(sentences, lengths_by_sentence: dict) -> list[str]:
-    """Distinct sentences, longest first: the order encode() batches them in."""
-    return sorted(dict.fromkeys(sentences), key=lambda x: -lengths_by_sentence[x])
-
-
-def stsb_test_sentences(data_dir, encoder: SentenceEncoder) -> tuple[list[str], dict[str, int]]:
-    """The distinct STS-B test sentences longest first, and their token counts under ``encoder``."""
-    pairs = read_sts_benchmark(data_dir, "test")
-    distinct = list(dict.fromkeys([p.s1 for p in pairs] + [p.s2 for p in pairs]))
-    ids = encoder.tokenizer(distinct, truncation=True, max_length=encoder.max_length)["input_ids"]
-    lengths = {s: len(i) for s, i in zip(distinct, ids)}
-    return unique_by_length(distinct, lengths), lengths
-
-
-def interleaved_best_times(models: dict, unique: list[str], batch_size: int, repeats: int):
-    """Per model, per batch-sized chunk of ``unique``: the best wall and process-CPU seconds of ``repeats``.
-
-    Every model encodes every chunk ``repeats`` times in rotating order; a model's time is then the sum
-    over chunks. Short interleaved runs let background jobs on a shared machine disturb single chunks,
-    which the per-chunk minimum then discards.
-    """
-    chunks = [unique[i:i + batch_size] for i in range(0, len(unique), batch_size)]
-    order = list(models)
-    for key in order:  # warm-up (allocator, thread pool)
-        models[key].encode(chunks[0], batch_size=batch_size)
-    best_wall = {key: [float("inf")] * len(chunks) for key in order}
-    best_cpu = {key: [float("inf")] * len(chunks) for key in order}
-    bar = tqdm(total=repeats * len(chunks) * len(order), desc="timing", unit="batch", file=sys.stderr)
-    for r in range(repeats):
-        for c, chunk in enumerate(chunks):
-            shift = (r + c) % len(order)
-            for key in order[shift:] + order[:shift]:
-                wall, cpu, _ = time_encode(models[key], chunk, batch_size)
-                best_wall[key][c] = min(best_wall[key][c], wall)
-                best_cpu[key][c] = min(best_cpu[key][c], cpu)
-                bar.update()
-    bar.close()
-    return best_wall, best_cpu
 
 
 def main(argv=None) -> int:

@@ -1,10 +1,12 @@
 """sparsecse compress: prune to a kept-FLOPs / kept-parameters budget in several steps, with
-reconstruction and rescoring between them, and write the shrunk model (K-prune style)."""
+reconstruction and rescoring between them, and write the shrunk model (K-prune style); or, with
+``--recipe``, run a whole recipe (distil, prune, distil, evaluate) as one command."""
 
 from __future__ import annotations
 
 import click
 
+from sparsecse.errors import SparseCSEError
 from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_option, device_option, echo_json,
                                    json_option, keep_one_head_option, model_option, overwrite_option, pooling_option,
                                    quiet_option, reconstruction_options, reconstruction_plan, score_hint, scoring_options,
@@ -22,7 +24,7 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 @click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True,
               help="Geometric budget steps from the dense model to B (1: one-shot prune + reconstruct).")
 @reconstruction_options("Sentences (one per line) the kept units are refit on after every step, as "
-                        "`shrink --reconstruct`.", required=True)
+                        "`shrink --reconstruct` (required without --recipe).")
 @click.option("--scores", "scores_path", default=None, type=click.Path(dir_okay=False),
               help="Score file of the dense model for the first step (default: scored here).")
 @criterion_option("fisher, the budget default of `prune`")
@@ -33,7 +35,17 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 @data_dir_option
 @scoring_options("--score-batch-size", "Rescoring (as `score` does): ")
 @align_ffn_option
-@click.option("--out", required=True, type=click.Path(), help="Directory for the smaller model.")
+@click.option("--out", default=None, type=click.Path(),
+              help="Directory for the smaller model (with --recipe: the run's directory; the model is OUT/model).")
+@click.option("--recipe", default=None, metavar="NAME|FILE",
+              help="Run a recipe (a shipped name or a .yaml/.toml file) on --model and --corpus instead of one "
+                   "pruning stage; see --list-recipes.")
+@click.option("--corpus", "recipe_corpus", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+              help="With --recipe: the sentences (one per line) its stages train and reconstruct on.")
+@click.option("--set", "overrides", multiple=True, metavar="STAGE.KEY=VALUE",
+              help="With --recipe: replace one of its settings (repeatable), e.g. --set student.epochs=2.")
+@click.option("--resume", is_flag=True, help="With --recipe: continue the unfinished run in --out.")
+@click.option("--list-recipes", is_flag=True, help="Print the shipped recipes and what they reached, then exit.")
 @pooling_option
 @device_option
 @seed_option
@@ -42,11 +54,33 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 @quiet_option
 def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
-            keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, pooling, device, seed,
-            overwrite, as_json, quiet):
+            keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
+            overrides, resume, list_recipes, pooling, device, seed, overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
-    exactly as `prune --keep-flops` does."""
+    exactly as `prune --keep-flops` does.
+
+    With --recipe, run a whole recipe instead: e.g. `sparsecse compress --recipe frontier-2x --corpus FILE --out
+    DIR` distils, prunes, distils again, evaluates, and writes DIR/model with its model card.
+    """
+    ctx = click.get_current_context()
+    if list_recipes:
+        return print_recipes(as_json)
+    if recipe is not None:
+        given = [p.opts[0] for p in ctx.command.params if p.name in SINGLE_STAGE_ONLY
+                 and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise SparseCSEError(f"{given[0]} sets the single pruning stage; a recipe sets its own stages (change one "
+                                 f"with --set STAGE.KEY=VALUE).")
+        return run_recipe_command(recipe, model, recipe_corpus, out, data_dir, overrides, resume, overwrite, as_json,
+                                  quiet)
+    for name, flag in (("recipe_corpus", "--corpus"), ("overrides", "--set"), ("resume", "--resume")):
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+            raise SparseCSEError(f"{flag} goes with --recipe; the single pruning stage takes --reconstruct CORPUS.")
+    if corpus is None:
+        raise SparseCSEError("compress needs --reconstruct CORPUS (or --recipe NAME to run a recipe).")
+    if out is None:
+        raise SparseCSEError("compress needs an output directory (--out).")
     from sparsecse.compression import compress
 
     plan = reconstruction_plan(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target,
@@ -69,3 +103,61 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
                f"{m['kept_params_ratio']:.4f} of layer parameters; {result.seconds:.0f} s")
     click.echo(f"wrote {result.out}")
     click.echo(score_hint(result.out))
+
+
+# options that configure the single pruning stage; a recipe refuses them
+SINGLE_STAGE_ONLY = ("keep_flops", "keep_params", "steps", "corpus", "reconstruct_sentences", "reconstruct_method",
+                     "reconstruct_target", "reconstruct_ridge", "reconstruct_weighting", "scores_path", "criterion",
+                     "lam", "seq_len", "keep_one_head", "split", "score_batch_size", "max_batches", "align_ffn",
+                     "pooling", "device", "seed")
+
+
+def print_recipes(as_json: bool) -> None:
+    """The shipped recipes: name, stages and what a run of each reached."""
+    from sparsecse.recipes.spec import load_recipe, shipped_recipes
+
+    recipes = [load_recipe(name) for name in shipped_recipes()]
+    if as_json:
+        echo_json({"recipes": [{"name": r.name, "file": r.source, "model": r.model, "description": r.description,
+                                "stages": [s.describe() for s in r.stages], "reached": r.reached} for r in recipes]})
+        return
+    for r in recipes:
+        click.echo(f"{r.name}  (model {r.model}; {r.source})")
+        click.echo(f"  {r.description}")
+        for i, stage in enumerate(r.stages, 1):
+            click.echo(f"  {i}. {stage.name}: {stage.describe()}")
+        reached = r.reached or {}
+        if reached.get("sts_avg") is not None:
+            click.echo(f"  reached: STS avg {reached['sts_avg']:.2f}"
+                       + (f", {reached['speedup']:.2f}x" if reached.get("speedup") else "")
+                       + (f", {reached['minutes']:.0f} min" if reached.get("minutes") else "")
+                       + (f" ({reached['machine']})" if reached.get("machine") else ""))
+        else:
+            click.echo("  reached: not yet recorded")
+
+
+def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet) -> None:
+    """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
+    from sparsecse.compression import compress
+    from sparsecse.recipes.spec import parse_set_options
+
+    if out is None:
+        raise SparseCSEError("compress --recipe needs an output directory (--out).")
+    result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
+                      overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
+                      show_progress=not quiet)
+    if as_json:
+        echo_json(result.to_dict())
+        return
+    figures = result.evaluation
+    if figures.get("sts_avg") is not None:
+        ci = figures.get("sts_avg_ci")
+        click.echo(f"STS avg {figures['sts_avg']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+                   + f", STS-B dev {figures['stsb_dev']:.2f}")
+    versus = figures.get("versus")
+    if versus:
+        lo, hi = versus["paired_ci"]
+        click.echo(f"vs {versus['model']} ({versus['sts_avg']:.2f}): {versus['difference']:+.2f} [{lo:+.2f}, {hi:+.2f}]")
+    if figures.get("speed"):
+        click.echo(f"speed-up over the input model: {figures['speed']['speedup']:.2f}x (torch fp32, this machine)")
+    click.echo(f"wrote {result.model} (model card: {result.model / 'README.md'}) in {result.seconds / 60:.1f} min")

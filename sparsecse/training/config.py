@@ -14,6 +14,10 @@ class TrainingConfig:
     ``batch_size`` is global; ``eval_steps`` scores STS-B dev every N steps (0: never) to keep the best
     checkpoint; ``save_steps`` checkpoints every N steps (default ``eval_steps``); ``resume`` continues an
     interrupted run with the same settings. ``objective_args``: a dict or ``"k=v,..."``.
+    ``bucket_by_length`` batches sentences of similar length together (less padding; the same sentences
+    per epoch, in other batches). ``mixed_precision``: ``no``, ``bf16``, ``fp16`` (GPU), or ``auto``: bf16
+    where the hardware runs it natively (a GPU with bf16, a CPU with AVX512-BF16 or AMX), else full
+    precision; None keeps Accelerate's default (full precision on CPU).
 
     >>> TrainingConfig(max_steps=100, lr=3e-5).eval_steps
     125
@@ -36,3 +40,4 @@ class TrainingConfig:
     mixed_precision: str | None = None
     tensorboard: bool = False
     show_progress: bool = True
+    bucket_by_length: bool = False

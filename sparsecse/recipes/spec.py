@@ -1,0 +1,402 @@
+"""A recipe: a named list of stages and their settings, read from a small YAML or TOML file.
+
+A recipe says everything a compression run needs besides the model and the corpus, so the settings
+that belong together travel together (llm-compressor's recipes are the model: a list of stages, each
+with its modifiers). Three stage types chain, each taking the previous stage's model:
+
+``distill``
+    ``sparsecse train --objective distill``: the model learns a teacher's embeddings of (a seeded sample
+    of) the corpus, and the best STS-B dev checkpoint is kept. ``teacher`` is a model, an ensemble
+    ``A+B``, or ``@NAME``: the model an earlier stage made (a teacher assistant).
+``prune``
+    ``sparsecse compress``: prune to ``keep_flops`` (or ``keep_params``) in ``steps`` steps with
+    reconstruction on the corpus (or the file ``reconstruct`` names), then shrink.
+``export``
+    ``sparsecse export``: an ONNX or OpenVINO copy of the final model beside it.
+
+Example (``sparsecse compress --list-recipes`` prints the shipped ones)::
+
+    name: my-recipe
+    stages:
+      - {name: prune, type: prune, keep_flops: 0.5, steps: 2}
+      - {name: student, type: distill, teacher: "@input", loss: mse, epochs: 1}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.scoring.criteria import CRITERIA
+
+SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
+SUFFIXES = (".yaml", ".yml", ".toml")
+INPUT_REF = "@input"  # the recipe's input model, as a teacher
+CORPUS = "corpus"  # the recipe's corpus, as a reconstruction corpus
+
+
+def _positive_int(name: str, value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SparseCSEError(f"{where}: {name} must be a whole number of at least 1, not {value!r}.")
+    return value
+
+
+def _positive_float(name: str, value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise SparseCSEError(f"{where}: {name} must be a finite positive number, not {value!r}.")
+    return float(value)
+
+
+def _fraction(name: str, value: Any, where: str, low_open: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= 1):
+        raise SparseCSEError(f"{where}: {name} must be in (0, 1], not {value!r}.")
+    return float(value)
+
+
+def _text(name: str, value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SparseCSEError(f"{where}: {name} must be a non-empty text, not {value!r}.")
+    return value.strip()
+
+
+def _choice(name: str, value: Any, where: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise SparseCSEError(f"{where}: {name} must be one of {', '.join(choices)}, not {value!r}.")
+    return value
+
+
+@dataclass(frozen=True)
+class DistillStage:
+    """Train the current model to match ``teacher``'s embeddings (``sparsecse train --objective distill``).
+
+    ``sentences``: train on a seeded sample of that many corpus sentences (None: all of them); ``epochs``
+    or ``max_steps`` bound the run; ``eval_steps`` scores STS-B dev to keep the best checkpoint;
+    ``bucket_by_length`` batches sentences of similar length together (less padding, same data per
+    epoch); ``teacher_precision`` and ``mixed_precision``: ``auto`` uses bf16 where the hardware runs it
+    natively, fp32 elsewhere."""
+
+    name: str
+    teacher: str
+    loss: str = "mse"
+    lr: float = 1e-4
+    batch_size: int = 64
+    epochs: int = 1
+    max_steps: int | None = None
+    sentences: int | None = None
+    eval_steps: int = 250
+    max_length: int | None = None
+    bucket_by_length: bool = True
+    teacher_precision: str = "auto"
+    mixed_precision: str = "auto"
+    type: str = "distill"
+
+    def check(self, where: str) -> "DistillStage":
+        _text("teacher", self.teacher, where)
+        _choice("loss", self.loss, where, ("mse", "cosine", "similarity"))
+        _positive_float("lr", self.lr, where)
+        _positive_int("batch_size", self.batch_size, where)
+        _positive_int("epochs", self.epochs, where)
+        for name in ("max_steps", "sentences", "max_length"):
+            if getattr(self, name) is not None:
+                _positive_int(name, getattr(self, name), where)
+        if isinstance(self.eval_steps, bool) or not isinstance(self.eval_steps, int) or self.eval_steps < 0:
+            raise SparseCSEError(f"{where}: eval_steps must be a whole number >= 0, not {self.eval_steps!r}.")
+        if not isinstance(self.bucket_by_length, bool):
+            raise SparseCSEError(f"{where}: bucket_by_length must be true or false, not {self.bucket_by_length!r}.")
+        _choice("teacher_precision", self.teacher_precision, where, ("auto", "fp32", "bf16"))
+        _choice("mixed_precision", self.mixed_precision, where, ("auto", "no", "bf16"))
+        return self
+
+    @property
+    def makes_model(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        amount = f"{self.max_steps} steps" if self.max_steps else f"{self.epochs} epoch{'s' * (self.epochs > 1)}"
+        sample = f" of {self.sentences} sentences" if self.sentences else ""
+        return f"distil from {self.teacher} ({self.loss}, lr {self.lr:g}, {amount}{sample})"
+
+
+@dataclass(frozen=True)
+class PruneStage:
+    """Prune the current model to a budget in steps with reconstruction, then shrink it (``compress``)."""
+
+    name: str
+    keep_flops: float | None = None
+    keep_params: float | None = None
+    steps: int = 3
+    reconstruct: str = CORPUS
+    reconstruct_sentences: int = 4096
+    criterion: str | None = None
+    lam: float = 0.5
+    type: str = "prune"
+
+    def check(self, where: str) -> "PruneStage":
+        if (self.keep_flops is None) == (self.keep_params is None):
+            raise SparseCSEError(f"{where}: give exactly one budget, keep_flops or keep_params.")
+        budget = "keep_flops" if self.keep_flops is not None else "keep_params"
+        _fraction(budget, getattr(self, budget), where)
+        _positive_int("steps", self.steps, where)
+        _text("reconstruct", self.reconstruct, where)
+        _positive_int("reconstruct_sentences", self.reconstruct_sentences, where)
+        if self.criterion is not None:
+            _choice("criterion", self.criterion, where, tuple(CRITERIA))
+        if isinstance(self.lam, bool) or not isinstance(self.lam, (int, float)) or not 0 <= self.lam <= 1:
+            raise SparseCSEError(f"{where}: lam must be in [0, 1], not {self.lam!r}.")
+        return self
+
+    @property
+    def makes_model(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        budget = (f"{self.keep_flops:g} of its layer FLOPs" if self.keep_flops is not None
+                  else f"{self.keep_params:g} of its layer parameters")
+        return f"prune to {budget} in {self.steps} step{'s' * (self.steps > 1)} with reconstruction"
+
+
+@dataclass(frozen=True)
+class ExportStage:
+    """Export the final model (``sparsecse export``); the run's model stays the torch one."""
+
+    name: str
+    format: str = "openvino"
+    quantize: str | None = "int8"
+    calibration_size: int = 300
+    type: str = "export"
+
+    def check(self, where: str) -> "ExportStage":
+        _choice("format", self.format, where, ("onnx", "openvino"))
+        if self.quantize is not None:
+            _choice("quantize", self.quantize, where, ("int8",))
+        _positive_int("calibration_size", self.calibration_size, where)
+        return self
+
+    @property
+    def makes_model(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        return f"export to {self.format}{' ' + self.quantize if self.quantize else ''}"
+
+
+STAGE_TYPES = {"distill": DistillStage, "prune": PruneStage, "export": ExportStage}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The final model's evaluation: the 7 STS tasks with ``bootstrap`` replicates, paired against
+    ``compare_with`` (a model, optional), and its encode speed against the input model."""
+
+    bootstrap: int = 1000
+    compare_with: str | None = None
+    speed: bool = True
+
+    def check(self, where: str) -> "Evaluation":
+        if isinstance(self.bootstrap, bool) or not isinstance(self.bootstrap, int) or not 0 <= self.bootstrap <= 100_000:
+            raise SparseCSEError(f"{where}: bootstrap must be a whole number in [0, 100000], not {self.bootstrap!r}.")
+        if self.compare_with is not None:
+            _text("compare_with", self.compare_with, where)
+        if not isinstance(self.speed, bool):
+            raise SparseCSEError(f"{where}: speed must be true or false, not {self.speed!r}.")
+        return self
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A parsed, checked recipe (see the module's docstring); ``source`` is the file it came from."""
+
+    name: str
+    stages: tuple
+    description: str = ""
+    model: str | None = None  # the model the recipe was made for (the default of --model)
+    seed: int = 0
+    evaluation: Evaluation = field(default_factory=Evaluation)
+    reached: dict = field(default_factory=dict)  # the figures a run of this recipe reached, for --list-recipes
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recipe as data (what the run records and fingerprints); ``source`` left out."""
+        data = dataclasses.asdict(self)
+        data.pop("source")
+        data["stages"] = [dataclasses.asdict(s) for s in self.stages]
+        return data
+
+    def digest(self) -> str:
+        """sha256 of the settings that make the model (not the description or the figures reached)."""
+        data = {k: v for k, v in self.to_dict().items() if k not in ("description", "reached")}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+    def stage(self, name: str):
+        return next(s for s in self.stages if s.name == name)
+
+
+# ------------------------------------------------------------------------------------------- parsing
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SparseCSEError(f"The recipe {path} cannot be read ({getattr(exc, 'strerror', None) or exc}).") from None
+    try:
+        if path.suffix == ".toml":
+            import tomllib
+
+            return tomllib.loads(text)
+        import yaml
+
+        return yaml.safe_load(text)
+    except Exception as exc:  # yaml.YAMLError, tomllib.TOMLDecodeError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparseCSEError(f"The recipe {path} is not valid {'TOML' if path.suffix == '.toml' else 'YAML'} "
+                             f"({first}).") from None
+
+
+def _build(cls, data: Any, where: str, fixed: dict[str, Any] | None = None):
+    if not isinstance(data, dict):
+        raise SparseCSEError(f"{where} must be a mapping of settings, not {type(data).__name__}.")
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in (fixed or {})]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise SparseCSEError(f"{where} has no setting {unknown[0]!r}; its settings are {', '.join(names)}.")
+    required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING and f.name not in (fixed or {})]
+    missing = [n for n in required if n not in data]
+    if missing:
+        raise SparseCSEError(f"{where} needs the setting {missing[0]!r}.")
+    return cls(**data, **(fixed or {}))
+
+
+def parse_recipe(data: Any, source: str) -> Recipe:
+    """A checked :class:`Recipe` from the parsed file ``data``; every mistake is one sentence naming
+    ``source`` and the stage."""
+    if not isinstance(data, dict):
+        raise SparseCSEError(f"The recipe {source} must be a mapping with a list of stages, not "
+                             f"{type(data).__name__}.")
+    data = dict(data)
+    stages_data = data.pop("stages", None)
+    if not isinstance(stages_data, list) or not stages_data:
+        raise SparseCSEError(f"The recipe {source} needs a non-empty list of stages.")
+    stages, names = [], set()
+    for i, raw in enumerate(stages_data, 1):
+        where = f"Stage {i} of the recipe {source}"
+        if not isinstance(raw, dict):
+            raise SparseCSEError(f"{where} must be a mapping of settings, not {type(raw).__name__}.")
+        raw = dict(raw)
+        kind = raw.pop("type", None)
+        if kind not in STAGE_TYPES:
+            raise SparseCSEError(f"{where} has an unknown type {kind!r}; the stage types are "
+                                 f"{', '.join(STAGE_TYPES)}.")
+        raw.setdefault("name", kind)
+        name = raw["name"]
+        if not isinstance(name, str) or not name.isidentifier() and not name.replace("-", "_").isidentifier():
+            raise SparseCSEError(f"{where} has the name {name!r}; a stage name is a word (letters, digits, - or _).")
+        if name in names or name == INPUT_REF[1:]:
+            raise SparseCSEError(f"{where} is named {name!r}, {'a reserved name' if name == INPUT_REF[1:] else 'like an earlier stage'}.")
+        stage = _build(STAGE_TYPES[kind], raw, f"{where} ({name})", fixed={"type": kind})
+        stage.check(f"{where} ({name})")
+        if isinstance(stage, DistillStage) and stage.teacher.startswith("@"):
+            ref = stage.teacher[1:]
+            earlier = {s.name for s in stages if s.makes_model} | {INPUT_REF[1:]}
+            if ref not in earlier:
+                raise SparseCSEError(f"{where} ({name}) takes its teacher from {stage.teacher}, which is not the "
+                                     f"input or an earlier stage that makes a model ({', '.join(sorted(earlier))}).")
+        stages.append(stage)
+        names.add(name)
+    if not any(s.makes_model for s in stages):
+        raise SparseCSEError(f"The recipe {source} has no stage that makes a model (distill or prune).")
+    if any(isinstance(s, ExportStage) for s in stages[:-1]) and not isinstance(stages[-1], ExportStage):
+        raise SparseCSEError(f"In the recipe {source}, export stages come last.")
+    evaluation = _build(Evaluation, data.pop("evaluation", {}) or {}, f"The evaluation of the recipe {source}")
+    evaluation.check(f"The evaluation of the recipe {source}")
+    recipe = _build(Recipe, {**data, "stages": tuple(stages), "evaluation": evaluation},
+                    f"The recipe {source}", fixed={"source": source})
+    _text("name", recipe.name, f"The recipe {source}")
+    if isinstance(recipe.seed, bool) or not isinstance(recipe.seed, int) or not 0 <= recipe.seed < 2 ** 32:
+        raise SparseCSEError(f"The recipe {source}: seed must be a whole number in [0, 2**32), not {recipe.seed!r}.")
+    if not isinstance(recipe.reached, dict):
+        raise SparseCSEError(f"The recipe {source}: reached must be a mapping of figures.")
+    return recipe
+
+
+def shipped_recipes() -> dict[str, Path]:
+    """{name: file} of the recipes that come with sparsecse."""
+    return {p.stem: p for p in sorted(SHIPPED_DIR.iterdir()) if p.suffix in SUFFIXES}
+
+
+def recipe_path(name_or_path: str | os.PathLike) -> Path:
+    """The file of a shipped recipe's name, or the recipe file given."""
+    text = str(name_or_path)
+    shipped = shipped_recipes()
+    if text in shipped:
+        return shipped[text]
+    path = Path(text)
+    if path.suffix in SUFFIXES or os.sep in text or path.exists():
+        if not path.is_file():
+            raise SparseCSEError(f"The recipe file {text} does not exist.")
+        if path.suffix not in SUFFIXES:
+            raise SparseCSEError(f"The recipe file {text} must end in .yaml, .yml or .toml.")
+        return path
+    raise SparseCSEError(f"No shipped recipe is called {text!r} and no such file exists; the shipped recipes are "
+                         f"{', '.join(shipped) or 'none'} (`sparsecse compress --list-recipes`).")
+
+
+def apply_overrides(data: dict, overrides: dict[str, Any] | None, source: str) -> dict:
+    """``data`` with ``overrides`` ({"STAGE.KEY": value, "KEY": value}) set; an unknown stage is refused
+    (an unknown key is refused later, by the stage's own check)."""
+    data = json.loads(json.dumps(data, default=str))
+    for key, value in (overrides or {}).items():
+        stage, dot, setting = key.rpartition(".")
+        if not dot:
+            data[setting] = value
+            continue
+        if stage == "evaluation":
+            data.setdefault("evaluation", {})[setting] = value
+            continue
+        matches = [s for s in data.get("stages", []) if isinstance(s, dict) and s.get("name", s.get("type")) == stage]
+        if not matches:
+            raise SparseCSEError(f"--set {key}: the recipe {source} has no stage called {stage!r}.")
+        matches[0][setting] = value
+    return data
+
+
+def load_recipe(name_or_path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Recipe:
+    """A shipped recipe by name, or a recipe file, parsed and checked (``overrides``: see
+    :func:`apply_overrides`).
+
+    >>> load_recipe("frontier-2x").stages[1].keep_flops
+    0.45
+    """
+    path = recipe_path(name_or_path)
+    data = _read(path)
+    if overrides:
+        if not isinstance(data, dict):
+            raise SparseCSEError(f"The recipe {path} must be a mapping with a list of stages.")
+        data = apply_overrides(data, overrides, str(path))
+    return parse_recipe(data, str(path))
+
+
+def parse_set_options(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``--set STAGE.KEY=VALUE`` items as {"STAGE.KEY": value}, each value read as YAML (numbers, true,
+    null, text); a key given twice is refused."""
+    import yaml
+
+    result: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SparseCSEError(f"--set {item!r} is not of the form STAGE.KEY=VALUE (e.g. student.epochs=2).")
+        if key in result:
+            raise SparseCSEError(f"--set gives {key} twice.")
+        try:
+            result[key] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            result[key] = value
+    return result

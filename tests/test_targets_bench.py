@@ -1,0 +1,48 @@
+"""benchmarks/targets.py: target specs parsed, the recipe read from a recipe run's manifest, and the targets
+file merged (a benchmark replaces only the targets and engine it measured)."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def targets():
+    spec = importlib.util.spec_from_file_location("targets", BENCH / "targets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_target_specs(targets):
+    assert targets.parse_target_specs(["2x=L6 f0.45 (a:b):L3 dense"]) == [("2x", "L6 f0.45 (a:b)", "L3 dense")]
+    for bad in ("2x", "2x=L6", "=L6:L3", "2x=:L3"):
+        with pytest.raises(SystemExit):
+            targets.parse_target_specs([bad])
+
+
+def test_recipe_is_read_from_a_recipe_runs_manifest(targets, tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"kind": "recipe_model", "params": {"name": "frontier-2x"}}))
+    assert targets.recipe_of(str(tmp_path)) == "frontier-2x"
+    (tmp_path / "manifest.json").write_text(json.dumps({"kind": "train_model"}))
+    assert targets.recipe_of(str(tmp_path)) is None
+    assert targets.recipe_of(str(tmp_path / "missing")) is None and targets.recipe_of(None) is None
+
+
+def test_a_benchmark_replaces_only_the_targets_it_measured(targets, tmp_path):
+    path = tmp_path / "targets.json"
+    row = {"model": "m", "speedup": 2.0, "sts_avg": 79.0, "ci": [78, 80], "versus": "L3", "paired_ci": [0.1, 0.9]}
+    targets.write_targets([{**row, "target": "2x", "engine": "torch fp32"},
+                           {**row, "target": "3.5x", "engine": "torch fp32", "speedup": 3.5}], path)
+    targets.write_targets([{**row, "target": "6x-int8", "engine": "openvino int8", "speedup": 6.1}], path)
+    targets.write_targets([{**row, "target": "2x", "engine": "torch fp32", "sts_avg": 80.0}], path)
+    saved = json.loads(path.read_text())
+    assert sorted((r["target"], r["engine"]) for r in saved) == [("2x", "torch fp32"), ("3.5x", "torch fp32"),
+                                                                 ("6x-int8", "openvino int8")]
+    assert next(r for r in saved if r["target"] == "2x")["sts_avg"] == 80.0
+    assert set(saved[0]) == set(targets.FIELDS)
