@@ -11,6 +11,7 @@ from sparsecse.cli.options import trust_remote_code_option
 
 
 def describe(result) -> str:
+    """The text report of an export: the files, their sizes and the check against the torch model."""
     lines = []
     for file, size in result.files.items():
         kind = result.kinds.get(file, "fp32")

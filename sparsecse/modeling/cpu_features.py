@@ -1,6 +1,6 @@
 """The CPU features that decide how fast int8 and bf16 inference can be, from /proc/cpuinfo (the one place it
-is read): the encoder's ``precision="auto"`` asks :func:`has_native_bf16`, and the speed benchmarks print
-:func:`describe_cpu` beside every figure so that figures from different machines are never mixed up.
+is read): the encoder's ``precision="auto"`` asks :func:`~sparsecse.modeling.cpu_features.has_native_bf16`, and the speed benchmarks print
+:func:`~sparsecse.modeling.cpu_features.describe_cpu` beside every figure so that figures from different machines are never mixed up.
 
     >>> cpu_features("flags : fpu avx2 avx512f avx512_vnni\\n")["avx512_vnni"]
     True

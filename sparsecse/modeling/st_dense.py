@@ -1,4 +1,4 @@
-"""The sentence-transformers files of a model directory (:func:`write_sentence_transformers_config`: modules.json,
+"""The sentence-transformers files of a model directory (:func:`~sparsecse.modeling.st_dense.write_sentence_transformers_config`: modules.json,
 the pooling config, sentence_bert_config.json), so ``SentenceTransformer(dir)`` reproduces sparsecse's embeddings;
 and a sentence-transformers ``Dense`` module after pooling (e.g. a distilled student's projection to its
 teacher's embedding size), read from and written to a model directory in sentence-transformers' layout:

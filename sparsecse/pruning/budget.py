@@ -60,7 +60,7 @@ class UnitCosts:
 
     @property
     def dense(self) -> int:
-        """The dense model's cost: every head, every neuron and the fixed part."""
+        """The dense model's cost (every head, every neuron and the fixed part)."""
         return self.fixed + self.layers * (self.heads * self.head + self.ffn * self.neuron)
 
     def kept(self, head_keep: torch.Tensor, neuron_keep: torch.Tensor) -> int:

@@ -1,4 +1,5 @@
-"""Scores + λ + a target -> masks (:func:`prune`, :func:`prune_grid`), under one :class:`PruningConfig`.
+"""Scores + λ + a target -> masks (:func:`~sparsecse.pruning.prune.prune`, :func:`~sparsecse.pruning.prune.prune_grid`),
+under one :class:`~sparsecse.pruning.prune.PruningConfig`.
 
 With a sparsity s, heads and neurons are ranked separately and the lowest-scored round(s·#units) of each kind
 are removed (:mod:`sparsecse.pruning.selection`). With a kept-FLOPs or kept-parameters budget, heads and
@@ -29,7 +30,7 @@ TARGET_PREFIX = {"sparsity": "s", "keep_flops": "f", "keep_params": "p"}
 @dataclass(frozen=True)
 class PruningConfig:
     """How scores become a mask, whatever the target (:func:`prune`'s config, and the sweep's): alignment
-    weight ``lam``; ``criterion`` (a name in :data:`~sparsecse.scoring.criteria.CRITERIA`; None: the target
+    weight ``lam``; ``criterion`` (a name in ``sparsecse.scoring.criteria.CRITERIA``; None: the target
     kind's default, :func:`~sparsecse.scoring.criteria.default_criterion`); FLOPs counted at ``seq_len``
     tokens; ranking ``scope`` (global or layer; a budget is always global); ``keep_one_head`` (None: yes for a
     sparsity, no for a budget). A sweep applies ``criterion``, ``scope`` and ``keep_one_head`` to every point

@@ -1,7 +1,7 @@
 """The importance criteria: how a unit's per-batch gate gradients become one importance score.
 
 Each criterion is one class behind one interface (as Torch-Pruning's importance classes are) and is
-registered by name in :data:`CRITERIA`. Every user of a criterion reads this registry: :meth:`GateScores.head_scores
+registered by name in ``CRITERIA``. Every user of a criterion reads this registry: :meth:`GateScores.head_scores
 <sparsecse.scoring.scores.GateScores.head_scores>`, :func:`~sparsecse.pruning.prune.prune` (and its default per
 target kind, :func:`default_criterion`), the sweep, and the ``--criterion`` choices of ``prune``, ``compress`` and
 ``sweep`` (``cli/options.py``). Adding a criterion is one class here::
@@ -42,7 +42,7 @@ CRITERIA: dict[str, "Criterion"] = {}
 
 
 def register(cls: type["Criterion"]) -> type["Criterion"]:
-    """Class decorator: add one instance of ``cls`` to :data:`CRITERIA` under ``cls.name``."""
+    """Class decorator: add one instance of ``cls`` to ``CRITERIA`` under ``cls.name``."""
     CRITERIA[cls.name] = cls()
     return cls
 

@@ -1,6 +1,6 @@
 """The shrink stage: load a model, refit its kept units if asked (:mod:`sparsecse.shrinking.reconstruction`),
 remove a mask's heads and neurons (:mod:`sparsecse.shrinking.surgery`) and save the smaller model directory
-with its lineage and manifest (:func:`shrink`, under one :class:`ShrinkConfig`)."""
+with its lineage and manifest (:func:`~sparsecse.shrinking.shrink.shrink`, under one :class:`~sparsecse.shrinking.shrink.ShrinkConfig`)."""
 
 from __future__ import annotations
 

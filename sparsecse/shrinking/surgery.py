@@ -146,7 +146,7 @@ def shrink_encoder(encoder: SentenceEncoder, mask: Mask, align_ffn: int = 1) -> 
     """Physically remove ``mask``'s pruned heads and neurons from ``encoder.model``; returns ``encoder``.
 
     Afterwards ``encoder.model`` is a smaller model (uneven layers) that encodes, trains with autograd
-    (build the optimizer after shrinking) and saves with :func:`save_model_dir`. Raises
+    (build the optimizer after shrinking) and saves with :func:`~sparsecse.shrinking.shrink.save_model_dir`. Raises
     :class:`~sparsecse.errors.SparseCSEError` if the mask does not fit the model. Detach any gates first.
     ``align_ffn`` (default 1: exact) pads FFN widths with inert zero neurons, for speed; leave it at 1
     when training with objectives that perturb weights, which would bring those neurons to life.

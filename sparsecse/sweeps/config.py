@@ -1,5 +1,5 @@
-"""A sweep's settings: the grid, one frozen config per stage, and :class:`SweepOptions`, gathered in a
-:class:`SweepSpec`.
+"""A sweep's settings: the grid, one frozen config per stage, and
+:class:`~sparsecse.sweeps.config.SweepOptions`, gathered in a :class:`~sparsecse.sweeps.config.SweepSpec`.
 
 ``sweep(model, "0.1,0.2", "0.25,0.5", "runs/sweep", score=ScoringConfig(split="dev"),
 evaluate=EvaluationConfig(tasks="sts"), rewind=RewindConfig(corpus="wiki.txt"), overwrite=True)`` is the whole

@@ -47,6 +47,7 @@ class Point:
 
     @property
     def label(self) -> str:
+        """The point's name in logs and the launcher ('masked/s0.1-l0.5', 'rewound/s0.1-lbest-seed0', ...)."""
         if self.kind == Variant.DENSE:
             return "dense"
         if self.kind in (Variant.BUDGET, Variant.RECONSTRUCTED):
@@ -78,31 +79,38 @@ class PreparedSweep:
 
     @property
     def grid_s(self) -> list[float]:
+        """The sparsities."""
         return self.grids[0]
 
     @property
     def grid_l(self) -> list[float]:
+        """The λs."""
         return self.grids[1]
 
     @property
     def grid_b(self) -> list[float]:
+        """The kept-FLOPs budgets."""
         return self.grids[2]
 
     @property
     def grid(self) -> list[tuple[float, float]]:
+        """Every (sparsity, λ), λ-major."""
         return [(s, lam) for lam in self.grid_l for s in self.grid_s]
 
     @property
     def budget_grid(self) -> list[tuple[float, float]]:
+        """Every (kept-FLOPs budget, λ), λ-major."""
         return [(b, lam) for lam in self.grid_l for b in self.grid_b]
 
     @property
     def total(self) -> int:
+        """How many points the sweep has, rewound ones included."""
         return (len(self.grid) + len(self.budget_grid) * (2 if self.recon else 1) + int(self.spec.run.dense)
                 + (self.plan.count if self.plan else 0))
 
     @property
     def rewind_id(self) -> str | None:
+        """'<objective>-<8 hex>' naming the rewinding settings (None without rewinding)."""
         return rewind_id(self.plan.objective, self.plan.settings()) if self.plan else None
 
     def points(self) -> list[Point]:

@@ -51,6 +51,8 @@ ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING", "SUSPEN
 
 @dataclass
 class Task:
+    """One point of the sweep as a cluster task: its array (evaluate or rewind), job, status and, when it failed, why
+    and its log."""
     point: Point
     array: str
     job: Any = None
@@ -62,6 +64,8 @@ class Task:
 
 @dataclass
 class LaunchResult:
+    """What a launch did: the tasks submitted (and their outcome), the points finished before, the job ids;
+    ``detached`` when it returned after submitting."""
     out: Path
     tasks: list[Task] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)  # points finished before this run
@@ -69,10 +73,12 @@ class LaunchResult:
     job_ids: list[str] = field(default_factory=list)
 
     def count(self, status: str) -> int:
+        """How many tasks have ``status``."""
         return sum(t.status == status for t in self.tasks)
 
     @property
     def failed(self) -> list[Task]:
+        """The tasks that failed."""
         return [t for t in self.tasks if t.status == "failed"]
 
 
@@ -97,6 +103,7 @@ class SlurmBackend:
         self.job_class = slurm_job_class()
 
     def submit(self, task: PointTask, points: list[Point], array: str, after: list[str]) -> list:
+        """Submit ``points`` as one job array running ``task``, after the jobs ``after`` (afterany); the submitit jobs."""
         ex = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=MAX_REQUEUES[array])
         ex.job_class = self.job_class
         params = {"time": DEFAULT_MINUTES[array], "job_name": f"sparsecse-{array}",
@@ -114,15 +121,19 @@ class SlurmBackend:
             raise SparseCSEError(f"sbatch refused the {array} array: {str(exc).strip().splitlines()[-1]}") from None
 
     def attach(self, job_id: str):
+        """The job ``job_id`` submitted by an earlier run (``--detach``), to wait for it."""
         return self.job_class(folder=self.folder, job_id=job_id)
 
     def refresh(self) -> None:
+        """Ask SLURM for the states of every job watched (once per poll)."""
         self.job_class.watcher.update()
 
     def state(self, job) -> str:
+        """``job``'s SLURM state (PENDING, RUNNING, COMPLETED, ...), from the last refresh."""
         return job.watcher.get_state(job.job_id, mode="cache").split()[0].upper()
 
     def cancel(self, jobs: list) -> list[str]:
+        """``scancel`` the arrays of ``jobs``; returns their ids."""
         ids = sorted({j.job_id.split("_")[0] for j in jobs})
         if ids:
             subprocess.run(["scancel", *ids], capture_output=True)
@@ -138,17 +149,22 @@ class LocalBackend:
         self.workers = workers
 
     def submit(self, task: PointTask, points: list[Point], array: str, after: list[str]) -> list:
+        """Start ``task`` on each of ``points`` as local processes (``after`` needs no wait: the rewinds are submitted
+        once the evaluations ended)."""
         ex = submitit.LocalExecutor(folder=self.folder, max_num_timeout=MAX_REQUEUES[array])
         ex.update_parameters(timeout_min=self.minutes)
         return [ex.submit(task, p) for p in points]
 
     def refresh(self) -> None:
+        """Nothing to ask: local jobs know their state."""
         pass
 
     def state(self, job) -> str:
+        """RUNNING or FINISHED."""
         return "RUNNING" if job.state == "RUNNING" else "FINISHED"
 
     def cancel(self, jobs: list) -> list[str]:
+        """Stop the processes of ``jobs``."""
         for job in jobs:
             job.cancel(check=False)
         return []

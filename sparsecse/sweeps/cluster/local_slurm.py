@@ -185,6 +185,7 @@ def stop(root: str | os.PathLike, timeout: float = 30.0) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m sparsecse.sweeps.cluster.local_slurm start|stop DIR``; the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or argv[0] not in ("start", "stop"):
         print("usage: python -m sparsecse.sweeps.cluster.local_slurm start|stop DIR", file=sys.stderr)
