@@ -40,11 +40,11 @@ from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E4
 
 import sparsecse  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
-from sparsecse.compress.flops import size_report  # noqa: E402
-from sparsecse.compress import reconstruction_settings as settings  # noqa: E402
+from sparsecse.pruning.flops import size_report  # noqa: E402
+from sparsecse.shrinking import reconstruction_settings as settings  # noqa: E402
 from sparsecse.artifacts.files import write_json  # noqa: E402
-from sparsecse.compress.reconstruction import ReconstructionPlan  # noqa: E402
-from sparsecse.compress.shrinking import save_model_dir  # noqa: E402
+from sparsecse.shrinking.reconstruction import ReconstructionPlan  # noqa: E402
+from sparsecse.shrinking.shrink import save_model_dir  # noqa: E402
 
 ROWS = ("a", "b", "c", "d", "e")
 LABELS = {"a": "(a) sparsity mask, same FLOPs", "b": "(b) budgeted mask", "c": "(c) budgeted + reconstruction",

@@ -28,12 +28,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402  (beside this file)
 
-from sparsecse.deploy.cpu_features import describe_cpu  # noqa: E402
+from sparsecse.modeling.cpu_features import describe_cpu  # noqa: E402
 from sparsecse.deploy.loading import load_encoder  # noqa: E402
 from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML  # noqa: E402
 from sparsecse.modeling.encoder import cpu_has_native_bf16, resolve_model  # noqa: E402
 from sparsecse.evaluation import evaluate  # noqa: E402
-from sparsecse.deploy.onnx_export import export  # noqa: E402
+from sparsecse.deploy.export import export  # noqa: E402
 from sparsecse.deploy.onnx_encoder import FP32_FILE, INT8_FILE, STATIC_INT8_FILE  # noqa: E402
 
 SMALL = "/work/shared/models/paraphrase-MiniLM-L3-v2"

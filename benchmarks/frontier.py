@@ -207,7 +207,7 @@ class StaticEncoder:
 # ---------------------------------------------------------------------------- the run
 def build_rows(args, work: Path) -> list[Row]:
     from sparsecse.modeling.encoder import SentenceEncoder
-    from sparsecse.compress.shrinking import save_model_dir
+    from sparsecse.shrinking.shrink import save_model_dir
 
     dense_dir = work / "dense-l6"
     if not dense_dir.is_dir():
@@ -271,7 +271,7 @@ def main(argv=None) -> int:
     from sparsecse.modeling.encoder import SentenceEncoder
     from sparsecse.evaluation.bootstrap import paired_comparison
     from sparsecse.evaluation.runner import task_pairs
-    from sparsecse.compress.flops import count_parameters, flops_per_token
+    from sparsecse.pruning.flops import count_parameters, flops_per_token
 
     torch.set_num_threads(args.threads)
     work = Path(args.work)
@@ -329,7 +329,7 @@ def main(argv=None) -> int:
             "scores": rec["scores"]})
 
     if targets:
-        from sparsecse.deploy.cpu_features import describe_cpu
+        from sparsecse.modeling.cpu_features import describe_cpu
 
         by_label = {r["label"]: i for i, r in enumerate(table)}
         records = []

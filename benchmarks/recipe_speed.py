@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from sparsecse.data.corpus import read_corpus  # noqa: E402
-from sparsecse.deploy.cpu_features import describe_cpu  # noqa: E402
+from sparsecse.modeling.cpu_features import describe_cpu  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder, cpu_has_native_bf16  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

@@ -18,11 +18,12 @@ import time
 
 import torch
 
-from sparsecse.compress.alignment import alignment_loss, uniformity_loss
+from sparsecse.scoring.alignment import alignment_loss, uniformity_loss
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.compress.pruning import prune_grid
-from sparsecse.compress.scoring import GateScores, compute_gradients, make_batches
+from sparsecse.pruning.prune import prune_grid
+from sparsecse.scoring.gradients import compute_gradients, make_batches
+from sparsecse.scoring.scores import GateScores
 
 
 def plain_pass(encoder, batches, train_weights: bool) -> None:

@@ -33,11 +33,12 @@ import torch  # noqa: E402
 from sparsecse.data.sts import read_sts_benchmark  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows, spearman100  # noqa: E402
-from sparsecse.compress.flops import count_parameters, flops_per_token  # noqa: E402
+from sparsecse.pruning.flops import count_parameters, flops_per_token  # noqa: E402
 from sparsecse.modeling.adapters import uniform_shape  # noqa: E402
-from sparsecse.compress.masks import Mask  # noqa: E402
-from sparsecse.compress.pruning import masks_from_scores, prune  # noqa: E402
-from sparsecse.compress.shrinking import shrink_encoder  # noqa: E402
+from sparsecse.pruning.masks import Mask  # noqa: E402
+from sparsecse.pruning.prune import prune  # noqa: E402
+from sparsecse.pruning.selection import masks_from_scores  # noqa: E402
+from sparsecse.shrinking.surgery import shrink_encoder  # noqa: E402
 from sparsecse.evaluation.speed import (interleaved_best_times, stsb_test_sentences, time_encode,  # noqa: E402,F401
                                        unique_by_length)
 

@@ -20,10 +20,10 @@ import torch
 
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.compress.grid import parse_grid
-from sparsecse.compress.pruning import prune
-from sparsecse.compress.scoring import score
-from sparsecse.compress.shrinking import shrink_encoder
+from sparsecse.pruning.grid import parse_grid
+from sparsecse.pruning.prune import prune
+from sparsecse.scoring.score import score
+from sparsecse.shrinking.surgery import shrink_encoder
 
 
 def encode_masked(encoder, mask, sentences):

@@ -38,8 +38,9 @@ import torch  # noqa: E402
 
 from sparsecse.data.corpus import read_corpus  # noqa: E402
 from sparsecse.modeling.encoder import default_model_path  # noqa: E402
-from sparsecse.compress.masks import Mask  # noqa: E402
-from sparsecse.compress.pruning import masks_from_scores, prune  # noqa: E402
+from sparsecse.pruning.masks import Mask  # noqa: E402
+from sparsecse.pruning.prune import prune  # noqa: E402
+from sparsecse.pruning.selection import masks_from_scores  # noqa: E402
 from sparsecse.training import rewind  # noqa: E402
 from sparsecse.training.loop import CorpusSampler  # noqa: E402
 

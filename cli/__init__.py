@@ -18,10 +18,13 @@ COMMANDS = ("data", "train", "score", "prune", "rewind", "eval", "compare", "shr
 
 
 class LazyGroup(click.Group):
+    """The command group: each command's module is imported only when that command runs (or its help shows)."""
     def list_commands(self, ctx):
+        """The commands in help order (those whose module is installed)."""
         return [name for name in COMMANDS if importlib.util.find_spec(f"sparsecse.cli.{_module(name)}")]
 
     def get_command(self, ctx, name):
+        """The command ``name``, imported now (None for an unknown name)."""
         if name not in COMMANDS:
             return None
         try:
@@ -36,6 +39,7 @@ class LazyGroup(click.Group):
         return command
 
     def invoke(self, ctx):
+        """Run the command; a SparseCSEError ends it with its one sentence, Ctrl-C with what was kept."""
         from sparsecse.errors import SparseCSEError
 
         try:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import click
 
-from sparsecse.compress import reconstruction_settings as settings
-
 from sparsecse.errors import SparseCSEError
-from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
-                                   overwrite_option, pooling_option, quiet_option, score_hint, seed_option,
-                                   trust_remote_code_option)
+from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_option, device_option, echo_json,
+                                   json_option, keep_one_head_option, model_option, overwrite_option, pooling_option,
+                                   quiet_option, reconstruction_options, reconstruction_plan, score_hint, scoring_options,
+                                   seed_option,
+                                   seq_len_option, trust_remote_code_option)
 
 
 @click.command("compress")
@@ -23,27 +23,18 @@ from sparsecse.cli.options import (data_dir_option, device_option, echo_json, js
               help="Instead of --keep-flops: the budget in transformer-layer parameters.")
 @click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True,
               help="Geometric budget steps from the dense model to B (1: one-shot prune + reconstruct).")
-@click.option("--reconstruct", "corpus", default=None, type=click.Path(dir_okay=False), metavar="CORPUS",
-              help="Sentences (one per line) the kept units are refit on after every step, as `shrink --reconstruct` "
-                   "(required without --recipe).")
-@click.option("--reconstruct-sentences", type=click.IntRange(min=1), default=settings.DEFAULT_SENTENCES,
-              show_default=True, help="How many sentences of CORPUS (a seeded sample) the reconstruction fits on.")
+@reconstruction_options("Sentences (one per line) the kept units are refit on after every step, as "
+                        "`shrink --reconstruct` (required without --recipe).")
 @click.option("--scores", "scores_path", default=None, type=click.Path(dir_okay=False),
               help="Score file of the dense model for the first step (default: scored here).")
-@click.option("--criterion", type=click.Choice(["abs_grad", "layer_norm", "fisher"]), default=None,
-              help="Importance from the gradients (default: fisher, the budget default of `prune`).")
+@criterion_option("fisher, the budget default of `prune`")
 @click.option("--lambda", "lam", type=click.FloatRange(0, 1), default=0.5, show_default=True,
               help="Alignment weight λ.")
-@click.option("--seq-len", type=click.IntRange(min=1), default=128, show_default=True,
-              help="Reference sequence length for the FLOPs of attention.")
-@click.option("--keep-one-head/--allow-empty-layers", default=None,
-              help="Never remove a layer's last attention head (default: off, as for `prune` budgets).")
+@seq_len_option
+@keep_one_head_option("off, as for `prune` budgets")
 @data_dir_option
-@click.option("--score-batch-size", type=click.IntRange(min=2), default=64, show_default=True,
-              help="Rescoring: positive pairs per batch (`score --batch-size`).")
-@click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Rescoring: stop after N batches.")
-@click.option("--align-ffn", type=click.IntRange(min=1), default=8, show_default=True,
-              help="As `shrink --align-ffn`.")
+@scoring_options("--score-batch-size", "Rescoring (as `score` does): ")
+@align_ffn_option
 @click.option("--out", default=None, type=click.Path(),
               help="Directory for the smaller model (with --recipe: the run's directory; the model is OUT/model).")
 @click.option("--recipe", default=None, metavar="NAME|FILE",
@@ -61,8 +52,9 @@ from sparsecse.cli.options import (data_dir_option, device_option, echo_json, js
 @overwrite_option
 @json_option
 @quiet_option
-def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, scores_path, criterion, lam,
-            seq_len, keep_one_head, data_dir, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
+def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
+            reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
+            keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
             overrides, resume, list_recipes, pooling, device, seed, overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
@@ -75,8 +67,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     if list_recipes:
         return print_recipes(as_json)
     if recipe is not None:
-        given = [f"--{name.replace('_', '-')}" for name in SINGLE_STAGE_ONLY
-                 if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+        given = [p.opts[0] for p in ctx.command.params if p.name in SINGLE_STAGE_ONLY
+                 and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
         if given:
             raise SparseCSEError(f"{given[0]} sets the single pruning stage; a recipe sets its own stages (change one "
                                  f"with --set STAGE.KEY=VALUE).")
@@ -89,22 +81,17 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
         raise SparseCSEError("compress needs --reconstruct CORPUS (or --recipe NAME to run a recipe).")
     if out is None:
         raise SparseCSEError("compress needs an output directory (--out).")
-    from sparsecse.compress.iterative import iterative_prune, shrink_iterative
-    from sparsecse.artifacts.files import check_destination
-    from sparsecse.compress.pruning import PruningRule
-    from sparsecse.compress.reconstruction import ReconstructionPlan
-    from sparsecse.compress.scoring import ScoringConfig
+    from sparsecse.compression import compress
 
-    check_destination(out, overwrite, inputs={"model": model, "corpus": corpus, "score file": scores_path})
-    plan = ReconstructionPlan.prepare(corpus, reconstruct_sentences)
-    rule = PruningRule(lam=lam, criterion=criterion, seq_len=seq_len, keep_one_head=keep_one_head)
-    scoring = ScoringConfig(data_dir=data_dir, batch_size=score_batch_size, max_batches=max_batches, seed=seed,
-                            show_progress=not quiet)
-    result = iterative_prune(model, keep_flops=keep_flops, keep_params=keep_params, steps=steps, reconstruct=plan,
-                             scores=scores_path, rule=rule, scoring=scoring, pooling=pooling, device=device)
-    shrunk = shrink_iterative(result, out=out, seq_len=seq_len, align_ffn=align_ffn, overwrite=overwrite)
+    plan = reconstruction_plan(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target,
+                               reconstruct_ridge, reconstruct_weighting)
+    result = compress(model, out, keep_flops=keep_flops, keep_params=keep_params, steps=steps, scores=scores_path,
+                      overwrite=overwrite, reconstruct=plan, lam=lam, criterion=criterion, seq_len=seq_len,
+                      keep_one_head=keep_one_head, data_dir=data_dir, split=split, batch_size=score_batch_size,
+                      max_batches=max_batches, seed=seed, align_ffn=align_ffn, pooling=pooling, device=device,
+                      show_progress=not quiet)
     if as_json:
-        echo_json({**shrunk.to_dict(), "mask": result.mask.manifest})
+        echo_json(result.to_dict())
         return
     m = result.mask.manifest
     for r in result.steps:
@@ -114,13 +101,14 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     click.echo(f"{m['criterion']}{' (default)' if m.get('criterion_default') else ''}: kept "
                f"{m['kept_flops_ratio']:.4f} of layer FLOPs per token (n={m['seq_len']}), "
                f"{m['kept_params_ratio']:.4f} of layer parameters; {result.seconds:.0f} s")
-    click.echo(f"wrote {shrunk.out}")
-    click.echo(score_hint(shrunk.out))
+    click.echo(f"wrote {result.out}")
+    click.echo(score_hint(result.out))
 
 
 # options that configure the single pruning stage; a recipe refuses them
-SINGLE_STAGE_ONLY = ("keep_flops", "keep_params", "steps", "corpus", "reconstruct_sentences", "scores_path",
-                     "criterion", "lam", "seq_len", "keep_one_head", "score_batch_size", "max_batches", "align_ffn",
+SINGLE_STAGE_ONLY = ("keep_flops", "keep_params", "steps", "corpus", "reconstruct_sentences", "reconstruct_method",
+                     "reconstruct_target", "reconstruct_ridge", "reconstruct_weighting", "scores_path", "criterion",
+                     "lam", "seq_len", "keep_one_head", "split", "score_batch_size", "max_batches", "align_ffn",
                      "pooling", "device", "seed")
 
 
@@ -149,13 +137,15 @@ def print_recipes(as_json: bool) -> None:
 
 
 def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet) -> None:
-    from sparsecse.recipes.runner import run_recipe
+    """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
+    from sparsecse.compression import compress
     from sparsecse.recipes.spec import parse_set_options
 
     if out is None:
         raise SparseCSEError("compress --recipe needs an output directory (--out).")
-    result = run_recipe(recipe, model, corpus, out, data_dir=data_dir, overrides=parse_set_options(overrides),
-                        resume=resume, overwrite=overwrite, show_progress=not quiet)
+    result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
+                      overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
+                      show_progress=not quiet)
     if as_json:
         echo_json(result.to_dict())
         return

@@ -11,6 +11,7 @@ from sparsecse.cli.options import trust_remote_code_option
 
 
 def describe(result) -> str:
+    """The text report of an export: the files, their sizes and the check against the torch model."""
     lines = []
     for file, size in result.files.items():
         kind = result.kinds.get(file, "fp32")
@@ -49,7 +50,7 @@ def command(model, fmt, quantize, calibration, calibration_size, calibration_see
     import sys
 
     from sparsecse.deploy.export_config import ExportConfig
-    from sparsecse.deploy.onnx_export import export
+    from sparsecse.deploy.export import export
 
     config = ExportConfig(format=fmt, quantize=None if quantize == "none" else quantize, pooling=pooling, opset=opset,
                           calibration=calibration, calibration_size=calibration_size,

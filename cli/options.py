@@ -77,3 +77,100 @@ def echo_json(obj) -> None:
     from sparsecse.artifacts.files import dumps_json
 
     click.echo(dumps_json(obj))
+
+
+# ---------------------------------------------------------------------------- shared option groups
+def option_group(*options):
+    """One decorator applying several click options, in the order given (as they show in ``--help``)."""
+
+    def decorate(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def scoring_options(batch_size_flag: str = "--batch-size", prefix: str = ""):
+    """The scoring group (``score``, ``sweep``, ``compress``): ``--split``, the scoring batch (``batch_size_flag``,
+    ``--score-batch-size`` where ``--batch-size`` is the training batch) and ``--max-batches``; ``prefix`` says
+    what they set ("Scoring: ")."""
+
+    def text(help_text: str) -> str:
+        if not prefix:
+            return help_text
+        return prefix + (help_text if help_text[1].isupper() else help_text[0].lower() + help_text[1:])
+
+    return option_group(
+        click.option("--split", type=click.Choice(["train", "dev", "test"]), default="train", show_default=True,
+                     help=text("STS-B split to score on (never test unless you ask).")),
+        click.option(batch_size_flag, batch_size_flag.lstrip("-").replace("-", "_"), type=click.IntRange(min=2),
+                     default=64, show_default=True, help=text("Positive pairs (and uniformity sentences) per batch.")),
+        click.option("--max-batches", type=click.IntRange(min=1), default=None,
+                     help=text("Stop after this many batches.")))
+
+
+def criterion_option(default: str):
+    """``--criterion``: its choices and their meaning from the registry of :mod:`sparsecse.scoring.criteria`
+    (which loads without torch); ``default`` says what happens when it is left out."""
+    from sparsecse.scoring.criteria import CRITERIA
+
+    meanings = ", ".join(f"{name} {c.summary}" for name, c in CRITERIA.items())
+    return click.option("--criterion", type=click.Choice(list(CRITERIA)), default=None,
+                        help=f"Importance from the stored gradients g: {meanings} (default: {default}; the "
+                             "manifest records which).")
+
+
+def keep_one_head_option(default: str):
+    """``--keep-one-head/--allow-empty-layers`` (default None: the target kind decides, as ``default`` says)."""
+    return click.option("--keep-one-head/--allow-empty-layers", default=None,
+                        help=f"Never remove a layer's last attention head (default: {default}).")
+
+
+scope_option = click.option("--scope", type=click.Choice(["global", "layer"]), default="global", show_default=True,
+                            help="Rank units across all layers, or within each layer.")
+align_ffn_option = click.option(
+    "--align-ffn", type=click.IntRange(min=1), default=8, show_default=True,
+    help="Round each layer's FFN width up to a multiple of N with zero neurons, which change no output but let CPU "
+         "matrix kernels run at full speed; 1 keeps exactly the mask's neurons.")
+seq_len_option = click.option("--seq-len", type=click.IntRange(min=1), default=128, show_default=True,
+                              help="Reference sequence length for the FLOPs of attention.")
+
+
+def reconstruction_options(corpus_help: str, required: bool = False):
+    """The reconstruction group (``shrink``, ``compress``): ``--reconstruct CORPUS`` (parameter ``corpus``) and
+    the settings of :meth:`~sparsecse.shrinking.reconstruction.ReconstructionPlan.prepare`; pass them to
+    :func:`reconstruction_plan`."""
+    from sparsecse.shrinking import reconstruction_settings as settings  # torch-free
+
+    return option_group(
+        click.option("--reconstruct", "corpus", required=required, default=None, type=click.Path(dir_okay=False),
+                     metavar="CORPUS", help=corpus_help),
+        click.option("--reconstruct-sentences", type=click.IntRange(min=1), default=settings.DEFAULT_SENTENCES,
+                     show_default=True, help="How many sentences of CORPUS (a seeded sample) the reconstruction "
+                                             "fits on."),
+        click.option("--reconstruct-method", type=click.Choice(settings.METHODS), default=settings.DEFAULT_METHOD,
+                     show_default=True,
+                     help="scales: one factor per kept head/neuron (Kwon et al. 2022); full: the whole output "
+                          "projection over the kept units (ridge; falls back to scales if ill-conditioned)."),
+        click.option("--reconstruct-target", type=click.Choice(settings.TARGETS), default=settings.DEFAULT_TARGET,
+                     show_default=True, help="Match the pre-LayerNorm residual sum (residual) or the sublayer "
+                                             "output."),
+        click.option("--reconstruct-ridge", type=click.FloatRange(min=0), default=settings.DEFAULT_RIDGE,
+                     show_default=True, help="Ridge weight (relative to the mean diagonal of the normal equations)."),
+        click.option("--reconstruct-weighting", type=click.Choice(settings.WEIGHTINGS),
+                     default=settings.DEFAULT_WEIGHTING, show_default=True,
+                     help="layernorm: weigh each token by 1/σ² of the dense pre-LayerNorm sum, so the fit is on "
+                          "what the following LayerNorm passes on."))
+
+
+def reconstruction_plan(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target, reconstruct_ridge,
+                        reconstruct_weighting):
+    """The :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan` the reconstruction options ask for
+    (None without ``--reconstruct``)."""
+    if corpus is None:
+        return None
+    from sparsecse.shrinking.reconstruction import ReconstructionPlan
+
+    return ReconstructionPlan.prepare(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target,
+                                      reconstruct_ridge, weighting=reconstruct_weighting)

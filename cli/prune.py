@@ -7,15 +7,17 @@ from pathlib import Path
 
 import click
 
-from sparsecse.cli.options import echo_json, json_option, overwrite_option
+from sparsecse.cli.options import (criterion_option, echo_json, json_option, keep_one_head_option, overwrite_option,
+                                   scope_option, seq_len_option)
 
 
 def describe(mask) -> str:
+    """The text report of one mask: its target, λ, criterion and scope, what it removes and what it keeps."""
     m = mask.manifest
     layers, heads, ffn = mask.shape
     heads_text = "; ".join(f"layer {layer}: head{'s' if len(hs) > 1 else ''} {', '.join(map(str, hs))}"
                            for layer, hs in mask.pruned_heads().items())
-    from sparsecse.compress.pruning import target_name
+    from sparsecse.pruning.prune import target_name
 
     lines = [
         f"{target_name(mask)}, lambda {m['lambda']:g}, {m.get('criterion', 'abs_grad')}"
@@ -42,18 +44,13 @@ def describe(mask) -> str:
               "(in (0, 1], list or range) of the transformer layers' FLOPs per token.")
 @click.option("--keep-params", default=None, metavar="B",
               help="Instead of --sparsity: the same budget in transformer-layer parameters.")
-@click.option("--criterion", type=click.Choice(["abs_grad", "layer_norm", "fisher"]), default=None,
-              help="Importance from the stored gradients: E|g|, E|g| normalised per layer, or E[g^2] "
-              "(default: abs_grad for --sparsity, as in the paper; fisher for --keep-flops/--keep-params, "
-              "which measured best there; the manifest records which).")
-@click.option("--seq-len", type=click.IntRange(min=1), default=128, show_default=True,
-              help="Reference sequence length for the FLOPs of attention.")
+@criterion_option("abs_grad for --sparsity, as in the paper; fisher for --keep-flops/--keep-params, which "
+                  "measured best there")
+@seq_len_option
 @click.option("--lambda", "lambdas", default="0.5", show_default=True,
               help="Alignment weight λ in [0, 1] (list or range as for --sparsity).")
-@click.option("--scope", type=click.Choice(["global", "layer"]), default="global", show_default=True,
-              help="Rank units across all layers, or within each layer.")
-@click.option("--keep-one-head/--allow-empty-layers", default=None,
-              help="Never remove a layer's last attention head (default: on for --sparsity, off for budgets).")
+@scope_option
+@keep_one_head_option("on for --sparsity, off for budgets")
 @click.option("--out", required=True, type=click.Path(),
               help="Mask file for one sparsity and λ; a directory of mask files for a grid.")
 @click.option("--heatmap", type=click.Path(dir_okay=False), default=None,
@@ -64,17 +61,18 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
             heatmap, overwrite, as_json):
     """Turn a score file into masks: remove the lowest-scored heads and FFN neurons (--sparsity), or keep
     the most important ones within a FLOPs or parameter budget (--keep-flops, --keep-params)."""
-    from sparsecse.artifacts.files import atomic_dir, check_destination, write_json
-    from sparsecse.sweeps.plots import check_figure_path
-    from sparsecse.compress.pruning import mask_filename, prune_grid
-    from sparsecse.compress.scoring import GateScores
+    from sparsecse.artifacts.files import atomic_dir, check_destination
+    from sparsecse.reporting.plots import check_figure_path
+    from sparsecse.pruning.prune import PruningConfig, mask_filename, prune_grid
+    from sparsecse.scoring.scores import GateScores
 
     check_destination(out, overwrite, inputs={"score file": scores_path})
     if heatmap:
         check_figure_path(heatmap, overwrite, inputs={"score file": scores_path, "--out": out})
     scores = GateScores.load(scores_path)
-    masks = prune_grid(scores, sparsity, lambdas, scope=scope, keep_one_head=keep_one_head, keep_flops=keep_flops,
-                       keep_params=keep_params, criterion=criterion, seq_len=seq_len)
+    masks = prune_grid(scores, sparsity, lambdas, keep_flops=keep_flops, keep_params=keep_params,
+                       config=PruningConfig(criterion=criterion, seq_len=seq_len, scope=scope,
+                                            keep_one_head=keep_one_head))
     kind = "sparsity" if sparsity is not None else "keep_flops" if keep_flops is not None else "keep_params"
     if scores.batch_sizes is None and not as_json:
         click.echo(f"Note: {scores_path} weighs its scoring batches equally ({scores.weighting}).", err=True)
@@ -86,16 +84,10 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
         with atomic_dir(out, overwrite=overwrite) as tmp:
             for (v, lam), mask in masks.items():
                 mask.save(Path(tmp) / mask_filename(v, lam, kind))
-            write_json(Path(tmp) / "index.json", [
-                {"file": mask_filename(v, lam, kind), kind: v, "lambda": lam, "criterion": m.manifest["criterion"],
-                 "criterion_default": m.manifest["criterion_default"],
-                 "heads_pruned": m.heads_pruned, "neurons_pruned": m.neurons_pruned,
-                 "kept_flops_ratio": m.manifest.get("kept_flops_ratio"),
-                 "kept_params_ratio": m.manifest.get("kept_params_ratio")} for (v, lam), m in masks.items()])
         written = [Path(out) / mask_filename(v, lam, kind) for v, lam in masks]
     if heatmap:
-        from sparsecse.sweeps.plots import head_importance_heatmap
-        from sparsecse.compress.pruning import target_name
+        from sparsecse.reporting.plots import head_importance_heatmap
+        from sparsecse.pruning.prune import target_name
 
         (s0, lam0), first = next(iter(masks.items()))
         head_importance_heatmap(scores.head_scores(lam0, first.manifest["criterion"]), heatmap,

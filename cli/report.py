@@ -10,7 +10,7 @@ import click
 @click.option("--no-figures", is_flag=True, help="Only the tables and the summary.")
 def command(sweep_dir, no_figures):
     """Rebuild results.csv/json, summary.md and figures/ of the sweep in DIR from its finished points."""
-    from sparsecse.sweeps.report import report
+    from sparsecse.reporting.report import report
 
     built = report(sweep_dir, figures=not no_figures)
     click.echo(built["summary_text"])

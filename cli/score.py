@@ -5,19 +5,15 @@ from __future__ import annotations
 import click
 
 from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
-                                   overwrite_option, pooling_option, quiet_option, seed_option)
-from sparsecse.cli.options import trust_remote_code_option
+                                   overwrite_option, pooling_option, quiet_option, scoring_options, seed_option,
+                                   trust_remote_code_option)
 
 
 @click.command("score")
 @trust_remote_code_option
 @model_option
 @data_dir_option
-@click.option("--split", type=click.Choice(["train", "dev", "test"]), default="train", show_default=True,
-              help="STS-B split to score on (never test unless you ask).")
-@click.option("--batch-size", type=click.IntRange(min=2), default=64, show_default=True,
-              help="Positive pairs (and uniformity sentences) per batch.")
-@click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Stop after this many batches.")
+@scoring_options()
 @pooling_option
 @device_option
 @seed_option
@@ -28,7 +24,7 @@ from sparsecse.cli.options import trust_remote_code_option
 def command(model, data_dir, split, batch_size, max_batches, pooling, device, seed, out, overwrite, as_json, quiet):
     """Score every attention head and FFN neuron of a model by E|dL/dgate| on STS-B."""
     from sparsecse.artifacts.files import check_destination
-    from sparsecse.compress.scoring import score
+    from sparsecse.scoring.score import score
 
     check_destination(out, overwrite, inputs={"model": model}, sidecar=True)  # fail before the slow part
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import click
 
-from sparsecse.compress import reconstruction_settings as settings
-
-from sparsecse.cli.options import (device_option, echo_json, json_option, model_option, overwrite_option, pooling_option,
-                                   score_hint)
-from sparsecse.cli.options import trust_remote_code_option
+from sparsecse.cli.options import (align_ffn_option, device_option, echo_json, json_option, model_option, overwrite_option, pooling_option,
+                                   reconstruction_options, reconstruction_plan, score_hint, trust_remote_code_option)
 
 
 def _mb(n: int | None) -> str:
@@ -16,6 +13,7 @@ def _mb(n: int | None) -> str:
 
 
 def describe(result) -> str:
+    """The text report of a shrink: sizes before and after, the layers' shapes, the reconstruction."""
     before, after, ratios = result.before, result.after, result.ratios()
     rows = [
         ("parameters", f"{before['parameters']:,}", f"{after['parameters']:,}", ratios.get("parameters")),
@@ -53,26 +51,9 @@ def describe(result) -> str:
 @pooling_option
 @click.option("--seq-len", type=click.IntRange(min=1), default=128, show_default=True,
               help="Sequence length at which FLOPs per token are counted.")
-@click.option("--align-ffn", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Round each layer's FFN width up to a multiple of N with zero neurons, which change no "
-                   "output but let CPU matrix kernels run at full speed; 1 keeps exactly the mask's neurons.")
-@click.option("--reconstruct", "corpus", default=None, type=click.Path(dir_okay=False), metavar="CORPUS",
-              help="Refit the kept heads and neurons so each layer matches the dense model on sentences of "
-                   "this file (one per line), layer by layer, before removing the rest (no retraining).")
-@click.option("--reconstruct-sentences", type=click.IntRange(min=1), default=settings.DEFAULT_SENTENCES,
-              show_default=True, help="How many sentences of CORPUS (a seeded sample) the reconstruction fits on.")
-@click.option("--reconstruct-method", type=click.Choice(settings.METHODS), default=settings.DEFAULT_METHOD,
-              show_default=True,
-              help="scales: one factor per kept head/neuron (Kwon et al. 2022); full: the whole output "
-                   "projection over the kept units (ridge; falls back to scales if ill-conditioned).")
-@click.option("--reconstruct-target", type=click.Choice(settings.TARGETS), default=settings.DEFAULT_TARGET,
-              show_default=True, help="Match the pre-LayerNorm residual sum (residual) or the sublayer output.")
-@click.option("--reconstruct-ridge", type=click.FloatRange(min=0), default=settings.DEFAULT_RIDGE,
-              show_default=True,
-              help="Ridge weight (relative to the mean diagonal of the normal equations).")
-@click.option("--reconstruct-weighting", type=click.Choice(settings.WEIGHTINGS), default=settings.DEFAULT_WEIGHTING,
-              show_default=True, help="layernorm: weigh each token by 1/σ² of the dense pre-LayerNorm sum, so "
-                                      "the fit is on what the following LayerNorm passes on.")
+@align_ffn_option
+@reconstruction_options("Refit the kept heads and neurons so each layer matches the dense model on sentences of "
+                        "this file (one per line), layer by layer, before removing the rest (no retraining).")
 @device_option
 @overwrite_option
 @json_option
@@ -81,12 +62,10 @@ def command(model, mask_path, out, pooling, seq_len, align_ffn, corpus, reconstr
             as_json):
     """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
-    from sparsecse.compress.reconstruction import ReconstructionPlan
-    from sparsecse.compress.shrinking import ShrinkConfig, shrink
+    from sparsecse.shrinking.shrink import ShrinkConfig, shrink
 
-    plan = None if corpus is None else ReconstructionPlan.prepare(
-        corpus, reconstruct_sentences, reconstruct_method, reconstruct_target, reconstruct_ridge,
-        weighting=reconstruct_weighting)
+    plan = reconstruction_plan(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target,
+                               reconstruct_ridge, reconstruct_weighting)
     config = ShrinkConfig(pooling=pooling, device=device, seq_len=seq_len, align_ffn=align_ffn, reconstruct=plan,
                           show_progress=True)
     result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, config=config)

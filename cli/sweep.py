@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from sparsecse.cli.options import (data_dir_option, device_option, echo_json, fasttest_option, json_option,
-                                   model_option, overwrite_option, pooling_option, precision_option, quiet_option,
-                                   seed_option)
-from sparsecse.cli.options import trust_remote_code_option
+from sparsecse.cli.options import (criterion_option, data_dir_option, device_option, echo_json, fasttest_option,
+                                   json_option, keep_one_head_option, model_option, overwrite_option, pooling_option,
+                                   precision_option, quiet_option, scope_option, scoring_options, seed_option,
+                                   trust_remote_code_option)
 
 # flags that only mean something with --rewind (refused without it, rather than silently ignored)
 REWIND_ONLY = ("objective", "corpus", "rewind_sparsities", "rewind_lambda", "rewind_dense", "seeds", "rewind_init",
@@ -52,19 +52,11 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
               help="Sweep directory; an existing one with the same model and scoring settings is resumed.")
 @overwrite_option
 @data_dir_option
-@click.option("--split", type=click.Choice(["train", "dev", "test"]), default="train", show_default=True,
-              help="Scoring: STS-B split (as in `score`).")
-@click.option("--score-batch-size", type=click.IntRange(min=2), default=64, show_default=True,
-              help="Scoring: positive pairs per batch (`score --batch-size`).")
-@click.option("--max-batches", type=click.IntRange(min=1), default=None,
-              help="Scoring: stop after N batches (as in `score`).")
-@click.option("--scope", type=click.Choice(["global", "layer"]), default="global", show_default=True,
-              help="Rank units across all layers, or within each layer.")
-@click.option("--criterion", type=click.Choice(["abs_grad", "layer_norm", "fisher"]), default=None,
-              help="Importance from the stored gradients for every point (default: abs_grad for --sparsities, "
-              "fisher for --keep-flops budgets; see `prune --criterion`).")
-@click.option("--keep-one-head/--allow-empty-layers", default=None,
-              help="Never remove a layer's last attention head (default: on for --sparsities, off for budgets).")
+@scoring_options("--score-batch-size", "Scoring (as `score` does): ")
+@scope_option
+@criterion_option("abs_grad for --sparsities, fisher for --keep-flops budgets, at every point; see `prune "
+                  "--criterion`")
+@keep_one_head_option("on for --sparsities, off for budgets")
 @click.option("--eval-mode", type=click.Choice(["masked", "shrunk"]), default="masked", show_default=True,
               help="Evaluate with gates, or on a physically shrunk copy (same numbers).")
 @precision_option
@@ -133,11 +125,13 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     resubmitted by the next run of the same command, and finished points are never recomputed.
     """
     from sparsecse.errors import SparseCSEError
-    from sparsecse.sweeps.report import best_points, report
-    from sparsecse.compress.scoring import ScoringConfig
     from sparsecse.evaluation.config import EvaluationConfig
-    from sparsecse.sweeps.config import PruningConfig, RewindConfig, SweepOptions
-    from sparsecse.sweeps.run import STS_TASKS, sweep
+    from sparsecse.evaluation.tasks import STS_TASKS
+    from sparsecse.pruning.prune import PruningConfig
+    from sparsecse.reporting.report import best_points, report
+    from sparsecse.scoring.score import ScoringConfig
+    from sparsecse.sweeps.config import RewindConfig, sweep_spec
+    from sparsecse.sweeps.run import sweep
 
     _check_rewind_flags(ctx, rewind)
     if old_rewind_batch_size is not None:
@@ -148,26 +142,27 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     rewind_args = {k: v for k, v in dict(max_steps=max_steps, batch_size=batch_size, lr=lr,
                                          max_length=max_length, eval_steps=eval_steps,
                                          objective_args=objective_args).items() if v is not None}
-    kwargs = dict(
-        sparsities=sparsities, lambdas=lambdas, out=out, reconstruct=reconstruct,
+    arguments = dict(
+        keep_flops=keep_flops, reconstruct=reconstruct,
         score=ScoringConfig(data_dir=data_dir, split=split, batch_size=score_batch_size, seed=seed,
                             max_batches=max_batches),
-        prune=PruningConfig(scope=scope, criterion=criterion, keep_one_head=keep_one_head, keep_flops=keep_flops),
+        prune=PruningConfig(scope=scope, criterion=criterion, keep_one_head=keep_one_head),
         evaluate=EvaluationConfig(tasks=tasks, data_dir=data_dir, pooling=pooling, device=device, precision=precision,
                                   fasttest=fasttest, seed=seed),
         rewind=RewindConfig(corpus=corpus, objective=objective, sparsities=rewind_sparsities, lambdas=rewind_lambda,
-                            init=rewind_init, args=rewind_args, dense=rewind_dense, seeds=seeds) if rewind else False,
-        run=SweepOptions(eval_mode=eval_mode, overwrite=overwrite, show_progress=not quiet))
+                            init=rewind_init, args=rewind_args, dense=rewind_dense, seeds=seeds) if rewind else None,
+        eval_mode=eval_mode, overwrite=overwrite, show_progress=not quiet)
     _check_launcher_flags(ctx, launcher)
     if launcher:
-        result = _launch(model, kwargs, launcher, launcher_config, dict(
+        spec = sweep_spec(model, sparsities, lambdas, out, **arguments)
+        result = _launch(spec, launcher, launcher_config, dict(
             partition=partition, gpus_per_task=gpus_per_task, cpus_per_task=cpus_per_task, mem=mem,
             time=time_limit, array_parallelism=array_parallelism, sbatch=sbatch), workers, detach, as_json,
             poll_seconds)
         if result is None:
             return
     else:
-        result = sweep(model, make_report=False, **kwargs)
+        result = sweep(model, sparsities, lambdas, out, make_report=False, **arguments)
     built = report(result.out)
     table = built["table"]
     sts = [t for t in STS_TASKS if t in set(table["task"])]
@@ -202,7 +197,7 @@ def _check_launcher_flags(ctx, launcher) -> None:
         raise SparseCSEError(f"{', '.join(_flag(ctx, n) for n in given)} only apply with --launcher slurm|local.")
 
 
-def _launch(model, kwargs, launcher, config, overrides, workers, detach, as_json, poll):
+def _launch(spec, launcher, config, overrides, workers, detach, as_json, poll):
     """Run the sweep's points as cluster tasks; the SweepResult of what they did, None when detached."""
     import sys
 
@@ -210,7 +205,7 @@ def _launch(model, kwargs, launcher, config, overrides, workers, detach, as_json
 
     try:
         from sparsecse.sweeps.cluster.config import load_resources, parse_sbatch_args
-        from sparsecse.sweeps.cluster.launch import check_launcher, launch_sweep, sweep_arguments
+        from sparsecse.sweeps.cluster.launch import check_launcher, launch_sweep
     except ImportError as exc:
         raise SparseCSEError(f"--launcher needs the cluster extra ({exc.name} is missing): "
                              "pip install 'sparsecse[cluster]'.") from None
@@ -221,13 +216,13 @@ def _launch(model, kwargs, launcher, config, overrides, workers, detach, as_json
     import time
 
     started = time.time()
-    launched = launch_sweep(sweep_arguments(model, **kwargs), launcher, resources, workers=workers, detach=detach,
+    launched = launch_sweep(spec, launcher, resources, workers=workers, detach=detach,
                             poll=poll, echo=lambda msg: click.echo(msg, err=True), confirm=confirm)
     if launched.detached:
         if as_json:
             echo_json({"out": str(launched.out), "submitted": len(launched.tasks), "jobs": launched.job_ids})
         return None
-    from sparsecse.sweeps.run import SweepResult
+    from sparsecse.sweeps.points import SweepResult
 
     result = SweepResult(launched.out, computed=[t.point.label for t in launched.tasks if t.status == "done"],
                          reused=launched.reused, busy=[t.point.label for t in launched.tasks if t.status == "busy"],

@@ -55,6 +55,7 @@ def run_options(kwargs: dict) -> tuple[dict, bool]:
 
 
 def report(result, as_json: bool, verb: str) -> None:
+    """The text report of a training run: the best dev score, its step, where the model is."""
     if as_json:
         echo_json(result.to_dict())
         return

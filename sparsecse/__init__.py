@@ -12,33 +12,35 @@ __version__ = "0.1.0"
 
 _API = {
     "SentenceEncoder": "sparsecse.modeling.encoder",
-    "Gates": "sparsecse.compress.gates",
-    "Mask": "sparsecse.compress.masks",
-    "GateScores": "sparsecse.compress.scoring",
-    "score": "sparsecse.compress.scoring",
-    "prune": "sparsecse.compress.pruning",
-    "prune_grid": "sparsecse.compress.pruning",
+    "Gates": "sparsecse.scoring.gates",
+    "Mask": "sparsecse.pruning.masks",
+    "GateScores": "sparsecse.scoring.scores",
+    # the commands, under the same names
+    "score": "sparsecse.scoring.score",
+    "prune": "sparsecse.pruning.prune",
+    "prune_grid": "sparsecse.pruning.prune",
     "evaluate": "sparsecse.evaluation",
     "compare": "sparsecse.evaluation.compare",
-    "shrink": "sparsecse.compress.shrinking",
-    "export": "sparsecse.deploy.onnx_export",
+    "shrink": "sparsecse.shrinking.shrink",
+    "compress": "sparsecse.compression",
+    "export": "sparsecse.deploy.export",
+    "train": "sparsecse.training",
+    "rewind": "sparsecse.training",
+    "sweep": "sparsecse.sweeps.run",
+    "report": "sparsecse.reporting.report",
     "OnnxEncoder": "sparsecse.deploy.onnx_encoder",
     "OpenVinoEncoder": "sparsecse.deploy.openvino_encoder",
     "Encoder": "sparsecse.deploy.runtime",
     "load_encoder": "sparsecse.deploy.loading",
-    "train": "sparsecse.training",
-    "rewind": "sparsecse.training",
-    "sweep": "sparsecse.sweeps.run",
     "SparseCSEError": "sparsecse.errors",
     # one frozen config per stage (sparsecse.stage_config)
-    "ScoringConfig": "sparsecse.compress.scoring",
-    "PruningRule": "sparsecse.compress.pruning",
-    "ShrinkConfig": "sparsecse.compress.shrinking",
-    "ReconstructionPlan": "sparsecse.compress.reconstruction",
+    "ScoringConfig": "sparsecse.scoring.score",
+    "PruningConfig": "sparsecse.pruning.prune",
+    "ShrinkConfig": "sparsecse.shrinking.shrink",
+    "ReconstructionPlan": "sparsecse.shrinking.reconstruction",
     "EvaluationConfig": "sparsecse.evaluation.config",
     "ComparisonConfig": "sparsecse.evaluation.compare",
     "TrainingConfig": "sparsecse.training.config",
-    "PruningConfig": "sparsecse.sweeps.config",
     "RewindConfig": "sparsecse.sweeps.config",
     "SweepOptions": "sparsecse.sweeps.config",
     "SweepSpec": "sparsecse.sweeps.config",
@@ -47,6 +49,7 @@ _API = {
 
 
 def __getattr__(name):  # lazy, so importing sparsecse does not import torch
+    """The public name ``name``, imported from its module on first use."""
     if name in _API:
         import importlib
 
@@ -55,4 +58,5 @@ def __getattr__(name):  # lazy, so importing sparsecse does not import torch
 
 
 def __dir__():
+    """The module's names and every public name of the API."""
     return sorted(list(globals()) + list(_API))

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers import random_sentences
 from tests.senteval_fixture import write_senteval
 from tests.tiny import make_tiny_model_dir, write_stsb
 
@@ -33,6 +34,15 @@ def tiny_model_dir(request, tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_stsb_dir(tmp_path_factory):
     return write_stsb(tmp_path_factory.mktemp("senteval"))
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    """A training / calibration corpus: 160 random word sequences, one a line, and a blank line at the end
+    (none of them a held-out test sentence; read-only for the tests)."""
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n".join(random_sentences(160)) + "\n\n")
+    return path
 
 
 @pytest.fixture(scope="session")

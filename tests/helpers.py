@@ -8,27 +8,30 @@ import zipfile
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 
-from sparsecse.compress.gates import Gates
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.pruning import masks_from_scores
-from sparsecse.compress.scoring import GateScores
-from sparsecse.compress.shrinking import save_model_dir, shrink_encoder
+from sparsecse.cli import main
+from sparsecse.evaluation.config import EvaluationConfig
+from sparsecse.scoring.gates import Gates
+from sparsecse.scoring.score import ScoringConfig
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.selection import masks_from_scores
+from sparsecse.scoring.scores import GateScores
+from sparsecse.shrinking.shrink import save_model_dir
+from sparsecse.shrinking.surgery import shrink_encoder
 from sparsecse.modeling.adapters import model_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 from tests.tiny import SENTENCES, WORDS, make_tokenizer
 
 
+def cli(*args, env=None):
+    """``sparsecse ARGS`` through click's test runner (arguments as strings); the click Result."""
+    return CliRunner().invoke(main, [str(a) for a in args], env=env)
+
+
 def random_sentences(n, seed=0):
     rng = random.Random(seed)
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) for _ in range(n)]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    path.write_text("\n".join(random_sentences(160)) + "\n\n")
-    return path
 
 
 @pytest.fixture
@@ -43,6 +46,17 @@ def counted(monkeypatch):
 
     monkeypatch.setattr(SentenceEncoder, "forward", forward)
     return rows
+
+
+def scoring(data, **changes) -> ScoringConfig:
+    """The tests' scoring on the tiny STS-B files: at most 2 batches of 8 positive pairs (``changes`` replace
+    fields)."""
+    return ScoringConfig(**{"data_dir": data, "batch_size": 8, "max_batches": 2, **changes})
+
+
+def evaluation(data, **changes) -> EvaluationConfig:
+    """The tests' evaluation: STS-B on CPU (``changes`` replace fields)."""
+    return EvaluationConfig(**{"tasks": "STSBenchmark", "data_dir": data, "device": "cpu", **changes})
 
 
 def quick(**overrides):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from sparsecse.compress.alignment import alignment_loss, alignment_metric, uniformity_loss
+from sparsecse.scoring.alignment import alignment_loss, alignment_metric, uniformity_loss
 
 
 def _normalise(x):

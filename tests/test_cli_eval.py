@@ -1,18 +1,13 @@
 import json
 
-from click.testing import CliRunner
 
-from sparsecse.cli import main
+from tests.helpers import cli
 
-
-
-def run(*args):
-    return CliRunner().invoke(main, ["eval", *map(str, args)])
 
 
 def test_eval_json_shape_and_results_file(tiny_bert_dir, fake_senteval, tmp_path):
     out = tmp_path / "results.json"
-    result = run("--model", tiny_bert_dir, "--data-dir", fake_senteval, "--tasks", "STS12,STSBenchmark,TREC",
+    result = cli("eval", "--model", tiny_bert_dir, "--data-dir", fake_senteval, "--tasks", "STS12,STSBenchmark,TREC",
                  "--fasttest", "--json", "--quiet", "--out", out, "--device", "cpu")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -25,12 +20,12 @@ def test_eval_json_shape_and_results_file(tiny_bert_dir, fake_senteval, tmp_path
     manifest = written["manifest"]
     assert manifest["kind"] == "eval" and manifest["seed"] == 0
     assert manifest["inputs"]["model"]["sha256"] and manifest["params"]["tasks"] == ["STS12", "STSBenchmark", "TREC"]
-    again = run("--model", tiny_bert_dir, "--data-dir", fake_senteval, "--tasks", "STS12", "--quiet", "--out", out)
+    again = cli("eval", "--model", tiny_bert_dir, "--data-dir", fake_senteval, "--tasks", "STS12", "--quiet", "--out", out)
     assert again.exit_code == 1 and "already exists" in again.output
 
 
 def test_eval_table_output(tiny_bert_dir, fake_senteval):
-    result = run("--model", tiny_bert_dir, "--data-dir", fake_senteval, "--tasks", "STS13,SICKRelatedness",
+    result = cli("eval", "--model", tiny_bert_dir, "--data-dir", fake_senteval, "--tasks", "STS13,SICKRelatedness",
                  "--quiet", "--sts-aggregation", "wmean", "--device", "cpu")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -40,9 +35,9 @@ def test_eval_table_output(tiny_bert_dir, fake_senteval):
 
 
 def test_eval_bad_input_is_one_line_error(tiny_bert_dir, fake_senteval, tmp_path):
-    unknown = run("--model", tiny_bert_dir, "--data-dir", fake_senteval, "--tasks", "STS12,Nope")
+    unknown = cli("eval", "--model", tiny_bert_dir, "--data-dir", fake_senteval, "--tasks", "STS12,Nope")
     assert unknown.exit_code == 1
     assert "Error: Unknown task 'Nope'" in unknown.output and "SICKRelatedness" in unknown.output
     assert "Traceback" not in unknown.output
-    missing = run("--model", tiny_bert_dir, "--data-dir", tmp_path, "--tasks", "STS14")
+    missing = cli("eval", "--model", tiny_bert_dir, "--data-dir", tmp_path, "--tasks", "STS14")
     assert missing.exit_code == 1 and "STS14" in missing.output and "STS14-en-test" in missing.output

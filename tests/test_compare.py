@@ -3,17 +3,12 @@
 import json
 
 import pytest
-from click.testing import CliRunner
 
 import sparsecse
-from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import STS_TASKS
 from tests.tiny import make_tiny_model_dir
-
-
-def cli(*args):
-    return CliRunner().invoke(main, [*map(str, args)])
+from tests.helpers import cli
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from sparsecse.artifacts.download import RECORD, archive_root, install_archive, part_path
-from sparsecse.cli import main
 from sparsecse.data.paths import resolve_data_dir
 from sparsecse.data.sources import SENTEVAL, missing_files
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.errors import SparseCSEError
+from tests.helpers import cli
 
 FEW = ("STS/STSBenchmark/sts-dev.csv", "SICK/SICK_trial.txt", "MR/rt-polarity.pos")
 
@@ -256,24 +255,20 @@ def test_existing_directory_with_other_files_is_not_replaced_without_force(serve
     assert (dest / "notes.txt").read_text() == "keep me"
 
 
-def run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env)
-
-
 def test_cli_fills_the_default_directory_with_the_full_set(serve, senteval_dir, tmp_path, monkeypatch):
     files = sorted(str(p.relative_to(senteval_dir)) for p in senteval_dir.rglob("*") if p.is_file())
     archive = tar_bytes(senteval_dir, files)
     server = serve({"/senteval.tar": archive})
     dest = tmp_path / "data"
     monkeypatch.setenv("SPARSECSE_DATA", str(dest))
-    result = run("data", "download", "--source", server.url("/senteval.tar"), "--sha256", sha(archive), "--quiet")
+    result = cli("data", "download", "--source", server.url("/senteval.tar"), "--sha256", sha(archive), "--quiet")
     assert result.exit_code == 0, result.output
     assert f"into {dest} (" in result.output and "SHA-256 verified" in result.output
     assert "--data-dir" not in result.output  # the default directory needs no option
     assert missing_files(dest) == [] and resolve_data_dir() == dest  # every file the readers open
     assert read_sts_benchmark(dest, "dev") == read_sts_benchmark(senteval_dir, "dev")
 
-    again = run("data", "download", "--source", server.url("/senteval.tar"), "--json")
+    again = cli("data", "download", "--source", server.url("/senteval.tar"), "--json")
     assert json.loads(again.output)["already_there"] is True and len(server.requests) == 1
 
 
@@ -282,7 +277,7 @@ def test_cli_names_where_the_data_went_and_how_to_read_it(serve, senteval_dir, t
     server = serve({"/senteval.tar": archive})
     monkeypatch.setattr("sparsecse.data.sources.SENTEVAL", SENTEVAL.__class__(
         name="senteval.tar", urls=(server.url("/senteval.tar"),), sha256=None, required=FEW, description="few"))
-    result = run("data", "download", "--to", tmp_path / "elsewhere", "--quiet")
+    result = cli("data", "download", "--to", tmp_path / "elsewhere", "--quiet")
     assert result.exit_code == 0, result.output
     assert "no published SHA-256 is recorded for senteval.tar; it has " + sha(archive) in result.output
     assert f"--data-dir {tmp_path / 'elsewhere'}" in result.output
@@ -291,16 +286,16 @@ def test_cli_names_where_the_data_went_and_how_to_read_it(serve, senteval_dir, t
 def test_cli_errors_are_one_sentence(serve, tmp_path):
     server = serve({})
     (tmp_path / "file").write_text("")
-    result = run("data", "download", "--to", tmp_path / "file" / "senteval", "--source", server.url("/x.tar"))
+    result = cli("data", "download", "--to", tmp_path / "file" / "senteval", "--source", server.url("/x.tar"))
     assert result.exit_code == 1 and "is a file, not a directory" in result.output and not server.requests
-    result = run("data", "download", "--to", tmp_path / "d", "--source", server.url("/senteval.tar"))
+    result = cli("data", "download", "--to", tmp_path / "d", "--source", server.url("/senteval.tar"))
     assert result.exit_code == 1 and "HTTP 404" in result.output and "Traceback" not in result.output
-    result = run("data", "download", "--to", tmp_path / "d", "--sha256", "abc")
+    result = cli("data", "download", "--to", tmp_path / "d", "--sha256", "abc")
     assert result.exit_code == 1 and "not a SHA-256" in result.output
 
 
 def test_missing_data_names_the_download_command(tmp_path):
-    result = run("eval", "--tasks", "STSBenchmark", env={"SPARSECSE_DATA": str(tmp_path / "none")})
+    result = cli("eval", "--tasks", "STSBenchmark", env={"SPARSECSE_DATA": str(tmp_path / "none")})
     assert result.exit_code == 1 and "`sparsecse data download` fetches the SentEval data there" in result.output
     with pytest.raises(SparseCSEError, match=f"`sparsecse data download --to {tmp_path / 'x'}`"):
         resolve_data_dir(tmp_path / "x")

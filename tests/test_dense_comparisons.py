@@ -6,7 +6,7 @@ import pytest
 
 from sparsecse.evaluation.results_file import save_pairs
 from sparsecse.evaluation.sts import spearman100
-from sparsecse.sweeps.dense_comparisons import (dense_comparison_lines, dense_comparison_table,
+from sparsecse.reporting.dense_comparisons import (dense_comparison_lines, dense_comparison_table,
                                                 dense_comparisons, verdict)
 
 

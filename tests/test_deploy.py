@@ -2,7 +2,6 @@
 calibration draw is seeded and recorded, one loader serves every directory, refusals write nothing."""
 
 import json
-import random
 import sys
 
 import numpy as np
@@ -16,7 +15,7 @@ pytest.importorskip("nncf")
 
 from sparsecse.cli import main  # noqa: E402
 from sparsecse.deploy.calibration import calibration_sample  # noqa: E402
-from sparsecse.deploy.cpu_features import cpu_features, describe_cpu  # noqa: E402
+from sparsecse.modeling.cpu_features import cpu_features, describe_cpu  # noqa: E402
 from sparsecse.deploy.loading import load_encoder  # noqa: E402
 from sparsecse.deploy.onnx_static import empty_weight_matmuls, gelu_input_matmuls  # noqa: E402
 from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder  # noqa: E402
@@ -24,26 +23,12 @@ from sparsecse.deploy.runtime import Encoder, is_encoder  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows as cosines  # noqa: E402
-from sparsecse.deploy.onnx_export import export  # noqa: E402
+from sparsecse.deploy.export import export  # noqa: E402
 from sparsecse.deploy.onnx_encoder import FP32_FILE, STATIC_INT8_FILE, OnnxEncoder  # noqa: E402
 from tests.helpers import TEST_SENTENCES, shrunk_dir  # noqa: E402
-from tests.tiny import WORDS, make_tiny_model_dir  # noqa: E402
+from tests.tiny import make_tiny_model_dir  # noqa: E402
 
 CALIBRATION_SIZE = 40
-
-
-def write_corpus(path, n=60, seed=1):
-    """Random word sequences of 3-14 words: none of them is a held-out test sentence."""
-    rng = random.Random(seed)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14))) for _ in range(n)]
-    assert not set(lines) & set(TEST_SENTENCES)
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
 
 
 @pytest.fixture(scope="module", params=["bert-dense", "bert-shrunk", "roberta-dense", "roberta-shrunk",
@@ -103,6 +88,7 @@ def test_onnx_static_int8_stays_close_and_is_qdq(deployed):
 
 def test_calibration_draw_is_seeded_and_recorded(deployed, corpus):
     _, openvino, static = deployed
+    assert not set(corpus.read_text().splitlines()) & set(TEST_SENTENCES)  # calibrated on none of the held-out
     sentences, record = calibration_sample(corpus, CALIBRATION_SIZE, seed=3)
     assert len(sentences) == len(set(sentences)) == CALIBRATION_SIZE == record["size"]
     assert calibration_sample(corpus, CALIBRATION_SIZE, seed=3)[0] == sentences

@@ -10,7 +10,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.distill import Distill
 from sparsecse.objectives.registry import get_objective
 from sparsecse.training import rewind, train
-from tests.helpers import corpus, make_mask, quick  # noqa: F401 (fixture)
+from tests.helpers import make_mask, quick
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 
@@ -112,7 +112,7 @@ def test_rewind_distills_from_the_scored_model_and_refuses_a_bad_teacher_before_
 
 
 def test_train_on_a_shrunk_model_takes_the_teacher_from_its_lineage(tiny_bert_dir, tmp_path):
-    from sparsecse.compress.shrinking import shrink
+    from sparsecse.shrinking.shrink import shrink
 
     mask_path, _ = make_mask(tmp_path, tiny_bert_dir, pooling="mean")
     shrink(tiny_bert_dir, mask_path, tmp_path / "small", pooling="mean")

@@ -16,7 +16,7 @@ from sparsecse.objectives.distill import Distill
 from sparsecse.objectives.teacher_cache import teacher_embeddings
 from sparsecse.objectives.teachers import Teacher, teacher_names
 from sparsecse.training import train
-from tests.helpers import corpus, counted, quick  # noqa: F401 (fixture)
+from tests.helpers import counted, quick  # noqa: F401 (counted is a fixture)
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 

@@ -46,7 +46,7 @@ def test_layer_loss_is_the_masked_mse_of_the_mapped_hidden_states(tiny_bert_dir,
 
 
 def test_layer_loss_on_a_shrunk_student_uses_the_identity_map(tiny_bert_dir, tmp_path):
-    from sparsecse.compress.shrinking import shrink
+    from sparsecse.shrinking.shrink import shrink
     from tests.helpers import make_mask
 
     mask_path, _ = make_mask(tmp_path, tiny_bert_dir, pooling="mean")

@@ -14,7 +14,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.distill import (Distill, least_squares_map, pca_components, procrustes_rotation,
                                           similarity_loss)
 from sparsecse.training import train
-from tests.helpers import corpus, quick  # noqa: F401 (fixture)
+from tests.helpers import quick
 from tests.tiny import SENTENCES, make_mpnet_tokenizer, make_tiny_model_dir
 
 

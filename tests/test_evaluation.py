@@ -17,7 +17,7 @@ from sparsecse.evaluation.transfer import (
     nested_cv_accuracy,
     stratified_folds,
 )
-from sparsecse.compress.masks import Mask
+from sparsecse.pruning.masks import Mask
 
 
 

@@ -10,7 +10,7 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.objectives.registry import build_objective
 from sparsecse.training import rewind
 from sparsecse.training.rewind import NO_LINEAGE
-from tests.helpers import corpus, make_mask, quick  # noqa: F401  (corpus is a fixture)
+from tests.helpers import make_mask, quick
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -3,9 +3,9 @@ import torch
 
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.gates import Gates
+from sparsecse.scoring.gates import Gates
 from sparsecse.modeling.adapters import get_adapter, layer_parts
-from sparsecse.compress.masks import Mask
+from sparsecse.pruning.masks import Mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
 from tests.helpers import assert_gate_gradients_match_finite_differences
 

@@ -3,7 +3,7 @@
 import pytest
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.grid import check_sparsity, parse_grid
+from sparsecse.pruning.grid import check_sparsity, parse_grid
 
 
 def test_the_papers_grid():

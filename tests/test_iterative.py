@@ -9,25 +9,18 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from sparsecse.compress.budget import UnitCosts, budget_cap, select_under_budget
+from sparsecse.pruning.budget import UnitCosts, budget_cap, select_under_budget
 from sparsecse.cli import main
-from sparsecse.compress.iterative import iterative_prune, shrink_iterative, silence, step_budgets
+from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative, silence, step_budgets
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.flops import count_parameters, flops_per_token
-from sparsecse.compress.pruning import prune
-from sparsecse.compress.reconstruction import ReconstructionPlan
-from sparsecse.compress.scoring import score
-from sparsecse.compress.shrinking import shrink
+from sparsecse.pruning.flops import count_parameters, flops_per_token
+from sparsecse.pruning.prune import prune
+from sparsecse.shrinking.reconstruction import ReconstructionPlan
+from sparsecse.scoring.score import score
+from sparsecse.shrinking.shrink import shrink
 from tests.helpers import fake_scores
 from tests.tiny import SENTENCES
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    path = tmp_path / "corpus.txt"
-    path.write_text("\n".join(SENTENCES * 3) + "\n")
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,12 @@ from sparsecse.artifacts import model_store
 from sparsecse.cli import main
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.gates import Gates
+from sparsecse.scoring.gates import Gates
 from sparsecse.modeling.adapters import layer_parts
-from sparsecse.compress.masks import Mask
+from sparsecse.pruning.masks import Mask
 from sparsecse.objectives.registry import build_objective
-from sparsecse.compress.shrinking import save_model_dir, shrink, shrink_encoder
+from sparsecse.shrinking.shrink import save_model_dir, shrink
+from sparsecse.shrinking.surgery import shrink_encoder
 from tests.helpers import fake_part_wheels, assert_gate_gradients_match_finite_differences
 from tests.helpers import assert_same_embeddings, gated_embeddings, random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir

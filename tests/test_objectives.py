@@ -11,11 +11,12 @@ import torch
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts
-from sparsecse.compress.masks import Mask
+from sparsecse.pruning.masks import Mask
 from sparsecse.objectives.base import ObjectiveOutput
 from sparsecse.objectives.masked_lm import choose_positions, corrupt
 from sparsecse.objectives.noise_negatives import sample_noise_negatives
 from sparsecse.objectives.registry import build_objective, get_objective
+from sparsecse.shrinking.surgery import shrink_encoder
 from tests.tiny import SENTENCES, make_tiny_model_dir, make_tokenizer
 from tests.helpers import save_mlm as _save_mlm
 
@@ -262,12 +263,11 @@ def test_diffcse_gradient_reaches_encoder_through_h_and_generator_stays_untouche
 def test_diffcse_discriminator_starts_from_the_dense_pretrained_checkpoint(tiny_bert_dir, mlm_dirs):
     """The published code loads the discriminator from the pretrained model: a rewound (shrunk,
     changed) encoder still gets the full-size weights of the checkpoint it was loaded from."""
-    shrink = pytest.importorskip("sparsecse.compress.shrinking")
     dense = dict(SentenceEncoder.load(tiny_bert_dir, device="cpu").model.named_parameters())
     encoder = load_encoder(tiny_bert_dir)
     with torch.no_grad():
         encoder.model.embeddings.word_embeddings.weight.add_(1.0)  # the encoder has moved on
-    shrink.shrink_encoder(encoder, _example_mask(encoder.model))
+    shrink_encoder(encoder, _example_mask(encoder.model))
     objective = build("diffcse", encoder, mlm_dirs)
     disc = dict(objective.discriminator.named_parameters())
     assert disc.keys() == dense.keys() and not hasattr(objective.discriminator.config, "kept_heads")
@@ -587,10 +587,9 @@ def test_objectives_train_under_a_pruning_mask(variant, tiny_bert_dir, mlm_dirs)
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_objectives_train_a_physically_shrunk_encoder(variant, tiny_bert_dir, mlm_dirs):
-    shrink = pytest.importorskip("sparsecse.compress.shrinking")
     torch.manual_seed(0)
     encoder = load_encoder(tiny_bert_dir)
-    shrink.shrink_encoder(encoder, _example_mask(encoder.model))
+    shrink_encoder(encoder, _example_mask(encoder.model))
     objective = build(variant, encoder, mlm_dirs)
     outputs = train_steps(encoder, objective, batch_of(encoder), steps=3)
     assert all(math.isfinite(float(o.loss)) for o in outputs)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sparsecse.sweeps import plots
+from sparsecse.reporting import plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -2,10 +2,11 @@ import pytest
 import torch
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.grid import parse_grid
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.pruning import prune, prune_grid, round_half_up
-from sparsecse.compress.scoring import GateScores
+from sparsecse.pruning.grid import parse_grid
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.prune import prune, prune_grid
+from sparsecse.pruning.selection import round_half_up
+from sparsecse.scoring.scores import GateScores
 from tests.helpers import fake_scores
 
 

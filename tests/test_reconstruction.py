@@ -9,21 +9,16 @@ import torch
 from click.testing import CliRunner
 
 from sparsecse.cli import main
+from sparsecse.data.corpus import read_corpus
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.reconstruction import ReconstructionPlan, calibration_sentences, reconstruct, token_batches
-from sparsecse.compress.shrinking import shrink, shrink_encoder
+from sparsecse.pruning.masks import Mask
+from sparsecse.shrinking.reconstruction import ReconstructionPlan, calibration_sentences, reconstruct, token_batches
+from sparsecse.shrinking.shrink import shrink
+from sparsecse.shrinking.surgery import shrink_encoder
 from tests.helpers import random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    path = tmp_path / "corpus.txt"
-    path.write_text("\n".join(SENTENCES * 3) + "\n")
-    return path
 
 
 def duplicated_model(path):
@@ -115,7 +110,7 @@ def test_shrink_records_the_reconstruction_and_reloads(tiny_bert_dir, corpus, tm
 def test_calibration_sample_is_seeded_and_capped(corpus):
     a, b = calibration_sentences(corpus, 10, seed=0), calibration_sentences(corpus, 10, seed=0)
     assert a.sentences == b.sentences and len(a.sentences) == 10
-    assert len(calibration_sentences(corpus, 10_000).sentences) == len(SENTENCES) * 3
+    assert calibration_sentences(corpus, 10_000).sentences == read_corpus(corpus)  # all of them, in file order
 
 
 @pytest.mark.parametrize("content", [None, "", "\n  \n"])
@@ -139,7 +134,7 @@ def test_token_weights_give_the_weighted_least_squares_solution():
     """NormalEquations with per-token weights == numpy's least squares on sqrt(w)-scaled rows with an intercept."""
     import numpy as np
 
-    from sparsecse.compress.reconstruction import NormalEquations, fit_projection
+    from sparsecse.shrinking.reconstruction import NormalEquations, fit_projection
 
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(200, 6, generator=gen, dtype=torch.float64)

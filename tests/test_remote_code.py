@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from sparsecse.cli import main
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.masks import Mask
+from sparsecse.pruning.masks import Mask
 from tests.tiny import make_tiny_model_dir
 
 CONFIG_CODE = """from pathlib import Path
@@ -106,7 +106,7 @@ def test_flag_loads_and_the_manifest_says_so(evil, tmp_path, tiny_stsb_dir):
 
 
 def test_shrunk_directory_loads_with_installed_code_only(tiny_bert_dir, tmp_path):
-    from sparsecse.compress.shrinking import shrink
+    from sparsecse.shrinking.shrink import shrink
 
     heads = torch.tensor([[True, False, True, True], [False, True, True, True]])
     neurons = torch.ones(2, 48, dtype=torch.bool)

@@ -9,15 +9,12 @@ import stat
 
 import pytest
 import torch
-from click.testing import CliRunner
 
 from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.registry import available_objectives, get_objective
-
-
-def run_cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
+from sparsecse.sweeps.config import RewindConfig
+from tests.helpers import cli, evaluation, scoring
 
 
 def one_sentence_error(result, *fragments):
@@ -31,13 +28,6 @@ def one_sentence_error(result, *fragments):
     return lines[0]
 
 
-@pytest.fixture()
-def corpus(tmp_path):
-    path = tmp_path / "corpus.txt"
-    path.write_text("\n".join(f"sentence number {i} is here" for i in range(40)) + "\n")
-    return path
-
-
 # ---------------------------------------------------------------------------------- objective parameters
 @pytest.mark.parametrize("args, fragment", [
     ("temperature=abc", "temperature must be a number"),
@@ -48,7 +38,7 @@ def corpus(tmp_path):
 ])
 def test_objective_args_checked_before_the_model_loads(tmp_path, corpus, args, fragment):
     # the model does not exist: a check that ran after loading it would report that instead
-    result = run_cli("train", "--model", tmp_path / "no-such-model", "--corpus", corpus, "--out", tmp_path / "o",
+    result = cli("train", "--model", tmp_path / "no-such-model", "--corpus", corpus, "--out", tmp_path / "o",
                      "--objective-args", args)
     one_sentence_error(result, fragment)
     assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()
@@ -77,7 +67,7 @@ def test_every_builtin_objective_checks_every_parameter_and_accepts_its_defaults
 
 
 def test_non_finite_learning_rate_is_refused_before_loading(tmp_path, corpus):
-    result = run_cli("train", "--model", tmp_path / "none", "--corpus", corpus, "--out", tmp_path / "o",
+    result = cli("train", "--model", tmp_path / "none", "--corpus", corpus, "--out", tmp_path / "o",
                      "--lr", "inf", "--max-steps", "1")
     one_sentence_error(result, "lr")
     assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()
@@ -87,7 +77,7 @@ def test_non_finite_learning_rate_is_refused_before_loading(tmp_path, corpus):
 @pytest.fixture(scope="module")
 def score_file(tiny_bert_dir, tiny_stsb_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("robust") / "scores.safetensors"
-    result = run_cli("score", "--model", tiny_bert_dir, "--data-dir", tiny_stsb_dir, "--batch-size", 8,
+    result = cli("score", "--model", tiny_bert_dir, "--data-dir", tiny_stsb_dir, "--batch-size", 8,
                      "--max-batches", 2, "--out", out, "--quiet")
     assert result.exit_code == 0, result.output
     return out
@@ -96,7 +86,7 @@ def score_file(tiny_bert_dir, tiny_stsb_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def mask_file(score_file):
     out = score_file.with_name("mask.safetensors")
-    assert run_cli("prune", "--scores", score_file, "--sparsity", 0.25, "--out", out).exit_code == 0
+    assert cli("prune", "--scores", score_file, "--sparsity", 0.25, "--out", out).exit_code == 0
     return out
 
 
@@ -129,21 +119,21 @@ def test_outputs_get_the_permissions_a_normal_write_gives(tmp_path, umask, file_
 # ---------------------------------------------------------------------------------- outputs vs inputs
 def test_prune_refuses_to_write_over_its_score_file(score_file):
     before = score_file.read_bytes()
-    result = run_cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", score_file, "--overwrite")
+    result = cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", score_file, "--overwrite")
     one_sentence_error(result, "would overwrite the score file")
     assert score_file.read_bytes() == before
 
 
 def test_train_refuses_out_equal_to_model(tiny_bert_dir, corpus):
-    result = run_cli("train", "--model", tiny_bert_dir, "--corpus", corpus, "--out", tiny_bert_dir, "--overwrite")
+    result = cli("train", "--model", tiny_bert_dir, "--corpus", corpus, "--out", tiny_bert_dir, "--overwrite")
     one_sentence_error(result, "would overwrite the model")
     assert (tiny_bert_dir / "config.json").is_file()
 
 
 def test_shrink_and_eval_refuse_out_equal_to_an_input(tiny_bert_dir, mask_file, tmp_path):
-    one_sentence_error(run_cli("shrink", "--model", tiny_bert_dir, "--mask", mask_file, "--out", tiny_bert_dir,
+    one_sentence_error(cli("shrink", "--model", tiny_bert_dir, "--mask", mask_file, "--out", tiny_bert_dir,
                                "--overwrite"), "would overwrite the model")
-    one_sentence_error(run_cli("eval", "--model", tiny_bert_dir, "--mask", mask_file, "--out", mask_file,
+    one_sentence_error(cli("eval", "--model", tiny_bert_dir, "--mask", mask_file, "--out", mask_file,
                                "--overwrite"), "would overwrite the mask")
 
 
@@ -164,7 +154,7 @@ def test_every_command_checks_its_destination_first(tiny_bert_dir, tiny_stsb_dir
         ("sweep", "--model", tiny_bert_dir, "--sparsities", 0.1, "--data-dir", tiny_stsb_dir, "--out", bad),
     ]
     for args in commands:
-        one_sentence_error(run_cli(*args), "is a file, not a directory")
+        one_sentence_error(cli(*args), "is a file, not a directory")
     assert {p.name for p in tmp_path.iterdir()} == {"afile", "corpus.txt"}
 
 
@@ -194,7 +184,7 @@ def test_eval_json_output_is_strict_json(tiny_bert_dir, tmp_path, monkeypatch):
     fake = {"model": "m", "pooling": "mean", "tasks": ["STSBenchmark"], "scores": {"STSBenchmark": float("nan")},
             "settings": {"data_dir": "d", "sts_aggregation": "all"}, "timing": {"total_s": 1.0}}
     monkeypatch.setattr(evaluation, "evaluate", lambda **kw: fake)
-    result = run_cli("eval", "--model", tiny_bert_dir, "--json", "--out", tmp_path / "e.json")
+    result = cli("eval", "--model", tiny_bert_dir, "--json", "--out", tmp_path / "e.json")
     assert result.exit_code == 0, result.output
     strict = lambda text: json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}"))  # noqa: E731
     assert strict(result.output.splitlines()[0])["scores"]["STSBenchmark"] is None
@@ -204,21 +194,21 @@ def test_eval_json_output_is_strict_json(tiny_bert_dir, tmp_path, monkeypatch):
 def test_an_existing_sidecar_is_not_replaced_without_overwrite(score_file, tmp_path):
     side = tmp_path / "m.json"
     side.write_text("my notes")
-    result = run_cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", tmp_path / "m.safetensors")
+    result = cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", tmp_path / "m.safetensors")
     one_sentence_error(result, "m.json", "--overwrite")
     assert side.read_text() == "my notes" and not (tmp_path / "m.safetensors").exists()
-    ok = run_cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", tmp_path / "m.safetensors",
+    ok = cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", tmp_path / "m.safetensors",
                  "--overwrite")
     assert ok.exit_code == 0 and json.loads(side.read_text())["kind"] == "mask"
 
 
 def test_heatmap_checked_before_the_mask_is_written(score_file, tmp_path):
     out = tmp_path / "m.safetensors"
-    one_sentence_error(run_cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", out,
+    one_sentence_error(cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", out,
                                "--heatmap", tmp_path / "x.txt"), "--heatmap", ".png")
     assert not out.exists()
     (tmp_path / "h.png").write_bytes(b"precious")
-    one_sentence_error(run_cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", out,
+    one_sentence_error(cli("prune", "--scores", score_file, "--sparsity", 0.1, "--out", out,
                                "--heatmap", tmp_path / "h.png"), "already exists")
     assert (tmp_path / "h.png").read_bytes() == b"precious" and not out.exists()
 
@@ -240,7 +230,7 @@ def test_score_files_are_validated_on_load(score_file, tmp_path, damage, fragmen
     bad = tmp_path / "bad.safetensors"
     save_file({k: v.contiguous() for k, v in damage(tensors).items()}, str(bad),
               metadata={MANIFEST_KEY: json.dumps(manifest)})
-    one_sentence_error(run_cli("prune", "--scores", bad, "--sparsity", 0.1, "--out", tmp_path / "m.safetensors"),
+    one_sentence_error(cli("prune", "--scores", bad, "--sparsity", 0.1, "--out", tmp_path / "m.safetensors"),
                        fragment)
     assert not (tmp_path / "m.safetensors").exists()
 
@@ -262,7 +252,7 @@ def test_bad_device_is_one_sentence_in_every_command(tiny_bert_dir, tiny_stsb_di
         ("sweep", "--model", tiny_bert_dir, "--sparsities", 0.1, "--out", tmp_path / "sw"),
     ]
     for args in commands:
-        one_sentence_error(run_cli(*args, "--device", device), repr(device))
+        one_sentence_error(cli(*args, "--device", device), repr(device))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -314,36 +304,36 @@ def test_model_directory_without_tokenizer_is_refused(tiny_bert_dir, tiny_stsb_d
     for name in os.listdir(bare):
         if name in TOKENIZER_FILES or "token" in name:
             (bare / name).unlink()
-    one_sentence_error(run_cli("eval", "--model", bare, "--data-dir", tiny_stsb_dir, "--tasks", "STSBenchmark"),
+    one_sentence_error(cli("eval", "--model", bare, "--data-dir", tiny_stsb_dir, "--tasks", "STSBenchmark"),
                        "no tokenizer files")
 
 
 def test_shrink_and_eval_take_the_model_from_the_mask(tiny_bert_dir, tiny_stsb_dir, mask_file, tmp_path):
-    result = run_cli("shrink", "--mask", mask_file, "--out", tmp_path / "small", "--json")
+    result = cli("shrink", "--mask", mask_file, "--out", tmp_path / "small", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["lineage"]["shrunk_from"] == str(tiny_bert_dir)
-    result = run_cli("eval", "--mask", mask_file, "--data-dir", tiny_stsb_dir, "--tasks", "STSBenchmark", "--json",
+    result = cli("eval", "--mask", mask_file, "--data-dir", tiny_stsb_dir, "--tasks", "STSBenchmark", "--json",
                      "--no-align-uniform", "--quiet")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["model"] == str(tiny_bert_dir)
 
 
 def test_a_mask_whose_model_is_gone_is_refused(mask_file, tmp_path):
-    from sparsecse.compress.masks import Mask
+    from sparsecse.pruning.masks import Mask
 
     mask = Mask.load(mask_file)
     mask.manifest["model"] = str(tmp_path / "gone")
     moved = tmp_path / "moved.safetensors"
     mask.save(moved)
-    one_sentence_error(run_cli("shrink", "--mask", moved, "--out", tmp_path / "small"), "no longer exists",
+    one_sentence_error(cli("shrink", "--mask", moved, "--out", tmp_path / "small"), "no longer exists",
                        "--model")
     mask.manifest.pop("model")
     mask.save(moved, overwrite=True)
-    one_sentence_error(run_cli("shrink", "--mask", moved, "--out", tmp_path / "small"), "--model")
+    one_sentence_error(cli("shrink", "--mask", moved, "--out", tmp_path / "small"), "--model")
 
 
 def test_eval_refuses_an_empty_task_name():
-    one_sentence_error(run_cli("eval", "--tasks", "STS12,,STS13"), "empty item")
+    one_sentence_error(cli("eval", "--tasks", "STS12,,STS13"), "empty item")
 
 
 # ---------------------------------------------------------------------------------- training runs
@@ -389,14 +379,14 @@ def test_cli_interrupt_message_comes_from_the_command(monkeypatch, tiny_bert_dir
         raise KeyboardInterrupt("Interrupted; the run so far is kept in X.partial: rerun with --resume")
 
     monkeypatch.setattr(evaluation, "evaluate", interrupted)
-    result = run_cli("eval", "--model", tiny_bert_dir)
+    result = cli("eval", "--model", tiny_bert_dir)
     assert result.exit_code == 130 and "--resume" in result.output and "nothing half-written" not in result.output
 
 
 def test_rewind_checks_the_recorded_initial_checkpoint(tiny_bert_dir, tiny_stsb_dir, corpus, tmp_path):
     import shutil
 
-    from sparsecse.compress.masks import Mask
+    from sparsecse.pruning.masks import Mask
     from sparsecse.training import resolve_init, train
 
     init = tmp_path / "init"
@@ -416,7 +406,7 @@ def test_rewind_checks_the_recorded_initial_checkpoint(tiny_bert_dir, tiny_stsb_
 def test_help_does_not_cut_command_descriptions():
     from sparsecse.cli import COMMANDS
 
-    result = run_cli("--help")
+    result = cli("--help")
     commands = result.output.split("Commands:", 1)[1]
     assert result.exit_code == 0 and "..." not in commands
     flat = " ".join(commands.split())
@@ -465,15 +455,21 @@ def test_sweep_checks_rewinding_settings_before_scoring(tiny_bert_dir, tiny_stsb
     out = tmp_path / "sweep"
     base = ("sweep", "--model", tiny_bert_dir, "--sparsities", 0.25, "--lambdas", 0.5, "--data-dir", tiny_stsb_dir,
             "--out", out)
-    one_sentence_error(run_cli(*base, "--rewind", "--corpus", corpus, "--objective-args", "temperature=0"),
+    one_sentence_error(cli(*base, "--rewind", "--corpus", corpus, "--objective-args", "temperature=0"),
                        "temperature must be positive")
-    one_sentence_error(run_cli(*base, "--rewind", "--corpus", corpus, "--objective", "nope"), "Unknown objective")
-    one_sentence_error(run_cli(*base, "--rewind", "--corpus", tmp_path / "none.txt"), "none.txt")
-    one_sentence_error(run_cli(*base, "--rewind", "--corpus", corpus, "--lr", "nan"), "lr")
-    one_sentence_error(run_cli(*base, "--lr", "1e-5"), "--lr only apply with --rewind")
-    one_sentence_error(run_cli(*base, "--batch-size", 8), "--score-batch-size")
-    one_sentence_error(run_cli(*base, "--corpus", corpus, "--no-rewind-dense"), "--corpus", "--rewind-dense")
+    one_sentence_error(cli(*base, "--rewind", "--corpus", corpus, "--objective", "nope"), "Unknown objective")
+    one_sentence_error(cli(*base, "--rewind", "--corpus", tmp_path / "none.txt"), "none.txt")
+    one_sentence_error(cli(*base, "--rewind", "--corpus", corpus, "--lr", "nan"), "lr")
+    one_sentence_error(cli(*base, "--lr", "1e-5"), "--lr only apply with --rewind")
+    one_sentence_error(cli(*base, "--batch-size", 8), "--score-batch-size")
+    one_sentence_error(cli(*base, "--corpus", corpus, "--no-rewind-dense"), "--corpus", "--rewind-dense")
     assert not out.exists()
+
+
+def quick_sweep(data) -> dict:
+    """``sweep``'s keywords for a quick sweep of the tiny model: one scoring batch, STS-B only, no report."""
+    return dict(score=scoring(data, max_batches=1), evaluate=evaluation(data), show_progress=False,
+                make_report=False)
 
 
 def _sweep_in_subprocess(model, data, out, barrier, name):
@@ -484,6 +480,7 @@ def _sweep_in_subprocess(model, data, out, barrier, name):
 import json, os, sys, time
 import torch
 torch.set_num_threads(1)
+from sparsecse import EvaluationConfig, ScoringConfig
 from sparsecse.sweeps import run as sweeping
 class Slow:
     def __call__(self, model, mask, tasks, data_dir, seed, **options):
@@ -493,9 +490,10 @@ sweeping.run_evaluation = Slow()
 open({str(barrier)!r} + ".{name}", "w").close()
 while len([f for f in os.listdir({str(barrier.parent)!r}) if f.startswith("ready.")]) < 2:
     time.sleep(0.05)
-r = sweeping.sweep({str(model)!r}, "0.1,0.2,0.3,0.4", "0.5", {str(out)!r}, tasks="STSBenchmark",
-                   data_dir={str(data)!r}, device="cpu", batch_size=8, max_batches=1, show_progress=False,
-                   make_report=False)
+r = sweeping.sweep({str(model)!r}, "0.1,0.2,0.3,0.4", "0.5", {str(out)!r},
+                   score=ScoringConfig(data_dir={str(data)!r}, batch_size=8, max_batches=1),
+                   evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir={str(data)!r}, device="cpu"),
+                   show_progress=False, make_report=False)
 print(json.dumps({{"computed": r.computed, "reused": r.reused, "busy": r.busy}}))
 """
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -523,8 +521,7 @@ def test_two_processes_split_a_sweep(tiny_bert_dir, tiny_stsb_dir, tmp_path, mon
     from sparsecse.sweeps import run as sweeping
 
     monkeypatch.setattr(sweeping, "run_evaluation", SlowEvaluator())
-    again = sweeping.sweep(tiny_bert_dir, "0.1,0.2,0.3,0.4", "0.5", out, tasks="STSBenchmark", data_dir=tiny_stsb_dir,
-                           device="cpu", batch_size=8, max_batches=1, show_progress=False, make_report=False)
+    again = sweeping.sweep(tiny_bert_dir, "0.1,0.2,0.3,0.4", "0.5", out, **quick_sweep(tiny_stsb_dir))
     assert set(again.reused) == every and not again.computed
 
 
@@ -560,8 +557,7 @@ def test_sweep_never_keeps_non_finite_scores(tiny_bert_dir, tiny_stsb_dir, tmp_p
 
     monkeypatch.setattr(sweeping, "run_evaluation", lambda *a, **k: {"scores": {"STSBenchmark": float("nan")}})
     out = tmp_path / "sweep"
-    kw = dict(tasks="STSBenchmark", data_dir=tiny_stsb_dir, device="cpu", batch_size=8, max_batches=1,
-              show_progress=False, make_report=False)
+    kw = quick_sweep(tiny_stsb_dir)
     with pytest.raises(SparseCSEError, match="non-finite"):
         sweeping.sweep(tiny_bert_dir, "0.25", "0.5", out, **kw)
     assert not (out / "points" / "dense.json").exists() and not list(out.rglob("*.lock"))
@@ -577,7 +573,7 @@ def test_sweep_never_keeps_non_finite_scores(tiny_bert_dir, tiny_stsb_dir, tmp_p
 def test_non_finite_rewound_weights_are_discarded(tmp_path):
     from safetensors.torch import save_file
 
-    from sparsecse.sweeps.run import _finite_weights
+    from sparsecse.sweeps.points import _finite_weights
 
     save_file({"w": torch.ones(3)}, str(tmp_path / "model.safetensors"))
     assert _finite_weights(tmp_path)
@@ -590,15 +586,14 @@ def test_report_on_a_damaged_sweep_is_one_sentence(tiny_bert_dir, tiny_stsb_dir,
 
     monkeypatch.setattr(sweeping, "run_evaluation", SlowEvaluator())
     out = tmp_path / "sweep"
-    sweeping.sweep(tiny_bert_dir, "0.25", "0.5", out, tasks="STSBenchmark", data_dir=tiny_stsb_dir, device="cpu",
-                   batch_size=8, max_batches=1, show_progress=False, make_report=False)
+    sweeping.sweep(tiny_bert_dir, "0.25", "0.5", out, **quick_sweep(tiny_stsb_dir))
     point = out / "points" / "masked" / "s0.25-l0.5.json"
     good = point.read_text()
     point.write_text(good[: len(good) // 2])
-    one_sentence_error(run_cli("report", out, "--no-figures"), "s0.25-l0.5.json", "delete it")
+    one_sentence_error(cli("report", out, "--no-figures"), "s0.25-l0.5.json", "delete it")
     point.write_text(good)
     (out / "sweep.json").write_bytes(b"\x00\xff garbage")
-    one_sentence_error(run_cli("report", out, "--no-figures"), "sweep.json")
+    one_sentence_error(cli("report", out, "--no-figures"), "sweep.json")
 
 
 def test_a_failed_rewind_leaves_no_stub_settings(tiny_bert_dir, tiny_stsb_dir, corpus, tmp_path, monkeypatch):
@@ -611,8 +606,7 @@ def test_a_failed_rewind_leaves_no_stub_settings(tiny_bert_dir, tiny_stsb_dir, c
     monkeypatch.setattr(sweeping, "run_rewind", refused)
     out = tmp_path / "sweep"
     with pytest.raises(SparseCSEError, match="fewer than one batch"):
-        sweeping.sweep(tiny_bert_dir, "0.25", "0.5", out, tasks="STSBenchmark", data_dir=tiny_stsb_dir, device="cpu",
-                       batch_size=8, max_batches=1, show_progress=False, make_report=False, rewind=True,
-                       corpus=corpus)
+        sweeping.sweep(tiny_bert_dir, "0.25", "0.5", out, rewind=RewindConfig(corpus=corpus),
+                       **quick_sweep(tiny_stsb_dir))
     assert not (out / "rewound").exists() or not any((out / "rewound").iterdir())
     assert not list(out.rglob("*.lock"))

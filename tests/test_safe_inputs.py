@@ -8,24 +8,19 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from sparsecse.cli import main
 from sparsecse.data.corpus import read_corpus
 from sparsecse.deploy.loading import load_encoder
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.masks import Mask
-
-
-def _run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
+from sparsecse.pruning.masks import Mask
+from tests.helpers import cli
 
 
 @pytest.fixture(scope="module")
 def exported_dir(tmp_path_factory):
     pytest.importorskip("onnxruntime")
-    from sparsecse.deploy.onnx_export import export
+    from sparsecse.deploy.export import export
     from tests.tiny import make_tiny_model_dir
 
     root = tmp_path_factory.mktemp("export")
@@ -70,18 +65,18 @@ def test_exported_directory_without_tokenizer_is_refused(exported_dir, tmp_path,
     copy = _copy(exported_dir, tmp_path)
     for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
         (copy / name).unlink(missing_ok=True)
-    result = _run("eval", "--model", copy, "--data-dir", tiny_stsb_dir, "--tasks", "STSBenchmark")
+    result = cli("eval", "--model", copy, "--data-dir", tiny_stsb_dir, "--tasks", "STSBenchmark")
     assert result.exit_code == 1 and "has no tokenizer files" in result.output, result.output
 
 
 @pytest.mark.parametrize("args", [["--seed", "-1"], ["--seed", str(2**32)], ["--bootstrap-seed", str(2**40)]])
 def test_seeds_outside_numpy_are_refused_up_front(args, tmp_path):
-    result = _run("eval", "--model", tmp_path / "missing", *args)
+    result = cli("eval", "--model", tmp_path / "missing", *args)
     assert result.exit_code == 2 and "is not in the range" in result.output
 
 
 def test_sweep_seeds_outside_numpy_are_refused(tmp_path):
-    from sparsecse.sweeps.run import parse_seeds
+    from sparsecse.sweeps.naming import parse_seeds
 
     with pytest.raises(SparseCSEError, match="outside what numpy accepts"):
         parse_seeds("0,4294967296", 0)
@@ -97,13 +92,13 @@ def test_shrink_options_beyond_the_model_are_one_sentence(tiny_bert_dir, tmp_pat
     for extra, message in ((["--align-ffn", "100000"], "wider than the model's 48 neurons"),
                            (["--align-ffn", "40"], "wider than the model's 48 neurons"),
                            (["--reconstruct", corpus, "--reconstruct-ridge", "inf"], "finite number >= 0, not inf")):
-        result = _run("shrink", "--model", tiny_bert_dir, "--mask", mask_path, "--out", tmp_path / "o", *extra)
+        result = cli("shrink", "--model", tiny_bert_dir, "--mask", mask_path, "--out", tmp_path / "o", *extra)
         assert result.exit_code == 1 and message in result.output, result.output
         assert not (tmp_path / "o").exists()
 
 
 def test_report_on_a_sweep_with_an_empty_point_file_says_so(tmp_path):
-    from sparsecse.sweeps.report import load_points
+    from sparsecse.reporting.report import load_points
 
     points = tmp_path / "points"
     points.mkdir()
@@ -114,9 +109,9 @@ def test_report_on_a_sweep_with_an_empty_point_file_says_so(tmp_path):
 
 
 def test_value_errors_show_the_exact_value():
-    from sparsecse.compress.budget import check_budget
-    from sparsecse.compress.grid import check_sparsity
-    from sparsecse.compress.scoring import check_lambda
+    from sparsecse.pruning.budget import check_budget
+    from sparsecse.pruning.grid import check_sparsity
+    from sparsecse.scoring.criteria import check_lambda
 
     for check in (check_budget, check_sparsity, check_lambda):
         with pytest.raises(SparseCSEError, match=r"got 1\.0000001\."):
@@ -134,7 +129,7 @@ def test_corpus_decode_error_gives_the_file_byte_offset(tmp_path):
 
 
 def test_point_names_keep_every_digit_that_matters():
-    from sparsecse.sweeps.run import budget_point_name, point_name
+    from sparsecse.sweeps.naming import budget_point_name, point_name
 
     assert point_name(0.1, 0.5) == "s0.1-l0.5" and budget_point_name(0.7, 1.0) == "f0.7-l1"  # names as before
     assert point_name(0.1000001, 0.5) != point_name(0.1, 0.5)

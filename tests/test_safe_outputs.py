@@ -12,17 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
 
-from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_dir, atomic_file, save_tensors
-from sparsecse.compress.masks import Mask, model_for_mask
+from sparsecse.pruning.masks import Mask, model_for_mask
 from tests.tiny import make_tiny_model_dir
-
-
-def _run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
+from tests.helpers import cli
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "openvino"])
@@ -31,7 +26,7 @@ def test_export_refuses_to_write_over_its_model(tmp_path, fmt):
     model = make_tiny_model_dir(tmp_path / "m", "bert")
     before = sorted(p.name for p in model.iterdir())
     for out in (model, model / "onnx", tmp_path):
-        result = _run("export", "--format", fmt, "--model", model, "--out", out, "--overwrite")
+        result = cli("export", "--format", fmt, "--model", model, "--out", out, "--overwrite")
         assert result.exit_code == 1 and "would overwrite the model it reads" in result.output, result.output
     assert sorted(p.name for p in model.iterdir()) == before
 
@@ -106,7 +101,7 @@ def test_full_disk_through_the_cli(tmp_path, tiny_bert_dir, monkeypatch):
     mask.manifest = {"kind": "mask", "model": str(tiny_bert_dir)}
     mask_path = mask.save(tmp_path / "m.safetensors")
     monkeypatch.setattr("transformers.modeling_utils.safe_save_file", _enospc)  # the weights writer
-    result = _run("shrink", "--model", tiny_bert_dir, "--mask", mask_path, "--out", tmp_path / "small")
+    result = cli("shrink", "--model", tiny_bert_dir, "--mask", mask_path, "--out", tmp_path / "small")
     assert result.exit_code == 1 and "No space left on device" in result.output, result.output
     last = result.output.strip().splitlines()[-1]  # after the progress bars: one sentence, no traceback
     assert last.startswith("Error: Cannot write") and last.endswith("nothing was written.")
@@ -116,18 +111,18 @@ def test_full_disk_through_the_cli(tmp_path, tiny_bert_dir, monkeypatch):
 
 def test_prune_out_existing_directory_is_one_sentence_without_leftovers(tmp_path, tiny_bert_dir, tiny_stsb_dir):
     scores = tmp_path / "s.safetensors"
-    assert _run("score", "--model", tiny_bert_dir, "--data-dir", tiny_stsb_dir, "--out", scores).exit_code == 0
+    assert cli("score", "--model", tiny_bert_dir, "--data-dir", tiny_stsb_dir, "--out", scores).exit_code == 0
     target = tmp_path / "dir"
     target.mkdir()
     before = sorted(p.name for p in tmp_path.iterdir())
-    result = _run("prune", "--scores", scores, "--sparsity", "0.1", "--out", target, "--overwrite")
+    result = cli("prune", "--scores", scores, "--sparsity", "0.1", "--out", target, "--overwrite")
     assert result.exit_code == 1 and "is a directory" in result.output and result.output.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == before and list(target.iterdir()) == []
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
 def test_outputs_follow_the_umask(tmp_path, tiny_bert_dir, umask):
-    from sparsecse.compress.shrinking import shrink
+    from sparsecse.shrinking.shrink import shrink
 
     heads = torch.tensor([[True, False, True, True], [True, True, True, True]])
     mask = Mask(heads, torch.ones(2, 48, dtype=torch.bool))
@@ -147,8 +142,8 @@ def test_outputs_follow_the_umask(tmp_path, tiny_bert_dir, umask):
 def test_mask_records_absolute_model_and_checks_its_digest(tmp_path, tiny_stsb_dir, monkeypatch):
     model = make_tiny_model_dir(tmp_path / "tiny", "bert")
     monkeypatch.chdir(tmp_path)
-    assert _run("score", "--model", "tiny", "--data-dir", tiny_stsb_dir, "--out", "s.safetensors").exit_code == 0
-    assert _run("prune", "--scores", "s.safetensors", "--sparsity", "0.1", "--out", "m.safetensors").exit_code == 0
+    assert cli("score", "--model", "tiny", "--data-dir", tiny_stsb_dir, "--out", "s.safetensors").exit_code == 0
+    assert cli("prune", "--scores", "s.safetensors", "--sparsity", "0.1", "--out", "m.safetensors").exit_code == 0
     mask = Mask.load(tmp_path / "m.safetensors")
     assert mask.manifest["model"] == str(model.resolve()) and len(mask.manifest["model_sha256"]) == 64
     other = tmp_path / "elsewhere"
@@ -160,7 +155,7 @@ def test_mask_records_absolute_model_and_checks_its_digest(tmp_path, tiny_stsb_d
     make_tiny_model_dir(model, "bert", seed=2)  # replaced in place
     with pytest.raises(SparseCSEError, match="not the one the mask was made for"):
         model_for_mask(mask)
-    result = _run("shrink", "--mask", tmp_path / "m.safetensors", "--out", other / "small")
+    result = cli("shrink", "--mask", tmp_path / "m.safetensors", "--out", other / "small")
     assert result.exit_code == 1 and "not the one the mask was made for" in result.output
 
 
@@ -170,7 +165,7 @@ def test_pseudo_file_system_destination_is_refused_before_work(tmp_path, tiny_be
 
     with pytest.raises(SparseCSEError, match="files cannot be created in /proc"):
         check_destination("/proc/sparsecse-out")
-    result = _run("export", "--model", tiny_bert_dir, "--out", "/proc/sparsecse-out")
+    result = cli("export", "--model", tiny_bert_dir, "--out", "/proc/sparsecse-out")
     assert result.exit_code == 1 and "Cannot write --out /proc/sparsecse-out" in result.output
     assert check_destination(tmp_path / "fine") == tmp_path / "fine" and list(tmp_path.iterdir()) == []
 

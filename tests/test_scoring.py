@@ -1,12 +1,14 @@
 import pytest
 import torch
 
-from sparsecse.compress.alignment import alignment_loss, uniformity_loss
+from sparsecse.scoring.alignment import alignment_loss, uniformity_loss
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.gates import Gates
-from sparsecse.compress.scoring import _TENSORS, GateScores, make_batches, score
+from sparsecse.scoring.gates import Gates
+from sparsecse.scoring.gradients import make_batches
+from sparsecse.scoring.score import score
+from sparsecse.scoring.scores import TENSORS, GateScores
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,7 @@ def test_recombined_scores_equal_a_fresh_run_with_that_lambda(setup, tiny_stsb_d
 
 def test_score_shapes_and_manifest(setup):
     enc, scores = setup
-    assert all(getattr(scores, name).device.type == "cpu" for name in _TENSORS)  # also after a GPU run
+    assert all(getattr(scores, name).device.type == "cpu" for name in TENSORS)  # also after a GPU run
     assert scores.shape == (2, 4, 48)
     assert scores.head_grad_align.shape[0] == scores.num_batches == scores.manifest["num_batches"]
     m = scores.manifest
@@ -135,7 +137,7 @@ def test_layer_norm_divides_each_layer_by_its_l2_norm():
     assert torch.allclose(normed, torch.tensor([[0.8, 0.6], [0.1 / 0.05 ** 0.5, 0.2 / 0.05 ** 0.5]]))
     assert torch.allclose(s.neuron_scores(0.5, "layer_norm"), torch.full((2, 3), 3 ** -0.5))
     # globally, abs_grad removes both heads of layer 1; layer_norm removes the weaker head of each layer
-    from sparsecse.compress.pruning import prune
+    from sparsecse.pruning.prune import prune
 
     s.manifest["shape"] = {"layers": 2, "heads": 2, "ffn": 3, "hidden": 8, "head_dim": 4}
     assert prune(s, 0.5, keep_one_head=False).head_mask.tolist() == [[True, True], [False, False]]

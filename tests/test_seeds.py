@@ -13,8 +13,11 @@ from scipy.stats import spearmanr
 from sparsecse.sweeps import run as sweep_mod
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.seeds import compare_to_control, config_name, seed_differences
-from sparsecse.sweeps.report import point_frame, results_table
-from sparsecse.sweeps.run import parse_seeds, sweep
+from sparsecse.reporting.report import point_frame, results_table
+from sparsecse.sweeps.config import RewindConfig
+from sparsecse.sweeps.naming import parse_seeds
+from sparsecse.sweeps.run import sweep
+from tests.helpers import evaluation, scoring
 
 N_PAIRS = 300
 
@@ -59,10 +62,11 @@ def seeded(monkeypatch):
     return evaluator, rewinds
 
 
-def run(model, data, out, corpus, **kw):
-    args = dict(sparsities="0.5", lambdas="0.5", out=out, tasks="STSBenchmark,STS12", data_dir=data, device="cpu",
-                max_batches=2, batch_size=8, show_progress=False, make_report=True, rewind=True, corpus=corpus,
-                rewind_args={"max_steps": 1})
+def run(model, data, out, corpus, seeds=None, **kw):
+    """A one-point sweep rewound with ``seeds`` (STS-B and STS12, the tests' scoring)."""
+    args = dict(sparsities="0.5", lambdas="0.5", out=out, score=scoring(data),
+                evaluate=evaluation(data, tasks="STSBenchmark,STS12"), show_progress=False, make_report=True,
+                rewind=RewindConfig(corpus=corpus, args={"max_steps": 1}, seeds=seeds))
     args.update(kw)
     return sweep(model, **args)
 
@@ -156,9 +160,8 @@ def test_seeds_bad_input(tiny_bert_dir, tiny_stsb_dir, tmp_path, seeded):
     for bad, message in (("0,x", "comma-separated integers"), ("1,1", "repeat"), (",", "No seed")):
         with pytest.raises(SparseCSEError, match=message):
             parse_seeds(bad, 0)
-    with pytest.raises(SparseCSEError, match="add --rewind"):
-        sweep(tiny_bert_dir, "0.5", "0.5", out=tmp_path / "s", data_dir=tiny_stsb_dir, seeds="0,1",
-              show_progress=False)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'seeds'"):  # a RewindConfig field
+        sweep(tiny_bert_dir, "0.5", "0.5", out=tmp_path / "s", seeds="0,1", show_progress=False)
     assert not (tmp_path / "s").exists()
     from sparsecse.cli import main
 

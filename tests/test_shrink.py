@@ -12,11 +12,12 @@ from click.testing import CliRunner
 from sparsecse.cli import main
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.flops import count_parameters, flops_per_token
+from sparsecse.pruning.flops import count_parameters, flops_per_token
 from sparsecse.modeling.adapters import model_shape
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.pruning import masks_from_scores
-from sparsecse.compress.shrinking import save_model_dir, shrink, shrink_encoder
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.selection import masks_from_scores
+from sparsecse.shrinking.shrink import save_model_dir, shrink
+from sparsecse.shrinking.surgery import shrink_encoder
 from tests.tiny import SENTENCES, make_tiny_model_dir
 from tests.helpers import random_mask, assert_same_embeddings, gated_embeddings
 
@@ -268,7 +269,7 @@ def test_other_bert_like_architectures_shrink_and_reload(arch, tmp_path):
 
 def test_package_level_shrink_is_the_function(tiny_bert_dir, tmp_path):
     import sparsecse
-    import sparsecse.compress.shrinking  # noqa: F401  (the module is named apart from the function it holds)
+    import sparsecse.shrinking.shrink  # noqa: F401  (the module is named apart from the function it holds)
 
     mask = Mask.full(2, 4, 48)
     mask.neuron_mask[:, :10] = False

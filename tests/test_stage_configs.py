@@ -1,5 +1,5 @@
-"""Each stage takes one frozen config; the flat keywords of earlier versions land in the same configs, and a
-sweep made either way is the same sweep (same fingerprint, nothing recomputed)."""
+"""Each stage takes one frozen config (or its fields by keyword); a sweep takes one config per stage and its own
+options by keyword, and nothing else."""
 
 import dataclasses
 import json
@@ -7,14 +7,16 @@ import json
 import pytest
 
 import sparsecse
-from sparsecse.compress.scoring import ScoringConfig
-from sparsecse.compress.shrinking import ShrinkConfig
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.config import EvaluationConfig
+from sparsecse.pruning.prune import PruningConfig
+from sparsecse.scoring.score import ScoringConfig
+from sparsecse.shrinking.shrink import ShrinkConfig
 from sparsecse.stage_config import configure, configure_all, record
 from sparsecse.sweeps import run as sweep_mod
-from sparsecse.sweeps.config import PruningConfig, RewindConfig, SweepOptions, sweep_spec
+from sparsecse.sweeps.config import RewindConfig, SweepOptions, sweep_spec
 from sparsecse.training.config import TrainingConfig
+from tests.helpers import evaluation, scoring
 
 
 def test_configs_are_frozen_and_record_as_json():
@@ -38,6 +40,10 @@ def test_configure_replaces_fields_and_refuses_unknown_names():
 
 
 @pytest.mark.parametrize("call", [
+    lambda: sparsecse.score("m", batch=8),
+    lambda: sparsecse.prune("scores.safetensors", 0.1, criteria="fisher"),
+    lambda: sparsecse.prune_grid("scores.safetensors", "0.1", scopes="layer"),
+    lambda: sparsecse.compress("m", "out", keep_flops=0.5, lamda=0.5),
     lambda: sparsecse.evaluate(tasks="sts", task="STS12"),
     lambda: sparsecse.train("m", "c.txt", "out", learning_rate=1e-5),
     lambda: sparsecse.shrink("m", "mask.safetensors", align=8),
@@ -61,50 +67,52 @@ def test_bad_settings_are_refused_by_the_config():
         sparsecse.export("m", "out", "tflite")
 
 
-def test_flat_sweep_keywords_land_in_the_stage_configs():
-    flat = sweep_spec("m", "0.1", "0.5", "o", tasks="STSBenchmark", data_dir="d", seed=3, split="dev", batch_size=8,
-                      keep_flops="0.5", criterion="fisher", precision="bf16", rewind=True, corpus="c.txt",
-                      rewind_sparsities="0.1", seeds="0,1", rewind_args={"max_steps": 5}, overwrite=True)
-    staged = sweep_spec("m", "0.1", "0.5", "o",
-                        score=ScoringConfig(data_dir="d", seed=3, split="dev", batch_size=8),
-                        prune=PruningConfig(keep_flops="0.5", criterion="fisher"),
-                        evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir="d", seed=3, precision="bf16"),
-                        rewind=RewindConfig(corpus="c.txt", sparsities="0.1", seeds="0,1", args={"max_steps": 5}),
-                        run=SweepOptions(overwrite=True))
-    assert flat == staged
-    assert sweep_spec("m", rewind=False, corpus="c.txt").rewind is None
-    # flat keywords apply on top of a given config (a cluster task turns overwrite off this way)
-    assert sweep_spec(run=SweepOptions(overwrite=True), overwrite=False).run.overwrite is False
-    assert json.loads(json.dumps(staged.record()))["rewind"]["seeds"] == "0,1"
-    with pytest.raises(SparseCSEError, match="add --rewind"):
-        sweep_spec("m", seeds="0,1")
+def test_a_sweep_takes_one_config_per_stage_and_its_options_by_keyword():
+    spec = sweep_spec("m", "0.1", "0.5", "o", keep_flops="0.5",
+                      score=ScoringConfig(data_dir="d", seed=3, split="dev", batch_size=8),
+                      prune=PruningConfig(criterion="fisher"),
+                      evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir="d", seed=3, precision="bf16"),
+                      rewind=RewindConfig(corpus="c.txt", sparsities="0.1", seeds="0,1", args={"max_steps": 5}),
+                      overwrite=True)
+    assert spec.run == SweepOptions(overwrite=True) and spec.keep_flops == "0.5"
+    assert (spec.score.split, spec.prune.criterion, spec.rewind.seeds) == ("dev", "fisher", "0,1")
+    assert json.loads(json.dumps(spec.record()))["rewind"]["seeds"] == "0,1"
+    assert sweep_spec("m").rewind is None
+    for flat in (dict(tasks="sts"), dict(batch_size=8), dict(criterion="fisher"), dict(corpus="c.txt"),
+                 dict(run=SweepOptions())):  # a stage's setting goes in its config
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            sweep_spec("m", **flat)
+    with pytest.raises(TypeError, match="takes a RewindConfig"):
+        sweep_spec("m", rewind=True)
+    with pytest.raises(TypeError, match="takes a PruningConfig"):
+        sweep_spec("m", prune=ScoringConfig())
 
 
 def _fake_evaluation(model, mask, tasks, data_dir, seed, **options):
     return {"scores": {t: 50.0 + (mask.heads_pruned if mask is not None else 0) for t in tasks}}
 
 
-def test_a_sweep_made_with_flat_keywords_resumes_with_configs(tiny_bert_dir, tiny_stsb_dir, tmp_path, monkeypatch):
+def test_a_sweep_resumes_with_equal_configs_and_records_them(tiny_bert_dir, tiny_stsb_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(sweep_mod, "run_evaluation", _fake_evaluation)
     out = tmp_path / "sweep"
-    first = sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out, tasks="STSBenchmark", data_dir=tiny_stsb_dir,
-                            device="cpu", max_batches=2, batch_size=8, keep_flops="0.7", show_progress=False,
-                            make_report=False)
+    first = sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out, keep_flops="0.7", score=scoring(tiny_stsb_dir),
+                            evaluate=evaluation(tiny_stsb_dir), show_progress=False, make_report=False)
     assert sorted(first.computed) == ["budget/f0.7-l0.5", "dense", "masked/s0.25-l0.5"]
-    again = sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out,
+    again = sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out, keep_flops="0.7",
                             score=ScoringConfig(data_dir=tiny_stsb_dir, max_batches=2, batch_size=8),
-                            prune=PruningConfig(keep_flops="0.7"),
+                            prune=PruningConfig(scope="global"),
                             evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir=tiny_stsb_dir, device="cpu"),
-                            run=SweepOptions(show_progress=False, make_report=False))
+                            show_progress=False, make_report=False)
     assert again.computed == [] and sorted(again.reused) == sorted(first.computed)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["configs"]["score"]["batch_size"] == 8
-    assert manifest["configs"]["prune"]["keep_flops"] == "0.7"
+    assert manifest["configs"]["prune"] == record(PruningConfig())
     assert manifest["configs"]["evaluate"]["tasks"] == "STSBenchmark"
+    assert manifest["params"]["keep_flops"] == [0.7]
     with pytest.raises(SparseCSEError, match="different model or scoring settings"):
         sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out, score=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=4),
                         evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir=tiny_stsb_dir),
-                        run=SweepOptions(show_progress=False, make_report=False))
+                        show_progress=False, make_report=False)
 
 
 def test_a_sweep_refuses_a_stage_setting_it_would_not_apply():
@@ -112,15 +120,16 @@ def test_a_sweep_refuses_a_stage_setting_it_would_not_apply():
         sweep_spec("m", evaluate=EvaluationConfig(sts_split="dev"))
     with pytest.raises(SparseCSEError, match="does not apply ScoringConfig.show_progress"):
         sweep_spec("m", score=ScoringConfig(show_progress=True))
+    with pytest.raises(SparseCSEError, match="does not apply PruningConfig.lam"):  # λ: the grid
+        sweep_spec("m", prune=PruningConfig(lam=0.25))
     assert sweep_spec("m", evaluate=EvaluationConfig(tasks="all", precision="bf16")).evaluate.precision == "bf16"
 
 
-def test_iterative_pruning_applies_every_field_of_its_rule(tiny_bert_dir, tiny_stsb_dir, tmp_path):
-    from sparsecse.compress.iterative import iterative_prune
-    from sparsecse.compress.pruning import PruningRule
+def test_iterative_pruning_applies_every_field_of_its_pruning_config(tiny_bert_dir, tiny_stsb_dir, tmp_path):
+    from sparsecse.shrinking.iterative import iterative_prune
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a short sentence\nanother one here\n" * 10)
     with pytest.raises(SparseCSEError, match="scope must be global"):  # a budget ranks units across layers
-        iterative_prune(tiny_bert_dir, keep_flops=0.5, steps=1, reconstruct=corpus, rule=PruningRule(scope="layer"),
+        iterative_prune(tiny_bert_dir, keep_flops=0.5, steps=1, reconstruct=corpus, prune=PruningConfig(scope="layer"),
                         device="cpu", data_dir=tiny_stsb_dir, batch_size=8)

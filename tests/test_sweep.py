@@ -8,11 +8,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from sparsecse.sweeps import run as sweep_mod
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.errors import SparseCSEError
-from sparsecse.sweeps.report import best_points, results_table
+from sparsecse.pruning.prune import PruningConfig
+from sparsecse.reporting.report import best_points, results_table
+from sparsecse.sweeps import run as sweep_mod
+from sparsecse.sweeps.config import RewindConfig
 from sparsecse.sweeps.run import sweep
+from tests.helpers import evaluation, scoring
 
 
 class CountingEvaluator:
@@ -26,7 +29,7 @@ class CountingEvaluator:
     def __call__(self, model, mask, tasks, data_dir, seed, **options):
         from scipy.stats import spearmanr
 
-        from sparsecse.compress.alignment import alignment_metric, uniformity_metric
+        from sparsecse.scoring.alignment import alignment_metric, uniformity_metric
         from sparsecse.modeling.encoder import SentenceEncoder
 
         encoder = model if isinstance(model, SentenceEncoder) else SentenceEncoder.load(model, device="cpu")
@@ -54,8 +57,10 @@ def evaluator(monkeypatch):
 
 
 def run(model, data, out, **kw):
-    args = dict(sparsities="0.25,0.5", lambdas="0.25,0.75", out=out, tasks="STSBenchmark,STS12", data_dir=data,
-                device="cpu", max_batches=2, batch_size=8, show_progress=False, make_report=False)
+    """A 2 x 2 sweep of ``model`` with the tests' scoring and evaluation (STS-B and STS12) unless ``kw`` says
+    otherwise."""
+    args = dict(sparsities="0.25,0.5", lambdas="0.25,0.75", out=out, score=scoring(data),
+                evaluate=evaluation(data, tasks="STSBenchmark,STS12"), show_progress=False, make_report=False)
     args.update(kw)
     return sweep(model, **args)
 
@@ -108,8 +113,8 @@ def test_resume_recomputes_nothing_done(tiny_bert_dir, tiny_stsb_dir, tmp_path, 
     result = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25,0.5,0.75")
     assert len(evaluator.calls) - calls_before == 2
     calls_before = len(evaluator.calls)
-    run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.25", tasks="STSBenchmark,STS12,STS13",
-        dense=False)
+    run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.25",
+        evaluate=evaluation(tiny_stsb_dir, tasks="STSBenchmark,STS12,STS13"), dense=False)
     assert evaluator.calls[calls_before:] == [((2, 24), ("STS13",))]
     point = json.loads((out / "points" / "masked" / "s0.25-l0.25.json").read_text())
     assert set(point["scores"]) == {"STSBenchmark", "STS12", "STS13"}
@@ -123,7 +128,8 @@ def test_refuses_a_sweep_of_other_settings(tiny_bert_dir, tiny_roberta_dir, tiny
     with pytest.raises(SparseCSEError, match="different model or scoring settings.*model"):
         run(tiny_roberta_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5")
     with pytest.raises(SparseCSEError, match="scoring.batch_size 8 vs 16"):
-        run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", batch_size=16)
+        run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5",
+            score=scoring(tiny_stsb_dir, batch_size=16))
     other = tmp_path / "not-a-sweep"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
@@ -135,15 +141,15 @@ def test_bad_arguments_fail_before_any_work(tiny_bert_dir, tiny_stsb_dir, tmp_pa
     with pytest.raises(SparseCSEError, match="sparsity"):
         run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "a", sparsities="0.5,1.5")
     with pytest.raises(SparseCSEError, match="corpus"):
-        run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "b", rewind=True)
+        run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "b", rewind=RewindConfig())
     with pytest.raises(SparseCSEError, match="not in the sweep's sparsity grid"):
-        run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "c", rewind=True, corpus=__file__, rewind_sparsities="0.3")
+        run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "c", rewind=RewindConfig(corpus=__file__, sparsities="0.3"))
     assert not evaluator.calls
 
 
 def test_rewinding_uses_the_best_lambda_and_is_cached(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator,
                                                       monkeypatch):
-    from sparsecse.compress.shrinking import shrink
+    from sparsecse.shrinking.shrink import shrink
 
     rewinds = []
 
@@ -156,8 +162,8 @@ def test_rewinding_uses_the_best_lambda_and_is_cached(tiny_bert_dir, tiny_stsb_d
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a man is playing\na dog runs\n")
     out = tmp_path / "sweep"
-    run(tiny_bert_dir, tiny_stsb_dir, out, rewind=True, corpus=corpus, rewind_sparsities="0.5",
-        rewind_args={"max_steps": 3}, make_report=True)
+    run(tiny_bert_dir, tiny_stsb_dir, out, rewind=RewindConfig(corpus=corpus, sparsities="0.5", args={"max_steps": 3}),
+        make_report=True)
     table = results_table([json.loads(p.read_text()) for p in (out / "points").rglob("*.json")])
     masked = table[(table["variant"] == "masked") & (table["sparsity"] == 0.5)].drop_duplicates("lambda")
     best_lam = masked.sort_values(["avg_sts", "lambda"], ascending=[False, True]).iloc[0]["lambda"]
@@ -170,12 +176,11 @@ def test_rewinding_uses_the_best_lambda_and_is_cached(tiny_bert_dir, tiny_stsb_d
     assert "pruned + rewound (simcse" in summary and "control" in summary
 
     n_rewinds, n_evals = len(rewinds), len(evaluator.calls)
-    run(tiny_bert_dir, tiny_stsb_dir, out, rewind=True, corpus=corpus, rewind_sparsities="0.5",
-        rewind_args={"max_steps": 3})
+    run(tiny_bert_dir, tiny_stsb_dir, out, rewind=RewindConfig(corpus=corpus, sparsities="0.5", args={"max_steps": 3}))
     assert (len(rewinds), len(evaluator.calls)) == (n_rewinds, n_evals)
     # other rewinding settings live beside the first ones
-    run(tiny_bert_dir, tiny_stsb_dir, out, rewind=True, corpus=corpus, rewind_sparsities="0.5",
-        rewind_args={"max_steps": 4}, rewind_dense=False)
+    run(tiny_bert_dir, tiny_stsb_dir, out,
+        rewind=RewindConfig(corpus=corpus, sparsities="0.5", args={"max_steps": 4}, dense=False))
     assert len(rewinds) == n_rewinds + 1
     assert len(list((out / "rewound").iterdir())) == 2
 
@@ -306,14 +311,14 @@ def test_budget_sweep_bad_input(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluato
 
 
 def _mask_file(out, name):
-    from sparsecse.compress.masks import Mask
+    from sparsecse.pruning.masks import Mask
 
     return Mask.load(out / "masks" / f"mask-{name}.safetensors")
 
 
 def test_budget_points_default_to_fisher_and_the_criterion_is_part_of_the_fingerprint(
         tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
-    from sparsecse.compress.pruning import prune
+    from sparsecse.pruning.prune import prune
 
     out = tmp_path / "sweep"
     run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.7")
@@ -323,7 +328,7 @@ def test_budget_points_default_to_fisher_and_the_criterion_is_part_of_the_finger
     expected = prune(out / "scores.safetensors", lam=0.5, keep_flops=0.7, criterion="fisher")
     assert torch.equal(budget.head_mask, expected.head_mask) and torch.equal(budget.neuron_mask, expected.neuron_mask)
     # another criterion or keep-one-head rule is another sweep; the same settings resume
-    for kw in (dict(criterion="abs_grad"), dict(keep_one_head=True)):
+    for kw in (dict(prune=PruningConfig(criterion="abs_grad")), dict(prune=PruningConfig(keep_one_head=True))):
         with pytest.raises(SparseCSEError, match="different model or scoring settings.*pruning"):
             run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.7", **kw)
     again = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities=None, lambdas="0.5", keep_flops="0.7")
@@ -338,7 +343,7 @@ def test_a_sweep_directory_without_a_recorded_criterion_resumes_as_abs_grad(tiny
     state["fingerprint"]["pruning"] = {"scope": "global", "keep_one_head": True}
     (out / "sweep.json").write_text(json.dumps(state))
     with pytest.raises(SparseCSEError, match="different model or scoring settings.*criterion"):
-        run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", criterion="fisher")
+        run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", prune=PruningConfig(criterion="fisher"))
     resumed = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.7")
     assert resumed.computed == ["budget/f0.7-l0.5"]
     assert _mask_file(out, "f0.7-l0.5").manifest["criterion"] == "abs_grad"

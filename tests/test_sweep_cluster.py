@@ -22,7 +22,9 @@ from safetensors.torch import load_file
 from sparsecse.errors import SparseCSEError
 from sparsecse.sweeps.cluster import local_slurm
 from sparsecse.sweeps.cluster.config import load_resources, parse_sbatch_args, parse_time
+from sparsecse.sweeps.config import RewindConfig, sweep_spec
 from sparsecse.sweeps.run import sweep
+from tests.helpers import evaluation, scoring
 from tests.tiny import SENTENCES
 
 pytest.importorskip("submitit")  # the cluster extra (the test extra includes it)
@@ -30,13 +32,6 @@ from sparsecse.sweeps.cluster.tasks import PointTask, read_computed  # noqa: E40
 
 GRID = ["--sparsities", "0.25,0.5", "--lambdas", "0.25,0.75"]
 TIMING = ("eval_seconds", "rewind_seconds")
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    path.write_text("\n".join(SENTENCES * 4) + "\n")
-    return path
 
 
 def common_args(model, data, out, corpus, rewind=True):
@@ -59,9 +54,10 @@ def invoke(args, env=None):
 def reference(tiny_bert_dir, tiny_stsb_dir, corpus, tmp_path_factory):
     """The 2 x 2 sweep with rewinding, in one process."""
     out = tmp_path_factory.mktemp("reference") / "sweep"
-    sweep(tiny_bert_dir, sparsities="0.25,0.5", lambdas="0.25,0.75", out=out, tasks="STSBenchmark",
-          data_dir=tiny_stsb_dir, device="cpu", max_batches=2, batch_size=8, rewind=True, corpus=corpus,
-          rewind_args={"max_steps": 2, "batch_size": 4, "eval_steps": 0}, show_progress=False)
+    sweep(tiny_bert_dir, sparsities="0.25,0.5", lambdas="0.25,0.75", out=out, score=scoring(tiny_stsb_dir),
+          evaluate=evaluation(tiny_stsb_dir),
+          rewind=RewindConfig(corpus=corpus, args={"max_steps": 2, "batch_size": 4, "eval_steps": 0}),
+          show_progress=False)
     return out
 
 
@@ -278,8 +274,8 @@ def test_a_cancelled_task_is_resubmitted_and_every_point_computed_once(slurm, ti
 def test_a_failing_task_is_reported_with_its_log_and_the_others_finish(slurm, tiny_bert_dir, tiny_stsb_dir, corpus,
                                                                        tmp_path):
     out = tmp_path / "sweep"
-    sweep(tiny_bert_dir, sparsities="0.25", lambdas="0.5", out=out, tasks="STSBenchmark", data_dir=tiny_stsb_dir,
-          device="cpu", max_batches=2, batch_size=8, show_progress=False, make_report=False)  # scored, opened
+    sweep(tiny_bert_dir, sparsities="0.25", lambdas="0.5", out=out, score=scoring(tiny_stsb_dir),
+          evaluate=evaluation(tiny_stsb_dir), show_progress=False, make_report=False)  # scored, opened
     (out / "masks" / "mask-s0.5-l0.5.safetensors").write_bytes(b"not a mask")  # bad data for one rewind
     result = invoke([*common_args(tiny_bert_dir, tiny_stsb_dir, out, corpus), "--sparsities", "0.25,0.5",
                      "--lambdas", "0.5", "--rewind-lambda", "0.5", "--no-rewind-dense", "--launcher", "slurm",
@@ -296,7 +292,7 @@ def test_ctrl_c_leaves_slurm_jobs_running_unless_confirmed():
     from types import SimpleNamespace
 
     from sparsecse.sweeps.cluster.launch import LaunchResult, Task, _interrupted
-    from sparsecse.sweeps.run import Point
+    from sparsecse.sweeps.prepared import Point
 
     class Backend:
         cancelled = []
@@ -321,10 +317,10 @@ def test_ctrl_c_leaves_slurm_jobs_running_unless_confirmed():
 def test_a_task_reaching_its_time_limit_is_requeued_with_the_same_point():
     """submitit calls checkpoint() on the time-limit signal and requeues what it returns; the requeued task
     computes the same point, and a rewind resumes from its checkpoint (``rewind(resume=True)``)."""
-    from sparsecse.sweeps.run import Point
+    from sparsecse.sweeps.prepared import Point
 
-    task = PointTask({"out": "x", "overwrite": True, "show_progress": True, "log": None})
-    assert task.args["overwrite"] is False  # a task never replaces the sweep directory
+    task = PointTask(sweep_spec(out="x", overwrite=True, show_progress=True))
+    assert task.spec.run.overwrite is False  # a task never replaces the sweep directory
     again = task.checkpoint(Point("rewound", 0.5, "best", 1))
     assert again.function is task and again.args == (Point("rewound", 0.5, "best", 1),)
 
@@ -376,7 +372,7 @@ def test_a_task_carries_the_submitters_consent_to_run_model_code():
     from sparsecse.sweeps.cluster.tasks import PointTask
 
     with trusting_remote_code(True):
-        consenting = PointTask({})
+        consenting = PointTask(sweep_spec())
     assert not remote_code_trusted()
     assert pickle.loads(pickle.dumps(consenting)).trust_remote_code is True  # what a SLURM task unpickles
-    assert PointTask({}).trust_remote_code is False
+    assert PointTask(sweep_spec()).trust_remote_code is False

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sparsecse.compress import scoring
-from sparsecse.sweeps import run as sweep_mod
+from sparsecse.sweeps import prepared, run as sweep_mod
 from sparsecse.sweeps.run import sweep
+from tests.helpers import evaluation, scoring
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sweep_f87e056"
 
@@ -35,13 +35,11 @@ def old_sweep(tmp_path, tiny_bert_dir, tiny_stsb_dir):
 
 def test_an_old_sweep_directory_resumes_without_recomputing(old_sweep, tiny_bert_dir, tiny_stsb_dir, monkeypatch):
     monkeypatch.setattr(sweep_mod, "run_evaluation", _refuse)
-    monkeypatch.setattr(scoring, "score", _refuse)
-    if hasattr(sweep_mod, "score"):  # imported at the sweep module's top
-        monkeypatch.setattr(sweep_mod, "score", _refuse)
+    monkeypatch.setattr(prepared, "score", _refuse)  # what computes a sweep's scores
     points_before = {p: p.read_bytes() for p in (old_sweep / "points").rglob("*.json")}
 
     result = sweep(tiny_bert_dir, sparsities="0.25,0.5", lambdas="0.25,0.75", keep_flops="0.7", out=old_sweep,
-                   tasks="STSBenchmark,STS12", data_dir=tiny_stsb_dir, device="cpu", max_batches=2, batch_size=8,
+                   score=scoring(tiny_stsb_dir), evaluate=evaluation(tiny_stsb_dir, tasks="STSBenchmark,STS12"),
                    show_progress=False, make_report=False)
 
     assert result.computed == []

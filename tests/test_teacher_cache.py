@@ -28,16 +28,17 @@ def reference(model_dir, sentences):
 
 
 def test_embeddings_match_the_encoder_and_the_second_call_computes_nothing(tiny_bert_dir, corpus_file,
-                                                                           tmp_path, counted):
+                                                                           tmp_path, counted, monkeypatch):
+    monkeypatch.setattr(teacher_cache, "CHUNK_SENTENCES", 4)
     sentences = read_corpus(corpus_file)
     emb, info = teacher_embeddings(str(tiny_bert_dir), corpus_file, cache_dir=tmp_path / "cache",
-                                   batch_size=3, chunk_sentences=4, show_progress=False)
+                                   batch_size=3, show_progress=False)
     assert emb.dtype == np.float32 and emb.shape == (len(sentences), 32)
     assert sum(counted) == len(set(sentences)) == info["computed_sentences"]
     np.testing.assert_allclose(emb, reference(tiny_bert_dir, sentences), atol=1e-5)
     counted.clear()
     again, info2 = teacher_embeddings(str(tiny_bert_dir), corpus_file, cache_dir=tmp_path / "cache",
-                                      batch_size=3, chunk_sentences=4, show_progress=False)
+                                      batch_size=3, show_progress=False)
     assert counted == [] and info2["computed_sentences"] == 0 and info2["key"] == info["key"]
     np.testing.assert_array_equal(again, emb)
 
@@ -54,13 +55,12 @@ def test_a_killed_run_resumes_from_its_chunks(tiny_bert_dir, corpus_file, tmp_pa
         saved.append(path)
 
     monkeypatch.setattr(teacher_cache, "_save_atomic", dying_save)
+    monkeypatch.setattr(teacher_cache, "CHUNK_SENTENCES", 4)
     with pytest.raises(KeyboardInterrupt):
-        teacher_embeddings(str(tiny_bert_dir), corpus_file, cache_dir=tmp_path / "c", chunk_sentences=4,
-                           show_progress=False)
+        teacher_embeddings(str(tiny_bert_dir), corpus_file, cache_dir=tmp_path / "c", show_progress=False)
     monkeypatch.setattr(teacher_cache, "_save_atomic", real_save)
     counted.clear()
-    emb, info = teacher_embeddings(str(tiny_bert_dir), corpus_file, cache_dir=tmp_path / "c", chunk_sentences=4,
-                                   show_progress=False)
+    emb, info = teacher_embeddings(str(tiny_bert_dir), corpus_file, cache_dir=tmp_path / "c", show_progress=False)
     assert info["computed_sentences"] == sum(counted) == unique - 4  # the first chunk was not redone
     np.testing.assert_allclose(emb, reference(tiny_bert_dir, read_corpus(corpus_file)), atol=1e-5)
     assert not (tmp_path / "c" / info["key"] / "chunks").exists()
@@ -115,10 +115,13 @@ def test_a_loaded_teacher_and_its_directory_share_the_cache(tiny_bert_dir, corpu
     assert normed["key"] != info["key"]
 
 
-def test_two_runs_asking_at_once_compute_the_vectors_once(tiny_bert_dir, corpus_file, tmp_path, counted):
+def test_two_runs_asking_at_once_compute_the_vectors_once(tiny_bert_dir, corpus_file, tmp_path, counted,
+                                                          monkeypatch):
     """Two distillations of one corpus and teacher started together (as on a GPU box): the second waits
     for the first's lock and reads its finished cache instead of racing on the chunk files."""
     import threading
+
+    monkeypatch.setattr(teacher_cache, "CHUNK_SENTENCES", 2)
 
     unique = len(set(read_corpus(corpus_file)))
     results, errors = [], []
@@ -126,7 +129,7 @@ def test_two_runs_asking_at_once_compute_the_vectors_once(tiny_bert_dir, corpus_
     def run():
         try:
             results.append(teacher_embeddings(str(tiny_bert_dir), corpus_file, cache_dir=tmp_path / "cache",
-                                              batch_size=2, chunk_sentences=2, show_progress=False))
+                                              batch_size=2, show_progress=False))
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

@@ -10,11 +10,11 @@ from safetensors.torch import load_file
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts
-from sparsecse.compress.masks import Mask
+from sparsecse.pruning.masks import Mask
 from sparsecse.objectives.simcse import SimCSE
 from sparsecse.training import resolve_init, rewind, train
 from tests.tiny import WORDS, make_tiny_model_dir
-from tests.helpers import random_sentences, corpus, quick, make_mask  # noqa: F401 (corpus is a fixture)
+from tests.helpers import random_sentences, quick, make_mask
 
 
 def weights(model_dir):
@@ -226,7 +226,7 @@ def test_rewind_trains_the_shrunk_model_and_pruned_units_stay_zero(tiny_bert_dir
 
 def test_rewind_starts_from_the_initial_weights(tiny_bert_dir, corpus, tmp_path):
     """With lr ~ 0 the rewound model is the init model shrunk, not the trained model shrunk."""
-    from sparsecse.compress.shrinking import shrink_encoder
+    from sparsecse.shrinking.surgery import shrink_encoder
 
     trained = train(tiny_bert_dir, corpus, tmp_path / "trained", **quick(max_steps=3, lr=1e-2)).out
     mask_path, mask = make_mask(tmp_path, trained)

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.artifacts.locks import FileLock
+from sparsecse.artifacts.locks import FileLock, process_alive
 from sparsecse.artifacts.remote_code import remote_code_trusted
 from sparsecse import __version__
 
@@ -158,16 +158,6 @@ def _normal_mode(path: Path, directory: bool) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
 def _temp_prefix(out: Path) -> str:
     return f".{out.name}.{os.getpid()}."  # the pid lets a later run tell a dead run's leftovers
 
@@ -183,7 +173,7 @@ def clean_stale_temporaries(out: Path) -> list[Path]:
         return removed
     for path in candidates:
         pid = path.name[len(out.name) + 2:].split(".", 1)[0]
-        if not pid.isdigit() or _pid_alive(int(pid)):
+        if not pid.isdigit() or process_alive(int(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
         removed.append(path)

@@ -23,12 +23,14 @@ from sparsecse.errors import SparseCSEError
 STALE_AFTER_S = 24 * 3600
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (the one check every pid file and lock of the package
+    uses): one owned by someone else, which we may not signal, exists too."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # exists, owned by someone else
+    except (PermissionError, OverflowError):
         return True
     return True
 
@@ -68,7 +70,7 @@ class FileLock:
         if info.get("slurm_job") and not _slurm_job_alive(str(info["slurm_job"])):
             return True
         if info.get("host") == socket.gethostname():
-            return not _alive(int(info.get("pid", -1)))
+            return not process_alive(int(info.get("pid", -1)))
         return time.time() - float(info.get("started", 0)) > self.stale_after
 
     def acquire(self) -> bool:

@@ -1,4 +1,4 @@
-"""How a model is exported: the one config of :func:`sparsecse.deploy.onnx_export.export`."""
+"""How a model is exported: the one config of :func:`sparsecse.deploy.export.export`."""
 
 from __future__ import annotations
 

@@ -48,6 +48,7 @@ def onnx_settings(path: str | os.PathLike) -> dict | None:
 
 
 def is_exported_dir(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory ``sparsecse export`` wrote as ONNX."""
     return onnx_settings(path) is not None
 
 
@@ -97,6 +98,7 @@ def check_exported_load(path: str, settings: dict | None, what: str, pooling: st
 
 
 def load_tokenizer(path: str):
+    """The tokenizer saved in an exported directory."""
     from transformers import AutoTokenizer
 
     check_tokenizer_files(path)
@@ -137,4 +139,5 @@ class OnnxEncoder(RuntimeEncoder):
                    settings["dim"], source=path, file=file, settings=settings)
 
     def run_batch(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """The graph's sentence embeddings of one tokenized batch."""
         return self.session.run([EMBEDDING_OUTPUT], feeds)[0]

@@ -10,8 +10,8 @@ the same graph but needs onnxscript and takes about 15 times longer.
 int8 is ONNX Runtime's own dynamic quantization (``quantize_dynamic``): int8 weights per output
 channel, activations quantized per batch at run time; with a ``calibration`` corpus it is static
 quantization instead (:mod:`sparsecse.deploy.onnx_static`: QDQ, activation ranges from a seeded
-sample of the corpus, recorded in the manifest). ``format="openvino"`` is
-:func:`sparsecse.deploy.openvino_export.export_openvino`. The directory follows sentence-transformers'
+sample of the corpus, recorded in the manifest). :func:`sparsecse.deploy.export.export` chooses between this
+and :func:`sparsecse.deploy.openvino_export.export_openvino`. The directory follows sentence-transformers'
 ONNX layout (``onnx/model.onnx``, the tokenizer, a base-architecture ``config.json`` and the
 modules.json/pooling files), and its ``sparsecse_config.json`` names the graph that sparsecse runs.
 """
@@ -24,91 +24,27 @@ import logging
 import os
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
-from torch import nn
 
-from sparsecse.deploy.calibration import calibration_sample
-from sparsecse.deploy.export_config import FORMATS, OPSET, QUANTIZATIONS, ExportConfig  # noqa: F401
-from sparsecse.stage_config import configure
-from sparsecse.artifacts.exported_model import exported_format
-from sparsecse.deploy.onnx_static import QUANTIZATION_SETTINGS, empty_weight_matmuls, quantize_static_int8
+from sparsecse.artifacts.files import atomic_dir, hash_path, make_manifest
 from sparsecse.artifacts.model_dir import write_model_config
-from sparsecse.modeling.encoder import SentenceEncoder, resolve_model, write_sentence_transformers_config
+from sparsecse.deploy.calibration import calibration_sample
+from sparsecse.deploy.export_config import OPSET, ExportConfig
+from sparsecse.deploy.graph import (CHECK_SENTENCES, FP32_MIN_COSINE, INPUTS, EmbeddingGraph, ExportResult,
+                                    base_architecture_config, load_source)
+from sparsecse.deploy.onnx_encoder import (EMBEDDING_OUTPUT, FP32_FILE, INT8_FILE, MISSING_PACKAGES, STATIC_INT8_FILE,
+                                           OnnxEncoder, require_onnxruntime)
+from sparsecse.deploy.onnx_static import QUANTIZATION_SETTINGS, empty_weight_matmuls, quantize_static_int8
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
-from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest
-from sparsecse.deploy.onnx_encoder import (
-    EMBEDDING_OUTPUT,
-    FP32_FILE,
-    INT8_FILE,
-    MISSING_PACKAGES,
-    STATIC_INT8_FILE,
-    OnnxEncoder,
-    require_onnxruntime,
-)
-from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.compress.shrinking import base_model_type
-
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-# Traced with padding (two lengths) so the attention-mask path is in the graph; also checked after export.
-CHECK_SENTENCES = [
-    "A man is playing a guitar.",
-    "Two dogs run across a wide field of tall grass while their owner watches from the road.",
-    "Stocks fell.",
-    "A woman is slicing an onion in the kitchen.",
-]
-FP32_MIN_COSINE = 0.9999  # below this the graph does not compute the model: a bug, not rounding
-
-
-@dataclass
-class ExportResult:
-    out: Path
-    files: dict[str, int]  # graph file -> bytes
-    file: str  # the graph sparsecse runs
-    pooling: str
-    normalize: bool
-    verification: dict[str, float] = field(default_factory=dict)
-    seconds: float = 0.0
-    kinds: dict[str, str] = field(default_factory=dict)  # graph file -> fp32 | int8 | int8_static
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"out": str(self.out), "files": self.files, "file": self.file, "pooling": self.pooling,
-                "normalize": self.normalize, "verification": self.verification, "seconds": round(self.seconds, 2),
-                "kinds": self.kinds}
-
-
-class _EmbeddingGraph(nn.Module):
-    """The encoder's backbone + pooling (+ L2 normalisation) as one function of its token inputs."""
-
-    def __init__(self, encoder: SentenceEncoder, input_names: list[str], normalize: bool):
-        super().__init__()
-        self.encoder = encoder
-        self.input_names = input_names
-        self.normalize = normalize
-
-    def forward(self, *inputs):
-        features = dict(zip(self.input_names, inputs))
-        outputs = self.encoder.transformer_outputs(**features)
-        embedding = self.encoder.pool(outputs, features["attention_mask"])
-        if self.normalize:
-            embedding = nn.functional.normalize(embedding, dim=-1)
-        return outputs.last_hidden_state, embedding
-
-
-def has_normalize_module(model_dir: str | os.PathLike) -> bool:
-    """Whether the directory's sentence-transformers modules.json ends the pipeline with Normalize."""
-    try:
-        modules = json.loads((Path(model_dir) / "modules.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return any(str(m.get("type", "")).endswith("Normalize") for m in modules if isinstance(m, dict))
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.st_dense import write_sentence_transformers_config
 
 
 def check_onnx_packages(quantize: str | None) -> None:
+    """Refuse (one sentence) when onnx / onnxruntime (and its quantization tools for int8) are missing."""
     require_onnxruntime()
     try:
         import onnx  # noqa: F401  (the exporter writes through it)
@@ -123,7 +59,7 @@ def export_graph(encoder: SentenceEncoder, path: Path, normalize: bool, opset: i
     """Trace ``encoder`` (CPU, fp32) into an ONNX file at ``path``; returns the graph's input names."""
     batch = encoder.tokenizer(CHECK_SENTENCES[:2], padding=True, return_tensors="pt")
     names = [n for n in INPUTS if n in batch]
-    graph = _EmbeddingGraph(encoder, names, normalize).eval()
+    graph = EmbeddingGraph(encoder, names, normalize).eval()
     axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
     axes[EMBEDDING_OUTPUT] = {0: "batch"}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,68 +96,29 @@ def _quiet_root_logger():
         root.setLevel(level)
 
 
-def base_architecture_config(encoder: SentenceEncoder) -> dict[str, Any]:
-    """config.json for the exported directory: the base architecture's type, so that tools reading it
-    (sentence-transformers' ONNX backend, optimum) need no custom code; a shrunk model's per-layer
-    shape stays in it as extra fields (the graph itself holds the real shapes)."""
-    config = encoder.model.config.to_dict()
-    config.pop("auto_map", None)
-    config["model_type"] = base_model_type(encoder.model.config)
-    base = next(c for c in type(encoder.model).__mro__ if c.__module__.startswith("transformers."))
-    config["architectures"] = [base.__name__]
-    return config
-
-
-def load_source(model, out, overwrite: bool, pooling: str | None):
-    """The torch model an export reads, checked before any work: ``out`` is writable and not the model
-    itself, the model is not already exported and has no Dense projection (not carried into a graph
-    yet). Returns (source path, fp32 encoder in eval mode, whether it normalises, reference embeddings
-    of ``CHECK_SENTENCES``)."""
-    source = resolve_model(model)
-    check_destination(out, overwrite, inputs={"model": source})  # never over the model it reads
-    if os.path.isdir(source) and exported_format(source):
-        raise SparseCSEError(f"{source} is already an exported {exported_format(source)} model; export the torch "
-                             "model directory instead.")
-    encoder = SentenceEncoder.load(source, pooling=pooling, device="cpu")
-    if encoder.dense is not None:
-        raise SparseCSEError(f"{source} ends in a Dense projection, which export does not carry into a graph yet.")
-    encoder.model.float().eval()
-    with torch.inference_mode():
-        reference = encoder.encode(CHECK_SENTENCES)
-    return source, encoder, has_normalize_module(source), reference
-
-
 def onnx_versions() -> dict[str, str]:
+    """The onnx and onnxruntime versions, for the manifest."""
     import onnx
     import onnxruntime
 
     return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 
-@with_trust_option
-def export(model: str | os.PathLike | None = None, out: str | os.PathLike | None = None, format: str | None = None,
-           *, overwrite: bool = False, config: ExportConfig | None = None, **options) -> ExportResult:
-    """Export ``model`` (a dense or shrunk directory, or the default model) to the directory ``out``.
+def export_onnx(model: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
+                config: ExportConfig | None = None, overwrite: bool = False) -> ExportResult:
+    """Export ``model`` (a dense or shrunk directory, or the default model) as ONNX to the directory ``out``.
 
-    ``config`` (an :class:`~sparsecse.deploy.export_config.ExportConfig`, or its fields by name in ``options``;
-    ``format``, when given, replaces its own). Always writes the fp32 graph ``onnx/model.onnx``;
-    ``quantize="int8"`` adds ``onnx/model_qint8.onnx`` (dynamic), or with a ``calibration`` corpus
-    ``onnx/model_qint8_static.onnx`` (static, calibrated on ``calibration_size`` sentences drawn with
-    ``calibration_seed``), and makes it the graph sparsecse runs. Both are checked against the torch model on
-    a few sentences (minimum cosine recorded in the manifest); the fp32 graph must match (cosine >= 0.9999).
-
-    Example::
-
-        export("small", "small-onnx", quantize="int8", calibration="corpus.txt").files
+    Always writes the fp32 graph ``onnx/model.onnx``; ``quantize="int8"`` (``config``, an
+    :class:`~sparsecse.deploy.export_config.ExportConfig`) adds ``onnx/model_qint8.onnx`` (dynamic), or with a
+    ``calibration`` corpus ``onnx/model_qint8_static.onnx`` (static, calibrated on ``calibration_size``
+    sentences drawn with ``calibration_seed``), and makes it the graph sparsecse runs. Both are checked against
+    the torch model on a few sentences (minimum cosine recorded in the manifest); the fp32 graph must match
+    (cosine >= 0.9999).
     """
     start = time.perf_counter()
-    c = configure(ExportConfig, config, {**options, **({"format": format} if format else {})}, "export").check()
+    c = (config or ExportConfig()).check()
     quantize, calibration, pooling, opset = c.quantize, c.calibration, c.pooling, c.opset
     calibration_size, calibration_seed = c.calibration_size, c.calibration_seed
-    if c.format == "openvino":  # imported here: the OpenVINO exporter builds on this module's graph
-        from sparsecse.deploy.openvino_export import export_openvino  # it imports this module: resolved at call time
-
-        return export_openvino(model, out, c, overwrite)
     if out is None:
         raise SparseCSEError("export needs an output directory (--out).")
     check_onnx_packages(quantize)
@@ -257,7 +154,7 @@ def export(model: str | os.PathLike | None = None, out: str | os.PathLike | None
             raise SparseCSEError(f"The exported graph does not reproduce the torch model (minimum cosine "
                                  f"{verification['fp32_min_cosine']:.6f}); nothing was written.")
         sizes = {f: (tmp / f).stat().st_size for f in files}
-        params = {"format": format, "quantize": quantize, "pooling": encoder.pooling, "normalize": normalize,
+        params = {"format": c.format, "quantize": quantize, "pooling": encoder.pooling, "normalize": normalize,
                   "opset": opset, "exporter": "torchscript",
                   "quantization": (quantize and ("static" if calibration is not None else "dynamic"))}
         if calibration is not None:

@@ -70,5 +70,6 @@ class OpenVinoEncoder(RuntimeEncoder):
                    settings=settings)
 
     def run_batch(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """The IR's sentence embeddings of one tokenized batch."""
         self.request.infer(feeds)
         return np.array(self.request.get_tensor(EMBEDDING_OUTPUT).data, copy=True)

@@ -1,7 +1,7 @@
 """``sparsecse export --format openvino``: the model as an OpenVINO IR, optionally NNCF int8.
 
 The IR is converted by OpenVINO's own converter (``openvino.convert_model``) from the same torch
-module the ONNX export traces (``_EmbeddingGraph``: backbone + pooling
+module the ONNX export traces (``EmbeddingGraph``: backbone + pooling
 + L2 normalisation where the model has it), with dynamic batch and sequence axes, and saved in
 fp32 (no fp16 compression). int8 is NNCF's post-training static quantization (``nncf.quantize``,
 transformer model type) calibrated on a seeded sample of a corpus, one sentence per calibration
@@ -29,16 +29,18 @@ from sparsecse.deploy.export_config import ExportConfig
 from sparsecse.artifacts.exported_model import MISSING_OPENVINO
 from sparsecse.artifacts.model_dir import write_model_config
 from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder, require_openvino
-from sparsecse.modeling.encoder import SentenceEncoder, write_sentence_transformers_config
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.st_dense import write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
-from sparsecse.deploy.onnx_export import (CHECK_SENTENCES, FP32_MIN_COSINE, INPUTS, ExportResult, _EmbeddingGraph,
-                                 base_architecture_config, load_source)
+from sparsecse.deploy.graph import (CHECK_SENTENCES, FP32_MIN_COSINE, INPUTS, EmbeddingGraph, ExportResult,
+                                    base_architecture_config, load_source)
 from sparsecse.artifacts.files import atomic_dir, hash_path, make_manifest
 from sparsecse.deploy.onnx_encoder import EMBEDDING_OUTPUT
 
 
 def require_nncf():
+    """The nncf module (OpenVINO int8); one sentence naming the extra to install when it is missing."""
     try:
         import nncf
     except ImportError:
@@ -55,6 +57,7 @@ class _BiasOnly(nn.Module):
         self.bias = linear.bias if linear.bias is not None else nn.Parameter(torch.zeros(linear.out_features))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The bias at every position of ``x``."""
         return self.bias.expand(*x.shape[:-1], self.bias.shape[0])
 
 
@@ -75,7 +78,7 @@ def convert(encoder: SentenceEncoder, normalize: bool):
     replace_zero_input_linears(encoder.model)
     batch = encoder.tokenizer(CHECK_SENTENCES[:2], padding=True, return_tensors="pt")
     names = [n for n in INPUTS if n in batch]
-    graph = _EmbeddingGraph(encoder, names, normalize).eval()
+    graph = EmbeddingGraph(encoder, names, normalize).eval()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on Python-constant branches
         model = ov.convert_model(graph, example_input=tuple(batch[n] for n in names))
@@ -100,6 +103,7 @@ def quantize_nncf(model, encoder: SentenceEncoder, sentences: list[str], names: 
 
 
 def openvino_versions() -> dict[str, str]:
+    """The openvino (and nncf) versions, for the manifest."""
     import openvino
 
     versions = {"openvino": openvino.__version__}

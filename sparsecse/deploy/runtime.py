@@ -34,14 +34,17 @@ class Encoder(Protocol):
     tokenizer: object
 
     @property
-    def dim(self) -> int: ...
+    def dim(self) -> int:
+        """The embedding size."""
 
     @property
-    def device(self) -> torch.device: ...
+    def device(self) -> torch.device:
+        """Where the model runs."""
 
     def encode(self, sentences: Iterable[str], batch_size: int | None = None, show_progress: bool = False,
                normalize: bool = False, convert_to_numpy: bool = True, desc: str = "encoding",
-               precision: str = "fp32", max_tokens: int | None = None): ...
+               precision: str = "fp32", max_tokens: int | None = None):
+        """Embeddings [N, dim] of ``sentences``, in order."""
 
 
 def is_encoder(obj) -> bool:
@@ -75,10 +78,12 @@ class RuntimeEncoder:
 
     @property
     def dim(self) -> int:
+        """The embedding size."""
         return self._dim
 
     @property
     def device(self) -> torch.device:
+        """Always the CPU (the runtimes run there)."""
         return torch.device("cpu")
 
     @property

@@ -2,7 +2,7 @@
 
 Alignment: E ||f(x) - f(x+)||^2 over the pairs with gold score > 4 (normalised embeddings).
 Uniformity: log E exp(-2 ||f(x) - f(y)||^2) over all distinct sentences of the split.
-Both come from :mod:`sparsecse.compress.alignment`; smaller is better for both.
+Both come from :mod:`sparsecse.scoring.alignment`; smaller is better for both.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Sequence
 
 import torch
 
-from sparsecse.compress.alignment import alignment_metric, uniformity_metric
+from sparsecse.scoring.alignment import alignment_metric, uniformity_metric
 from sparsecse.data.sts import Pair
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.embedding import normalize_text

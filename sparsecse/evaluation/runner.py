@@ -23,8 +23,8 @@ from sparsecse.evaluation.sts import data_digest, evaluate_sts, load_sts_task, s
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.evaluation.transfer import evaluate_transfer, load_transfer_task, transfer_sentences
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.masks import model_for_mask
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.masks import model_for_mask
 
 
 @with_trust_option
@@ -33,7 +33,7 @@ def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **op
 
     ``config`` (an :class:`~sparsecse.evaluation.config.EvaluationConfig`) says which tasks and how;
     ``options`` are its fields by name (``evaluate(model, tasks="sts", bootstrap=1000)``) and replace
-    the config's. ``mask`` (None, a mask file or a :class:`~sparsecse.compress.masks.Mask`) is attached
+    the config's. ``mask`` (None, a mask file or a :class:`~sparsecse.pruning.masks.Mask`) is attached
     as 0/1 gates for the evaluation and detached afterwards. Returns an
     :class:`~sparsecse.evaluation.result.EvaluationResult` (``scores``: {task: Spearman or accuracy x 100},
     ``avg_sts``, ``avg_transfer``, ``alignment``, ``uniformity``, ``details``, ``settings``, ``timing``, ...;

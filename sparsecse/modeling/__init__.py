@@ -4,10 +4,9 @@ The two modules are self-contained (torch + transformers only) so a shrunk direc
 ``trust_remote_code=True`` where sparsecse is not installed.
 """
 
+from sparsecse.modeling.adapters import SHRUNK_MODEL_TYPES
 from sparsecse.modeling.configuration_sparsecse import SHRUNK_CONFIGS, ShrunkConfigMixin
 from sparsecse.modeling.modeling_sparsecse import SHRUNK_MODELS, HeadlessSelfAttention, shrink_layer
-
-SHRUNK_MODEL_TYPES = tuple(cls.model_type for cls in SHRUNK_CONFIGS.values())  # gates: BERT-like + MPNet
 
 __all__ = ["SHRUNK_CONFIGS", "SHRUNK_MODELS", "SHRUNK_MODEL_TYPES", "HeadlessSelfAttention",
            "ShrunkConfigMixin", "shrink_layer"]

@@ -1,6 +1,6 @@
 """Where each architecture keeps its attention heads and FFN neurons: one small adapter per model type.
 
-The gates (:mod:`sparsecse.compress.gates`), the scoring, reconstruction, shrinking and FLOPs counts all
+The gates (:mod:`sparsecse.scoring.gates`), the scoring, reconstruction, shrinking and FLOPs counts all
 reach a layer's projections through :func:`layer_parts`; :func:`get_adapter` also tells whether an
 architecture is supported at all (checked before weights load).
 """
@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.configuration_sparsecse import SHRUNK_CONFIGS
 
 
 @dataclass
@@ -83,16 +84,20 @@ def _mpnet_layers(model: nn.Module) -> list[LayerParts]:
     return parts
 
 
-# Shrunk models (sparsecse.compress.shrinking) keep their base's module paths; their model_types are "sparsecse-<base>".
-SHRUNK_MODEL_TYPES = ("sparsecse-bert", "sparsecse-roberta", "sparsecse-xlm-roberta", "sparsecse-camembert",
-                      "sparsecse-electra")
-SHRUNK_MPNET_TYPES = ("sparsecse-mpnet",)  # the shrunk MPNet keeps layer.attention.attn.{q,k,v,o}
+# Shrunk models (sparsecse.shrinking.surgery) keep their base's module paths; their model_types are
+# "sparsecse-<base>", one per shrunk config class (the shrunk MPNet keeps layer.attention.attn.{q,k,v,o}).
+SHRUNK_MODEL_TYPES = tuple(cls.model_type for cls in SHRUNK_CONFIGS.values())
+BERT_LIKE = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
+
+
+def _shrunk(bases: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(SHRUNK_CONFIGS[base].model_type for base in bases)
+
 
 ADAPTERS = (
-    ArchitectureAdapter("bert-like", ("bert", "roberta", "xlm-roberta", "camembert", "electra") + SHRUNK_MODEL_TYPES,
-                        _bert_layers, "num_attention_heads"),
+    ArchitectureAdapter("bert-like", BERT_LIKE + _shrunk(BERT_LIKE), _bert_layers, "num_attention_heads"),
     ArchitectureAdapter("distilbert", ("distilbert",), _distilbert_layers, "n_heads"),
-    ArchitectureAdapter("mpnet", ("mpnet",) + SHRUNK_MPNET_TYPES, _mpnet_layers, "num_attention_heads"),
+    ArchitectureAdapter("mpnet", ("mpnet",) + _shrunk(("mpnet",)), _mpnet_layers, "num_attention_heads"),
 )
 
 

@@ -22,10 +22,11 @@ from sparsecse.artifacts.exported_model import exported_format
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling import register_auto_classes
 from sparsecse.artifacts.remote_code import allow_code, trusting_remote_code
-from sparsecse.modeling.st_dense import read_dense, write_dense
+from sparsecse.modeling.st_dense import read_dense, write_sentence_transformers_config
 from sparsecse.artifacts.model_store import resolve as resolve_stored
 from sparsecse.artifacts.model_dir import SPARSECSE_CONFIG, read_model_config, write_model_config  # noqa: F401
 from sparsecse.modeling.adapters import get_adapter  # validates the architecture before loading weights
+from sparsecse.modeling.cpu_features import has_native_bf16 as cpu_has_native_bf16
 
 POOLINGS = ("cls", "cls_before_pooler", "mean")
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -359,23 +360,6 @@ class SentenceEncoder(nn.Module):
 DEFAULT_BATCH_SIZE = {"cpu": 128, "cuda": 512}  # larger GPU batches keep the device busy
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 PRECISION_CHOICES = (*PRECISIONS, "auto")
-_BF16_CPU_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # x86 AVX512-BF16 / AMX, ARM (Graviton3+, Apple M2+)
-
-
-def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
-    """Whether this CPU multiplies bf16 matrices in hardware (the flags /proc/cpuinfo lists); without
-    them bf16 autocast is emulated and slower than fp32."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return False
-    flags = set()
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip().lower() in ("flags", "features"):
-            flags.update(value.split())
-    return bool(flags & _BF16_CPU_FLAGS)
 
 
 def resolve_precision(precision: str, device: str | torch.device | None = None) -> str:
@@ -423,41 +407,6 @@ def _autocast(device: torch.device, precision: str):
     if PRECISIONS[precision] is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=PRECISIONS[precision])
-
-
-def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_length: int,
-                                       normalize: bool = False, dense: nn.Linear | None = None) -> None:
-    """modules.json + pooling config so ``SentenceTransformer(out)`` reproduces our embeddings
-    (followed by a Dense module if ``dense``, then a Normalize module if ``normalize``; ``dim`` is the
-    pooled hidden size).
-
-    ``cls`` (pooler output) has no sentence-transformers pooling equivalent; it is saved as CLS
-    token pooling and sparsecse reads its own config first.
-    """
-    (out / "1_Pooling").mkdir(exist_ok=True)
-    pool_cfg = {
-        "word_embedding_dimension": dim,
-        "pooling_mode_cls_token": pooling != "mean",
-        "pooling_mode_mean_tokens": pooling == "mean",
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-    }
-    (out / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2) + "\n")
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    if dense is not None:
-        modules.append(write_dense(out, dense))
-    if normalize:
-        i = len(modules)
-        (out / f"{i}_Normalize").mkdir(exist_ok=True)
-        modules.append({"idx": i, "name": str(i), "path": f"{i}_Normalize",
-                        "type": "sentence_transformers.models.Normalize"})
-    (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
-    (out / "sentence_bert_config.json").write_text(
-        json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2) + "\n"
-    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,4 +1,6 @@
-"""A sentence-transformers ``Dense`` module after pooling (e.g. a distilled student's projection to its
+"""The sentence-transformers files of a model directory (:func:`~sparsecse.modeling.st_dense.write_sentence_transformers_config`: modules.json,
+the pooling config, sentence_bert_config.json), so ``SentenceTransformer(dir)`` reproduces sparsecse's embeddings;
+and a sentence-transformers ``Dense`` module after pooling (e.g. a distilled student's projection to its
 teacher's embedding size), read from and written to a model directory in sentence-transformers' layout:
 a ``modules.json`` entry ``sentence_transformers.models.Dense`` whose folder holds ``config.json``
 (in_features, out_features, bias, activation_function) and ``model.safetensors`` (``linear.weight``,
@@ -82,3 +84,38 @@ def write_dense(out: str | os.PathLike, linear: nn.Linear) -> dict:
     state = {f"linear.{k}": v.detach().float().cpu().contiguous() for k, v in linear.state_dict().items()}
     save_file(state, str(folder / "model.safetensors"))
     return {"idx": 2, "name": "2", "path": DENSE_DIR, "type": DENSE_TYPE}
+
+
+def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_length: int,
+                                       normalize: bool = False, dense: nn.Linear | None = None) -> None:
+    """modules.json + pooling config so ``SentenceTransformer(out)`` reproduces our embeddings
+    (followed by a Dense module if ``dense``, then a Normalize module if ``normalize``; ``dim`` is the
+    pooled hidden size).
+
+    ``cls`` (pooler output) has no sentence-transformers pooling equivalent; it is saved as CLS
+    token pooling and sparsecse reads its own config first.
+    """
+    (out / "1_Pooling").mkdir(exist_ok=True)
+    pool_cfg = {
+        "word_embedding_dimension": dim,
+        "pooling_mode_cls_token": pooling != "mean",
+        "pooling_mode_mean_tokens": pooling == "mean",
+        "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+    }
+    (out / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2) + "\n")
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    if dense is not None:
+        modules.append(write_dense(out, dense))
+    if normalize:
+        i = len(modules)
+        (out / f"{i}_Normalize").mkdir(exist_ok=True)
+        modules.append({"idx": i, "name": str(i), "path": f"{i}_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
+    (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
+    (out / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2) + "\n"
+    )

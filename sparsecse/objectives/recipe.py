@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.shrinking import base_model_type
+from sparsecse.shrinking.surgery import base_model_type
 
 _ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert")
 

@@ -37,7 +37,7 @@ from sparsecse.artifacts.model_store import cache_root
 FORMAT = 1
 META = "meta.json"
 FINAL = "embeddings.npy"
-CHUNK_SENTENCES = 4096  # sentences per resumable chunk file
+CHUNK_SENTENCES = 4096  # sentences per resumable chunk file (read when a cache is computed)
 PRECISIONS = ("fp32", "bf16")
 CHECK_SENTENCES = 64  # a bf16 run embeds this seeded sample in fp32 too and records the cosines
 BF16_MIN_COSINE = 0.99  # below this on the sample, bf16 is refused for the teacher
@@ -135,7 +135,6 @@ def teacher_embeddings(
     normalize: bool = False,
     device: str | torch.device | None = None,
     show_progress: bool = True,
-    chunk_sentences: int = CHUNK_SENTENCES,
     cache_path: str | os.PathLike | None = None,
     precision: str = "fp32",
 ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -174,7 +173,7 @@ def teacher_embeddings(
                                                            else source),
             "teacher_source": source, "teacher_digest": digest, "max_length": encoder.max_length,
             "pooling": encoder.pooling, "normalize": bool(normalize), "sentences": len(sentences),
-            "unique_sentences": unique_count, "dim": encoder.dim, "chunk_sentences": int(chunk_sentences),
+            "unique_sentences": unique_count, "dim": encoder.dim, "chunk_sentences": int(CHUNK_SENTENCES),
             "precision": precision}
     directory.parent.mkdir(parents=True, exist_ok=True)
     # One process computes a key at a time; another asking for the same vectors waits, then reads them.
@@ -182,7 +181,7 @@ def teacher_embeddings(
     lock.wait(timeout=LOCK_WAIT_S, poll=2.0)
     try:
         return _cached_or_computed(encoder, sentences, directory, meta, batch_size, normalize, show_progress,
-                                   int(chunk_sentences))
+                                   int(CHUNK_SENTENCES))
     finally:
         lock.release()
 

@@ -16,6 +16,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparsecse.artifacts.files import atomic_dir, make_manifest, write_json
+from sparsecse.evaluation import evaluate
+from sparsecse.evaluation.compare import compare
+from sparsecse.evaluation.results_file import load_results, save_results
+from sparsecse.evaluation.speed import speedups
+from sparsecse.modeling.cpu_features import describe_cpu
+from sparsecse.modeling.encoder import DEFAULT_MODEL_NAME, SentenceEncoder, default_model_path
 from sparsecse.recipes.spec import Recipe
 
 CARD = "README.md"
@@ -26,8 +32,6 @@ SKIPPED = {"manifest.json", "README.md"}  # the final stage's own, replaced by t
 
 def base_model_name(model: str) -> str:
     """The input model as a model card names it: the hub name of the embedded default, else as given."""
-    from sparsecse.modeling.encoder import DEFAULT_MODEL_NAME, default_model_path
-
     try:
         if os.path.abspath(model) == os.path.abspath(default_model_path()):
             return DEFAULT_MODEL_NAME
@@ -38,16 +42,12 @@ def base_model_name(model: str) -> str:
 
 def _evaluate(model: str, data_dir, replicates: int, split: str = "test", tasks: str = "sts",
               show_progress: bool = False):
-    from sparsecse.evaluation import evaluate
-
     return evaluate(model, tasks=tasks, data_dir=data_dir, sts_split=split, bootstrap=replicates if split == "test" else 0,
                     keep_pairs=split == "test", align_uniform=False, show_progress=show_progress)
 
 
 def _results_file(path: Path, model: str, data_dir, replicates: int, show_progress: bool) -> Path:
     """``path`` holding ``model``'s 7-task results with per-pair similarities (computed once)."""
-    from sparsecse.evaluation.results_file import save_results
-
     if not path.is_file():
         results = _evaluate(model, data_dir, replicates, show_progress=show_progress)
         save_results(path, results, make_manifest("eval_results", inputs={"model": model},
@@ -58,9 +58,6 @@ def _results_file(path: Path, model: str, data_dir, replicates: int, show_progre
 def evaluate_final(recipe: Recipe, input_model: str, model_dir: str, work: Path, data_dir,
                    show_progress: bool) -> dict[str, Any]:
     """Every figure the model card states, computed on ``model_dir`` (results files under ``work``)."""
-    from sparsecse.evaluation.compare import compare
-    from sparsecse.evaluation.results_file import load_results
-
     ev = recipe.evaluation
     work.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = {}
@@ -91,10 +88,6 @@ def measure_speed(input_model: str, model_dir: str, reference: str | None, data_
     """Encode speed-up of the final model (and the comparison model) over the input model, torch fp32,
     measured side by side on the distinct STS-B test sentences, with the machine's CPU features."""
     import torch
-
-    from sparsecse.deploy.cpu_features import describe_cpu
-    from sparsecse.evaluation.speed import speedups
-    from sparsecse.modeling.encoder import SentenceEncoder
 
     models = {"input": SentenceEncoder.load(input_model, device="cpu"),
               "model": SentenceEncoder.load(model_dir, device="cpu")}

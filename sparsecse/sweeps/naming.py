@@ -19,14 +19,17 @@ def task_average(scores: dict[str, float], group: Sequence[str]) -> float | None
 # ---------------------------------------------------------------------------- naming
 # Names keep every digit where :g would round, so 0.1 and 0.1000001 never share a point file.
 def point_name(sparsity: float, lam: float) -> str:
+    """'s0.02-l0.5': a masked point's name (every digit kept)."""
     return f"s{exact_number(sparsity)}-l{exact_number(lam)}"
 
 
 def budget_point_name(keep_flops: float, lam: float) -> str:
+    """'f0.5-l0.5': a kept-FLOPs budget point's name."""
     return f"f{exact_number(keep_flops)}-l{exact_number(lam)}"
 
 
 def seeded_name(name: str, seed: int) -> str:
+    """'<name>-seed<k>': one seed of a rewound point."""
     return f"{name}-seed{seed}"
 
 

@@ -15,22 +15,22 @@ from typing import Any, Callable, Sequence
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
 from sparsecse.artifacts.files import write_json
-from sparsecse.sweeps.layout import POINTS_DIR, Variant, read_point
+from sparsecse.artifacts.sweep_layout import POINTS_DIR, Variant, read_point
 from sparsecse.sweeps.directory import LEGACY_PRUNING
 from sparsecse.sweeps.naming import budget_point_name, point_name, seeded_name, task_average
 from sparsecse.artifacts.files import sha256_file
 from sparsecse.artifacts.locks import FileLock
-from sparsecse.compress.grid import check_sparsity, parse_grid
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.pruning import mask_filename, prune
-from sparsecse.compress.scoring import check_lambda
-from sparsecse.compress.shrinking import shrink_encoder
+from sparsecse.pruning.grid import check_sparsity, parse_grid
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.prune import mask_filename, prune
+from sparsecse.scoring.criteria import check_lambda
+from sparsecse.shrinking.surgery import shrink_encoder
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.results_file import load_pairs, save_pairs
 from sparsecse.modeling.encoder import resolve_model
 from sparsecse.training import rewind
 from sparsecse.training.api import check_inputs
-from sparsecse.sweeps.layout import MASKS_DIR, PAIRS_DIR, REWOUND_DIR
+from sparsecse.artifacts.sweep_layout import MASKS_DIR, PAIRS_DIR, REWOUND_DIR
 
 EVAL_MODES = ("masked", "shrunk")
 
@@ -66,6 +66,7 @@ def merge_evaluation(point: dict[str, Any], result: dict[str, Any], seconds: flo
 
 
 def mask_record(mask) -> dict[str, Any]:
+    """What a point file records of its mask: units removed (in total and per layer), parameter sparsity, totals."""
     m = mask.manifest
     return {
         "heads_pruned": mask.heads_pruned,
@@ -105,6 +106,7 @@ def evaluate_pruned(encoder, mask, tasks, data_dir, seed: int, eval_mode: str, e
 # ---------------------------------------------------------------------------- the sweep
 @dataclass
 class SweepResult:
+    """What one invocation of a sweep did: the points computed, reused, and left to another process, and its time."""
     out: Path
     computed: list[str] = field(default_factory=list)  # point names evaluated (or extended) in this run
     reused: list[str] = field(default_factory=list)
@@ -127,6 +129,7 @@ class RewindPlan:
 
     @property
     def count(self) -> int:
+        """How many rewound points the plan makes (controls included, every seed)."""
         per_sparsity = 1 if self.lambdas == "best" else len(self.lambdas)
         return (len(self.sparsities) * per_sparsity + int(self.dense)) * len(self.seeds)
 
@@ -205,12 +208,14 @@ class SweepRun:
     # ------------------------------------------------------------------ masks
     def mask(self, s: float, lam: float):
 
+        """The mask of sparsity ``s`` at ``lam`` (the sweep's criterion, scope and keep-one-head rule) and its file."""
         mask = prune(self.scores, s, lam, scope=self.scope, keep_one_head=self.keep_one_head,
                      criterion=self.pruning["criterion"])
         return mask, self._saved(mask, mask_filename(s, lam))
 
     def budget_mask(self, keep_flops: float, lam: float):
 
+        """The mask of the kept-FLOPs budget ``keep_flops`` at ``lam`` and its file."""
         mask = prune(self.scores, lam=lam, keep_flops=keep_flops, criterion=self.pruning["budget_criterion"],
                      keep_one_head=self.pruning["budget_keep_one_head"])
         return mask, self._saved(mask, mask_filename(keep_flops, lam, "keep_flops"))
@@ -277,6 +282,7 @@ class SweepRun:
         save_pairs(path, {**(load_pairs(path) if path.is_file() else {}), **pairs})
 
     def dense(self) -> dict[str, Any]:
+        """The unpruned model's point."""
         record = {"variant": Variant.DENSE, "sparsity": 0.0, "lambda": None, "heads_pruned": 0, "neurons_pruned": 0,
                   "param_sparsity": 0.0}
         path = self.out / POINTS_DIR / "dense.json"
@@ -284,6 +290,7 @@ class SweepRun:
             self.encoder, None, todo, self.data_dir, self.seed, **self.eval_options)))
 
     def masked(self, s: float, lam: float) -> dict[str, Any]:
+        """The point of sparsity ``s`` at ``lam``, evaluated masked or shrunk."""
         mask, mask_path = self.mask(s, lam)
         record = {"variant": Variant.MASKED, "sparsity": s, "lambda": lam, "mask": mask_path.name, **mask_record(mask)}
         path = self.out / POINTS_DIR / Variant.MASKED / f"{point_name(s, lam)}.json"
@@ -303,7 +310,7 @@ class SweepRun:
             **self.eval_options)))
 
     def reconstructed(self, plan, rid: str, keep_flops: float, lam: float) -> dict[str, Any] | None:
-        """A budget point refit by retraining-free reconstruction (:mod:`sparsecse.compress.reconstruction`)."""
+        """A budget point refit by retraining-free reconstruction (:mod:`sparsecse.shrinking.reconstruction`)."""
         mask, mask_path = self.budget_mask(keep_flops, lam)
         record = {"variant": Variant.RECONSTRUCTED, "reconstruct_id": rid, "sparsity": None, "keep_flops": keep_flops,
                   "lambda": lam, "mask": mask_path.name, "kept_flops_ratio": mask.manifest.get("kept_flops_ratio"),
@@ -351,6 +358,8 @@ class SweepRun:
             str(model_dir), None, todo, self.data_dir, seed, **self.eval_options))
 
     def rewind_jobs(self, plan: RewindPlan, masked: dict[float, dict[float, dict]]) -> list[tuple[float, float | None]]:
+        """(sparsity, λ) of every rewind this run makes: the control (λ None) and each sparsity at its λs ("best"
+        decided from ``masked``)."""
         jobs: list[tuple[float, float | None]] = [(0.0, None)] if plan.dense else []
         for s in plan.sparsities:
             if plan.lambdas == "best" and not all(masked[s].values()):

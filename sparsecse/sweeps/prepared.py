@@ -14,22 +14,23 @@ from typing import Any
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import resolve_tasks
 from sparsecse.artifacts.files import make_manifest, write_json
-from sparsecse.sweeps.layout import SCORES_FILE, SWEEP_FILE, Variant, read_point, read_sweep_state
+from sparsecse.artifacts.sweep_layout import SCORES_FILE, SWEEP_FILE, Variant, read_point, read_sweep_state
 from sparsecse.sweeps.directory import fingerprint, open_sweep_dir, pruning_settings
 from sparsecse.sweeps.naming import budget_point_name, parse_seeds, point_name, rewind_id, seeded_name
 from sparsecse.sweeps.points import (EVAL_MODES, RewindPlan, SweepResult, SweepRun, _check_grid, best_lambda,
                                      missing_tasks, plan_rewinds)
 from sparsecse.artifacts.files import check_destination
 from sparsecse.artifacts.locks import FileLock
-from sparsecse.compress.budget import check_budget
-from sparsecse.compress.grid import parse_grid
-from sparsecse.compress.reconstruction import reconstruction_plan
-from sparsecse.compress.scoring import GateScores, ScoringConfig
-from sparsecse.sweeps.config import SweepSpec, sweep_spec
-from sparsecse.compress.shrinking import base_model_type
+from sparsecse.pruning.budget import check_budget
+from sparsecse.pruning.grid import parse_grid
+from sparsecse.shrinking.reconstruction import reconstruction_plan
+from sparsecse.scoring.score import ScoringConfig, score
+from sparsecse.scoring.scores import GateScores
+from sparsecse.sweeps.config import SweepSpec
+from sparsecse.shrinking.surgery import base_model_type
 from sparsecse.modeling import SHRUNK_CONFIGS
 from sparsecse.modeling.encoder import SentenceEncoder, check_device, resolve_precision
-from sparsecse.sweeps.layout import MANIFEST_FILE, POINTS_DIR, REWIND_SETTINGS, REWOUND_DIR
+from sparsecse.artifacts.sweep_layout import MANIFEST_FILE, POINTS_DIR, REWIND_SETTINGS, REWOUND_DIR
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Point:
 
     @property
     def label(self) -> str:
+        """The point's name in logs and the launcher ('masked/s0.1-l0.5', 'rewound/s0.1-lbest-seed0', ...)."""
         if self.kind == Variant.DENSE:
             return "dense"
         if self.kind in (Variant.BUDGET, Variant.RECONSTRUCTED):
@@ -77,31 +79,38 @@ class PreparedSweep:
 
     @property
     def grid_s(self) -> list[float]:
+        """The sparsities."""
         return self.grids[0]
 
     @property
     def grid_l(self) -> list[float]:
+        """The λs."""
         return self.grids[1]
 
     @property
     def grid_b(self) -> list[float]:
+        """The kept-FLOPs budgets."""
         return self.grids[2]
 
     @property
     def grid(self) -> list[tuple[float, float]]:
+        """Every (sparsity, λ), λ-major."""
         return [(s, lam) for lam in self.grid_l for s in self.grid_s]
 
     @property
     def budget_grid(self) -> list[tuple[float, float]]:
+        """Every (kept-FLOPs budget, λ), λ-major."""
         return [(b, lam) for lam in self.grid_l for b in self.grid_b]
 
     @property
     def total(self) -> int:
+        """How many points the sweep has, rewound ones included."""
         return (len(self.grid) + len(self.budget_grid) * (2 if self.recon else 1) + int(self.spec.run.dense)
                 + (self.plan.count if self.plan else 0))
 
     @property
     def rewind_id(self) -> str | None:
+        """'<objective>-<8 hex>' naming the rewinding settings (None without rewinding)."""
         return rewind_id(self.plan.objective, self.plan.settings()) if self.plan else None
 
     def points(self) -> list[Point]:
@@ -181,13 +190,11 @@ class PreparedSweep:
         _record_run(self)
 
 
-def prepare_sweep(spec: SweepSpec | dict[str, Any]) -> PreparedSweep:
-    """Check a sweep's settings (a :class:`~sparsecse.sweeps.config.SweepSpec`, or
-    :func:`~sparsecse.sweeps.run.sweep`'s keywords by name), open the sweep directory and score (once:
-    later calls read the scores back). Nothing is evaluated yet."""
+def prepare_sweep(spec: SweepSpec) -> PreparedSweep:
+    """Check a sweep's settings (a :class:`~sparsecse.sweeps.config.SweepSpec`), open the sweep directory and
+    score (once: later calls read the scores back). Nothing is evaluated yet."""
     from tqdm.auto import tqdm
 
-    spec = spec if isinstance(spec, SweepSpec) else sweep_spec(**spec)
     started = time.time()
     opts, ev, sc, pr, rw = spec.run, spec.evaluate, spec.score, spec.prune, spec.rewind
     say = opts.log or (lambda msg: tqdm.write(msg) if opts.show_progress else None)
@@ -196,7 +203,7 @@ def prepare_sweep(spec: SweepSpec | dict[str, Any]) -> PreparedSweep:
     task_list = resolve_tasks(ev.tasks)
     grid_s, grid_l = (_check_grid(spec.sparsities, spec.lambdas) if spec.sparsities is not None
                       else ([], _check_grid(0.5, spec.lambdas)[1]))
-    grid_b = _check_budgets(pr.keep_flops, spec.sparsities)
+    grid_b = _check_budgets(spec.keep_flops, spec.sparsities)
     check_device(ev.device)
     precision = resolve_precision(ev.precision, ev.device)
     out = Path(spec.out)
@@ -318,7 +325,7 @@ def _cached_scores(out: Path, encoder, scoring: ScoringConfig, say):
     with FileLock(out / (SCORES_FILE + ".lock")):  # a second process waits for the first one's scores
         if not path.is_file():
             say(f"Scoring {encoder.source} on STS-B {scoring.split} ...")
-            scoring.score(encoder).save(path, overwrite=True)
+            score(encoder, scoring).save(path, overwrite=True)
     return GateScores.load(path)  # loaded back, so masks record the score file and its hash
 
 

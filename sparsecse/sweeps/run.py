@@ -13,7 +13,7 @@ atomically, so a killed sweep resumes where it stopped and a larger grid reuses 
     DIR/rewound/<objective>-<id>/s0.02-l0.5-seed0/   a rewound model directory (one per seed)
     DIR/points/rewound/<objective>-<id>/s0.02-l0.5-seed0.json
     DIR/pairs/<point>.safetensors             per-pair STS similarities of a point (for paired tests)
-    DIR/results.csv, results.json, summary.md, figures/   rebuilt by :func:`sparsecse.sweeps.report.report`
+    DIR/results.csv, results.json, summary.md, figures/   rebuilt by :func:`sparsecse.reporting.report.report`
 
 A point file records the task scores it holds; asking for more tasks later evaluates only the missing
 ones. Rewinding settings are part of the rewound points' path (``<id>`` hashes them), so different
@@ -23,52 +23,40 @@ rewound point's name, so the seeds of one setting sit together and a rerun reuse
 
 from __future__ import annotations
 
-import copy
-import hashlib
-import json
-import math
 import os
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Iterable
 
-from sparsecse.errors import SparseCSEError, exact_number
-from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
-from sparsecse.artifacts.files import hash_path, make_manifest, write_json
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.sweeps.layout import POINTS_DIR, SCORES_FILE, SWEEP_FILE, Variant, read_point, read_sweep_state
-from sparsecse.sweeps.directory import fingerprint, open_sweep_dir, pruning_settings  # noqa: F401
-from sparsecse.sweeps.naming import (budget_point_name, parse_seeds, point_name, rewind_id,  # noqa: F401
-                                     seeded_name, task_average)
-from sparsecse.sweeps.points import (EVAL_MODES, RewindPlan, SweepResult, SweepRun, _finite_weights,  # noqa: F401
-                                     best_lambda, evaluate_pruned, merge_evaluation, plan_rewinds, run_evaluation,
-                                     run_rewind)
-from sparsecse.sweeps.prepared import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds, run_sweep  # noqa: F401
-from sparsecse.sweeps.report import report
-from sparsecse.sweeps.config import (DEFAULT_LAMBDAS, DEFAULT_SPARSITIES, PruningConfig, RewindConfig,  # noqa: F401
-                                     SweepOptions, SweepSpec, sweep_spec)
-from sparsecse.compress.reconstruction import ReconstructionPlan
-from sparsecse.compress.scoring import ScoringConfig
 from sparsecse.evaluation.config import EvaluationConfig
+from sparsecse.pruning.prune import PruningConfig
+from sparsecse.reporting.report import report
+from sparsecse.scoring.score import ScoringConfig
+from sparsecse.shrinking.reconstruction import ReconstructionPlan
+from sparsecse.sweeps.config import DEFAULT_LAMBDAS, DEFAULT_SPARSITIES, RewindConfig, sweep_spec
+from sparsecse.sweeps.points import SweepResult, run_evaluation, run_rewind
+from sparsecse.sweeps.prepared import prepare_sweep, run_sweep
 
 
 @with_trust_option
 def sweep(model=None, sparsities: str | Iterable[float] | None = DEFAULT_SPARSITIES,
           lambdas: str | Iterable[float] = DEFAULT_LAMBDAS, out: str | os.PathLike = "sweep", *,
-          score: ScoringConfig | None = None, prune: PruningConfig | None = None,
-          evaluate: EvaluationConfig | None = None, rewind: RewindConfig | bool | None = None,
-          reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None, **options) -> SweepResult:
-    """Score once, then prune and evaluate every (sparsity, λ); rewind the chosen points if asked.
+          keep_flops: str | Iterable[float] | None = None, score: ScoringConfig | None = None,
+          prune: PruningConfig | None = None, evaluate: EvaluationConfig | None = None,
+          rewind: RewindConfig | None = None, reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None,
+          **options) -> SweepResult:
+    """Score once, then prune and evaluate every (sparsity, λ) and (kept-FLOPs budget, λ); rewind the chosen
+    points if asked.
 
-    One config per stage (:mod:`sparsecse.sweeps.config`): ``score`` (how gate scores are computed),
-    ``prune`` (criterion, keep-one-head rule, kept-FLOPs budget points), ``evaluate`` (tasks, precision,
-    device), ``rewind`` (a :class:`~sparsecse.sweeps.config.RewindConfig`: which points are retrained and
-    how; each seed once), ``reconstruct`` (a corpus file or a
-    :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`: every budget point again after
-    retraining-free reconstruction). ``options``: ``run=`` a :class:`~sparsecse.sweeps.config.SweepOptions`
-    (eval_mode, dense, overwrite, make_report, show_progress, log), and the flat keywords of earlier
-    versions (``tasks=``, ``rewind=True, corpus=...``, ``sparsecse.sweeps.config.FLAT_OPTIONS``).
+    The grid: ``sparsities``, ``lambdas`` and ``keep_flops`` (budget points, pruned as ``prune --keep-flops``).
+    One config per stage (:mod:`sparsecse.sweeps.config`): ``score`` (a
+    :class:`~sparsecse.scoring.score.ScoringConfig`: how gate scores are computed), ``prune`` (a
+    :class:`~sparsecse.pruning.prune.PruningConfig`: criterion, scope, keep-one-head rule), ``evaluate`` (an
+    :class:`~sparsecse.evaluation.config.EvaluationConfig`: tasks, precision, device), ``rewind`` (a
+    :class:`~sparsecse.sweeps.config.RewindConfig`: which points are retrained and how, each seed once; None:
+    no rewinding), ``reconstruct`` (a corpus file or a
+    :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan`: every budget point again after
+    retraining-free reconstruction). ``options``: the fields of :class:`~sparsecse.sweeps.config.SweepOptions`
+    by name (``eval_mode``, ``dense``, ``overwrite``, ``make_report``, ``show_progress``, ``log``).
 
     Several processes may run the same sweep on one directory: each point is locked while computed
     (``<point>.json.lock``, see :mod:`sparsecse.artifacts.locks`) and the others skip it. A directory made
@@ -79,7 +67,8 @@ def sweep(model=None, sparsities: str | Iterable[float] | None = DEFAULT_SPARSIT
         sweep("all-MiniLM-L6-v2", "0.1,0.2", "0.5", "runs/sweep", evaluate=EvaluationConfig(tasks="sts"),
               rewind=RewindConfig(corpus="wiki.txt", seeds="0,1,2"))
     """
-    spec = sweep_spec(model, sparsities, lambdas, out, score, prune, evaluate, rewind, reconstruct, **options)
+    spec = sweep_spec(model, sparsities, lambdas, out, keep_flops=keep_flops, score=score, prune=prune,
+                      evaluate=evaluate, rewind=rewind, reconstruct=reconstruct, **options)
     prep = prepare_sweep(spec)
     prep.run.evaluate_fn, prep.run.rewind_fn = run_evaluation, run_rewind  # this module's seams (tests replace them)
     run_sweep(prep)

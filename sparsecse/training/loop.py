@@ -23,7 +23,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import dumps_json, write_json
 from sparsecse.training.rundir import RunDir
 from sparsecse.training.state import capture_rng, read_state, restore_rng, write_state
-from sparsecse.modeling.encoder import check_device
+from sparsecse.modeling.encoder import check_device, resolve_precision
 
 
 @dataclass
@@ -137,8 +137,6 @@ def resolve_mixed_precision(mixed_precision: str | None, cpu: bool) -> str | Non
     ``no`` on a CPU and ``fp16`` on a GPU; any other value unchanged."""
     if mixed_precision != "auto":
         return mixed_precision
-    from sparsecse.modeling.encoder import resolve_precision
-
     native = resolve_precision("auto", "cpu" if cpu else "cuda") == "bf16"
     return "bf16" if native else ("no" if cpu else "fp16")
 

@@ -1,7 +1,7 @@
 """``rewind``: back to the initial weights, the mask's units removed, retrained with any objective.
 
 The surviving units start from the initial checkpoint (by default the one recorded in the scored
-model's lineage). Architectures that ``sparsecse.compress.shrinking`` supports (BERT, RoBERTa, XLM-R,
+model's lineage). Architectures that ``sparsecse.shrinking.shrink`` supports (BERT, RoBERTa, XLM-R,
 CamemBERT, ELECTRA) are trained physically shrunk: the pruned units do not exist, and each step is
 cheaper. Others (DistilBERT) are trained full size with every weight and bias of the pruned units
 set to zero: a zeroed unit outputs exactly 0 and receives exactly zero gradient (its input and
@@ -22,15 +22,15 @@ from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts
 from sparsecse.artifacts.files import check_destination, hash_path
-from sparsecse.compress.masks import Mask, model_for_mask
+from sparsecse.pruning.masks import Mask, model_for_mask
 from sparsecse.objectives.distill import with_default_teacher
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.config import TrainingConfig
 from sparsecse.artifacts.model_dir import model_lineage
 from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out, run,
                                     source_hash)
-from sparsecse.compress.shrinking import base_model_type, shrink_encoder
-from sparsecse.compress.shrinking import mask_digest
+from sparsecse.shrinking.surgery import base_model_type, shrink_encoder
+from sparsecse.shrinking.surgery import mask_digest
 from sparsecse.modeling import SHRUNK_CONFIGS
 
 
@@ -117,7 +117,7 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str | None = None,
            **options) -> TrainResult:
     """Reset to ``init``'s weights, remove ``mask``'s pruned units and retrain with ``objective``.
 
-    ``mask`` is a :class:`~sparsecse.compress.masks.Mask` or a mask file. ``init`` left out: the initial checkpoint in the
+    ``mask`` is a :class:`~sparsecse.pruning.masks.Mask` or a mask file. ``init`` left out: the initial checkpoint in the
     scored model's lineage, else the scored model. The pooling is the scored model's (as recorded in
     the mask) unless given. Options as for :func:`sparsecse.training.api.train`.
     """

@@ -11,8 +11,8 @@ waited for, not submitted twice (``DIR/cluster/jobs.json`` records the submissio
 
 Example::
 
-    >>> result = launch_sweep(sweep_arguments(model, sparsities="0.1,0.2", out="sw", rewind=True,
-    ...                                       corpus="wiki.txt"), "slurm", load_resources("cluster.toml"))
+    >>> spec = sweep_spec(model, "0.1,0.2", out="sw", rewind=RewindConfig(corpus="wiki.txt"))
+    >>> result = launch_sweep(spec, "slurm", load_resources("cluster.toml"))
     >>> [t.point.label for t in result.failed]
 """
 
@@ -35,8 +35,9 @@ from sparsecse.artifacts.files import write_json
 from sparsecse.sweeps.cluster.config import Resources
 from sparsecse.sweeps.cluster.slurm_status import slurm_job_class
 from sparsecse.sweeps.cluster.tasks import PointTask
-from sparsecse.sweeps.run import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds, sweep_spec
-from sparsecse.sweeps.layout import REWOUND_DIR
+from sparsecse.sweeps.config import SweepSpec, sweep_spec
+from sparsecse.sweeps.prepared import Point, PreparedSweep, prepare_sweep, remove_empty_rewinds
+from sparsecse.artifacts.sweep_layout import REWOUND_DIR
 
 LAUNCHERS = ("slurm", "local")
 ARRAYS = ("evaluate", "rewind")
@@ -48,17 +49,10 @@ ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "COMPLETING", "CONFIGURING", "SUSPEN
           "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "PREEMPTED", "READY", "UNKNOWN"}
 
 
-def sweep_arguments(model=None, **kwargs) -> dict[str, Any]:
-    """:func:`sparsecse.sweeps.run.sweep`'s keywords (what a task receives), checked once by building their
-    :class:`~sparsecse.sweeps.config.SweepSpec` (an unknown or contradictory keyword fails here)."""
-    args = {"model": model, **kwargs}
-    args.pop("make_report", None)
-    sweep_spec(**args)
-    return args
-
-
 @dataclass
 class Task:
+    """One point of the sweep as a cluster task: its array (evaluate or rewind), job, status and, when it failed, why
+    and its log."""
     point: Point
     array: str
     job: Any = None
@@ -70,6 +64,8 @@ class Task:
 
 @dataclass
 class LaunchResult:
+    """What a launch did: the tasks submitted (and their outcome), the points finished before, the job ids;
+    ``detached`` when it returned after submitting."""
     out: Path
     tasks: list[Task] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)  # points finished before this run
@@ -77,10 +73,12 @@ class LaunchResult:
     job_ids: list[str] = field(default_factory=list)
 
     def count(self, status: str) -> int:
+        """How many tasks have ``status``."""
         return sum(t.status == status for t in self.tasks)
 
     @property
     def failed(self) -> list[Task]:
+        """The tasks that failed."""
         return [t for t in self.tasks if t.status == "failed"]
 
 
@@ -105,6 +103,7 @@ class SlurmBackend:
         self.job_class = slurm_job_class()
 
     def submit(self, task: PointTask, points: list[Point], array: str, after: list[str]) -> list:
+        """Submit ``points`` as one job array running ``task``, after the jobs ``after`` (afterany); the submitit jobs."""
         ex = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=MAX_REQUEUES[array])
         ex.job_class = self.job_class
         params = {"time": DEFAULT_MINUTES[array], "job_name": f"sparsecse-{array}",
@@ -122,15 +121,19 @@ class SlurmBackend:
             raise SparseCSEError(f"sbatch refused the {array} array: {str(exc).strip().splitlines()[-1]}") from None
 
     def attach(self, job_id: str):
+        """The job ``job_id`` submitted by an earlier run (``--detach``), to wait for it."""
         return self.job_class(folder=self.folder, job_id=job_id)
 
     def refresh(self) -> None:
+        """Ask SLURM for the states of every job watched (once per poll)."""
         self.job_class.watcher.update()
 
     def state(self, job) -> str:
+        """``job``'s SLURM state (PENDING, RUNNING, COMPLETED, ...), from the last refresh."""
         return job.watcher.get_state(job.job_id, mode="cache").split()[0].upper()
 
     def cancel(self, jobs: list) -> list[str]:
+        """``scancel`` the arrays of ``jobs``; returns their ids."""
         ids = sorted({j.job_id.split("_")[0] for j in jobs})
         if ids:
             subprocess.run(["scancel", *ids], capture_output=True)
@@ -146,36 +149,42 @@ class LocalBackend:
         self.workers = workers
 
     def submit(self, task: PointTask, points: list[Point], array: str, after: list[str]) -> list:
+        """Start ``task`` on each of ``points`` as local processes (``after`` needs no wait: the rewinds are submitted
+        once the evaluations ended)."""
         ex = submitit.LocalExecutor(folder=self.folder, max_num_timeout=MAX_REQUEUES[array])
         ex.update_parameters(timeout_min=self.minutes)
         return [ex.submit(task, p) for p in points]
 
     def refresh(self) -> None:
+        """Nothing to ask: local jobs know their state."""
         pass
 
     def state(self, job) -> str:
+        """RUNNING or FINISHED."""
         return "RUNNING" if job.state == "RUNNING" else "FINISHED"
 
     def cancel(self, jobs: list) -> list[str]:
+        """Stop the processes of ``jobs``."""
         for job in jobs:
             job.cancel(check=False)
         return []
 
 
 # ---------------------------------------------------------------------------- the launch
-def launch_sweep(args: dict[str, Any], launcher: str, resources: Resources, workers: int = 2, detach: bool = False,
+def launch_sweep(spec: SweepSpec, launcher: str, resources: Resources, workers: int = 2, detach: bool = False,
                  poll: float | None = None, echo: Callable[[str], None] | None = None,
                  confirm: Callable[[str], bool] | None = None) -> LaunchResult:
     """Check, score once, submit every unfinished point as a task, then wait and show progress (or, with
-    ``detach``, return after submitting). ``args``: :func:`sweep_arguments`. ``confirm`` answers the
+    ``detach``, return after submitting). ``spec``: the sweep (:func:`~sparsecse.sweeps.config.sweep_spec`,
+    as :func:`~sparsecse.sweeps.run.sweep` builds it). ``confirm`` answers the
     Ctrl-C question (default: leave the jobs running)."""
     echo = echo or (lambda msg: print(msg, file=sys.stderr, flush=True))
     check_launcher(launcher, detach)
     if workers < 1:
         raise SparseCSEError("--workers must be at least 1.")
-    prep = prepare_sweep({**args, "show_progress": args.get("show_progress", True)})
+    prep = prepare_sweep(spec)
     backend = SlurmBackend(prep, resources) if launcher == "slurm" else LocalBackend(prep, resources, workers)
-    task_fn = PointTask(args)
+    task_fn = PointTask(spec)
     points = prep.points() + prep.rewind_points()
     todo = [p for p in points if not prep.done(p)]
     result = LaunchResult(prep.out, [Task(p, "rewind" if p.kind == "rewound" else "evaluate") for p in todo],

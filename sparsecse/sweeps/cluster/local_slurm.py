@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from sparsecse.artifacts.locks import process_alive
 from sparsecse.errors import SparseCSEError
 
 MUNGE_KEY = Path("/etc/munge/munge.key")
@@ -156,14 +157,6 @@ def _pid(path: Path) -> int | None:
         return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def stop(root: str | os.PathLike, timeout: float = 30.0) -> None:
     """Cancel the cluster's jobs, kill its daemons by their pid files (SIGTERM, then SIGKILL) and delete
     ``root``."""
@@ -180,18 +173,19 @@ def stop(root: str | os.PathLike, timeout: float = 30.0) -> None:
             time.sleep(0.5)
     for daemon in DAEMONS:
         pid = _pid(root / f"{daemon}.pid")
-        if pid is None or not _alive(pid):
+        if pid is None or not process_alive(pid):
             continue
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while _alive(pid) and time.monotonic() < deadline:
+        while process_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if _alive(pid):
+        if process_alive(pid):
             os.kill(pid, signal.SIGKILL)
     shutil.rmtree(root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m sparsecse.sweeps.cluster.local_slurm start|stop DIR``; the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or argv[0] not in ("start", "stop"):
         print("usage: python -m sparsecse.sweeps.cluster.local_slurm start|stop DIR", file=sys.stderr)

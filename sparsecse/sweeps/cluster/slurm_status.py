@@ -30,6 +30,7 @@ class SqueueWatcher(SlurmInfoWatcher):
                 ",".join(sorted(to_check))]
 
     def read_info(self, string: tp.Union[bytes, str]) -> tp.Dict[str, tp.Dict[str, str]]:
+        """{job id: state and node list} from ``squeue``'s output."""
         if not isinstance(string, str):
             string = string.decode()
         info = {}
@@ -41,6 +42,7 @@ class SqueueWatcher(SlurmInfoWatcher):
 
 
 class SqueueSlurmJob(SlurmJob):
+    """A submitit SLURM job whose states come from ``squeue`` (for clusters without accounting)."""
     watcher = SqueueWatcher(delay_s=60)
 
 
@@ -58,4 +60,5 @@ def has_accounting() -> bool:
 
 
 def slurm_job_class() -> type:
+    """The submitit job class that can read this cluster's job states (sacct, else squeue)."""
     return SlurmJob if has_accounting() else SqueueSlurmJob

@@ -1,7 +1,7 @@
 """What one cluster task runs: one point of a sweep, written to the sweep directory exactly as a
 one-process sweep writes it (same functions, same locks).
 
-``PointTask(args)(point)`` reopens the sweep (its scores are read back, not recomputed), computes the
+``PointTask(spec)(point)`` reopens the sweep (its scores are read back, not recomputed), computes the
 point unless its file is complete, and appends a line to ``DIR/cluster/computed.jsonl`` for each point it
 computed (which job, where, how long), so a run can show that no point was computed twice. The task is
 submitit-checkpointable: when a rewinding task reaches its time limit, submitit requeues it and the rewind
@@ -10,6 +10,7 @@ resumes from its last training checkpoint (``rewind(resume=True)``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -20,22 +21,27 @@ from typing import Any
 from submitit.helpers import Checkpointable
 
 from sparsecse.artifacts.remote_code import trusting_remote_code, remote_code_trusted
-from sparsecse.sweeps.run import Point, prepare_sweep
+from sparsecse.sweeps.config import SweepSpec
+from sparsecse.sweeps.prepared import Point, prepare_sweep
 
 LEDGER = Path("cluster") / "computed.jsonl"
 
 
 class PointTask(Checkpointable):
-    """Compute one sweep point in a cluster task; ``args`` are :func:`sparsecse.sweeps.run.sweep`'s arguments."""
+    """Compute one sweep point in a cluster task, of the sweep ``spec`` (a
+    :class:`~sparsecse.sweeps.config.SweepSpec`): never replacing the directory, no progress bars, messages
+    printed to the task's log."""
 
-    def __init__(self, args: dict[str, Any]):
-        self.args = {**args, "overwrite": False, "show_progress": False, "log": print}
+    def __init__(self, spec: SweepSpec):
+        self.spec = dataclasses.replace(spec, run=dataclasses.replace(spec.run, overwrite=False, show_progress=False,
+                                                                      log=print))
         self.trust_remote_code = remote_code_trusted()  # the submitter's consent travels with the task
 
     def __call__(self, point: Point) -> dict[str, Any]:
+        """Compute ``point`` unless its file is complete; returns what happened to it."""
         t0 = time.time()
         with trusting_remote_code(self.trust_remote_code):
-            prep = prepare_sweep(self.args)
+            prep = prepare_sweep(self.spec)
             prep.compute(point)
         result = prep.run.result
         if result.computed:

@@ -11,13 +11,15 @@ import torch
 from torch import nn
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.gates import Gates
+from sparsecse.scoring.gates import Gates
 from sparsecse.modeling.adapters import uniform_shape
 from sparsecse.artifacts.files import hash_path, load_tensors, save_tensors
 
 
 @dataclass
 class Mask:
+    """Which heads ([layers, heads]) and FFN neurons ([layers, ffn]) survive (True = keep), with the manifest that says
+    how the mask was made."""
     head_mask: torch.Tensor  # bool [layers, heads]
     neuron_mask: torch.Tensor  # bool [layers, ffn]
     manifest: dict[str, Any] = field(default_factory=dict)
@@ -31,29 +33,36 @@ class Mask:
 
     @classmethod
     def full(cls, layers: int, heads: int, ffn: int) -> "Mask":
+        """The keep-everything mask of a ``layers`` x ``heads`` x ``ffn`` model."""
         return cls(torch.ones(layers, heads, dtype=torch.bool), torch.ones(layers, ffn, dtype=torch.bool))
 
     @classmethod
     def for_model(cls, model: nn.Module) -> "Mask":
+        """The keep-everything mask shaped for ``model``."""
         return cls.full(*uniform_shape(model))
 
     # -------------------------------------------------------------- shape and counts
     @property
     def shape(self) -> tuple[int, int, int]:
+        """(layers, heads, FFN neurons)."""
         return (self.head_mask.shape[0], self.head_mask.shape[1], self.neuron_mask.shape[1])
 
     @property
     def heads_pruned(self) -> int:
+        """How many heads the mask removes."""
         return int((~self.head_mask).sum())
 
     @property
     def neurons_pruned(self) -> int:
+        """How many FFN neurons the mask removes."""
         return int((~self.neuron_mask).sum())
 
     def heads_pruned_per_layer(self) -> list[int]:
+        """Heads removed in each layer."""
         return (~self.head_mask).sum(1).tolist()
 
     def neurons_pruned_per_layer(self) -> list[int]:
+        """FFN neurons removed in each layer."""
         return (~self.neuron_mask).sum(1).tolist()
 
     def pruned_heads(self) -> dict[int, list[int]]:
@@ -61,6 +70,7 @@ class Mask:
         return {i: row.nonzero().flatten().tolist() for i, row in enumerate(~self.head_mask) if row.any()}
 
     def check_fits(self, model: nn.Module) -> None:
+        """Refuse (one sentence) a mask whose shape is not ``model``'s."""
         layers, heads, ffn = uniform_shape(model)
         if self.shape != (layers, heads, ffn):
             raise SparseCSEError(
@@ -69,6 +79,7 @@ class Mask:
             )
 
     def gates(self, requires_grad: bool = False) -> Gates:
+        """The mask as fixed 0/1 :class:`~sparsecse.scoring.gates.Gates`."""
         return Gates(self.head_mask.float(), self.neuron_mask.float(), requires_grad=requires_grad)
 
     def apply(self, model: nn.Module) -> Gates:
@@ -78,6 +89,7 @@ class Mask:
 
     # -------------------------------------------------------------- files
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
+        """Write the mask file (uint8 tensors + the manifest with :meth:`summary`) atomically; returns ``path``."""
         manifest = dict(self.manifest)
         manifest.update(self.summary())
         self.manifest = manifest
@@ -86,12 +98,14 @@ class Mask:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Mask":
+        """Read a mask file, refusing one that is not a sparsecse mask."""
         tensors, manifest = load_tensors(path, what="mask file")
         if manifest.get("kind") not in (None, "mask") or not {"head_mask", "neuron_mask"} <= set(tensors):
             raise SparseCSEError(f"{path} is not a sparsecse mask file (it lacks head_mask/neuron_mask).")
         return cls(tensors["head_mask"].bool(), tensors["neuron_mask"].bool(), manifest)
 
     def summary(self) -> dict[str, Any]:
+        """The counts a mask manifest records: shape, units removed in total and per layer, the heads removed."""
         layers, heads, ffn = self.shape
         return {
             "shape": {"layers": layers, "heads": heads, "ffn": ffn},

@@ -17,19 +17,20 @@ import pandas as pd
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_file, write_json
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
-from sparsecse.sweeps.layout import SWEEP_FILE, read_sweep_state
-from sparsecse.sweeps.control_comparisons import comparison_table, control_comparisons, control_lines
-from sparsecse.sweeps.dense_comparisons import dense_comparison_lines, dense_comparison_table, dense_comparisons
-from sparsecse.sweeps.formatting import AVG_STS, AVG_TRANSFER
-from sparsecse.sweeps.report_figures import make_figures
-from sparsecse.sweeps.tables import (best_points, load_points, model_label, point_frame, picks_table, average_grid,
+from sparsecse.artifacts.sweep_layout import SWEEP_FILE, read_sweep_state
+from sparsecse.reporting.control_comparisons import comparison_table, control_comparisons, control_lines
+from sparsecse.reporting.dense_comparisons import dense_comparison_lines, dense_comparison_table, dense_comparisons
+from sparsecse.reporting.formatting import AVG_STS, AVG_TRANSFER
+from sparsecse.reporting.figures import make_figures
+from sparsecse.reporting.tables import (best_points, load_points, model_label, point_frame, picks_table, average_grid,
                                      results_table)
-from sparsecse.sweeps.layout import RESULTS_CSV, RESULTS_JSON, SUMMARY_FILE
+from sparsecse.artifacts.sweep_layout import RESULTS_CSV, RESULTS_JSON, SUMMARY_FILE
 
 __all__ = ["report", "summary_markdown", "load_points", "results_table", "point_frame", "best_points"]
 
 
 def rewind_settings_lines(out: Path | None, table: pd.DataFrame | None = None) -> list[str]:
+    """One summary line per rewinding setting of the sweep in ``out`` (objective, corpus, arguments, seeds, init)."""
     lines = []
     for settings_path in sorted(Path(out).glob("rewound/*/settings.json")) if out else []:
         try:
@@ -48,6 +49,7 @@ def rewind_settings_lines(out: Path | None, table: pd.DataFrame | None = None) -
 
 def summary_markdown(table: pd.DataFrame, state: dict[str, Any], out: Path | None = None,
                      comparisons: list[dict[str, Any]] | None = None) -> str:
+    """The sweep's summary.md: baseline, best points, averages, rewound points and their comparisons."""
     fp = state.get("fingerprint", {})
     runs = state.get("runs", [])
     model = fp.get("model", "?")
@@ -122,6 +124,7 @@ def report(out: str | os.PathLike, figures: bool = True, replicates: int = 1000,
 
 
 def write_tables(out: Path, points: list[dict[str, Any]], state: dict[str, Any]) -> pd.DataFrame:
+    """Write results.csv and results.json from the points; returns the table."""
     table = results_table(points, model=state.get("fingerprint", {}).get("model"))
     with atomic_file(out / RESULTS_CSV, overwrite=True) as tmp:
         table.to_csv(tmp, index=False)

@@ -31,14 +31,17 @@ class Gates:
 
     @classmethod
     def ones_for(cls, model: nn.Module, requires_grad: bool = False) -> "Gates":
+        """All-ones gates (the model unchanged) shaped for ``model``."""
         layers, heads, ffn = uniform_shape(model)
         return cls(torch.ones(layers, heads), torch.ones(layers, ffn), requires_grad=requires_grad)
 
     @property
     def attached(self) -> bool:
+        """Whether the gates are hooked into a model."""
         return bool(self._handles)
 
     def check_fits(self, model: nn.Module) -> None:
+        """Refuse (one sentence) gates whose shape is not the model's layers x heads x neurons."""
         layers, heads, ffn = uniform_shape(model)
         if tuple(self.head.shape) != (layers, heads) or tuple(self.neuron.shape) != (layers, ffn):
             raise SparseCSEError(
@@ -47,6 +50,7 @@ class Gates:
             )
 
     def attach(self, model: nn.Module) -> "Gates":
+        """Hook the gates into ``model`` (moved to its device); returns the gates, a context manager."""
         if self.attached:
             raise RuntimeError("gates are already attached")
         self.check_fits(model)
@@ -61,6 +65,7 @@ class Gates:
         return self
 
     def detach(self) -> None:
+        """Remove the hooks: the model computes as it did before :meth:`attach`."""
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
@@ -72,6 +77,7 @@ class Gates:
         self.detach()
 
     def zero_grad(self) -> None:
+        """Forget the gates' gradients."""
         self.head.grad = None
         self.neuron.grad = None
 

@@ -2,7 +2,7 @@
 
 The search (Kwon et al. 2022, "A Fast Post-Training Pruning Framework for Transformers", Algorithm 1)
 maximises the summed importance of the kept units subject to their cost fitting the budget. All heads
-cost the same and all neurons cost the same (:mod:`sparsecse.compress.flops`), so once the number of kept heads
+cost the same and all neurons cost the same (:mod:`sparsecse.pruning.flops`), so once the number of kept heads
 h is fixed, the best choice is the h highest-scored heads and, with the budget they leave, as many of
 the highest-scored neurons as fit. Trying every h (at most layers x heads values) over sorted prefix
 sums therefore gives the exact optimum of this linear objective, not a greedy approximation, and the
@@ -20,7 +20,7 @@ from fractions import Fraction
 
 import torch
 
-from sparsecse.compress import flops
+from sparsecse.pruning import flops
 from sparsecse.errors import SparseCSEError
 
 METRICS = ("flops", "params")
@@ -60,13 +60,16 @@ class UnitCosts:
 
     @property
     def dense(self) -> int:
+        """The dense model's cost (every head, every neuron and the fixed part)."""
         return self.fixed + self.layers * (self.heads * self.head + self.ffn * self.neuron)
 
     def kept(self, head_keep: torch.Tensor, neuron_keep: torch.Tensor) -> int:
+        """The cost of the units the keep-masks ([L, H], [L, F]) keep, plus the fixed part."""
         return self.fixed + int(head_keep.sum()) * self.head + int(neuron_keep.sum()) * self.neuron
 
 
 def check_budget(value: float, what: str = "budget") -> float:
+    """``value`` as a float if it lies in (0, 1] (a kept fraction of the dense cost)."""
     value = float(value)
     if not (math.isfinite(value) and 0.0 < value <= 1.0):
         raise SparseCSEError(f"The {what} must lie in (0, 1]; got {value!r}.")
@@ -102,7 +105,7 @@ def select_under_budget(head_scores: torch.Tensor, neuron_scores: torch.Tensor, 
     fraction of the dense cost); ties between equally important choices go to the one that keeps more
     cost. Scores must be non-negative (every criterion's are). ``allowed`` (bool head and neuron masks)
     restricts the choice to those units (the search stays exact over them), as a later step of
-    iterative pruning does (:mod:`sparsecse.compress.iterative`)."""
+    iterative pruning does (:mod:`sparsecse.shrinking.iterative`)."""
     budget = check_budget(budget, f"kept-{costs.metric} budget")
     layers, heads = head_scores.shape
     cap = budget_cap(costs, budget)

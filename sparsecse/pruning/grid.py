@@ -43,6 +43,7 @@ def parse_grid(text: str | float | list, what: str = "value") -> list[float]:
 
 
 def check_sparsity(value: float) -> float:
+    """``value`` if it lies strictly between 0 and 1."""
     if not 0.0 < value < 1.0:
         raise SparseCSEError(f"sparsity must lie strictly between 0 and 1; got {float(value)!r}.")
     return value

@@ -22,8 +22,8 @@ import pandas as pd
 from sparsecse.evaluation.bootstrap import TaskPairs, paired_comparison
 from sparsecse.evaluation.results_file import load_pairs
 from sparsecse.evaluation.tasks import STS_TASKS
-from sparsecse.sweeps.layout import Variant
-from sparsecse.sweeps.layout import PAIRS_DIR
+from sparsecse.artifacts.sweep_layout import Variant
+from sparsecse.artifacts.sweep_layout import PAIRS_DIR
 
 NOT_RETRAINED = (Variant.MASKED, Variant.BUDGET, Variant.RECONSTRUCTED)
 COLUMNS = ["point", "variant", "sparsity", "lambda", "keep_flops", "task", "dense", "pruned", "diff", "ci_low",

@@ -16,10 +16,12 @@ def seed_std(row, column: str) -> float | None:
 
 # ---------------------------------------------------------------------------- markdown
 def signed(x: float | None) -> str:
+    """``x`` with its sign, two decimals, a typographic minus ("" for None)."""
     return "" if x is None else f"{x:+.2f}".replace("-", "−")
 
 
 def format_cell(value, delta=None, where: str = "", std: float | None = None) -> str:
+    """A table cell: the value (± std), its difference in brackets, where it was found."""
     if value is None:
         return "–"
     text = f"{value:.2f}" + ("" if std is None else f" ± {std:.2f}")
@@ -29,4 +31,5 @@ def format_cell(value, delta=None, where: str = "", std: float | None = None) ->
 
 
 def where_found(sparsity: float, lam: float | None) -> str:
+    """Where a best value was found: '@5%, λ=0.5'."""
     return f"@{100 * sparsity:.3g}%" + (f", λ={lam:g}" if lam is not None else "")

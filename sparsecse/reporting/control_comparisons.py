@@ -9,12 +9,12 @@ from typing import Any, Sequence
 import pandas as pd
 
 from sparsecse.evaluation.tasks import STS_TASKS
-from sparsecse.sweeps.layout import Variant
-from sparsecse.sweeps.formatting import AVG_STS, SHORT_NAMES, format_cell, signed, where_found
-from sparsecse.sweeps.tables import load_points
+from sparsecse.artifacts.sweep_layout import Variant
+from sparsecse.reporting.formatting import AVG_STS, SHORT_NAMES, format_cell, signed, where_found
+from sparsecse.reporting.tables import load_points
 from sparsecse.evaluation.results_file import load_pairs
 from sparsecse.evaluation.seeds import compare_to_control, config_name
-from sparsecse.sweeps.layout import PAIRS_DIR
+from sparsecse.artifacts.sweep_layout import PAIRS_DIR
 
 
 COMPARISON_COLUMNS = ["rewind_id", "objective", "sparsity", "lambda", "point", "task", "n_seeds", "seeds",

@@ -29,6 +29,7 @@ def alignment_metric(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def alignment_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """L_align = log E ||x̂_i - ŷ_i||^2 over paired rows (the scoring loss's alignment term)."""
     return torch.log(alignment_metric(x, y))
 
 

@@ -10,11 +10,11 @@ import pandas as pd
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
-from sparsecse.sweeps.layout import Variant, read_point
-from sparsecse.sweeps.formatting import AVG_STS, AVG_TRANSFER, SHORT_NAMES, format_cell, seed_std, where_found
+from sparsecse.artifacts.sweep_layout import Variant, read_point
+from sparsecse.reporting.formatting import AVG_STS, AVG_TRANSFER, SHORT_NAMES, format_cell, seed_std, where_found
 from sparsecse.evaluation.seeds import config_name
 from sparsecse.modeling.encoder import DEFAULT_MODEL_NAME, default_model_path
-from sparsecse.sweeps.layout import POINTS_DIR
+from sparsecse.artifacts.sweep_layout import POINTS_DIR
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "seed", "task", "score", "avg_sts",
            "avg_transfer", "alignment", "uniformity", "heads_pruned", "neurons_pruned", "param_sparsity",

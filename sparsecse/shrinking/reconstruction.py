@@ -38,10 +38,10 @@ from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import LayerParts, layer_parts
 from sparsecse.artifacts.files import sha256_file
-from sparsecse.compress.least_squares import NormalEquations, fit_projection  # noqa: F401
-from sparsecse.compress.masks import Mask
+from sparsecse.shrinking.least_squares import NormalEquations, fit_projection  # noqa: F401
+from sparsecse.pruning.masks import Mask
 
-from sparsecse.compress.reconstruction_settings import (DEFAULT_METHOD, DEFAULT_RIDGE, DEFAULT_SENTENCES,  # noqa: F401
+from sparsecse.shrinking.reconstruction_settings import (DEFAULT_METHOD, DEFAULT_RIDGE, DEFAULT_SENTENCES,  # noqa: F401
                                                 DEFAULT_TARGET, DEFAULT_WEIGHTING, METHODS, TARGETS, WEIGHTINGS)
 
 
@@ -61,6 +61,7 @@ class Calibration:
     seed: int = 0
 
     def describe(self) -> dict[str, Any]:
+        """Where the sentences came from, for manifests: corpus, its hash, how many, the sample's seed."""
         return {"corpus": self.corpus, "corpus_sha256": self.corpus_sha256, "sentences": len(self.sentences),
                 "sample_seed": self.seed}
 
@@ -199,6 +200,7 @@ def _run_layer(layer: nn.Module, parts: LayerParts, hidden: torch.Tensor, call: 
 
 # ---------------------------------------------------------------------------------------- least squares
 def check_settings(method: str, target: str, ridge: float, weighting: str = "none") -> None:
+    """Refuse (one sentence) an unknown method, target or weighting, or a ridge that is not a finite number >= 0."""
     if method not in METHODS:
         raise SparseCSEError(f"Unknown reconstruction method {method!r}; choose one of {', '.join(METHODS)}.")
     if target not in TARGETS:
@@ -210,6 +212,8 @@ def check_settings(method: str, target: str, ridge: float, weighting: str = "non
 
 @dataclass
 class ReconstructionReport:
+    """What a reconstruction did: its settings, the per-layer errors before and after, the tokens it fit on and its
+    time."""
     method: str
     target: str
     ridge: float
@@ -220,6 +224,7 @@ class ReconstructionReport:
     weighting: str = "none"
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, as manifests record it."""
         return {**self.calibration, "method": self.method, "target": self.target, "ridge": self.ridge,
                 "weighting": self.weighting, "tokens": self.tokens, "seconds": round(self.seconds, 2),
                 "layers": self.layers}
@@ -343,6 +348,8 @@ class ReconstructionPlan:
     def prepare(cls, corpus: str | os.PathLike, sentences: int = DEFAULT_SENTENCES, method: str = DEFAULT_METHOD,
                 target: str = DEFAULT_TARGET, ridge: float = DEFAULT_RIDGE, max_length: int = 128,
                 batch_size: int = 64, seed: int = 0, weighting: str = DEFAULT_WEIGHTING) -> "ReconstructionPlan":
+        """A plan with its settings checked and its ``sentences`` drawn from ``corpus`` (seeded), before any model
+        loads."""
         check_settings(method, target, ridge, weighting)
         if max_length < 2 or batch_size < 1:
             raise SparseCSEError("Reconstruction needs max_length >= 2 and batch_size >= 1.")

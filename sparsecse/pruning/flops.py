@@ -7,7 +7,7 @@ convention): the Q/K/V and attention-output projections, the attention scores an
 under 1% of the total for BERT-like models.
 
 Per unit (d the model width, d_h the head size, n the sequence length), which is also the cost model
-of the budgeted pruning search (:mod:`sparsecse.compress.budget`), so a mask's recorded cost and the counted
+of the budgeted pruning search (:mod:`sparsecse.pruning.budget`), so a mask's recorded cost and the counted
 cost of its shrunk model are the same numbers:
 
 - a head: 8·d·d_h (its Q, K, V rows and output-projection columns: 4·d·d_h multiply-adds) plus

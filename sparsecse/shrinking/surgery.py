@@ -19,23 +19,14 @@ both the pruning here and the reload.
 from __future__ import annotations
 
 import hashlib
-import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 
-from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
-from sparsecse.compress.flops import size_report
-from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
-from sparsecse.compress.masks import Mask, model_for_mask
 from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
-from sparsecse.compress.reconstruction import ReconstructionPlan, reconstruction_plan
-from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.stage_config import configure
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.pruning.masks import Mask
 
 # Config fields that describe the saved object rather than the architecture; never copied over.
 _CONFIG_FIELDS_NOT_COPIED = {"model_type", "architectures", "auto_map", "transformers_version", "_name_or_path",
@@ -47,10 +38,6 @@ def base_model_type(config) -> str:
     if isinstance(config, ShrunkConfigMixin) or hasattr(config, "base_model_type"):
         return config.base_model_type
     return config.model_type
-
-
-def is_shrunk(model: nn.Module) -> bool:
-    return hasattr(model.config, "kept_heads") and hasattr(model.config, "base_model_type")
 
 
 def _check_shrinkable(model: nn.Module) -> str:
@@ -159,7 +146,7 @@ def shrink_encoder(encoder: SentenceEncoder, mask: Mask, align_ffn: int = 1) -> 
     """Physically remove ``mask``'s pruned heads and neurons from ``encoder.model``; returns ``encoder``.
 
     Afterwards ``encoder.model`` is a smaller model (uneven layers) that encodes, trains with autograd
-    (build the optimizer after shrinking) and saves with :func:`save_model_dir`. Raises
+    (build the optimizer after shrinking) and saves with :func:`~sparsecse.shrinking.shrink.save_model_dir`. Raises
     :class:`~sparsecse.errors.SparseCSEError` if the mask does not fit the model. Detach any gates first.
     ``align_ffn`` (default 1: exact) pads FFN widths with inert zero neurons, for speed; leave it at 1
     when training with objectives that perturb weights, which would bring those neurons to life.
@@ -172,116 +159,3 @@ def shrink_encoder(encoder: SentenceEncoder, mask: Mask, align_ffn: int = 1) -> 
         "ffn_zero_padding": [width - n for width, n in zip(encoder.model.config.intermediate_sizes, kept)],
     }
     return encoder
-
-
-def save_model_dir(
-    encoder: SentenceEncoder,
-    out: str | os.PathLike,
-    lineage: dict[str, Any] | None = None,
-    manifest: dict[str, Any] | None = None,
-    overwrite: bool = False,
-) -> Path:
-    """Write a dense or shrunk encoder as a model directory, atomically.
-
-    The directory holds the Hugging Face files (plus the shipped modeling code for a shrunk model),
-    the sentence-transformers files, and ``sparsecse_config.json`` with the pooling, ``lineage``
-    (merged over any lineage the encoder was loaded with) and ``manifest`` (the command that wrote
-    this directory; a manifest the encoder was loaded with is not carried over).
-    """
-    extra: dict[str, Any] = {"manifest": manifest}
-    if lineage is not None:
-        extra["lineage"] = {**encoder.extra_config.get("lineage", {}), **lineage}
-    with atomic_dir(out, overwrite=overwrite) as tmp:
-        encoder.save(tmp, extra_config=extra)
-    return Path(out)
-
-
-@dataclass
-class ShrinkResult:
-    encoder: SentenceEncoder
-    before: dict[str, Any]
-    after: dict[str, Any]
-    lineage: dict[str, Any]
-    out: Path | None = None
-    mask_summary: dict[str, Any] = field(default_factory=dict)
-    reconstruction: dict[str, Any] | None = None
-
-    def ratios(self) -> dict[str, float]:
-        keys = ("parameters", "layer_parameters", "flops_per_token", "weights_bytes")
-        return {k: self.before[k] / self.after[k] for k in keys if self.before.get(k) and self.after.get(k)}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"out": str(self.out) if self.out else None, "before": self.before, "after": self.after,
-                "ratios": self.ratios(), "lineage": self.lineage, "mask": self.mask_summary,
-                "reconstruction": self.reconstruction}
-
-
-@dataclass(frozen=True)
-class ShrinkConfig:
-    """How :func:`shrink` builds the smaller model: FLOPs counted at ``seq_len`` tokens; FFN widths padded
-    to multiples of ``align_ffn`` with inert zero neurons (1 keeps exactly the mask's neurons);
-    ``reconstruct`` (a corpus file, or a :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`)
-    refits the kept units on ``reconstruct_sentences`` of its sentences before the removal."""
-
-    pooling: str | None = None
-    device: str | None = None
-    seq_len: int = 128
-    align_ffn: int = 8
-    reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None
-    reconstruct_sentences: int = 2048
-    show_progress: bool = False
-
-
-@with_trust_option
-def shrink(model: str | os.PathLike | None = None, mask: Mask | str | os.PathLike | None = None,
-           out: str | os.PathLike | None = None, overwrite: bool = False, config: ShrinkConfig | None = None,
-           **options) -> ShrinkResult:
-    """Load ``model``, remove ``mask``'s units and (given ``out``) save the smaller model directory.
-
-    ``mask`` is a :class:`~sparsecse.compress.masks.Mask` or a mask file; ``config`` a :class:`ShrinkConfig`
-    (or its fields by name in ``options``: ``pooling``, ``device``, ``seq_len``, ``align_ffn``,
-    ``reconstruct``, ``reconstruct_sentences``, ``show_progress``). The directory's ``sparsecse_config.json``
-    records the pooling, a manifest and the lineage (source model and its hash, mask and its hash); its
-    config.json records each layer's kept heads and FFN width. Reconstruction:
-    :mod:`sparsecse.compress.reconstruction`.
-
-    Example::
-
-        shrink("all-MiniLM-L6-v2", "mask-f0.5-l0.5.safetensors", "small", reconstruct="corpus.txt").ratios()
-    """
-    c = configure(ShrinkConfig, config, options, "shrink")
-    seq_len, align_ffn = c.seq_len, c.align_ffn
-    if mask is None:
-        raise SparseCSEError("shrink needs a mask (--mask).")
-    mask_path = None if isinstance(mask, Mask) else str(mask)
-    mask = mask if isinstance(mask, Mask) else Mask.load(mask)
-    model = model_for_mask(mask, model)
-    if out is not None:  # after the mask names its model: that model is an input too
-        check_destination(out, overwrite, inputs={"model": resolve_model(model), "mask": mask_path})
-    plan = reconstruction_plan(c.reconstruct, c.reconstruct_sentences)
-    encoder = SentenceEncoder.load(model, pooling=c.pooling, device=c.device)
-    mask.check_fits(encoder.model)
-    ffn_padding(encoder.model, mask, align_ffn)  # an impossible --align-ffn fails before any work
-    source = encoder.source
-    before = size_report(encoder.model, seq_len, model_dir=source)
-    rebuilt = plan.run(encoder, mask, c.show_progress).to_dict() if plan else None
-    shrink_encoder(encoder, mask, align_ffn)
-    lineage = {
-        "shrunk_from": source,
-        "shrunk_from_sha256": hash_path(source) if source and os.path.exists(source) else None,
-        "mask": mask_path,
-        "mask_sha256": sha256_file(mask_path) if mask_path else None,
-        "mask_digest": mask_digest(mask),
-        "mask_scored_model": mask.manifest.get("model"),
-    }
-    mask_summary = {k: mask.manifest[k] for k in ("sparsity", "lambda", "scope") if k in mask.manifest}
-    mask_summary.update(heads_pruned=mask.heads_pruned, neurons_pruned=mask.neurons_pruned)
-    after = size_report(encoder.model, seq_len)
-    result = ShrinkResult(encoder, before, after, lineage, mask_summary=mask_summary, reconstruction=rebuilt)
-    if out is not None:
-        manifest = make_manifest("shrunk_model", inputs={"model": source, "mask": mask_path},
-                                 params={"pooling": encoder.pooling, "seq_len": seq_len, "align_ffn": align_ffn},
-                                 mask=mask_summary, before=before, after=after, reconstruction=rebuilt)
-        result.out = save_model_dir(encoder, out, lineage=lineage, manifest=manifest, overwrite=overwrite)
-        result.after["weights_bytes"] = size_report(encoder.model, seq_len, model_dir=out).get("weights_bytes")
-    return result

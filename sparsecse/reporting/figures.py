@@ -8,14 +8,14 @@ from typing import Any
 import pandas as pd
 
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
-from sparsecse.sweeps.layout import SCORES_FILE, Variant
-from sparsecse.sweeps.formatting import AVG_STS, AVG_TRANSFER, SHORT_NAMES, seed_std
-from sparsecse.sweeps.tables import best_row, load_points, model_label, point_frame
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.pruning import mask_filename
-from sparsecse.compress.scoring import GateScores
-from sparsecse.sweeps import plots
-from sparsecse.sweeps.layout import FIGURES_DIR, MASKS_DIR
+from sparsecse.artifacts.sweep_layout import SCORES_FILE, Variant
+from sparsecse.reporting.formatting import AVG_STS, AVG_TRANSFER, SHORT_NAMES, seed_std
+from sparsecse.reporting.tables import best_row, load_points, model_label, point_frame
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.prune import mask_filename
+from sparsecse.scoring.scores import GateScores
+from sparsecse.reporting import plots
+from sparsecse.artifacts.sweep_layout import FIGURES_DIR, MASKS_DIR
 
 
 def _curves(frame: pd.DataFrame, column: str) -> dict[str, tuple[list[float], list[float]]]:
@@ -83,7 +83,7 @@ def chosen_points(frame: pd.DataFrame, count: int = 4) -> list[pd.Series]:
 
 def make_figures(out: Path, table: pd.DataFrame, state: dict[str, Any],
                  comparisons: list[dict[str, Any]] | None = None) -> list[Path]:
-
+    """Write the sweep's figures (PNG and SVG) under ``out/figures`` from its results ``table``; returns the files."""
     figures = out / FIGURES_DIR
     figures.mkdir(exist_ok=True)
     frame = point_frame(table)

@@ -54,6 +54,7 @@ class NormalEquations:
         return max(float(value), 0.0)
 
     def best_bias(self, weight: torch.Tensor) -> torch.Tensor:
+        """The bias minimising the error for a fixed ``weight``: the mean residual."""
         return (self.sy - weight.double() @ self.sx) / self.n
 
 

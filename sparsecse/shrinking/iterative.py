@@ -1,6 +1,6 @@
 """Pruning to a budget in several steps, with reconstruction and rescoring between them (K-prune style).
 
-One-shot budgeted pruning (:func:`sparsecse.compress.pruning.prune` then ``shrink --reconstruct``) ranks every
+One-shot budgeted pruning (:func:`sparsecse.pruning.prune.prune` then ``shrink --reconstruct``) ranks every
 unit by its importance in the dense model, although half of the model is about to go. Following
 K-prune (Park et al. 2024: iterative prune, reconstruct, rescore), the budget is reached in ``steps``
 geometric steps (kept FLOPs 0.5 in 3 steps: 0.794, 0.63, 0.5). Each step
@@ -8,8 +8,8 @@ geometric steps (kept FLOPs 0.5 in 3 steps: 0.794, 0.63, 0.5). Each step
 1. scores the current model's units on STS-B (the same gradients as ``sparsecse score``; the first step
    may reuse a score file of the dense model),
 2. keeps, among the units still kept, the most important ones within that step's budget (the exact
-   joint search of :mod:`sparsecse.compress.budget`, restricted with ``within``),
-3. reconstructs the kept units so each layer matches the **dense** model (:mod:`sparsecse.compress.reconstruction`),
+   joint search of :mod:`sparsecse.pruning.budget`, restricted with ``within``),
+3. reconstructs the kept units so each layer matches the **dense** model (:mod:`sparsecse.shrinking.reconstruction`),
    and silences the removed units (their output-projection columns set to zero), so the next scoring
    sees the model as it now computes.
 
@@ -17,7 +17,7 @@ The last step's budget is the target itself, so the final mask meets it exactly 
 does; the model is then shrunk like ``sparsecse shrink``. Every step's mask and reconstruction report
 are kept for the manifest.
 
-    >>> from sparsecse.compress.iterative import iterative_prune  # doctest: +SKIP
+    >>> from sparsecse.shrinking.iterative import iterative_prune  # doctest: +SKIP
     >>> result = iterative_prune(keep_flops=0.5, steps=3, reconstruct="wiki1m_sample.txt")  # doctest: +SKIP
     >>> result.mask.manifest["kept_flops_ratio"] <= 0.5  # doctest: +SKIP
     True
@@ -26,7 +26,6 @@ are kept for the manifest.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -34,19 +33,21 @@ from typing import Any
 
 import torch
 
-from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.errors import SparseCSEError
-from sparsecse.compress.flops import size_report
-from sparsecse.modeling.adapters import layer_parts
-from sparsecse.artifacts.files import check_destination, hash_path, make_manifest
-from sparsecse.compress.masks import Mask
-from sparsecse.compress.pruning import PruningRule, _check_target, _one_target, prune
-from sparsecse.compress.reconstruction import ReconstructionPlan, reconstruction_plan, token_batches
-from sparsecse.compress.reconstruction import reconstruct as refit_layers
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.compress.scoring import GateScores, ScoringConfig, check_lambda
-from sparsecse.stage_config import configure_all
-from sparsecse.compress.shrinking import ShrinkResult, mask_digest, save_model_dir, shrink_encoder
+from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.adapters import layer_parts
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.prune import PruningConfig, check_target, one_target
+from sparsecse.pruning.prune import prune as prune_scores
+from sparsecse.scoring.criteria import check_lambda
+from sparsecse.scoring.score import ScoringConfig
+from sparsecse.scoring.score import score as score_model
+from sparsecse.scoring.scores import GateScores
+from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan, token_batches
+from sparsecse.shrinking.reconstruction import reconstruct as refit_layers
+from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult, remove_units, shrink_lineage
+from sparsecse.stage_config import configure, configure_all
 
 DEFAULT_STEPS = 3
 
@@ -84,6 +85,7 @@ class IterativeResult:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The steps and the time, JSON-ready (the shrunk model's manifest keeps them)."""
         return {"steps": self.steps, "seconds": round(self.seconds, 3)}
 
 
@@ -96,29 +98,27 @@ def iterative_prune(
     steps: int = DEFAULT_STEPS,
     reconstruct: str | os.PathLike | ReconstructionPlan | None = None,
     scores: GateScores | str | os.PathLike | None = None,
-    rule: PruningRule | None = None,
-    scoring: ScoringConfig | None = None,
+    prune: PruningConfig | None = None,
+    score: ScoringConfig | None = None,
     pooling: str | None = None,
     device: str | None = None,
     **options,
 ) -> IterativeResult:
     """Prune ``model`` to a kept-FLOPs or kept-parameters budget in ``steps`` steps (module docstring).
 
-    ``reconstruct`` (a corpus file or a :class:`~sparsecse.compress.reconstruction.ReconstructionPlan`) is
+    ``reconstruct`` (a corpus file or a :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan`) is
     required: without a refit between steps, rescoring would see the same model. ``scores`` (optional) is a
-    score file of the dense model for the first step; later steps score as ``scoring`` says (a
-    :class:`~sparsecse.compress.scoring.ScoringConfig`: STS-B train, as ``sparsecse score`` does).
-    ``rule`` (a :class:`~sparsecse.compress.pruning.PruningRule`: λ, criterion, seq_len, keep_one_head) is
-    that of :func:`sparsecse.compress.pruning.prune`. ``options``: the fields of either config by name
-    (``lam=0.5, split="dev"``). The returned encoder is full size; shrink it with
-    :func:`sparsecse.compress.shrinking.shrink_encoder`.
+    score file of the dense model for the first step; later steps score as ``score`` says (a
+    :class:`~sparsecse.scoring.score.ScoringConfig`: STS-B train, as ``sparsecse score`` does). ``prune`` (a
+    :class:`~sparsecse.pruning.prune.PruningConfig`: λ, criterion, seq_len, keep_one_head) is that of
+    :func:`sparsecse.pruning.prune.prune`. ``options``: the fields of either config by name (``lam=0.5,
+    split="dev"``). The returned encoder is full size; shrink it with :func:`shrink_iterative`.
     """
-    rule, scoring = configure_all((PruningRule, rule), (ScoringConfig, scoring), options=options,
+    rule, scoring = configure_all((PruningConfig, prune), (ScoringConfig, score), options=options,
                                   caller="iterative_prune")
-    lam, show_progress = rule.lam, scoring.show_progress
-    kind, budget = _one_target(None, keep_flops, keep_params)
-    budget = _check_target(kind, budget)
-    check_lambda(lam)
+    kind, budget = one_target(None, keep_flops, keep_params)
+    budget = check_target(kind, budget)
+    check_lambda(rule.lam)
     budgets = step_budgets(budget, steps)
     plan = reconstruction_plan(reconstruct)
     if plan is None:
@@ -135,14 +135,11 @@ def iterative_prune(
     mask, records = None, []
     for k, b in enumerate(budgets):
         t0 = time.perf_counter()
-        if k == 0 and first is not None:
-            step_scores = first
-        else:
-            step_scores = scoring.score(encoder)
+        step_scores = first if k == 0 and first is not None else score_model(encoder, scoring)
         scored_s = time.perf_counter() - t0
-        mask = prune(step_scores, within=mask, **dataclasses.asdict(rule), **{kind: b})  # every field of the rule
+        mask = prune_scores(step_scores, within=mask, config=rule, **{kind: b})
         report = refit_layers(dense, encoder.model, mask, batches, plan.method, plan.target, plan.ridge,
-                             show_progress=show_progress, weighting=plan.weighting)
+                              show_progress=scoring.show_progress, weighting=plan.weighting)
         silence(encoder.model, mask)
         records.append({"step": k + 1, "budget": b, "heads_kept": int(mask.head_mask.sum()),
                         "neurons_kept": int(mask.neuron_mask.sum()),
@@ -159,28 +156,15 @@ def iterative_prune(
     return IterativeResult(mask, encoder, records, time.perf_counter() - start)
 
 
-def shrink_iterative(result: IterativeResult, out: str | os.PathLike | None = None, seq_len: int = 128,
-                     align_ffn: int = 8, overwrite: bool = False) -> ShrinkResult:
-    """Remove ``result``'s pruned units (as :func:`sparsecse.compress.shrinking.shrink`) and, given ``out``, save
-    the model directory; its manifest holds the final mask's manifest and every step."""
+def shrink_iterative(result: IterativeResult, out: str | os.PathLike | None = None, overwrite: bool = False,
+                     config: ShrinkConfig | None = None, **options) -> ShrinkResult:
+    """Remove ``result``'s pruned units as :func:`sparsecse.shrinking.shrink.shrink` does and, given ``out``,
+    save the model directory; its manifest holds the final mask's manifest and every step. ``config``: a
+    :class:`~sparsecse.shrinking.shrink.ShrinkConfig` or its fields by name, of which ``seq_len`` and
+    ``align_ffn`` apply (the encoder is loaded and reconstructed already)."""
+    c = configure(ShrinkConfig, config, options, "shrink_iterative")
     encoder, mask = result.encoder, result.mask
-    source = encoder.source
-    before = size_report(encoder.model, seq_len, model_dir=source)
-    shrink_encoder(encoder, mask, align_ffn)
-    lineage = {"shrunk_from": source,
-               "shrunk_from_sha256": hash_path(source) if source and os.path.exists(source) else None,
-               "mask": None, "mask_sha256": None, "mask_digest": mask_digest(mask), "mask_scored_model": source}
-    summary = {k: mask.manifest.get(k) for k in ("budget", "lambda", "criterion", "criterion_default", "scope",
-                                                  "method", "kept_flops_ratio", "kept_params_ratio")}
-    summary.update(heads_pruned=mask.heads_pruned, neurons_pruned=mask.neurons_pruned)
-    after = size_report(encoder.model, seq_len)
-    shrunk = ShrinkResult(encoder, before, after, lineage, mask_summary=summary,
-                          reconstruction={"iterative": mask.manifest["iterative"], **result.to_dict()})
-    if out is not None:
-        manifest = make_manifest("shrunk_model", inputs={"model": source},
-                                 params={"pooling": encoder.pooling, "seq_len": seq_len, "align_ffn": align_ffn},
-                                 mask=summary, mask_manifest=mask.manifest, before=before, after=after,
-                                 reconstruction=shrunk.reconstruction, method_seconds=round(result.seconds, 3))
-        shrunk.out = save_model_dir(encoder, out, lineage=lineage, manifest=manifest, overwrite=overwrite)
-        shrunk.after["weights_bytes"] = size_report(encoder.model, seq_len, model_dir=out).get("weights_bytes")
-    return shrunk
+    lineage = shrink_lineage(encoder.source, mask, scored_model=encoder.source)
+    return remove_units(encoder, mask, c, lineage, out, overwrite,
+                        reconstruction={"iterative": mask.manifest["iterative"], **result.to_dict()},
+                        mask_manifest=mask.manifest, method_seconds=round(result.seconds, 3))

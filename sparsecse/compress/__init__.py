@@ -1,1 +1,0 @@
-"""Compression methods beyond one-shot masks (iterative pruning, ...)."""

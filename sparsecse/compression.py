@@ -1,0 +1,115 @@
+"""``sparsecse.compress``: the ``compress`` command in Python, in its two modes.
+
+- One pruning stage: a model is pruned to a kept-FLOPs or kept-parameters budget in steps, reconstructed and
+  rescored between them (:func:`~sparsecse.shrinking.iterative.iterative_prune`), then shrunk and saved
+  (:func:`~sparsecse.shrinking.iterative.shrink_iterative`). The command's options are plain keywords
+  (``lam=``, ``criterion=``, ``reconstruct=``, ``align_ffn=``, ``batch_size=``, ...), each landing in the
+  config of the stage it sets (scoring, pruning, shrinking); the building blocks take the configs themselves.
+- A recipe (``recipe=``): a list of stages (distil, prune, export) run as one, resumable
+  (:func:`~sparsecse.recipes.runner.run_recipe`).
+
+This module sits above every stage and above :mod:`sparsecse.recipes`.
+
+    >>> import sparsecse
+    >>> result = sparsecse.compress("all-MiniLM-L6-v2", "small", keep_flops=0.5,
+    ...                             reconstruct="wiki1m_sample.txt")  # doctest: +SKIP
+    >>> result.out, result.mask.manifest["kept_flops_ratio"] <= 0.5  # doctest: +SKIP
+    (PosixPath('small'), True)
+    >>> sparsecse.compress(out="runs/f2x", recipe="frontier-2x", corpus="train.txt").model  # doctest: +SKIP
+    PosixPath('runs/f2x/model')
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparsecse.artifacts.files import check_destination
+from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.errors import SparseCSEError
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.prune import PruningConfig
+from sparsecse.recipes.runner import RecipeResult, run_recipe
+from sparsecse.scoring.score import ScoringConfig
+from sparsecse.shrinking.iterative import DEFAULT_STEPS, iterative_prune, shrink_iterative
+from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
+from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult
+from sparsecse.stage_config import configure_all
+
+
+@dataclass
+class CompressResult:
+    """What :func:`compress` did: the final ``mask``, each step (budget, units kept, timings), the shrunk model
+    (``shrunk``: sizes before and after, where it was saved) and the pruning time in seconds."""
+
+    mask: Mask
+    shrunk: ShrinkResult
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def out(self) -> Path | None:
+        """The saved model directory (None when no ``out`` was given)."""
+        return self.shrunk.out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: what ``sparsecse compress --json`` prints."""
+        return {**self.shrunk.to_dict(), "mask": self.mask.manifest}
+
+
+RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress")
+
+
+@with_trust_option
+def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | None = None, *,
+             recipe: str | os.PathLike | None = None, keep_flops: float | None = None,
+             keep_params: float | None = None, steps: int = DEFAULT_STEPS, scores: str | os.PathLike | None = None,
+             overwrite: bool = False, **options) -> CompressResult | RecipeResult:
+    """Prune ``model`` to ``keep_flops`` (or ``keep_params``) of its transformer layers' FLOPs per token (or
+    parameters) in ``steps`` geometric steps, reconstructing and rescoring between them, then shrink it and,
+    given ``out``, save the smaller model directory. With ``recipe`` (a shipped name or a file), run that
+    recipe instead (:func:`run_recipe_mode`).
+
+    ``scores``: a score file of the dense model for the first step (default: scored here). ``options``: the
+    fields of :class:`~sparsecse.scoring.score.ScoringConfig` (rescoring: ``data_dir``, ``batch_size``,
+    ``max_batches``, ``seed``, ...), :class:`~sparsecse.pruning.prune.PruningConfig` (``lam``, ``criterion``,
+    ``seq_len``, ``keep_one_head``) and :class:`~sparsecse.shrinking.shrink.ShrinkConfig` (``reconstruct``, a
+    corpus file or a :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan`, required;
+    ``reconstruct_sentences``, ``align_ffn``, ``pooling``, ``device``) by name; a name two configs share
+    (``seq_len``, ``show_progress``) sets both.
+    """
+    if recipe is not None:
+        single = [name for name, value in (("keep_flops", keep_flops), ("keep_params", keep_params),
+                                           ("scores", scores)) if value is not None]
+        if single or steps != DEFAULT_STEPS:
+            raise SparseCSEError(f"{(single or ['steps'])[0]} sets the single pruning stage; a recipe sets its own "
+                                 "stages (change one with overrides={'STAGE.KEY': value}).")
+        return run_recipe_mode(recipe, model, out, overwrite, **options)
+    scoring, pruning, shrinking = configure_all((ScoringConfig, None), (PruningConfig, None), (ShrinkConfig, None),
+                                                options=options, caller="compress")
+    corpus = shrinking.reconstruct
+    if out is not None:  # before any work
+        check_destination(out, overwrite, inputs={
+            "model": model, "score file": scores,
+            "corpus": corpus.calibration.corpus if isinstance(corpus, ReconstructionPlan) else corpus})
+    plan = reconstruction_plan(corpus, shrinking.reconstruct_sentences)
+    result = iterative_prune(model, keep_flops=keep_flops, keep_params=keep_params, steps=steps, reconstruct=plan,
+                             scores=scores, prune=pruning, score=scoring, pooling=shrinking.pooling,
+                             device=shrinking.device)
+    shrunk = shrink_iterative(result, out, overwrite, config=shrinking)
+    return CompressResult(result.mask, shrunk, result.steps, result.seconds)
+
+
+def run_recipe_mode(recipe: str | os.PathLike, model=None, out=None, overwrite: bool = False,
+                    **options) -> RecipeResult:
+    """``compress --recipe``: :func:`~sparsecse.recipes.runner.run_recipe` on ``model`` into ``out``;
+    ``options``: ``corpus`` (the sentences its stages train and reconstruct on), ``data_dir``, ``overrides``
+    (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``."""
+    unknown = sorted(set(options) - set(RECIPE_OPTIONS))
+    if unknown:
+        raise TypeError(f"compress() with a recipe got an unexpected keyword argument {unknown[0]!r}")
+    return run_recipe(recipe, model, options.get("corpus"), out, data_dir=options.get("data_dir"),
+                      overrides=options.get("overrides"), resume=options.get("resume", False), overwrite=overwrite,
+                      show_progress=options.get("show_progress", True))

@@ -1,0 +1,1 @@
+"""Pruning: scores + λ + a target (sparsity or kept-FLOPs/parameters budget) -> masks, and their costs."""

@@ -1,0 +1,1 @@
+"""Reporting: tables, paired comparisons and figures rebuilt from a finished sweep directory."""

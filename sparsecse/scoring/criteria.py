@@ -1,0 +1,153 @@
+"""The importance criteria: how a unit's per-batch gate gradients become one importance score.
+
+Each criterion is one class behind one interface (as Torch-Pruning's importance classes are) and is
+registered by name in ``CRITERIA``. Every user of a criterion reads this registry: :meth:`GateScores.head_scores
+<sparsecse.scoring.scores.GateScores.head_scores>`, :func:`~sparsecse.pruning.prune.prune` (and its default per
+target kind, :func:`default_criterion`), the sweep, and the ``--criterion`` choices of ``prune``, ``compress`` and
+``sweep`` (``cli/options.py``). Adding a criterion is one class here::
+
+    @register
+    class MeanGrad(Criterion):
+        name, summary = "mean_grad", "|E g|"
+
+        def per_batch(self, grad):
+            return grad
+
+        def normalize(self, scores):
+            return scores.abs()
+
+With ``g_b = λ·g_align + (1−λ)·g_uniform``, the gradient of L_score(λ) for batch b (exact for every λ, since
+both gradients are stored), the criteria are:
+
+- ``abs_grad`` (the paper's, the default for a sparsity): ``E_b |g_b|``;
+- ``layer_norm``: the same, with each layer's head scores (and, separately, its neuron scores) divided by
+  their L2 norm before the global ranking (Michel et al. 2019);
+- ``fisher`` (the default for a kept-FLOPs or kept-parameters budget): ``E_b g_b²``, the empirical Fisher
+  of the gate (Kwon et al. 2022).
+
+E_b weighs each batch by its share of the positive pairs. torch is imported when a criterion runs, not
+with this module, so the command line reads the names without loading it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from sparsecse.errors import SparseCSEError
+
+if TYPE_CHECKING:
+    import torch
+
+CRITERIA: dict[str, "Criterion"] = {}
+
+
+def register(cls: type["Criterion"]) -> type["Criterion"]:
+    """Class decorator: add one instance of ``cls`` to ``CRITERIA`` under ``cls.name``."""
+    CRITERIA[cls.name] = cls()
+    return cls
+
+
+class Criterion:
+    """One importance criterion. :meth:`per_batch` turns the gradients ``g`` [B, L, U] of L_score(λ) into a
+    per-batch importance; the importance is its weighted mean over the batches, then :meth:`normalize`\\ d.
+
+    ``name`` is what ``--criterion`` and the mask manifests say, ``summary`` how ``--help`` describes it, and
+    ``default_for`` the target kinds (``"sparsity"``, ``"budget"``) for which it is the default."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    default_for: ClassVar[tuple[str, ...]] = ()
+
+    def per_batch(self, grad: "torch.Tensor") -> "torch.Tensor":
+        """Per-batch importance [B, L, U] of the per-batch gradients ``grad`` [B, L, U]."""
+        raise NotImplementedError
+
+    def normalize(self, scores: "torch.Tensor") -> "torch.Tensor":
+        """The final importance [L, U] from the weighted batch mean ``scores`` [L, U] (default: unchanged)."""
+        return scores
+
+    def __call__(self, grad_align: "torch.Tensor", grad_uniform: "torch.Tensor", lam: float,
+                 weights: "torch.Tensor | None" = None) -> "torch.Tensor":
+        """Importance [L, U] at alignment weight ``lam`` from per-batch gradients [B, L, U]; ``weights`` [B]
+        sum to 1 (None: equal weights)."""
+        import torch
+
+        grad = lam * grad_align + (1.0 - lam) * grad_uniform
+        if weights is None:
+            weights = torch.full((grad.shape[0],), 1.0 / grad.shape[0])
+        per_batch = self.per_batch(grad)
+        return self.normalize(torch.einsum("b,b...->...", weights.to(per_batch.dtype), per_batch))
+
+
+@register
+class AbsGrad(Criterion):
+    """``E_b |g_b|``: the paper's criterion, the default for a sparsity."""
+
+    name, summary, default_for = "abs_grad", "E|g|", ("sparsity",)
+
+    def per_batch(self, grad):
+        """``|g|``."""
+        return grad.abs()
+
+
+@register
+class LayerNormalized(AbsGrad):
+    """``E_b |g_b|`` divided per layer by its L2 norm (heads and neurons separately; Michel et al. 2019)."""
+
+    name, summary, default_for = "layer_norm", "E|g| normalised per layer", ()
+
+    def normalize(self, scores):
+        """Each layer's scores divided by their L2 norm (a layer of zeros stays zero)."""
+        import torch
+
+        norms = scores.norm(dim=-1, keepdim=True)
+        return scores / torch.where(norms > 0, norms, torch.ones_like(norms))
+
+
+@register
+class Fisher(Criterion):
+    """``E_b g_b²``, the empirical Fisher of the gate (Kwon et al. 2022): the default for a budget, which
+    compares heads with neurons and so needs importances on one scale."""
+
+    name, summary, default_for = "fisher", "E[g^2]", ("budget",)
+
+    def per_batch(self, grad):
+        """``g²``."""
+        return grad.square()
+
+
+def get_criterion(name: str) -> Criterion:
+    """The registered criterion ``name``; an unknown name is one sentence listing the known ones."""
+    if name not in CRITERIA:
+        raise SparseCSEError(f"Unknown criterion {name!r}; choose {', '.join(CRITERIA)}.")
+    return CRITERIA[name]
+
+
+def check_criterion(name: str) -> str:
+    """``name`` if it is a registered criterion (else :class:`~sparsecse.errors.SparseCSEError`)."""
+    return get_criterion(name).name
+
+
+def default_criterion(kind: str) -> str:
+    """The criterion used when none is given, for a target ``kind``: ``sparsity``, or a budget (``budget``,
+    ``keep_flops``, ``keep_params``). A sparsity takes the paper's ``abs_grad``; a budget, which compares heads
+    with neurons, the one that measured best there (all-MiniLM-L6-v2 at kept FLOPs 0.5 after ``shrink
+    --reconstruct``, 7-task STS average: fisher 76.57, abs_grad 71.14; README)."""
+    kind = "sparsity" if kind == "sparsity" else "budget"
+    return next(c.name for c in CRITERIA.values() if kind in c.default_for)
+
+
+def check_lambda(lam: float) -> float:
+    """``lam`` as a float if it lies in [0, 1] (the alignment weight λ of L_score)."""
+    lam = float(lam)
+    if not 0.0 <= lam <= 1.0:
+        raise SparseCSEError(f"lambda must lie in [0, 1]; got {lam!r}.")
+    return lam
+
+
+def combine(grad_align: "torch.Tensor", grad_uniform: "torch.Tensor", lam: float, criterion: str = "abs_grad",
+            weights: "torch.Tensor | None" = None) -> "torch.Tensor":
+    """Per-unit importance [L, U] from per-batch gradients [B, L, U] at λ = ``lam`` under the registered
+    ``criterion``; ``weights`` [B] sum to 1 (None: equal weights)."""
+    lam = check_lambda(lam)
+    return get_criterion(criterion)(grad_align, grad_uniform, lam, weights)

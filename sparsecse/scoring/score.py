@@ -1,0 +1,95 @@
+"""Gate importance from alignment and uniformity: ``E_D |∂L_score/∂gate|`` for every head and neuron.
+
+:func:`score` runs the model once over STS-B (:mod:`sparsecse.scoring.gradients`: one forward and one
+backward per batch give both gradients exactly) and returns a :class:`~sparsecse.scoring.scores.GateScores`
+holding ∂L_align/∂gate and ∂L_uniform/∂gate per batch, so the importance at every λ and under every criterion
+(:mod:`sparsecse.scoring.criteria`) is exact later, without running the model again. E_b weights each batch
+by its number of positive pairs, so a short last batch (28 of 64 pairs on STS-B train) counts for what it
+holds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import torch
+
+from sparsecse.artifacts.files import make_manifest
+from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.data.paths import resolve_data_dir
+from sparsecse.data.sts import read_sts_benchmark
+from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.adapters import layer_parts, uniform_shape
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.scoring.gradients import POSITIVE_THRESHOLD, compute_gradients, make_batches
+from sparsecse.scoring.scores import TENSORS, GateScores
+from sparsecse.stage_config import configure
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    """How gate scores are computed (:func:`score`'s config): STS-B ``split`` of ``data_dir``,
+    ``batch_size`` positive pairs per batch drawn with ``seed``, at most ``max_batches`` batches, pairs with
+    gold score above ``positive_threshold`` as positives, a progress bar if ``show_progress``."""
+
+    data_dir: str | os.PathLike | None = None
+    split: str = "train"
+    batch_size: int = 64
+    seed: int = 0
+    max_batches: int | None = None
+    positive_threshold: float = POSITIVE_THRESHOLD
+    show_progress: bool = False
+
+
+@with_trust_option
+def score(model: str | os.PathLike | SentenceEncoder | None = None, config: ScoringConfig | None = None, *,
+          pooling: str | None = None, device: str | None = None, **options) -> GateScores:
+    """Score every head and FFN neuron of ``model`` (a name, a directory or a loaded
+    :class:`~sparsecse.modeling.encoder.SentenceEncoder`; default: the embedded model) on an STS-B split.
+
+    ``config``: a :class:`ScoringConfig`, or its fields by name in ``options`` (``split="dev"``,
+    ``batch_size=32``, ...); ``pooling`` and ``device`` say how a model that is not loaded yet is loaded.
+
+    >>> scores = score("all-MiniLM-L6-v2", split="train")  # doctest: +SKIP
+    >>> scores.head_scores(0.5).shape  # doctest: +SKIP
+    torch.Size([6, 12])
+    """
+    c = configure(ScoringConfig, config, options, "score")
+    encoder = model if isinstance(model, SentenceEncoder) else SentenceEncoder.load(model, pooling=pooling,
+                                                                                    device=device)
+    layers, heads, ffn = uniform_shape(encoder.model)
+    pairs = read_sts_benchmark(c.data_dir, c.split)
+    batches = make_batches(pairs, c.batch_size, c.seed, c.positive_threshold, c.max_batches)
+    torch.manual_seed(c.seed)
+    start = time.perf_counter()
+    grads = compute_gradients(encoder, batches, show_progress=c.show_progress)
+    seconds = time.perf_counter() - start
+    for name, grad in zip(TENSORS, grads):
+        bad = (~torch.isfinite(grad)).flatten(1).any(1).nonzero().flatten().tolist()
+        if bad:  # e.g. a batch whose positive pairs are all identical sentences: log E||h-h+||^2 = log 0
+            raise SparseCSEError(f"Scoring gave non-finite {name} in batch(es) {', '.join(map(str, bad[:5]))} "
+                                 "(a batch whose positive pairs are all identical sentences has no alignment "
+                                 "gradient); use a larger --batch-size.")
+    config = encoder.config
+    manifest = make_manifest(
+        "scores",
+        inputs={"model": encoder.source,
+                "stsb": resolve_data_dir(c.data_dir) / "STS" / "STSBenchmark" / f"sts-{c.split}.csv"},
+        params={"split": c.split, "batch_size": c.batch_size, "positive_threshold": c.positive_threshold,
+                "max_batches": c.max_batches,
+                "loss": "lambda*log E||h-h+||^2 + (1-lambda)*log E exp(-2||h_i-h_j||^2)"},
+        seed=c.seed,
+        model=os.path.abspath(encoder.source) if os.path.isdir(encoder.source) else encoder.source,  # not cwd-bound
+        pooling=encoder.pooling,
+        pooling_source=encoder.pooling_source,
+        max_length=encoder.max_length,
+        shape={"layers": layers, "heads": heads, "ffn": ffn, "hidden": int(config.hidden_size),
+               "head_dim": int(layer_parts(encoder.model)[0].head_dim)},
+        num_batches=len(batches),
+        num_positive_pairs=sum(len(b.pairs) for b in batches),
+        batch_weighting="positive pairs per batch (tensor batch_sizes)",
+        seconds=round(seconds, 3),
+    )
+    return GateScores(*grads, manifest=manifest, batch_sizes=torch.tensor([len(b.pairs) for b in batches]))

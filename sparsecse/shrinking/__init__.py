@@ -1,0 +1,1 @@
+"""Shrinking: remove a mask's units for real, refit what is kept (reconstruction), prune in steps."""
