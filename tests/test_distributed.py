@@ -270,3 +270,54 @@ def test_srun_with_two_tasks_gives_the_model_of_accelerate_launch(slurm, setup, 
     assert json.loads((out / "manifest.json").read_text())["params"]["processes"] == 2
     assert losses(out) == losses(distills["two"])
     assert same_weights(weights(out), weights(distills["two"]), atol=1e-6)
+
+
+def _gathering_worker(rank, port, folder):
+    """One of 2 gloo processes: its half of a batch through info_nce and similarity_loss, gathered and not."""
+    import torch.distributed as dist
+
+    from sparsecse.objectives.distill import similarity_loss
+    from sparsecse.objectives.losses import gather_with_grad, gathering, info_nce
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        torch.manual_seed(0)
+        full_a, full_b, teacher = torch.randn(8, 6), torch.randn(8, 6), torch.randn(8, 5)
+        part = slice(4 * rank, 4 * rank + 4)
+        out = {}
+        for gather in (True, False):
+            a = full_a[part].clone().requires_grad_()
+            with gathering(gather):
+                loss = info_nce(a, full_b[part], 0.05)[0]
+                sim = similarity_loss(gather_with_grad(a), gather_with_grad(teacher[part]))
+            (loss + sim).backward()
+            # every process computes the same gathered loss, and the gather's backward sums their gradients
+            # for this process's rows: 2x the loss's; DDP's mean over processes of a weight's gradient halves it
+            out[str(gather)] = (float(loss.detach()), float(sim.detach()), (a.grad / 2).tolist())
+        Path(folder, f"rank{rank}.json").write_text(json.dumps(out))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_gathered_losses_and_gradients_are_the_one_process_ones_and_local_ones_the_mean_of_halves(tmp_path):
+    import torch.multiprocessing as mp
+
+    from sparsecse.objectives.distill import similarity_loss
+    from sparsecse.objectives.losses import info_nce
+
+    mp.spawn(_gathering_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
+    results = {r: {k == "True": v for k, v in json.loads((tmp_path / f"rank{r}.json").read_text()).items()}
+               for r in (0, 1)}
+    torch.manual_seed(0)
+    full_a, full_b, teacher = torch.randn(8, 6), torch.randn(8, 6), torch.randn(8, 5)
+    a = full_a.clone().requires_grad_()
+    loss, sim = info_nce(a, full_b, 0.05)[0], similarity_loss(a, teacher)
+    (loss + sim).backward()
+    for rank in (0, 1):  # gathered: the whole batch's loss and gradient (DDP's mean of the processes' gradients)
+        got_loss, got_sim, got_grad = results[rank][True]
+        assert got_loss == pytest.approx(float(loss), abs=1e-5) and got_sim == pytest.approx(float(sim), abs=1e-6)
+        assert torch.allclose(torch.tensor(got_grad), a.grad[4 * rank:4 * rank + 4], atol=1e-5)
+    # not gathered: each process's loss is its half's; the run logs their mean
+    halves = [info_nce(full_a[s], full_b[s], 0.05)[0] for s in (slice(0, 4), slice(4, 8))]
+    assert [results[r][False][0] for r in (0, 1)] == pytest.approx([float(h) for h in halves], abs=1e-5)
+    assert sum(results[r][False][0] for r in (0, 1)) / 2 < float(loss)
