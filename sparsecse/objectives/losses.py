@@ -42,9 +42,13 @@ def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     """
     if not _GATHER[0] or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return x
+    import warnings
+
     from torch.distributed.nn.functional import all_gather
 
-    return torch.cat(all_gather(x), dim=0)
+    with warnings.catch_warnings():  # torch >= 2.10 calls it deprecated; its replacement is still private
+        warnings.simplefilter("ignore", FutureWarning)
+        return torch.cat(all_gather(x), dim=0)
 
 
 def info_nce(

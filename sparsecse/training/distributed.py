@@ -180,6 +180,8 @@ PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pi
 
 def looks_like_peer_loss(exc: BaseException) -> bool:
     """An error of a collective operation (the other side went away), not this process's own."""
+    if isinstance(exc, SparseCSEError):
+        return False
     if isinstance(exc, getattr(dist, "DistError", ())):
         return True
     return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in PEER_LOST)
@@ -214,12 +216,12 @@ def stopped(exc: BaseException, step: int | None) -> BaseException:
             time.sleep(0.2)
         alive = [r for r in range(world) if _has(store, _key("alive", r))]
         dead = [r for r in range(world) if r not in alive]
-        if rank != min(alive):
-            return QuietStop(f"Process {dead} of {world} stopped{at}; this one stops too.")
-        who = (f"process {dead[0]}" if len(dead) == 1 else "processes " + ", ".join(map(str, dead))) if dead else \
-            "another process"
-        return SparseCSEError(f"{who[0].upper() + who[1:]} of {world} stopped without a word{at} (killed, out of "
-                              "memory, or its node was lost), and the other processes stopped with it.")
+        if dead:  # else every process is there: the error was this one's own after all
+            if rank != min(alive):
+                return QuietStop(f"Process {dead[0]} of {world} stopped{at}; this one stops too.")
+            who = f"Process {dead[0]}" if len(dead) == 1 else "Processes " + ", ".join(map(str, dead))
+            return SparseCSEError(f"{who} of {world} stopped without a word{at} (killed, out of memory, or its "
+                                  "node was lost), and the other processes stopped with it.")
     # this process failed by itself: say so once, from the lowest process that failed
     if store is not None:
         try:
