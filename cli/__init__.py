@@ -45,6 +45,8 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SparseCSEError as exc:
+            if getattr(exc, "quiet", False):  # a process of a multi-process run; another one says why
+                sys.exit(1)
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt as exc:  # a command that keeps resumable work says so in the exception
             click.echo(str(exc) or "Interrupted; nothing half-written was left behind.", err=True)

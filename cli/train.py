@@ -36,6 +36,9 @@ def training_options(func):
         click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]), default=None,
                      help="GPU mixed precision (default: bf16 where supported, else fp16; CPU: no)."),
         click.option("--tensorboard", is_flag=True, help="Also log to OUT/tensorboard."),
+        click.option("--gather-negatives/--no-gather-negatives", default=True, show_default=True,
+                     help="Several processes: in-batch negatives over the whole global batch, as in one process "
+                          "(--no-gather-negatives: each process's own part only)."),
         data_dir_option, pooling_option, device_option, seed_option, overwrite_option, json_option, quiet_option,
     ]
     for option in reversed(options):
@@ -56,6 +59,8 @@ def run_options(kwargs: dict) -> tuple[dict, bool]:
 
 def report(result, as_json: bool, verb: str) -> None:
     """The text report of a training run: the best dev score, its step, where the model is."""
+    if not getattr(result, "main_process", True):  # the first process of a data-parallel run reports
+        return
     if as_json:
         echo_json(result.to_dict())
         return

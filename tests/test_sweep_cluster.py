@@ -149,35 +149,7 @@ def test_local_launcher_with_two_workers_gives_the_one_process_results(tiny_bert
 
 
 # ---------------------------------------------------------------------------- a real SLURM cluster
-def _cluster_unavailable() -> str | None:
-    if os.name != "posix" or os.geteuid() != 0:
-        return "the local SLURM cluster runs its daemons as root"
-    missing = local_slurm.missing_programs()
-    if missing:
-        return f"slurm-wlm/munge are not installed ({', '.join(missing)} missing; apt-get install slurm-wlm munge)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    """A running single-node SLURM cluster; SLURM_CONF points the commands (and submitit) at it."""
-    reason = _cluster_unavailable()
-    if reason:
-        pytest.skip(reason)
-    root = Path(f"/tmp/sparsecse-slurm-{os.getpid()}")
-    try:
-        env = local_slurm.start(root)
-    except SparseCSEError as exc:
-        pytest.skip(f"the local SLURM cluster did not start: {exc}")
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    yield root
-    for key, value in old.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    local_slurm.stop(root)
+from tests.helpers import _cluster_unavailable, slurm  # noqa: E402,F401  (slurm: the fixture, shared with tests/test_distributed.py)
 
 
 def squeue(*args) -> list[str]:

@@ -58,7 +58,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.teachers import Teacher
 from sparsecse.objectives.base import Objective, ObjectiveOutput
 from sparsecse.objectives.validation import choice, non_negative, one_of, optional, text
-from sparsecse.objectives.losses import info_nce
+from sparsecse.objectives.losses import gather_with_grad, info_nce
 from sparsecse.objectives.registry import parse_objective_args
 from sparsecse.objectives.simcse import SimCSE
 from sparsecse.objectives.simcse import two_views
@@ -372,7 +372,8 @@ class Distill(Objective):
         if self.params["loss"] == "mse":
             distill = F.mse_loss(student, target)
         elif self.params["loss"] == "similarity":
-            distill = similarity_loss(student, target)
+            # pairs across the whole global batch in a data-parallel run (see losses.gathering)
+            distill = similarity_loss(gather_with_grad(student), gather_with_grad(target))
         else:
             distill = (1.0 - F.cosine_similarity(student, target, dim=-1)).mean()
         logs = {"distill_loss": float(distill.detach())}

@@ -33,6 +33,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import hash_path, sha256_file
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.artifacts.model_store import cache_root
+from sparsecse.objectives import processes
 
 FORMAT = 1
 META = "meta.json"
@@ -175,9 +176,12 @@ def teacher_embeddings(
             "pooling": encoder.pooling, "normalize": bool(normalize), "sentences": len(sentences),
             "unique_sentences": unique_count, "dim": encoder.dim, "chunk_sentences": int(CHUNK_SENTENCES),
             "precision": precision}
+    if processes.active():
+        return _shared_by_processes(encoder, sentences, directory, meta, batch_size, normalize, show_progress,
+                                    int(chunk_sentences))
     directory.parent.mkdir(parents=True, exist_ok=True)
     # One process computes a key at a time; another asking for the same vectors waits, then reads them.
-    lock = FileLock(directory.parent / f"{key}.lock")
+    lock = FileLock(directory.parent / f"{meta['key']}.lock")
     lock.wait(timeout=LOCK_WAIT_S, poll=2.0)
     try:
         return _cached_or_computed(encoder, sentences, directory, meta, batch_size, normalize, show_progress,
@@ -186,11 +190,8 @@ def teacher_embeddings(
         lock.release()
 
 
-def _cached_or_computed(encoder: SentenceEncoder, sentences: list[str], directory: Path, meta: dict,
-                        batch_size: int | None, normalize: bool, show_progress: bool,
-                        chunk_sentences: int) -> tuple[np.ndarray, dict[str, Any]]:
-    """The finished cache in ``directory`` if it matches ``meta``; else compute it (resuming chunks)."""
-    unique = list(dict.fromkeys(sentences))
+def _finished(directory: Path, meta: dict, sentences: int, dim: int) -> tuple[np.ndarray, dict] | None:
+    """The finished cache in ``directory`` if it matches ``meta``; else None (a stale one is removed)."""
     old = _read_meta(directory)
     if old is not None and any(old.get(k) != meta[k] for k in ("corpus_sha256", "teacher_digest", "max_length",
                                                                 "pooling", "normalize", "sentences", "dim",
@@ -199,22 +200,103 @@ def _cached_or_computed(encoder: SentenceEncoder, sentences: list[str], director
         old = None
     if old is not None and old.get("complete") and (directory / FINAL).is_file():
         emb = np.load(directory / FINAL)
-        if emb.shape == (len(sentences), encoder.dim):
+        if emb.shape == (sentences, dim):
             return emb, {**old, "cache_dir": str(directory), "computed_sentences": 0}
+    return None
+
+
+def _start(encoder: SentenceEncoder, unique: list[str], directory: Path, meta: dict, normalize: bool) -> dict:
+    """Open an unfinished cache (chunks kept from a killed run); ``meta`` with the precision check."""
     (directory / "chunks").mkdir(parents=True, exist_ok=True)
     if meta.get("precision", "fp32") != "fp32":
         meta = {**meta, "precision_check": precision_check(encoder, unique, meta["precision"], normalize)}
     _write_meta(directory / META, {**meta, "complete": False})
-    unique_emb, computed = _embed_in_chunks(encoder, unique, directory / "chunks", batch_size, normalize,
-                                            show_progress, chunk_sentences, meta.get("precision", "fp32"))
+    return meta
+
+
+def _finish(sentences: list[str], unique: list[str], unique_emb: np.ndarray, directory: Path, meta: dict,
+            write: bool = True) -> tuple[np.ndarray, dict]:
+    """The corpus-order matrix from the distinct sentences' vectors; written (``write``) as the finished cache."""
     position = {s: i for i, s in enumerate(unique)}
     emb = unique_emb[np.fromiter((position[s] for s in sentences), dtype=np.int64, count=len(sentences))]
-    _save_atomic(directory / FINAL, emb)
     meta = {**meta, "complete": True, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    _write_meta(directory / META, meta)
-    shutil.rmtree(directory / "chunks", ignore_errors=True)
+    if write:
+        _save_atomic(directory / FINAL, emb)
+        _write_meta(directory / META, meta)
+        shutil.rmtree(directory / "chunks", ignore_errors=True)
+    return emb, meta
+
+
+def _cached_or_computed(encoder: SentenceEncoder, sentences: list[str], directory: Path, meta: dict,
+                        batch_size: int | None, normalize: bool, show_progress: bool,
+                        chunk_sentences: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """The finished cache in ``directory`` if it matches ``meta``; else compute it (resuming chunks)."""
+    unique = list(dict.fromkeys(sentences))
+    found = _finished(directory, meta, len(sentences), encoder.dim)
+    if found is not None:
+        return found
+    meta = _start(encoder, unique, directory, meta, normalize)
+    unique_emb, computed = _embed_in_chunks(encoder, unique, directory / "chunks", batch_size, normalize,
+                                            show_progress, chunk_sentences, meta.get("precision", "fp32"))
+    emb, meta = _finish(sentences, unique, unique_emb, directory, meta)
     return emb, {**meta, "cache_dir": str(directory), "computed_sentences": computed}
 
+
+def _shared_by_processes(encoder: SentenceEncoder, sentences: list[str], directory: Path, meta: dict,
+                         batch_size: int | None, normalize: bool, show_progress: bool,
+                         chunk_sentences: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """The cache in a data-parallel run: process 0 holds the lock, reads a finished cache or opens the
+    directory; every process embeds its share of each missing chunk; process 0 alone writes the chunks and
+    the finished matrix, once. Every process returns the whole matrix. An error on process 0 (e.g. bf16
+    refused) is raised on every process, so none waits for the others."""
+    unique = list(dict.fromkeys(sentences))
+    lock, found, error = None, None, None
+    state: dict[str, Any] = {}
+    if processes.is_main():
+        try:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(directory.parent / f"{meta['key']}.lock")
+            lock.wait(timeout=LOCK_WAIT_S, poll=2.0)
+            found = _finished(directory, meta, len(sentences), encoder.dim)
+            state = {"finished": True} if found is not None else {"meta": _start(encoder, unique, directory, meta,
+                                                                                 normalize)}
+        except Exception as exc:  # noqa: BLE001 - told to the other processes, then raised
+            error, state = exc, {"error": str(exc)}
+    try:
+        state = processes.broadcast_object(state)
+        if error is not None:
+            raise error
+        if "error" in state:
+            raise SparseCSEError(state["error"])
+        if state.get("finished"):
+            if found is not None:
+                return found
+            return _finished(directory, meta, len(sentences), encoder.dim) or _missing(directory)
+        meta = state["meta"]
+        unique_emb, computed = _embed_in_chunks(encoder, unique, directory / "chunks", batch_size, normalize,
+                                                show_progress, chunk_sentences, meta.get("precision", "fp32"))
+        emb, meta = _finish(sentences, unique, unique_emb, directory, meta, write=processes.is_main())
+        processes.barrier()  # the finished cache is on disk before any process goes on
+        return emb, {**meta, "cache_dir": str(directory), "computed_sentences": computed}
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _read_chunk(path: Path, rows: int, dim: int) -> np.ndarray | None:
+    """A chunk file a run left, if it is whole (``rows`` x ``dim``)."""
+    if not path.is_file():
+        return None
+    try:
+        block = np.load(path)
+    except (OSError, ValueError):
+        return None
+    return block if block.shape == (rows, dim) else None
+
+
+def _missing(directory: Path):
+    raise SparseCSEError(f"The teacher-embedding cache {directory} is finished on the first process but not "
+                         "visible to this one; OUT and the cache must be on a filesystem every process shares.")
 
 
 def precision_check(encoder: SentenceEncoder, unique: list[str], precision: str, normalize: bool,
@@ -240,36 +322,39 @@ def precision_check(encoder: SentenceEncoder, unique: list[str], precision: str,
 def _embed_in_chunks(encoder: SentenceEncoder, unique: list[str], chunk_dir: Path, batch_size: int | None,
                      normalize: bool, show_progress: bool, chunk_sentences: int,
                      precision: str = "fp32") -> tuple[np.ndarray, int]:
-    """Embed ``unique`` longest first, chunk by chunk; chunks already on disk are read back."""
+    """Embed ``unique`` longest first, chunk by chunk; chunks already on disk are read back. In a
+    data-parallel run every process embeds its share of each chunk and process 0 writes it."""
     from tqdm.auto import tqdm
 
     tokens = encoder.tokenizer(unique, truncation=True, max_length=encoder.max_length)["input_ids"]
     lengths = [len(ids) for ids in tokens]
     order = sorted(range(len(unique)), key=lambda i: (-lengths[i], i))  # fixed chunks, so a rerun resumes
+    chunks = [order[start:start + chunk_sentences] for start in range(0, len(order), chunk_sentences)]
+    paths = [chunk_dir / f"chunk-{k:06d}.npy" for k in range(len(chunks))]
+    # which chunks a killed run left behind: process 0 looks, so every process agrees
+    done = processes.broadcast_object([k for k, idx in enumerate(chunks) if _read_chunk(paths[k], len(idx), encoder.dim)
+                                       is not None] if processes.is_main() else None)
     out = np.empty((len(unique), encoder.dim), dtype=np.float32)
     computed = 0
     bar = tqdm(total=len(unique), desc="teacher embeddings", unit="sent", disable=not show_progress,
                dynamic_ncols=True)
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return encoder.encode(texts, batch_size=batch_size, normalize=normalize, show_progress=show_progress,
+                              desc="chunk", precision=precision)
+
     try:
-        for start in range(0, len(order), chunk_sentences):
-            idx = order[start:start + chunk_sentences]
-            path = chunk_dir / f"chunk-{start // chunk_sentences:06d}.npy"
-            if path.is_file():
-                try:
-                    block = np.load(path)
-                except (OSError, ValueError):
-                    block = None
-                if block is not None and block.shape == (len(idx), encoder.dim):
-                    out[idx] = block
-                    bar.update(len(idx))
-                    continue
-            block = encoder.encode([unique[i] for i in idx], batch_size=batch_size, normalize=normalize,
-                                   show_progress=show_progress, desc="chunk", precision=precision)
-            block = np.asarray(block, dtype=np.float32)
-            bar.update(len(idx))
-            _save_atomic(path, block)
+        for k, idx in enumerate(chunks):
+            block = _read_chunk(paths[k], len(idx), encoder.dim) if k in done else None
+            if block is None:
+                if k in done:
+                    _missing(chunk_dir)
+                block = np.asarray(processes.sharded(embed, [unique[i] for i in idx]), dtype=np.float32)
+                if processes.is_main():
+                    _save_atomic(paths[k], block)
+                computed += len(idx)
             out[idx] = block
-            computed += len(idx)
+            bar.update(len(idx))
     finally:
         bar.close()
     return out, computed

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.objectives import teacher_cache
+from sparsecse.objectives import processes, teacher_cache
 from sparsecse.objectives.masked_lm import freeze
 
 SEPARATOR = "+"
@@ -118,7 +118,8 @@ class Teacher:
                           ) -> tuple[np.ndarray, dict[str, int], dict[str, Any]]:
         """(the teacher's vectors, {sentence: row}, cache info) for a whole corpus: each member's from its
         disk cache when ``corpus_path`` is a file and ``cache_setting`` is not ``off``, else embedded in
-        memory. ``cache_setting``: ``auto``, a cache root, or (one teacher only) one finished cache.
+        memory; in a data-parallel run the processes share the work (each embeds its share, process 0
+        alone writes the cache). ``cache_setting``: ``auto``, a cache root, or (one teacher only) one finished cache.
         ``precision``: ``fp32`` or ``bf16`` (checked against fp32 on a sample, see
         :func:`~sparsecse.objectives.teacher_cache.teacher_embeddings`)."""
         use_cache = corpus_path is not None and cache_setting != "off"
@@ -145,8 +146,10 @@ class Teacher:
                 else:
                     check = (teacher_cache.precision_check(member, unique, precision, normalize=False)
                              if precision != "fp32" else None)
-                    emb = member.encode(unique, show_progress=show_progress, desc="teacher embeddings",
-                                        precision=precision)
+                    # each process of a data-parallel run embeds its share; every one gets them all
+                    emb = np.asarray(processes.sharded(
+                        lambda texts: member.encode(texts, show_progress=show_progress, desc="teacher embeddings",
+                                                    precision=precision), unique), dtype=np.float32)
                     infos.append({"key": None, "max_length": member.max_length, "precision_check": check})
             finally:
                 member.to("cpu")

@@ -17,6 +17,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, write_json
 from sparsecse.objectives.registry import get_objective, parse_objective_args
 from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.training.distributed import stopped
 from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator, wait_for_everyone
 from sparsecse.objectives.recipe import resolve_hyperparameters
 from sparsecse.training.rundir import RunDir
@@ -40,6 +41,7 @@ class TrainResult:
     losses: dict[int, float] = field(default_factory=dict)  # the steps this call ran
     history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float | None = None  # this call's wall time: teacher embeddings, steps, evaluations, saving
+    main_process: bool = True  # False in the other processes of a data-parallel run (they report nothing)
 
     def __fspath__(self) -> str:
         return str(self.out)
@@ -125,20 +127,33 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig
         fingerprint_extra: dict) -> TrainResult:
     """Train ``encoder`` on ``corpus`` into ``out`` (``kind``: train or rewind); ``lineage``, ``inputs`` and
     ``fingerprint_extra`` say where the model came from, for the manifest and for resuming."""
-    from accelerate.utils import set_seed
-
     started = time.perf_counter()
     plan = _plan(encoder, corpus, config)
-    hyper, objective, seed, show_progress = plan.hyper, config.objective, config.seed, config.show_progress
     accelerator = make_accelerator(config.device, config.mixed_precision)
+    holder: dict[str, Trainer] = {}
+    try:
+        return _run(kind, encoder, corpus, out, config, lineage, inputs, fingerprint_extra, plan, accelerator,
+                    started, holder)
+    except BaseException as exc:
+        # several processes: one of them says why the run stopped, naming the process that stopped first
+        final = stopped(exc, holder["trainer"].step + 1 if "trainer" in holder else None)
+        if final is exc:
+            raise
+        raise final from None
+
+
+def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fingerprint_extra, plan: _Plan,
+         accelerator, started, holder: dict) -> TrainResult:
+    from accelerate.utils import set_seed
+
+    hyper, objective, seed, show_progress = plan.hyper, config.objective, config.seed, config.show_progress
     set_seed(seed)  # the objective's own modules (MLP head, ...) are drawn here
     built = plan.objective_cls(encoder, **plan.objective_params)
     corpus_path = corpus if isinstance(corpus, (str, os.PathLike)) else None
-    for turn in (True, False):  # the main process fills a disk cache first; the others then read it
-        if accelerator.is_main_process == turn:
-            built.prepare_corpus(plan.sentences, corpus_path, hyper["max_length"], accelerator.device,
-                                 show_progress=show_progress and turn)
-        wait_for_everyone(accelerator)
+    # every process embeds its share of the corpus with the teacher (one cache, written by the first)
+    built.prepare_corpus(plan.sentences, corpus_path, hyper["max_length"], accelerator.device,
+                         show_progress=show_progress and accelerator.is_main_process)
+    wait_for_everyone(accelerator)
     objective_info = dict(getattr(built, "teacher_info", None) or {})
     fingerprint = {
         "kind": kind, "model": lineage.get("init"), "model_sha256": lineage.get("init_sha256"),
@@ -146,6 +161,7 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig
         "batch_size": hyper["batch_size"], "lr": hyper["lr"], "max_length": hyper["max_length"],
         "max_steps": plan.total_steps, "seed": seed, "pooling": encoder.pooling, "eval_steps": plan.eval_steps,
         **({"bucket_by_length": True} if config.bucket_by_length else {}),
+        **({"gather_negatives": False} if not config.gather_negatives else {}),
         **({"objective_info": {k: objective_info.get(k) for k in ("teacher_digest", "key", "teacher_dim_mode")}}
            if objective_info else {}),
         **fingerprint_extra,
@@ -165,9 +181,11 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig
     settings = LoopSettings(batch_size=hyper["batch_size"], lr=hyper["lr"], max_length=hyper["max_length"],
                             max_steps=plan.total_steps, seed=seed, eval_steps=plan.eval_steps,
                             save_steps=plan.save_steps, tensorboard=config.tensorboard, show_progress=show_progress,
-                            desc=f"{kind} ({objective})", bucket_by_length=config.bucket_by_length)
+                            desc=f"{kind} ({objective})", bucket_by_length=config.bucket_by_length,
+                            gather_negatives=config.gather_negatives)
     trainer = Trainer(accelerator, encoder, built, plan.sentences, settings, run_dir, plan.evaluate,
                       save_model=lambda enc, path: _save_quietly(enc, path, extra_config))
+    holder["trainer"] = trainer
     try:
         loop = trainer.run(resume_from)
     except BaseException as exc:
@@ -178,13 +196,16 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig
               "eval_steps": plan.eval_steps, "save_steps": plan.save_steps, "objective": objective,
               "objective_params": built.params, "pooling": encoder.pooling,
               "mixed_precision": accelerator.mixed_precision, "processes": accelerator.num_processes,
+              "per_process_batch_size": hyper["batch_size"] // accelerator.num_processes,
+              "gather_negatives": config.gather_negatives,
               "max_grad_norm": settings.max_grad_norm, "weight_decay": settings.weight_decay,
               "optimizer": "AdamW", "schedule": "linear decay, no warm-up",
               "bucket_by_length": config.bucket_by_length,
               **({"objective_info": objective_info} if objective_info else {})}
     result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
                          loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,
-                         loop.history, seconds=round(time.perf_counter() - started, 3))
+                         loop.history, seconds=round(time.perf_counter() - started, 3),
+                         main_process=accelerator.is_main_process)
     if accelerator.is_main_process:
         corpus_input = corpus if isinstance(corpus, (str, os.PathLike)) else None
         manifest = make_manifest(

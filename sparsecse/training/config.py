@@ -17,7 +17,9 @@ class TrainingConfig:
     ``bucket_by_length`` batches sentences of similar length together (less padding; the same sentences
     per epoch, in other batches). ``mixed_precision``: ``no``, ``bf16``, ``fp16`` (GPU), or ``auto``: bf16
     where the hardware runs it natively (a GPU with bf16, a CPU with AVX512-BF16 or AMX), else full
-    precision; None keeps Accelerate's default (full precision on CPU).
+    precision; None keeps Accelerate's default (full precision on CPU). ``gather_negatives`` (several
+    processes only): in-batch negatives and similarity pairs over the whole global batch, as in one process
+    (default), or False: each process's own part only (sentence-transformers' ``gather_across_devices=False``).
 
     >>> TrainingConfig(max_steps=100, lr=3e-5).eval_steps
     125
@@ -41,3 +43,4 @@ class TrainingConfig:
     tensorboard: bool = False
     show_progress: bool = True
     bucket_by_length: bool = False
+    gather_negatives: bool = True

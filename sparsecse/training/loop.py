@@ -2,9 +2,11 @@
 
 ``--batch-size`` is the global batch: each of the N processes embeds batch/N sentences and the
 objectives gather embeddings across processes (``losses.gather_with_grad``), so the in-batch
-negatives, the loss and the gradient are those of one process with the whole batch.
+negatives, the loss and the gradient are those of one process with the whole batch
+(``gather_negatives=False``: each process contrasts its own part only, see :mod:`sparsecse.objectives.losses`).
+The loss and figures logged at each step are the means over the processes, i.e. those of the global batch.
 The data order is a fixed function of (seed, epoch) and the position is the step number, so a
-checkpoint resumes exactly where it stopped.
+checkpoint resumes exactly where it stopped, with the same or another number of processes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sparsecse.artifacts.files import dumps_json, write_json
 from sparsecse.training.rundir import RunDir
 from sparsecse.training.state import capture_rng, read_state, restore_rng, write_state
 from sparsecse.modeling.encoder import check_device, resolve_precision
+from sparsecse.objectives.losses import gathering
 
 
 @dataclass
@@ -41,6 +44,7 @@ class LoopSettings:
     show_progress: bool = True
     desc: str = "training"
     bucket_by_length: bool = False  # batches of similar token length (less padding); see CorpusSampler
+    gather_negatives: bool = True  # in-batch negatives (and similarity pairs) over all processes' sentences
 
 
 @dataclass
@@ -150,8 +154,11 @@ def make_accelerator(device: str | None = None, mixed_precision: str | None = No
     from accelerate import Accelerator, DistributedDataParallelKwargs
 
 
+    from sparsecse.training.distributed import init_process_group
+
     device = check_device(device)
     cpu = (device is not None and device.type == "cpu") or not torch.cuda.is_available()
+    init_process_group(cpu)  # several processes: meet them first, or say in one sentence why not
     mixed_precision = resolve_mixed_precision(mixed_precision, cpu)
     if mixed_precision is None and not os.environ.get("ACCELERATE_MIXED_PRECISION"):
         mixed_precision = "no" if cpu else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
@@ -320,7 +327,8 @@ class Trainer:
     def _train_step(self) -> tuple[float, dict[str, float], float]:
         lr = self.scheduler.get_last_lr()[0]
         texts = self.sampler.local_batch(self.step)
-        loss, logs = self.wrapped(self._tokenize(texts), sentences=texts)
+        with gathering(self.settings.gather_negatives):
+            loss, logs = self.wrapped(self._tokenize(texts), sentences=texts)
         self.acc.backward(loss)
         self.objective.after_backward()
         if self.settings.max_grad_norm:
@@ -329,7 +337,19 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        return float(loss.detach()), logs, lr
+        loss, logs = self._global_figures(loss, logs)
+        return loss, logs, lr
+
+    def _global_figures(self, loss: torch.Tensor, logs: dict[str, float]) -> tuple[float, dict[str, float]]:
+        """The loss and logged figures as means over the processes: the mean of per-process means over
+        equal parts is the global batch's mean (a loss over the gathered batch is the same everywhere)."""
+        if self.acc.num_processes == 1:
+            return float(loss.detach()), logs
+        keys = sorted(k for k, v in logs.items() if isinstance(v, (int, float)))
+        local = torch.tensor([float(loss.detach())] + [float(logs[k]) for k in keys], dtype=torch.float64,
+                             device=self.acc.device)
+        mean = (self.acc.reduce(local, reduction="sum") / self.acc.num_processes).tolist()
+        return mean[0], {**logs, **dict(zip(keys, mean[1:]))}
 
     def _evaluate(self) -> dict[str, Any] | None:
         self.check_finite_weights()

@@ -26,6 +26,7 @@ from sparsecse.pruning.masks import Mask, model_for_mask
 from sparsecse.objectives.distill import with_default_teacher
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.config import TrainingConfig
+from sparsecse.training.distributed import launched_rank
 from sparsecse.artifacts.model_dir import model_lineage
 from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out, run,
                                     source_hash)
@@ -105,6 +106,8 @@ def init_origin(init, scored: str | None) -> str:
         return "argument"
     if (model_lineage(scored) or {}).get("init"):
         return "lineage"
+    if launched_rank():  # the first process of a data-parallel run warns for all of them
+        return NO_LINEAGE
     print(f"Warning: {scored} records no initial checkpoint (it was not trained by sparsecse), so rewinding "
           f"starts from its own weights, not from weights before training; pass --init to choose them.",
           file=sys.stderr, flush=True)

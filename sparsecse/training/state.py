@@ -76,8 +76,11 @@ def write_state(directory: Path, name: str, obj: Any) -> None:
 def read_state(directory: Path, name: str, device: str | torch.device = "cpu") -> Any:
     from safetensors.torch import load_file
 
+    device = torch.device(device)
+    # a CPU process of a multi-process run is on "cpu:0" (its process index), which safetensors refuses
+    where = "cpu" if device.type == "cpu" else str(device)
     try:
-        tensors = load_file(str(directory / f"{name}.safetensors"), device=str(device))
+        tensors = load_file(str(directory / f"{name}.safetensors"), device=where)
         skeleton = json.loads((directory / f"{name}.json").read_text())
     except (OSError, ValueError) as exc:
         raise SparseCSEError(f"The checkpoint {directory} is incomplete or corrupt ({name}: {exc}).") from None
