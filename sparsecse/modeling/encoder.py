@@ -1,8 +1,9 @@
 """Load a Hugging Face encoder, pool it into sentence embeddings, encode text, save it back.
 
 Pooling is always explicit and recorded: ``cls`` (the model's pooler output, i.e. CLS through the
-pretrained dense+tanh), ``cls_before_pooler`` (the raw CLS hidden state) or ``mean`` (mask-aware
-mean of the last hidden states). Left out, it comes from the model directory's own
+pretrained dense+tanh), ``cls_before_pooler`` (the raw CLS hidden state), ``mean`` (mask-aware
+mean of the last hidden states) or ``last`` (the last non-padding token's hidden state, whichever
+side the tokenizer pads: decoder embedders such as Qwen3-Embedding). Left out, it comes from the model directory's own
 sparsecse/sentence-transformers config, else ``cls_before_pooler``; ``pooling_source`` says which.
 """
 
@@ -27,7 +28,7 @@ from sparsecse.artifacts.model_store import resolve as resolve_stored
 from sparsecse.artifacts.model_dir import SPARSECSE_CONFIG, read_model_config, write_model_config  # noqa: F401
 from sparsecse.modeling.adapters import get_adapter  # validates the architecture before loading weights
 
-POOLINGS = ("cls", "cls_before_pooler", "mean")
+POOLINGS = ("cls", "cls_before_pooler", "mean", "last")
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {None, "", "default", DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"}
 
@@ -141,6 +142,11 @@ def configured_pooling(model_dir: str) -> tuple[str | None, str | None]:
     for module in modules:
         if str(module.get("type", "")).endswith("Pooling"):
             cfg = _read_json(root / module.get("path", "") / "config.json") or {}
+            if cfg.get("pooling_mode_lasttoken") or cfg.get("pooling_mode") == "lasttoken":
+                return "last", "sentence-transformers pooling config"
+            if cfg.get("pooling_mode") in ("mean", "cls"):  # sentence-transformers >= 6 writes one key
+                return ("mean" if cfg["pooling_mode"] == "mean" else "cls_before_pooler",
+                        "sentence-transformers pooling config")
             if cfg.get("pooling_mode_mean_tokens"):
                 return "mean", "sentence-transformers pooling config"
             if cfg.get("pooling_mode_cls_token"):
@@ -281,6 +287,8 @@ class SentenceEncoder(nn.Module):
         hidden = outputs.last_hidden_state
         if self.pooling == "cls_before_pooler":
             return hidden[:, 0]
+        if self.pooling == "last":
+            return last_token(hidden, attention_mask)
         weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
         return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1e-9)
 
@@ -390,6 +398,14 @@ def resolve_precision(precision: str, device: str | torch.device | None = None) 
     return "bf16" if target.type == "cpu" and cpu_has_native_bf16() else "fp32"
 
 
+def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The hidden state of each row's last non-padding token: position len-1 with right padding, the
+    final position with left padding (the largest position whose mask is 1, whatever the side)."""
+    positions = torch.arange(1, attention_mask.shape[1] + 1, device=attention_mask.device)
+    last = (attention_mask.to(positions.dtype) * positions).argmax(-1)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
 def padded_batches(tokenizer, sentences: Sequence[str], max_length: int, batch_size: int, max_tokens: int,
                    return_tensors: str) -> Iterator[tuple[list[int], Any]]:
     """``sentences`` tokenized once and cut into padded batches of near-equal length, longest first
@@ -437,11 +453,13 @@ def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_le
     (out / "1_Pooling").mkdir(exist_ok=True)
     pool_cfg = {
         "word_embedding_dimension": dim,
-        "pooling_mode_cls_token": pooling != "mean",
+        "pooling_mode_cls_token": pooling not in ("mean", "last"),
         "pooling_mode_mean_tokens": pooling == "mean",
         "pooling_mode_max_tokens": False,
         "pooling_mode_mean_sqrt_len_tokens": False,
     }
+    if pooling == "last":  # written only where used, so older directories' files stay byte-identical
+        pool_cfg["pooling_mode_lasttoken"] = True
     (out / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2) + "\n")
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
