@@ -104,7 +104,10 @@ class Mask:
 
     def summary(self) -> dict[str, Any]:
         layers, heads, ffn = self.shape
-        return {
+        kv = {} if self.kv_mask is None else {  # grouped-query attention: whole key/value groups removed
+            "kv_heads_pruned": int((~self.kv_mask).sum()),
+            "kv_heads_pruned_per_layer": (~self.kv_mask).sum(1).tolist()}
+        return {**kv,
             "shape": {"layers": layers, "heads": heads, "ffn": ffn},
             "heads_pruned": self.heads_pruned,
             "neurons_pruned": self.neurons_pruned,

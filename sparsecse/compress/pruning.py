@@ -16,6 +16,7 @@ from sparsecse.compress.budget import UnitCosts, check_budget, select_under_budg
 from sparsecse.errors import SparseCSEError
 from sparsecse.compress.grid import check_sparsity, parse_grid
 from sparsecse.compress.masks import Mask
+from sparsecse.modeling.kv_groups import kv_keep
 from sparsecse.compress.scoring import GateScores, check_criterion, check_lambda
 
 SCOPES = ("global", "layer")
@@ -222,6 +223,9 @@ def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Te
             None if within is None else (within.head_mask, within.neuron_mask))
         budget = {"metric": metric, "keep": value, "seq_len": seq_len if metric == "flops" else None}
     mask = Mask(head_keep, neuron_keep)
+    kv_heads = int(src.get("shape", {}).get("kv_heads") or head_keep.shape[1])
+    if kv_heads < head_keep.shape[1]:  # grouped-query attention: a key/value head goes with its whole group
+        mask.kv_mask = kv_keep(head_keep, head_keep.shape[1] // kv_heads)
     mask.manifest = {
         "kind": "mask",
         "sparsity": value if kind == "sparsity" else None,

@@ -36,6 +36,7 @@ from sparsecse.data.sts import Pair, read_sts_benchmark
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.compress.gates import Gates
+from sparsecse.compress.flops import shape_extras
 from sparsecse.modeling.adapters import layer_parts, uniform_shape
 from sparsecse.artifacts.files import hash_path, load_tensors, make_manifest, save_tensors
 from sparsecse.artifacts.remote_code import with_trust_option
@@ -359,7 +360,7 @@ def score(
         pooling_source=encoder.pooling_source,
         max_length=encoder.max_length,
         shape={"layers": layers, "heads": heads, "ffn": ffn, "hidden": int(config.hidden_size),
-               "head_dim": int(layer_parts(encoder.model)[0].head_dim)},
+               "head_dim": int(layer_parts(encoder.model)[0].head_dim), **shape_extras(encoder.model)},
         num_batches=len(batches),
         num_positive_pairs=sum(len(b.pairs) for b in batches),
         batch_weighting="positive pairs per batch (tensor batch_sizes)",
