@@ -18,8 +18,8 @@ data_dir_option = click.option(
     "--data-dir", "data_dir", default=None, metavar="D", type=click.Path(file_okay=False),
     help="SentEval-layout data directory (default: $SPARSECSE_DATA, then ~/.cache/sparsecse/senteval).")
 pooling_option = click.option(
-    "--pooling", type=click.Choice(["cls", "cls_before_pooler", "mean"]), default=None,
-    help="Sentence pooling (default: the model's own config, else cls_before_pooler).")
+    "--pooling", type=click.Choice(["cls", "cls_before_pooler", "mean", "last"]), default=None,
+    help="Sentence pooling (last: the last non-padding token, for decoder embedders; default: the model's own config, else cls_before_pooler).")
 
 
 def _check_device(ctx, param, value):

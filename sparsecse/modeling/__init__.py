@@ -4,11 +4,21 @@ The two modules are self-contained (torch + transformers only) so a shrunk direc
 ``trust_remote_code=True`` where sparsecse is not installed.
 """
 
-from sparsecse.modeling.adapters import SHRUNK_MODEL_TYPES
-from sparsecse.modeling.configuration_sparsecse import SHRUNK_CONFIGS, ShrunkConfigMixin
-from sparsecse.modeling.modeling_sparsecse import SHRUNK_MODELS, HeadlessSelfAttention, shrink_layer
+from sparsecse.modeling.adapters import SHRUNK_MODEL_TYPES  # the BERT-like and MPNet shrunk types (gates)
+from sparsecse.modeling.configuration_sparsecse import SHRUNK_CONFIGS as _BERT_LIKE_CONFIGS
+from sparsecse.modeling.configuration_sparsecse import ShrunkConfigMixin
+from sparsecse.modeling.configuration_sparsecse_modern import MODERN_SHRUNK_CONFIGS
+from sparsecse.modeling.modeling_sparsecse import SHRUNK_MODELS as _BERT_LIKE_MODELS
+from sparsecse.modeling.modeling_sparsecse import HeadlessSelfAttention, shrink_layer
+from sparsecse.modeling.modeling_sparsecse_modern import MODERN_SHRUNK_MODELS
 
-__all__ = ["SHRUNK_CONFIGS", "SHRUNK_MODELS", "SHRUNK_MODEL_TYPES", "HeadlessSelfAttention",
+# every architecture that shrinks: BERT-like + MPNet (hand-written cut, modeling_sparsecse) and ModernBERT,
+# Qwen3, Gemma-3 text (cut by torch-pruning, modeling_sparsecse_modern)
+SHRUNK_CONFIGS = {**_BERT_LIKE_CONFIGS, **MODERN_SHRUNK_CONFIGS}
+SHRUNK_MODELS = {**_BERT_LIKE_MODELS, **MODERN_SHRUNK_MODELS}
+
+
+__all__ = ["MODERN_SHRUNK_CONFIGS", "SHRUNK_CONFIGS", "SHRUNK_MODELS", "SHRUNK_MODEL_TYPES", "HeadlessSelfAttention",
            "ShrunkConfigMixin", "shrink_layer"]
 
 

@@ -29,14 +29,25 @@ class LayerParts:
     ffn_out: nn.Linear  # input: intermediate activations
     head_dim: int
     attention: nn.Module  # the self-attention module (holds the head count)
+    # Today's encoders (sparsecse.modeling.adapters_modern): ``query is key is value`` for a fused Wqkv;
+    # ``kv_heads`` key/value heads each serve a group of query heads (None: one per query head);
+    # ``ffn_gate`` is the gate half of a GeGLU/SwiGLU FFN (the same Linear as ffn_in where fused).
+    kv_heads: int | None = None
+    ffn_gate: nn.Linear | None = None
 
     @property
     def num_heads(self) -> int:
-        return self.query.out_features // self.head_dim
+        # the attention output projection reads heads * head_dim features in every architecture
+        # (query may be a fused q/k/v projection); equal to query.out_features // head_dim for BERT-like ones
+        return self.attn_out.in_features // self.head_dim
 
     @property
     def ffn_size(self) -> int:
-        return self.ffn_in.out_features
+        return self.ffn_out.in_features
+
+    @property
+    def num_kv_heads(self) -> int:
+        return self.num_heads if self.kv_heads is None else self.kv_heads
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,10 @@ class ArchitectureAdapter:
     model_types: tuple[str, ...]
     layers: Callable[[nn.Module], list[LayerParts]]
     head_count_attr: str  # attribute on the attention module that stores its head count
+    # the transformer layers as modules (parameter counts); None: ``model.encoder.layer``
+    layer_modules: Callable[[nn.Module], list[nn.Module]] | None = None
+    grouped_kv: bool = False  # key/value heads may serve several query heads (num_key_value_heads)
+    gated_ffn: bool = False  # GeGLU / SwiGLU: each neuron is a gate row, a value row and an output column
 
 
 def _backbone(model: nn.Module) -> nn.Module:
@@ -101,6 +116,15 @@ ADAPTERS = (
 )
 
 
+def _modern_adapters() -> tuple[ArchitectureAdapter, ...]:
+    from sparsecse.modeling.adapters_modern import MODERN_ADAPTERS  # it builds on LayerParts above
+
+    return MODERN_ADAPTERS
+
+
+ADAPTERS = ADAPTERS + _modern_adapters()
+
+
 def supported_model_types() -> list[str]:
     return [t for a in ADAPTERS for t in a.model_types]
 
@@ -118,6 +142,12 @@ def get_adapter(model_or_config) -> ArchitectureAdapter:
 
 def layer_parts(model: nn.Module) -> list[LayerParts]:
     return get_adapter(model).layers(model)
+
+
+def layer_modules(model: nn.Module) -> list[nn.Module]:
+    """The transformer layers of ``model`` as modules (what their parameters are counted over)."""
+    adapter = get_adapter(model)
+    return list(adapter.layer_modules(model)) if adapter.layer_modules else list(_backbone(model).encoder.layer)
 
 
 def model_shape(model: nn.Module) -> tuple[list[int], list[int]]:

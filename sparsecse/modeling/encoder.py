@@ -1,8 +1,9 @@
 """Load a Hugging Face encoder, pool it into sentence embeddings, encode text, save it back.
 
 Pooling is always explicit and recorded: ``cls`` (the model's pooler output, i.e. CLS through the
-pretrained dense+tanh), ``cls_before_pooler`` (the raw CLS hidden state) or ``mean`` (mask-aware
-mean of the last hidden states). Left out, it comes from the model directory's own
+pretrained dense+tanh), ``cls_before_pooler`` (the raw CLS hidden state), ``mean`` (mask-aware
+mean of the last hidden states) or ``last`` (the last non-padding token's hidden state, whichever
+side the tokenizer pads: decoder embedders such as Qwen3-Embedding). Left out, it comes from the model directory's own
 sparsecse/sentence-transformers config, else ``cls_before_pooler``; ``pooling_source`` says which.
 """
 
@@ -28,7 +29,7 @@ from sparsecse.artifacts.model_dir import SPARSECSE_CONFIG, read_model_config, w
 from sparsecse.modeling.adapters import get_adapter  # validates the architecture before loading weights
 from sparsecse.modeling.cpu_features import has_native_bf16 as cpu_has_native_bf16
 
-POOLINGS = ("cls", "cls_before_pooler", "mean")
+POOLINGS = ("cls", "cls_before_pooler", "mean", "last")
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {None, "", "default", DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"}
 
@@ -142,6 +143,11 @@ def configured_pooling(model_dir: str) -> tuple[str | None, str | None]:
     for module in modules:
         if str(module.get("type", "")).endswith("Pooling"):
             cfg = _read_json(root / module.get("path", "") / "config.json") or {}
+            if cfg.get("pooling_mode_lasttoken") or cfg.get("pooling_mode") == "lasttoken":
+                return "last", "sentence-transformers pooling config"
+            if cfg.get("pooling_mode") in ("mean", "cls"):  # sentence-transformers >= 6 writes one key
+                return ("mean" if cfg["pooling_mode"] == "mean" else "cls_before_pooler",
+                        "sentence-transformers pooling config")
             if cfg.get("pooling_mode_mean_tokens"):
                 return "mean", "sentence-transformers pooling config"
             if cfg.get("pooling_mode_cls_token"):
@@ -282,6 +288,8 @@ class SentenceEncoder(nn.Module):
         hidden = outputs.last_hidden_state
         if self.pooling == "cls_before_pooler":
             return hidden[:, 0]
+        if self.pooling == "last":
+            return last_token(hidden, attention_mask)
         weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
         return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1e-9)
 
@@ -372,6 +380,14 @@ def resolve_precision(precision: str, device: str | torch.device | None = None) 
     if target.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
     return "bf16" if target.type == "cpu" and cpu_has_native_bf16() else "fp32"
+
+
+def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The hidden state of each row's last non-padding token: position len-1 with right padding, the
+    final position with left padding (the largest position whose mask is 1, whatever the side)."""
+    positions = torch.arange(1, attention_mask.shape[1] + 1, device=attention_mask.device)
+    last = (attention_mask.to(positions.dtype) * positions).argmax(-1)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
 def padded_batches(tokenizer, sentences: Sequence[str], max_length: int, batch_size: int, max_tokens: int,

@@ -98,11 +98,13 @@ def write_sentence_transformers_config(out: Path, pooling: str, dim: int, max_le
     (out / "1_Pooling").mkdir(exist_ok=True)
     pool_cfg = {
         "word_embedding_dimension": dim,
-        "pooling_mode_cls_token": pooling != "mean",
+        "pooling_mode_cls_token": pooling not in ("mean", "last"),
         "pooling_mode_mean_tokens": pooling == "mean",
         "pooling_mode_max_tokens": False,
         "pooling_mode_mean_sqrt_len_tokens": False,
     }
+    if pooling == "last":  # written only where used, so older directories' files stay byte-identical
+        pool_cfg["pooling_mode_lasttoken"] = True
     (out / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2) + "\n")
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},

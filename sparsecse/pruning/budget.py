@@ -38,6 +38,13 @@ class UnitCosts:
     heads: int
     ffn: int
     seq_len: int | None = None
+    # grouped-query attention: cost of one key/value head, paid while any query head of its group stays
+    kv: int = 0
+    kv_heads: int = 0
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads if self.kv_heads else 1
 
     @classmethod
     def from_shape(cls, shape: dict, metric: str = "flops", seq_len: int = 128) -> "UnitCosts":
@@ -50,6 +57,8 @@ class UnitCosts:
                                  f"({', '.join(missing)}); score the model again with this version.")
         d, dh = int(shape["hidden"]), int(shape["head_dim"])
         layers, heads, ffn = int(shape["layers"]), int(shape["heads"]), int(shape["ffn"])
+        if "ffn_matrices" in shape:  # ModernBERT / Qwen3 / Gemma-3: real shapes, recorded at scoring
+            return cls._modern(shape, metric, int(seq_len), d, dh, layers, heads, ffn)
         if metric == "flops":
             if int(seq_len) < 1:
                 raise SparseCSEError(f"The reference sequence length must be at least 1; got {seq_len}.")
@@ -58,14 +67,32 @@ class UnitCosts:
         return cls("params", flops.head_params(d, dh), flops.neuron_params(d), layers * flops.layer_fixed_params(d),
                    layers, heads, ffn)
 
+    @classmethod
+    def _modern(cls, shape: dict, metric: str, seq_len: int, d: int, dh: int, layers: int, heads: int,
+                ffn: int) -> "UnitCosts":
+        kv_heads = int(shape.get("kv_heads") or heads)
+        grouped = kv_heads < heads
+        if metric == "flops":
+            if seq_len < 1:
+                raise SparseCSEError(f"The reference sequence length must be at least 1; got {seq_len}.")
+            head = flops.query_head_flops(d, dh, seq_len) + (0 if grouped else flops.kv_head_flops(d, dh))
+            return cls("flops", head, 2 * int(shape["ffn_matrices"]) * d, 0, layers, heads, ffn, seq_len,
+                       kv=flops.kv_head_flops(d, dh) if grouped else 0, kv_heads=kv_heads if grouped else 0)
+        return cls("params", int(shape["head_params"]), int(shape["neuron_params"]), int(shape["fixed_params"]),
+                   layers, heads, ffn, kv=int(shape["kv_head_params"]) if grouped else 0,
+                   kv_heads=kv_heads if grouped else 0)
+
     @property
     def dense(self) -> int:
         """The dense model's cost (every head, every neuron and the fixed part)."""
-        return self.fixed + self.layers * (self.heads * self.head + self.ffn * self.neuron)
+        return self.fixed + self.layers * (self.heads * self.head + self.kv_heads * self.kv + self.ffn * self.neuron)
 
     def kept(self, head_keep: torch.Tensor, neuron_keep: torch.Tensor) -> int:
-        """The cost of the units the keep-masks ([L, H], [L, F]) keep, plus the fixed part."""
-        return self.fixed + int(head_keep.sum()) * self.head + int(neuron_keep.sum()) * self.neuron
+        """The cost of the units the keep-masks ([L, H], [L, F]) keep (a key/value head while one query head of its group stays), plus the fixed part."""
+        kv = 0
+        if self.kv_heads:  # a key/value head costs while one query head of its group stays
+            kv = int(head_keep.bool().view(head_keep.shape[0], self.kv_heads, -1).any(-1).sum()) * self.kv
+        return self.fixed + int(head_keep.sum()) * self.head + kv + int(neuron_keep.sum()) * self.neuron
 
 
 def check_budget(value: float, what: str = "budget") -> float:
@@ -107,6 +134,9 @@ def select_under_budget(head_scores: torch.Tensor, neuron_scores: torch.Tensor, 
     restricts the choice to those units (the search stays exact over them), as a later step of
     iterative pruning does (:mod:`sparsecse.shrinking.iterative`)."""
     budget = check_budget(budget, f"kept-{costs.metric} budget")
+    if costs.kv_heads:
+        raise SparseCSEError("A kept-FLOPs or kept-parameters budget is not supported under grouped-query attention "
+                             "yet (a key/value head's cost depends on its whole group); prune by --sparsity instead.")
     layers, heads = head_scores.shape
     cap = budget_cap(costs, budget)
     available = cap - costs.fixed

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from torch import nn
 
-from sparsecse.modeling.adapters import layer_parts
+from sparsecse.modeling.adapters import layer_modules, layer_parts
 from sparsecse.modeling.adapters import model_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 
@@ -42,7 +42,7 @@ def count_parameters(model, part: str = "all") -> int:
     if part == "all":
         return sum(p.numel() for p in model.parameters())
     if part == "layers":
-        return sum(p.numel() for layer in model.encoder.layer for p in layer.parameters())
+        return sum(p.numel() for layer in layer_modules(model) for p in layer.parameters())
     raise ValueError(f"part must be 'all' or 'layers', not {part!r}")
 
 
@@ -73,14 +73,79 @@ def layer_fixed_params(hidden: int) -> int:
     return 6 * hidden
 
 
+def query_head_flops(hidden: int, head_dim: int, seq_len: int = 128) -> int:
+    """FLOPs per token of one query head under grouped-query attention: its q_proj rows and o_proj
+    columns (2·d·d_h multiply-adds) plus scores and weighted sum (2·n·d_h)."""
+    return 2 * (2 * hidden * head_dim + 2 * seq_len * head_dim)
+
+
+def kv_head_flops(hidden: int, head_dim: int) -> int:
+    """FLOPs per token of one key/value head (its k_proj and v_proj rows), paid once for its group."""
+    return 2 * 2 * hidden * head_dim
+
+
+def gated_neuron_flops(hidden: int) -> int:
+    """FLOPs per token of one GeGLU/SwiGLU neuron: its gate row, value row and output column."""
+    return 2 * 3 * hidden
+
+
 def layer_flops_per_token(model, seq_len: int = 128) -> list[int]:
-    """FLOPs each transformer layer spends on one token of a ``seq_len``-token sequence."""
+    """FLOPs each transformer layer spends on one token of a ``seq_len``-token sequence (with grouped
+    key/value heads and gated FFNs counted at their real shapes: :func:`query_head_flops`,
+    :func:`kv_head_flops`, :func:`gated_neuron_flops`)."""
     flops = []
     for part in layer_parts(_module(model)):
-        hidden = part.query.in_features
-        flops.append(part.num_heads * head_flops(hidden, part.head_dim, seq_len)
-                     + part.ffn_size * neuron_flops(hidden))
+        if part.kv_heads is None and part.ffn_gate is None:  # BERT-era layers: unchanged
+            hidden = part.query.in_features
+            flops.append(part.num_heads * head_flops(hidden, part.head_dim, seq_len)
+                         + part.ffn_size * neuron_flops(hidden))
+            continue
+        hidden = part.attn_out.out_features
+        attention = (part.num_heads * query_head_flops(hidden, part.head_dim, seq_len)
+                     + part.num_kv_heads * kv_head_flops(hidden, part.head_dim))
+        ffn = part.ffn_size * (gated_neuron_flops(hidden) if part.ffn_gate is not None else neuron_flops(hidden))
+        flops.append(attention + ffn)
     return flops
+
+
+def shape_extras(model) -> dict[str, int]:
+    """What a score manifest's shape records beyond layers/heads/ffn/hidden/head_dim for today's encoders
+    (key/value heads per layer, FFN matrices per neuron, unit parameters: :func:`unit_costs_of_model`);
+    nothing for the BERT-era ones, whose manifests stay as they were."""
+    part = layer_parts(_module(model))[0]
+    if part.kv_heads is None and part.ffn_gate is None:
+        return {}
+    return {"kv_heads": part.num_kv_heads, "ffn_matrices": 3 if part.ffn_gate is not None else 2,
+            **unit_costs_of_model(model)}
+
+
+def _bias(linear: nn.Linear) -> int:
+    return int(linear.bias is not None)
+
+
+def unit_costs_of_model(model) -> dict[str, int]:
+    """Parameters of one query head, one key/value head (0 where each head has its own key and value,
+    which then count in the head), one FFN neuron, and of what no unit owns in all layers together,
+    read from a dense model's real module shapes (biases included where the model has them). For the
+    score manifest's shape of today's encoders (ModernBERT, Qwen3, Gemma-3)."""
+    model = _module(model)
+    parts = layer_parts(model)
+    part = parts[0]
+    d, dh = part.attn_out.out_features, part.head_dim
+    out_cols = dh * d
+    if part.query is part.key:  # fused Wqkv: a head's rows in each of the q, k and v blocks
+        head = 3 * (d * dh + dh * _bias(part.query)) + out_cols
+        kv = 0
+    else:
+        head = d * dh + dh * _bias(part.query) + out_cols
+        kv = 2 * (d * dh + dh * _bias(part.key))
+        if part.kv_heads is None:
+            head, kv = head + kv, 0
+    # its output column, and its input row(s) with their biases: gate and value rows in a gated FFN
+    neuron = d + (d + _bias(part.ffn_in)) * (2 if part.ffn_gate is not None else 1)
+    units = sum(p.num_heads * head + p.num_kv_heads * kv + p.ffn_size * neuron for p in parts)
+    return {"head_params": head, "kv_head_params": kv, "neuron_params": neuron,
+            "fixed_params": count_parameters(model, "layers") - units}
 
 
 def flops_per_token(model, seq_len: int = 128) -> int:

@@ -13,6 +13,7 @@ from torch import nn
 from sparsecse.errors import SparseCSEError
 from sparsecse.scoring.gates import Gates
 from sparsecse.modeling.adapters import uniform_shape
+from sparsecse.modeling.kv_groups import check_kv_mask, kv_group_size
 from sparsecse.artifacts.files import hash_path, load_tensors, save_tensors
 
 
@@ -23,10 +24,15 @@ class Mask:
     head_mask: torch.Tensor  # bool [layers, heads]
     neuron_mask: torch.Tensor  # bool [layers, ffn]
     manifest: dict[str, Any] = field(default_factory=dict)
+    # optional bool [layers, key/value heads] for grouped-query attention; a key/value head is removed
+    # exactly when its whole group of query heads is, so this only ever restates head_mask (checked)
+    kv_mask: torch.Tensor | None = None
 
     def __post_init__(self):
         self.head_mask = self.head_mask.bool().cpu()
         self.neuron_mask = self.neuron_mask.bool().cpu()
+        if self.kv_mask is not None:
+            self.kv_mask = self.kv_mask.bool().cpu()
         if self.head_mask.dim() != 2 or self.neuron_mask.dim() != 2 or \
                 self.head_mask.shape[0] != self.neuron_mask.shape[0]:
             raise SparseCSEError("A mask holds [layers, heads] and [layers, neurons] tensors with equal layers.")
@@ -77,6 +83,7 @@ class Mask:
                 f"The mask is for a model with {self.shape[0]} layers x {self.shape[1]} heads x {self.shape[2]} "
                 f"FFN neurons, but this model has {layers} x {heads} x {ffn}."
             )
+        check_mask_kv_groups(self, model)
 
     def gates(self, requires_grad: bool = False) -> Gates:
         """The mask as fixed 0/1 :class:`~sparsecse.scoring.gates.Gates`."""
@@ -93,8 +100,10 @@ class Mask:
         manifest = dict(self.manifest)
         manifest.update(self.summary())
         self.manifest = manifest
-        return save_tensors(path, {"head_mask": self.head_mask.to(torch.uint8),
-                                   "neuron_mask": self.neuron_mask.to(torch.uint8)}, manifest, overwrite)
+        tensors = {"head_mask": self.head_mask.to(torch.uint8), "neuron_mask": self.neuron_mask.to(torch.uint8)}
+        if self.kv_mask is not None:
+            tensors["kv_mask"] = self.kv_mask.to(torch.uint8)
+        return save_tensors(path, tensors, manifest, overwrite)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Mask":
@@ -102,12 +111,17 @@ class Mask:
         tensors, manifest = load_tensors(path, what="mask file")
         if manifest.get("kind") not in (None, "mask") or not {"head_mask", "neuron_mask"} <= set(tensors):
             raise SparseCSEError(f"{path} is not a sparsecse mask file (it lacks head_mask/neuron_mask).")
-        return cls(tensors["head_mask"].bool(), tensors["neuron_mask"].bool(), manifest)
+        kv = tensors.get("kv_mask")
+        return cls(tensors["head_mask"].bool(), tensors["neuron_mask"].bool(), manifest,
+                   None if kv is None else kv.bool())
 
     def summary(self) -> dict[str, Any]:
         """The counts a mask manifest records: shape, units removed in total and per layer, the heads removed."""
         layers, heads, ffn = self.shape
-        return {
+        kv = {} if self.kv_mask is None else {  # grouped-query attention: whole key/value groups removed
+            "kv_heads_pruned": int((~self.kv_mask).sum()),
+            "kv_heads_pruned_per_layer": (~self.kv_mask).sum(1).tolist()}
+        return {**kv,
             "shape": {"layers": layers, "heads": heads, "ffn": ffn},
             "heads_pruned": self.heads_pruned,
             "neurons_pruned": self.neurons_pruned,
@@ -115,6 +129,13 @@ class Mask:
             "neurons_pruned_per_layer": self.neurons_pruned_per_layer(),
             "pruned_heads": {str(k): v for k, v in self.pruned_heads().items()},
         }
+
+
+def check_mask_kv_groups(mask: Mask, model: nn.Module) -> None:
+    """Refuse in one sentence a mask whose key/value-head part would split a group (or is given for a
+    model without grouped-query attention); without one, key/value heads follow their groups."""
+    if mask.kv_mask is not None:
+        check_kv_mask(mask.head_mask, mask.kv_mask, kv_group_size(model), getattr(model.config, "model_type", "?"))
 
 
 def model_for_mask(mask: "Mask | str | os.PathLike", model: str | os.PathLike | None = None):

@@ -23,6 +23,7 @@ from sparsecse.pruning.selection import masks_from_scores
 from sparsecse.scoring.criteria import check_criterion, check_lambda, default_criterion
 from sparsecse.scoring.scores import GateScores
 from sparsecse.stage_config import configure
+from sparsecse.modeling.kv_groups import kv_keep
 
 TARGET_PREFIX = {"sparsity": "s", "keep_flops": "f", "keep_params": "p"}
 
@@ -173,6 +174,9 @@ def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Te
             None if within is None else (within.head_mask, within.neuron_mask))
         budget = {"metric": metric, "keep": value, "seq_len": seq_len if metric == "flops" else None}
     mask = Mask(head_keep, neuron_keep)
+    kv_heads = int(src.get("shape", {}).get("kv_heads") or head_keep.shape[1])
+    if kv_heads < head_keep.shape[1]:  # grouped-query attention: a key/value head goes with its whole group
+        mask.kv_mask = kv_keep(head_keep, head_keep.shape[1] // kv_heads)
     mask.manifest = {
         "kind": "mask",
         "sparsity": value if kind == "sparsity" else None,

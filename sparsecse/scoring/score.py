@@ -21,6 +21,7 @@ from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.data.paths import resolve_data_dir
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.errors import SparseCSEError
+from sparsecse.pruning.flops import shape_extras
 from sparsecse.modeling.adapters import layer_parts, uniform_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.scoring.gradients import POSITIVE_THRESHOLD, compute_gradients, make_batches
@@ -86,7 +87,7 @@ def score(model: str | os.PathLike | SentenceEncoder | None = None, config: Scor
         pooling_source=encoder.pooling_source,
         max_length=encoder.max_length,
         shape={"layers": layers, "heads": heads, "ffn": ffn, "hidden": int(config.hidden_size),
-               "head_dim": int(layer_parts(encoder.model)[0].head_dim)},
+               "head_dim": int(layer_parts(encoder.model)[0].head_dim), **shape_extras(encoder.model)},
         num_batches=len(batches),
         num_positive_pairs=sum(len(b.pairs) for b in batches),
         batch_weighting="positive pairs per batch (tensor batch_sizes)",

@@ -10,10 +10,14 @@ A layer that loses every head keeps its FFN and drops its attention block: the a
 adds only the output projection's bias before its LayerNorm, exactly what the gated model computes
 with all that layer's head gates at 0 (the pruner never empties a layer unless asked to).
 
-torch-pruning is not used for the surgery: its dependency graph does not know Hugging Face head
-counts, and the code that re-cuts layers at load time must ship inside the model directory without
-extra dependencies, so one small slicing function (:func:`sparsecse.modeling.modeling_sparsecse.shrink_layer`) serves
-both the pruning here and the reload.
+For the BERT-era architectures torch-pruning is not used for the surgery: its dependency graph does
+not know Hugging Face head counts, and the code that re-cuts layers at load time must ship inside the
+model directory without extra dependencies, so one small slicing function
+(:func:`sparsecse.modeling.modeling_sparsecse.shrink_layer`) serves both the pruning here and the reload
+(tests/test_shrink.py checks it against torch-pruning's channel pruners, weight for weight). ModernBERT,
+Qwen3 and Gemma-3 text models are cut by torch-pruning (:mod:`sparsecse.modeling.surgery`: its dependency
+graph for the gated FFNs, its channel pruners for heads and grouped key/value heads) and rebuilt at load
+time by :mod:`sparsecse.modeling.modeling_sparsecse_modern`.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ import torch
 from torch import nn
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
+from sparsecse.modeling import MODERN_SHRUNK_CONFIGS, SHRUNK_CONFIGS, SHRUNK_MODELS, ShrunkConfigMixin, shrink_layer
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.pruning.masks import Mask
+from sparsecse.modeling.surgery import shrink_modern_layers
+from sparsecse.pruning.masks import Mask, check_mask_kv_groups
 
 # Config fields that describe the saved object rather than the architecture; never copied over.
 _CONFIG_FIELDS_NOT_COPIED = {"model_type", "architectures", "auto_map", "transformers_version", "_name_or_path",
@@ -84,8 +89,9 @@ def ffn_padding(model: nn.Module, mask: Mask, align_ffn: int = 1) -> list[int]:
     """
     if align_ffn < 1:
         raise SparseCSEError(f"The FFN alignment must be at least 1, not {align_ffn}.")
-    activation = model.encoder.layer[0].intermediate.intermediate_act_fn
-    if align_ffn == 1 or activation(torch.zeros(1)).abs().item() != 0:
+    modern = base_model_type(model.config) in MODERN_SHRUNK_CONFIGS  # gated FFN: act(gate) * 0 = 0, always inert
+    activation = None if modern else model.encoder.layer[0].intermediate.intermediate_act_fn
+    if align_ffn == 1 or not modern and activation(torch.zeros(1)).abs().item() != 0:
         return [0] * mask.shape[0]
     padding = [-kept % align_ffn for kept in mask.neuron_mask.sum(1).tolist()]
     ffn = mask.shape[2]
@@ -129,9 +135,13 @@ def shrink_model(model: nn.Module, mask: Mask, align_ffn: int = 1) -> nn.Module:
     mask.check_fits(model)
     padding = ffn_padding(model, mask, align_ffn)
     config = shrunk_config(model, mask, padding)
-    for layer, heads, neurons, pad in zip(model.encoder.layer, mask.head_mask, mask.neuron_mask, padding):
-        shrink_layer(layer, heads.nonzero().flatten().tolist(), neurons.nonzero().flatten())
-        append_zero_neurons(layer, pad)
+    if config.base_model_type in MODERN_SHRUNK_CONFIGS:  # ModernBERT, Qwen3, Gemma-3: cut by torch-pruning
+        check_mask_kv_groups(mask, model)
+        shrink_modern_layers(model, mask.head_mask, mask.neuron_mask, padding)
+    else:
+        for layer, heads, neurons, pad in zip(model.encoder.layer, mask.head_mask, mask.neuron_mask, padding):
+            shrink_layer(layer, heads.nonzero().flatten().tolist(), neurons.nonzero().flatten())
+            append_zero_neurons(layer, pad)
     reference = next(model.parameters())
     shrunk = SHRUNK_MODELS[config.base_model_type](config).to(device=reference.device, dtype=reference.dtype)
     try:

@@ -1,0 +1,65 @@
+"""Configuration of a shrunk ModernBERT, Qwen3 or Gemma-3 text encoder: the base config plus each layer's
+kept query heads and FFN width.
+
+Copied into every such shrunk model directory (``auto_map`` in config.json points at it), so it imports
+only transformers, huggingface_hub and its sibling :mod:`configuration_sparsecse` (copied alongside).
+``num_attention_heads``, ``num_key_value_heads`` and ``intermediate_size`` keep the source model's
+values (they fix the head size and the query-head-to-key/value-head map); ``kept_heads[i]`` lists the
+source query heads layer i kept; a key/value head stays exactly when one of its query heads does.
+"""
+
+from __future__ import annotations
+
+from huggingface_hub.dataclasses import strict
+from transformers import Gemma3TextConfig, ModernBertConfig, Qwen3Config
+
+from .configuration_sparsecse import ShrunkConfigMixin
+
+
+class GroupedShapeMixin(ShrunkConfigMixin):
+    """Key/value heads kept per layer, derived from the kept query heads (source indices)."""
+
+    @property
+    def query_heads_per_kv_head(self) -> int:
+        kv = getattr(self, "num_key_value_heads", None) or self.num_attention_heads
+        return self.num_attention_heads // kv
+
+    @property
+    def kept_kv_heads(self) -> list[list[int]]:
+        group = self.query_heads_per_kv_head
+        return [sorted({h // group for h in row}) for row in self.kept_heads]
+
+
+@strict
+class SparseCSEModernBertConfig(GroupedShapeMixin, ModernBertConfig):
+    model_type = "sparsecse-modernbert"
+    base_model_type = "modernbert"
+    kept_heads: list[list[int]] | None = None
+    intermediate_sizes: list[int] | None = None
+    has_pooler: bool = False
+
+
+@strict
+class SparseCSEQwen3Config(GroupedShapeMixin, Qwen3Config):
+    model_type = "sparsecse-qwen3"
+    base_model_type = "qwen3"
+    kept_heads: list[list[int]] | None = None
+    intermediate_sizes: list[int] | None = None
+    has_pooler: bool = False
+
+
+@strict
+class SparseCSEGemma3TextConfig(GroupedShapeMixin, Gemma3TextConfig):
+    model_type = "sparsecse-gemma3_text"
+    base_model_type = "gemma3_text"
+    kept_heads: list[list[int]] | None = None
+    intermediate_sizes: list[int] | None = None
+    has_pooler: bool = False
+
+
+MODERN_SHRUNK_CONFIGS = {
+    cls.base_model_type: cls for cls in (SparseCSEModernBertConfig, SparseCSEQwen3Config, SparseCSEGemma3TextConfig)
+}
+
+for _cls in MODERN_SHRUNK_CONFIGS.values():
+    _cls.register_for_auto_class("AutoConfig")
