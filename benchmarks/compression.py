@@ -40,7 +40,7 @@ from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E4
 
 import sparsecse  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
-from sparsecse.pruning.flops import size_report  # noqa: E402
+from sparsecse.modeling.flops import size_report  # noqa: E402
 from sparsecse.shrinking import reconstruction_settings as settings  # noqa: E402
 from sparsecse.artifacts.files import write_json  # noqa: E402
 from sparsecse.shrinking.reconstruction import ReconstructionPlan  # noqa: E402

@@ -271,7 +271,7 @@ def main(argv=None) -> int:
     from sparsecse.modeling.encoder import SentenceEncoder
     from sparsecse.evaluation.bootstrap import paired_comparison
     from sparsecse.evaluation.runner import task_pairs
-    from sparsecse.pruning.flops import count_parameters, flops_per_token
+    from sparsecse.modeling.flops import count_parameters, flops_per_token
 
     torch.set_num_threads(args.threads)
     work = Path(args.work)

@@ -33,7 +33,7 @@ import torch  # noqa: E402
 from sparsecse.data.sts import read_sts_benchmark  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows, spearman100  # noqa: E402
-from sparsecse.pruning.flops import count_parameters, flops_per_token  # noqa: E402
+from sparsecse.modeling.flops import count_parameters, flops_per_token  # noqa: E402
 from sparsecse.modeling.adapters import uniform_shape  # noqa: E402
 from sparsecse.pruning.masks import Mask  # noqa: E402
 from sparsecse.pruning.prune import prune  # noqa: E402

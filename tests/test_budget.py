@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from sparsecse.pruning.budget import UnitCosts, budget_cap, select_under_budget
 from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
-from sparsecse.pruning.flops import count_parameters, flops_per_token
+from sparsecse.modeling.flops import count_parameters, flops_per_token
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import prune, prune_grid
 from sparsecse.scoring.scores import GateScores

@@ -14,7 +14,7 @@ from sparsecse.cli import main
 from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative, silence, step_budgets
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.pruning.flops import count_parameters, flops_per_token
+from sparsecse.modeling.flops import count_parameters, flops_per_token
 from sparsecse.pruning.prune import prune
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.scoring.score import score

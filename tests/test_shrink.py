@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from sparsecse.cli import main
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.pruning.flops import count_parameters, flops_per_token
+from sparsecse.modeling.flops import count_parameters, flops_per_token
 from sparsecse.modeling.adapters import model_shape
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.selection import masks_from_scores

@@ -2,7 +2,7 @@
 
 The search (Kwon et al. 2022, "A Fast Post-Training Pruning Framework for Transformers", Algorithm 1)
 maximises the summed importance of the kept units subject to their cost fitting the budget. All heads
-cost the same and all neurons cost the same (:mod:`sparsecse.pruning.flops`), so once the number of kept heads
+cost the same and all neurons cost the same (:mod:`sparsecse.modeling.flops`), so once the number of kept heads
 h is fixed, the best choice is the h highest-scored heads and, with the budget they leave, as many of
 the highest-scored neurons as fit. Trying every h (at most layers x heads values) over sorted prefix
 sums therefore gives the exact optimum of this linear objective, not a greedy approximation, and the
@@ -20,7 +20,7 @@ from fractions import Fraction
 
 import torch
 
-from sparsecse.pruning import flops
+from sparsecse.modeling import flops
 from sparsecse.errors import SparseCSEError
 
 METRICS = ("flops", "params")

@@ -21,7 +21,7 @@ from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.data.paths import resolve_data_dir
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.errors import SparseCSEError
-from sparsecse.pruning.flops import shape_extras
+from sparsecse.modeling.flops import shape_extras
 from sparsecse.modeling.adapters import layer_parts, uniform_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.scoring.gradients import POSITIVE_THRESHOLD, compute_gradients, make_batches

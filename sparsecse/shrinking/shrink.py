@@ -13,7 +13,7 @@ from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, 
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
-from sparsecse.pruning.flops import size_report
+from sparsecse.modeling.flops import size_report
 from sparsecse.pruning.masks import Mask, model_for_mask
 from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
 from sparsecse.shrinking.surgery import ffn_padding, mask_digest, shrink_encoder
