@@ -4,6 +4,7 @@ The two modules are self-contained (torch + transformers only) so a shrunk direc
 ``trust_remote_code=True`` where sparsecse is not installed.
 """
 
+from sparsecse.modeling import adapters_modern  # noqa: F401  (adds ModernBERT, Qwen3, Gemma-3 to the adapters)
 from sparsecse.modeling.adapters import SHRUNK_MODEL_TYPES  # the BERT-like and MPNet shrunk types (gates)
 from sparsecse.modeling.configuration_sparsecse import SHRUNK_CONFIGS as _BERT_LIKE_CONFIGS
 from sparsecse.modeling.configuration_sparsecse import ShrunkConfigMixin

@@ -116,13 +116,8 @@ ADAPTERS = (
 )
 
 
-def _modern_adapters() -> tuple[ArchitectureAdapter, ...]:
-    from sparsecse.modeling.adapters_modern import MODERN_ADAPTERS  # it builds on LayerParts above
-
-    return MODERN_ADAPTERS
-
-
-ADAPTERS = ADAPTERS + _modern_adapters()
+# ModernBERT, Qwen3 and Gemma-3 text join ADAPTERS when sparsecse.modeling.adapters_modern is imported (the
+# package's __init__ does), so this module never imports the one that builds on it.
 
 
 def supported_model_types() -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from sparsecse.modeling import adapters
 from sparsecse.modeling.adapters import ArchitectureAdapter, LayerParts, _backbone
 
 
@@ -50,3 +51,4 @@ MODERN_ADAPTERS = (
     ArchitectureAdapter("grouped-query decoder", ("qwen3", "gemma3_text", "sparsecse-qwen3", "sparsecse-gemma3_text"),
                         _decoder_layers, "num_heads", layer_modules=_layers, grouped_kv=True, gated_ffn=True),
 )
+adapters.ADAPTERS = adapters.ADAPTERS + MODERN_ADAPTERS  # registered once, when this module is first imported

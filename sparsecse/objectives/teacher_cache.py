@@ -178,7 +178,7 @@ def teacher_embeddings(
             "precision": precision}
     if processes.active():
         return _shared_by_processes(encoder, sentences, directory, meta, batch_size, normalize, show_progress,
-                                    int(chunk_sentences))
+                                    int(CHUNK_SENTENCES))
     directory.parent.mkdir(parents=True, exist_ok=True)
     # One process computes a key at a time; another asking for the same vectors waits, then reads them.
     lock = FileLock(directory.parent / f"{meta['key']}.lock")

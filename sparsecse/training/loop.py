@@ -23,6 +23,7 @@ from torch import nn
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import dumps_json, write_json
+from sparsecse.training.distributed import init_process_group
 from sparsecse.training.rundir import RunDir
 from sparsecse.training.state import capture_rng, read_state, restore_rng, write_state
 from sparsecse.modeling.encoder import check_device, resolve_precision
@@ -152,9 +153,6 @@ def make_accelerator(device: str | None = None, mixed_precision: str | None = No
     import os
 
     from accelerate import Accelerator, DistributedDataParallelKwargs
-
-
-    from sparsecse.training.distributed import init_process_group
 
     device = check_device(device)
     cpu = (device is not None and device.type == "cpu") or not torch.cuda.is_available()
