@@ -56,11 +56,13 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     exactly as `prune --keep-flops` does."""
     from sparsecse.compress.iterative import iterative_prune, shrink_iterative
     from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.compress.pruning import PruningRule
     from sparsecse.compress.reconstruction import ReconstructionPlan
     from sparsecse.compress.scoring import ScoringConfig
 
-    check_destination(out, overwrite, inputs={"model": model, "corpus": corpus, "score file": scores_path})
+    check_destination(out, overwrite,
+                      inputs=read_inputs(model=model, corpus=corpus, scores=scores_path, data_dir=data_dir))
     plan = ReconstructionPlan.prepare(corpus, reconstruct_sentences)
     rule = PruningRule(lam=lam, criterion=criterion, seq_len=seq_len, keep_one_head=keep_one_head)
     scoring = ScoringConfig(data_dir=data_dir, batch_size=score_batch_size, max_batches=max_batches, seed=seed,

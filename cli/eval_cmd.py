@@ -90,6 +90,7 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
     from sparsecse.evaluation.config import EvaluationConfig
     from sparsecse.evaluation.results_file import save_results, without_pairs
     from sparsecse.artifacts.files import check_destination, make_manifest
+    from sparsecse.artifacts.inputs import read_inputs
 
     config = EvaluationConfig(  # checked here: a bad task list fails before the model loads
         tasks=tasks, data_dir=data_dir, pooling=pooling, batch_size=batch_size, device=device,
@@ -97,7 +98,8 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
         sts_split=sts_split, align_uniform=align_uniform, transfer_protocol=transfer_protocol, bootstrap=bootstrap,
         bootstrap_seed=bootstrap_seed, keep_pairs=bool(out)).check()
     if out:
-        check_destination(out, overwrite, inputs={"model": model, "mask": mask_path})
+        check_destination(out, overwrite, inputs=read_inputs(model=model, mask=mask_path, data_dir=data_dir,
+                                                             default_model=mask_path is None))
     results = evaluate(model=model, mask=mask_path, config=config)
     if out:
         params = {k: v for k, v in results["settings"].items() if k != "data_dir"}

@@ -83,7 +83,12 @@ def command(model, mask_path, out, pooling, seq_len, align_ffn, corpus, reconstr
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
     from sparsecse.compress.reconstruction import ReconstructionPlan
     from sparsecse.compress.shrinking import ShrinkConfig, shrink
+    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.inputs import read_inputs
 
+    # without --model the mask's own model is read (read_inputs adds it), not the default one
+    check_destination(out, overwrite, inputs=read_inputs(model=model, mask=mask_path, corpus=corpus,
+                                                         default_model=model is not None))
     plan = None if corpus is None else ReconstructionPlan.prepare(
         corpus, reconstruct_sentences, reconstruct_method, reconstruct_target, reconstruct_ridge,
         weighting=reconstruct_weighting)

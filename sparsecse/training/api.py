@@ -15,6 +15,8 @@ from sparsecse.data.corpus import check_corpus_file, read_corpus
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, write_json
+from sparsecse.artifacts.inputs import read_inputs
+from sparsecse.artifacts.model_dir import model_lineage
 from sparsecse.objectives.registry import get_objective, parse_objective_args
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator, wait_for_everyone
@@ -67,13 +69,38 @@ def source_hash(source: str | None) -> str | None:
 
 
 def check_out(kind: str, out, resume: bool, overwrite: bool, inputs: dict | None = None) -> None:
-    """Fail before loading anything when ``out`` is missing, finished, one of the ``inputs``, not
-    writable, or an unfinished run is in the way."""
+    """Fail before loading anything when ``out`` is missing, finished, one of the ``inputs`` (a
+    :func:`~sparsecse.artifacts.inputs.read_inputs` mapping), not writable, or an unfinished run is in the way."""
     if out is None:
         raise SparseCSEError(f"{kind} needs an output directory (--out).")
     # overwrite=True: RunDir.inspect words the "already exists" case (it knows about --resume)
-    check_destination(out, True, inputs={k: v for k, v in (inputs or {}).items() if isinstance(v, (str, os.PathLike))})
+    check_destination(out, True, inputs=inputs)
     RunDir(out).inspect(None, resume=resume, overwrite=overwrite)
+
+
+def teacher_inputs(objective: str | None, objective_args, model=None) -> list[str]:
+    """The teacher models a run reads: ``teacher=A+B`` of the distill objective's arguments, else the
+    dense model recorded in ``model``'s lineage (distill's default teacher)."""
+    from sparsecse.artifacts.model_names import local_model_dir
+    from sparsecse.objectives.distill import lineage_teacher
+    from sparsecse.objectives.teachers import teacher_names
+
+    if objective != "distill":
+        return []
+    teacher = _objective_params(objective_args).get("teacher")
+    if teacher is None and isinstance(model, (str, os.PathLike, type(None))):
+        directory = local_model_dir(model)
+        teacher = lineage_teacher(model_lineage(directory)) if directory else None
+    return teacher_names(teacher) if isinstance(teacher, (str, os.PathLike)) and str(teacher).strip() else []
+
+
+def run_inputs(model=None, objective: str | None = None, objective_args=None, data_dir=None,
+               **named) -> dict[str, list[str]]:
+    """Everything a training run reads (:func:`~sparsecse.artifacts.inputs.read_inputs`): its model,
+    teachers, data directory and ``named`` inputs (corpus, mask, init, ...); a loaded model is no path."""
+    model_given = model is None or isinstance(model, (str, os.PathLike))
+    return read_inputs(**({"model": model} if model_given else {}), **named, data_dir=data_dir,
+                       teacher=teacher_inputs(objective, objective_args, model) or None)
 
 
 @dataclass
@@ -295,7 +322,9 @@ def train(model=None, corpus=None, out=None, objective: str | None = None, objec
 
     config = training_config(config, options, "train", objective=objective, objective_args=objective_args, seed=seed)
     objective, objective_args = config.objective, config.objective_args
-    check_out("train", out, config.resume, config.overwrite, inputs={"model": model, "corpus": corpus})
+    check_out("train", out, config.resume, config.overwrite,
+              inputs=run_inputs(model, objective, objective_args, config.data_dir,
+                                corpus=corpus if isinstance(corpus, (str, os.PathLike)) else None))
     check_inputs("train", corpus, objective, objective_args, config.lr, config.device)
     set_seed(config.seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
     if isinstance(model, SentenceEncoder):

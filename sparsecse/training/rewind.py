@@ -28,7 +28,7 @@ from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.config import TrainingConfig
 from sparsecse.artifacts.model_dir import model_lineage
 from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out, run,
-                                    source_hash)
+                                    run_inputs, source_hash)
 from sparsecse.compress.shrinking import base_model_type, shrink_encoder
 from sparsecse.compress.shrinking import mask_digest
 from sparsecse.modeling import SHRUNK_CONFIGS
@@ -127,7 +127,9 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str | None = None,
     config = training_config(config, options, "rewind", objective=objective, objective_args=objective_args, seed=seed)
     objective, objective_args, seed = config.objective, config.objective_args, config.seed
     check_out("rewind", out, config.resume, config.overwrite,
-              inputs={"mask": None if isinstance(mask, Mask) else mask, "init": init, "corpus": corpus})
+              inputs=run_inputs(None, objective, objective_args, config.data_dir, default_model=False,
+                                mask=None if isinstance(mask, Mask) else mask, init=init,
+                                corpus=corpus if isinstance(corpus, (str, os.PathLike)) else None))
     check_inputs("rewind", corpus, objective, objective_args, config.lr, config.device)
     mask_path = None if isinstance(mask, Mask) else absolute_path(str(mask))
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
