@@ -36,15 +36,18 @@ class LazyGroup(click.Group):
         return command
 
     def invoke(self, ctx):
+        from sparsecse.artifacts.signals import Terminated, interrupts_as_keyboard
         from sparsecse.errors import SparseCSEError
 
         try:
-            return super().invoke(ctx)
+            with interrupts_as_keyboard():  # SIGTERM cleans up as Ctrl-C does
+                return super().invoke(ctx)
         except SparseCSEError as exc:
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt as exc:  # a command that keeps resumable work says so in the exception
-            click.echo(str(exc) or "Interrupted; nothing half-written was left behind.", err=True)
-            sys.exit(130)
+            stopped = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
+            click.echo(str(exc) or f"{stopped}; nothing half-written was left behind.", err=True)
+            sys.exit(143 if isinstance(exc, Terminated) else 130)
 
 
 def _module(name: str) -> str:

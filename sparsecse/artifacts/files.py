@@ -238,9 +238,13 @@ def _writer_lock(out: Path, wait: bool = False) -> Iterator[None]:
     """One writer per output at a time: a second process writing the same path is refused (``wait``:
     it waits its turn, for small files that several processes of a sweep update in place)."""
     lock = FileLock(out.with_name(f".{out.name}.lock"))
-    if wait:
-        lock.wait(timeout=120, poll=0.05)
-    elif not lock.acquire():
+    try:
+        if wait:
+            lock.wait(timeout=120, poll=0.05)
+        taken = lock.held or lock.acquire()
+    except OSError as exc:  # the folder is read-only, full, or gone
+        raise os_error_sentence(out, exc) from None
+    if not taken:
         holder = lock.holder() or {}
         raise SparseCSEError(f"{out} is being written by another process (pid {holder.get('pid', '?')}); wait for it "
                              "to finish or choose another --out.")
