@@ -39,6 +39,7 @@ def resolve_init(mask: Mask, init: str | os.PathLike | None) -> tuple[str, str |
     ``init``, else the scored model itself."""
     scored = mask.manifest.get("model")
     if init is not None:
+        model_for_mask(mask, init)  # a mask that records no model: says it is taken to fit --init
         return resolve_model(init), scored
     if not scored:
         raise SparseCSEError("The mask does not record which model was scored; pass --init.")
