@@ -53,6 +53,8 @@ CHILD = textwrap.dedent('''
     def train_step(self):
         if stage == "after-checkpoint" and self.step == 3:
             fire()
+        while stage == "gate" and self.step == 3 and not os.path.exists(os.environ["GATE"]):
+            time.sleep(0.05)  # holds the run (and its lock) until the test opens the gate
         return real_step(self)
     loop.Trainer._train_step = train_step
 
@@ -68,9 +70,8 @@ CHILD = textwrap.dedent('''
 ''')
 
 STAGES = ("partial", "checkpoint", "after-checkpoint", "best", "assemble", "assembled")
-CASES = [(stage, "SIGKILL") for stage in STAGES] + [(stage, sig) for stage in ("partial", "checkpoint",
-                                                                                "after-checkpoint", "assemble")
-                                                    for sig in ("SIGINT", "SIGTERM")]
+CASES = [(stage, "SIGKILL") for stage in STAGES] + [("partial", "SIGINT"), ("after-checkpoint", "SIGINT"),
+                                                    ("checkpoint", "SIGTERM"), ("assemble", "SIGTERM")]
 
 
 @pytest.fixture(scope="module")
@@ -134,15 +135,16 @@ def test_a_run_killed_at_any_stage_is_usable_or_absent_and_resumes(stage, sig, t
     assert sorted(p.name for p in runs.iterdir()) == ["out"]  # no lock, no temporary left
 
 
-def test_two_processes_writing_the_same_out(tmp_path, tiny_bert_dir, tiny_stsb_dir, corpus):
+def test_two_processes_writing_the_same_out(tmp_path, tiny_bert_dir, corpus):
     runs = tmp_path / "runs"
     runs.mkdir()
-    long = ["--max-steps", "400", "--save-steps", "50", "--eval-steps", "0"]
+    gate = tmp_path / "gate"
 
-    def start(*extra):
+    def start(*extra, hold=False):
         args = ["train", "--model", str(tiny_bert_dir), "--corpus", str(corpus), "--out", str(runs / "out"),
-                "--batch-size", "8", "--quiet", *long, *extra]
-        return subprocess.Popen([sys.executable, "-m", "sparsecse", *args], env=ENV, stdout=subprocess.PIPE,
+                "--batch-size", "8", "--max-steps", "6", "--eval-steps", "0", "--quiet", *extra]
+        command = ["-c", CHILD, "gate", "SIGINT", *args] if hold else ["-m", "sparsecse", *args]
+        return subprocess.Popen([sys.executable, *command], env={**ENV, "GATE": str(gate)}, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
 
     # started together, without --overwrite: exactly one succeeds
@@ -156,13 +158,14 @@ def test_two_processes_writing_the_same_out(tmp_path, tiny_bert_dir, tiny_stsb_d
     before = (runs / "out" / "model.safetensors").read_bytes()
 
     # with --overwrite, a second writer while the first runs is refused; the survivor is whole
-    first = start("--overwrite", "--seed", "1")
-    deadline = time.monotonic() + 120
+    first = start("--overwrite", "--seed", "1", hold=True)  # holds at step 3 until the gate opens
+    deadline = time.monotonic() + 300
     while not (runs / "out.partial").exists() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     second = start("--overwrite", "--seed", "2")
     assert second.wait(timeout=600) == 1
     assert "being written by another process" in second.stderr.read()
+    gate.touch()
     assert first.wait(timeout=600) == 0, first.stderr.read()
     assert _complete(runs / "out") and (runs / "out" / "model.safetensors").read_bytes() != before
     assert json.loads((runs / "out" / "manifest.json").read_text())["seed"] == 1
