@@ -39,18 +39,21 @@ class LazyGroup(click.Group):
         return command
 
     def invoke(self, ctx):
-        """Run the command; a SparseCSEError ends it with its one sentence, Ctrl-C with what was kept."""
+        """Run the command; a SparseCSEError ends it with its one sentence, Ctrl-C (or SIGTERM) with what was kept."""
+        from sparsecse.artifacts.signals import Terminated, interrupts_as_keyboard
         from sparsecse.errors import SparseCSEError
 
         try:
-            return super().invoke(ctx)
+            with interrupts_as_keyboard():  # SIGTERM cleans up as Ctrl-C does
+                return super().invoke(ctx)
         except SparseCSEError as exc:
             if getattr(exc, "quiet", False):  # a process of a multi-process run; another one says why
                 sys.exit(1)
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt as exc:  # a command that keeps resumable work says so in the exception
-            click.echo(str(exc) or "Interrupted; nothing half-written was left behind.", err=True)
-            sys.exit(130)
+            stopped = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
+            click.echo(str(exc) or f"{stopped}; nothing half-written was left behind.", err=True)
+            sys.exit(143 if isinstance(exc, Terminated) else 130)
 
 
 def _module(name: str) -> str:

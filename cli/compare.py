@@ -8,6 +8,7 @@ import click
 
 from sparsecse.cli.options import data_dir_option, device_option, json_option, pooling_option
 from sparsecse.cli.options import SEED, trust_remote_code_option
+from sparsecse.evaluation.bootstrap import MAX_REPLICATES
 
 
 def format_table(result: dict) -> str:
@@ -40,7 +41,7 @@ def format_table(result: dict) -> str:
               help="Split of STS-B and SICK-R, when both sides are models.")
 @click.option("--sts-aggregation", type=click.Choice(["all", "mean", "wmean"]), default="all", show_default=True,
               help="STS12-16 aggregation, when both sides are models.")
-@click.option("--bootstrap", "replicates", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--bootstrap", "replicates", type=click.IntRange(1, MAX_REPLICATES), default=1000, show_default=True,
               metavar="N", help="Paired bootstrap replicates.")
 @click.option("--bootstrap-seed", "seed", type=SEED, default=0, show_default=True, help="Seed of the resamples.")
 @pooling_option

@@ -81,8 +81,13 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
         raise SparseCSEError("compress needs --reconstruct CORPUS (or --recipe NAME to run a recipe).")
     if out is None:
         raise SparseCSEError("compress needs an output directory (--out).")
+    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.compression import compress
 
+    # before the corpus is read (compress checks again, for its Python callers)
+    check_destination(out, overwrite,
+                      inputs=read_inputs(model=model, corpus=corpus, scores=scores_path, data_dir=data_dir))
     plan = reconstruction_plan(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target,
                                reconstruct_ridge, reconstruct_weighting)
     result = compress(model, out, keep_flops=keep_flops, keep_params=keep_params, steps=steps, scores=scores_path,

@@ -33,11 +33,11 @@ def download(to, sources, sha256, force, quiet, as_json):
 
     from sparsecse.artifacts.download import install_archive
     from sparsecse.cli.options import echo_json
-    from sparsecse.data.paths import ENV_VAR, default_data_dir
+    from sparsecse.data.paths import ENV_VAR, download_dir
     from sparsecse.data.sources import SENTEVAL
     from sparsecse.errors import SparseCSEError
 
-    _, default = default_data_dir()
+    _, default = download_dir()
     dest = Path(to).expanduser() if to else default
     if sha256 is not None and (len(sha256) != 64 or any(c not in "0123456789abcdefABCDEF" for c in sha256)):
         raise SparseCSEError(f"--sha256 {sha256} is not a SHA-256 (64 hexadecimal digits).")

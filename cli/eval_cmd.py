@@ -18,12 +18,13 @@ from sparsecse.cli.options import (
     seed_option,
 )
 from sparsecse.cli.options import SEED, trust_remote_code_option
+from sparsecse.evaluation.bootstrap import MAX_REPLICATES
 
 
 def format_table(results: dict) -> str:
     """Scores one per line (with their bootstrap intervals), then the averages and alignment/uniformity."""
     boot = results.get("bootstrap")
-    ci = {**boot["tasks"], "avg_sts": boot["avg"]} if boot else {}
+    ci = {**boot["tasks"], **({"avg_sts": boot["avg"]} if "avg" in boot else {})} if boot else {}
     rows = [(task, f"{score:.2f}", task) for task, score in results["scores"].items()]
     for key, label in (("avg_sts", "STS avg"), ("avg_transfer", "transfer avg")):
         if key in results:
@@ -69,9 +70,10 @@ def format_table(results: dict) -> str:
 @device_option
 @seed_option
 @json_option
-@click.option("--bootstrap", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
-              help="95% interval per STS task and for the average from N bootstrap resamples of the pairs "
-                   "(1000 is usual; 0 = none).")
+@click.option("--bootstrap", type=click.IntRange(0, MAX_REPLICATES), default=0, show_default=True, metavar="N",
+              help="95% intervals from N bootstrap resamples (1000 is usual; 0 = none): per STS task and for "
+                   "their average (pairs resampled), and for SST2, TREC and MRPC (test items resampled; without "
+                   "--bootstrap those use 1000). MR, CR, SUBJ and MPQA report the spread of their folds instead.")
 @click.option("--bootstrap-seed", type=SEED, default=0, show_default=True, help="Seed of the bootstrap resamples.")
 @click.option("--out", default=None, type=click.Path(dir_okay=False),
               help="Also write the results with a manifest and the per-pair STS similarities (for "
@@ -90,6 +92,7 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
     from sparsecse.evaluation.config import EvaluationConfig
     from sparsecse.evaluation.results_file import save_results, without_pairs
     from sparsecse.artifacts.files import check_destination, make_manifest
+    from sparsecse.artifacts.inputs import read_inputs
 
     config = EvaluationConfig(  # checked here: a bad task list fails before the model loads
         tasks=tasks, data_dir=data_dir, pooling=pooling, batch_size=batch_size, device=device,
@@ -97,7 +100,8 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
         sts_split=sts_split, align_uniform=align_uniform, transfer_protocol=transfer_protocol, bootstrap=bootstrap,
         bootstrap_seed=bootstrap_seed, keep_pairs=bool(out)).check()
     if out:
-        check_destination(out, overwrite, inputs={"model": model, "mask": mask_path})
+        check_destination(out, overwrite, inputs=read_inputs(model=model, mask=mask_path, data_dir=data_dir,
+                                                             default_model=mask_path is None))
     results = evaluate(model=model, mask=mask_path, config=config)
     if out:
         params = {k: v for k, v in results["settings"].items() if k != "data_dir"}

@@ -7,7 +7,7 @@ import json
 import click
 
 from sparsecse.cli.options import json_option, model_option, overwrite_option, pooling_option, score_hint
-from sparsecse.cli.options import trust_remote_code_option
+from sparsecse.cli.options import SEED, trust_remote_code_option
 
 
 def describe(result) -> str:
@@ -35,11 +35,12 @@ def describe(result) -> str:
               help="Text file, one sentence per line, to calibrate int8 activations on (static quantization).")
 @click.option("--calibration-size", type=click.IntRange(min=1), default=300, show_default=True,
               help="Sentences drawn from the calibration corpus.")
-@click.option("--calibration-seed", type=int, default=0, show_default=True,
+@click.option("--calibration-seed", type=SEED, default=0, show_default=True,
               help="Seed of the calibration draw (recorded in the manifest).")
 @click.option("--out", required=True, type=click.Path(), help="Output directory.")
 @pooling_option
-@click.option("--opset", type=click.IntRange(min=14), default=17, show_default=True, help="ONNX opset version.")
+@click.option("--opset", type=int, default=17, show_default=True,
+              help="ONNX opset version (14 up to the newest this torch exports).")
 @overwrite_option
 @json_option
 def command(model, fmt, quantize, calibration, calibration_size, calibration_seed, out, pooling, opset, overwrite,
@@ -52,9 +53,13 @@ def command(model, fmt, quantize, calibration, calibration_size, calibration_see
     from sparsecse.deploy.export_config import ExportConfig
     from sparsecse.deploy.export import export
 
+    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.inputs import read_inputs
+
     config = ExportConfig(format=fmt, quantize=None if quantize == "none" else quantize, pooling=pooling, opset=opset,
                           calibration=calibration, calibration_size=calibration_size,
-                          calibration_seed=calibration_seed)
+                          calibration_seed=calibration_seed).check()
+    check_destination(out, overwrite, inputs=read_inputs(model=model, calibration=calibration))
     # NNCF and onnxruntime print progress on stdout; keep stdout for the report (and --json) alone
     with contextlib.redirect_stdout(sys.stderr):
         result = export(model=model, out=out, overwrite=overwrite, config=config)

@@ -16,7 +16,8 @@ model_option = click.option(
     help="Hugging Face model name or directory (default: the embedded all-MiniLM-L6-v2).")
 data_dir_option = click.option(
     "--data-dir", "data_dir", default=None, metavar="D", type=click.Path(file_okay=False),
-    help="SentEval-layout data directory (default: $SPARSECSE_DATA, then ~/.cache/sparsecse/senteval).")
+    help="SentEval-layout data directory (default: $SPARSECSE_DATA, then ~/.cache/sparsecse/senteval if it exists, "
+         "then the repository's ../shared/data/senteval).")
 pooling_option = click.option(
     "--pooling", type=click.Choice(["cls", "cls_before_pooler", "mean", "last"]), default=None,
     help="Sentence pooling (last: the last non-padding token, for decoder embedders; default: the model's own config, else cls_before_pooler).")

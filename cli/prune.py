@@ -62,13 +62,14 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
     """Turn a score file into masks: remove the lowest-scored heads and FFN neurons (--sparsity), or keep
     the most important ones within a FLOPs or parameter budget (--keep-flops, --keep-params)."""
     from sparsecse.artifacts.files import atomic_dir, check_destination
+    from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.reporting.plots import check_figure_path
     from sparsecse.pruning.prune import PruningConfig, mask_filename, prune_grid
     from sparsecse.scoring.scores import GateScores
 
-    check_destination(out, overwrite, inputs={"score file": scores_path})
+    check_destination(out, overwrite, inputs=read_inputs(scores=scores_path))
     if heatmap:
-        check_figure_path(heatmap, overwrite, inputs={"score file": scores_path, "--out": out})
+        check_figure_path(heatmap, overwrite, inputs={**read_inputs(scores=scores_path), "--out": out})
     scores = GateScores.load(scores_path)
     masks = prune_grid(scores, sparsity, lambdas, keep_flops=keep_flops, keep_params=keep_params,
                        config=PruningConfig(criterion=criterion, seq_len=seq_len, scope=scope,

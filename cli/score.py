@@ -24,9 +24,11 @@ from sparsecse.cli.options import (data_dir_option, device_option, echo_json, js
 def command(model, data_dir, split, batch_size, max_batches, pooling, device, seed, out, overwrite, as_json, quiet):
     """Score every attention head and FFN neuron of a model by E|dL/dgate| on STS-B."""
     from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.scoring.score import score
 
-    check_destination(out, overwrite, inputs={"model": model}, sidecar=True)  # fail before the slow part
+    check_destination(out, overwrite, inputs=read_inputs(model=model, data_dir=data_dir),
+                      sidecar=True)  # fail before the slow part
 
     scores = score(model, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed, pooling=pooling,
                    device=device, max_batches=max_batches, show_progress=not quiet)

@@ -62,8 +62,13 @@ def command(model, mask_path, out, pooling, seq_len, align_ffn, corpus, reconstr
             as_json):
     """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
+    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.shrinking.shrink import ShrinkConfig, shrink
 
+    # without --model the mask's own model is read (read_inputs adds it), not the default one
+    check_destination(out, overwrite, inputs=read_inputs(model=model, mask=mask_path, corpus=corpus,
+                                                         default_model=model is not None))
     plan = reconstruction_plan(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target,
                                reconstruct_ridge, reconstruct_weighting)
     config = ShrinkConfig(pooling=pooling, device=device, seq_len=seq_len, align_ffn=align_ffn, reconstruct=plan,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.artifacts.files import check_destination
+from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.masks import Mask
@@ -91,9 +92,9 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
                                                 options=options, caller="compress")
     corpus = shrinking.reconstruct
     if out is not None:  # before any work
-        check_destination(out, overwrite, inputs={
-            "model": model, "score file": scores,
-            "corpus": corpus.calibration.corpus if isinstance(corpus, ReconstructionPlan) else corpus})
+        check_destination(out, overwrite, inputs=read_inputs(
+            model=model, scores=scores, data_dir=scoring.data_dir,
+            corpus=corpus.calibration.corpus if isinstance(corpus, ReconstructionPlan) else corpus))
     plan = reconstruction_plan(corpus, shrinking.reconstruct_sentences)
     result = iterative_prune(model, keep_flops=keep_flops, keep_params=keep_params, steps=steps, reconstruct=plan,
                              scores=scores, prune=pruning, score=scoring, pooling=shrinking.pooling,

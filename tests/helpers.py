@@ -180,10 +180,14 @@ def shrunk_dir(source, out):
 
 def fake_part_wheels(model_dir, folder, parts=5, top="all-mpnet-base-v2"):
     """Part wheels laid out like the published ones: the model zipped, cut in ``parts`` slices."""
+    from sparsecse.artifacts.model_store import KNOWN_MODELS
+
+    model = KNOWN_MODELS["all-mpnet-base-v2"]
+    published = set(model.required_files) | set(model.optional_files)  # what the real archive may hold
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for path in sorted(model_dir.rglob("*")):
-            if path.is_file():
+            if path.is_file() and str(path.relative_to(model_dir)) in published:
                 archive.write(path, f"{top}/{path.relative_to(model_dir)}")
         archive.writestr(f"{top}/desktop.ini", "[.ShellClassInfo]")
     data = buffer.getvalue()

@@ -363,7 +363,8 @@ def test_interrupt_names_resume_when_a_checkpoint_is_kept(tmp_path):
 
     run_dir = RunDir(tmp_path / "out")
     run_dir.path.mkdir()
-    _after_failure(run_dir, True, KeyboardInterrupt())  # no checkpoint yet: nothing worth keeping
+    with pytest.raises(KeyboardInterrupt, match="nothing to resume.*run the same command again"):
+        _after_failure(run_dir, True, KeyboardInterrupt())  # no checkpoint yet: nothing worth keeping
     assert not run_dir.path.exists()
     run_dir.path.mkdir()
     run_dir.write_checkpoint(5, lambda tmp: (tmp / "state.txt").write_text("x"))

@@ -213,6 +213,10 @@ def install_archive(
                 part.unlink(missing_ok=True)
             raise
         part.unlink(missing_ok=True)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the bytes so far are kept on purpose
+        kept = part.stat().st_size if part.exists() else 0
+        raise type(exc)(f"Interrupted; the {kept} bytes downloaded so far are kept in {part}, and running the "
+                        f"same command again resumes there (nothing was unpacked into {dest}).") from None
     finally:
         lock.release()
     return {"path": str(dest), "already_there": False, "downloaded_bytes": received, **record}

@@ -95,8 +95,28 @@ def make_manifest(
 
 def refuse_existing(out: str | os.PathLike, overwrite: bool) -> None:
     out = Path(out)
+    check_not_dangling(out)
     if out.exists() and not overwrite:
         raise SparseCSEError(f"{out} already exists; choose another --out or pass --overwrite.")
+
+
+def check_not_dangling(out: Path, option: str = "--out") -> None:
+    """A symlink ``out`` must lead somewhere: one whose target is missing or that loops is refused."""
+    if out.is_symlink() and not out.exists():
+        loops = False
+        try:
+            out.resolve(strict=True)
+        except RuntimeError:  # Python < 3.13: "Symlink loop"
+            loops = True
+        except OSError as exc:
+            loops = exc.errno == errno.ELOOP
+        what = "a symbolic link that loops" if loops else f"a symbolic link to {os.readlink(out)}, which does not exist"
+        raise SparseCSEError(f"{option} {out} is {what}; remove it or choose another {option}.")
+
+
+def real_path(path: str | os.PathLike) -> Path:
+    """``path`` with every symlink resolved (a loop is left as it is, never an exception)."""
+    return Path(os.path.realpath(os.fspath(path)))
 
 
 def _same_or_inside(path: Path, container: Path) -> bool:
@@ -106,26 +126,37 @@ def _same_or_inside(path: Path, container: Path) -> bool:
         return False
 
 
+def _input_paths(inputs: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    for name, value in (inputs or {}).items():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if item is not None and str(item) != "" and os.path.lexists(item):
+                yield name, os.fspath(item)
+
+
 def check_destination(
     out: str | os.PathLike,
     overwrite: bool = False,
-    inputs: Mapping[str, str | os.PathLike | None] | None = None,
+    inputs: Mapping[str, Any] | None = None,
     option: str = "--out",
     sidecar: bool = False,
 ) -> Path:
     """Everything about an output that can be checked before the work starts (every command calls
     this first): it does not exist unless ``overwrite``, it is none of the ``inputs`` (nor a directory
-    holding one, nor inside an input directory), and its nearest existing ancestor is a writable
-    directory, so the result can be written when the work is done."""
+    holding one, nor inside an input directory) once symlinks are resolved, and its nearest existing
+    ancestor is a writable directory, so the result can be written when the work is done.
+
+    ``inputs``: {what it is: a path or a list of paths}; :func:`sparsecse.artifacts.inputs.read_inputs`
+    spells out everything a command reads (the default model, a mask's model, teachers, ...)."""
     out = Path(out)
-    resolved = out.resolve()
-    for name, value in (inputs or {}).items():
-        if value is None or not os.path.exists(value):
-            continue
-        source = Path(value).resolve()
-        if _same_or_inside(source, resolved) or (source.is_dir() and _same_or_inside(resolved, source)):
-            raise SparseCSEError(f"{option} {out} would overwrite the {name} it reads ({value}); choose another "
-                                 f"{option}.")
+    check_not_dangling(out, option)
+    resolved = real_path(out)
+    targets = [resolved] + ([real_path(sidecar_path(out))] if sidecar else [])
+    for name, value in _input_paths(inputs or {}):
+        source = real_path(value)
+        for target in targets:
+            if _same_or_inside(source, target) or (source.is_dir() and _same_or_inside(target, source)):
+                raise SparseCSEError(f"{option} {out} would overwrite the {name} it reads ({value}); choose "
+                                     f"another {option}.")
     refuse_existing(out, overwrite)
     if sidecar and sidecar_path(out).exists() and not overwrite:  # a tensor file's JSON manifest
         raise SparseCSEError(f"{sidecar_path(out)} (the manifest written beside {out.name}) already exists; "
@@ -197,9 +228,13 @@ def _writer_lock(out: Path, wait: bool = False) -> Iterator[None]:
     """One writer per output at a time: a second process writing the same path is refused (``wait``:
     it waits its turn, for small files that several processes of a sweep update in place)."""
     lock = FileLock(out.with_name(f".{out.name}.lock"))
-    if wait:
-        lock.wait(timeout=120, poll=0.05)
-    elif not lock.acquire():
+    try:
+        if wait:
+            lock.wait(timeout=120, poll=0.05)
+        taken = lock.held or lock.acquire()
+    except OSError as exc:  # the folder is read-only, full, or gone
+        raise os_error_sentence(out, exc) from None
+    if not taken:
         holder = lock.holder() or {}
         raise SparseCSEError(f"{out} is being written by another process (pid {holder.get('pid', '?')}); wait for it "
                              "to finish or choose another --out.")

@@ -103,9 +103,14 @@ class FileLock:
             time.sleep(poll)
 
     def release(self) -> None:
+        """Drop the lock; if its directory became unwritable meanwhile, the file stays behind and the next
+        taker finds it stale (its holder no longer runs) instead of this process ending in a traceback."""
         if self.held:
-            self.path.unlink(missing_ok=True)
             self.held = False
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError:
+                pass
 
     def __enter__(self) -> "FileLock":
         self.wait()

@@ -15,7 +15,9 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,7 @@ class StoredModel:
     slice_suffix: str  # path inside each wheel ends with this + ".00N"
     required_files: tuple[str, ...]
     description: str
+    optional_files: tuple[str, ...] = ()  # with the required ones: every file the archive may hold
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -54,6 +57,8 @@ KNOWN_MODELS = {
             required_files=("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                             "modules.json", "1_Pooling/config.json", "sentence_bert_config.json"),
             description="sentence-transformers MPNet-base, 12 layers x 12 heads, mean pooling (~420 MB)",
+            optional_files=("README.md", "config_sentence_transformers.json", "special_tokens_map.json", "vocab.txt",
+                            "data_config.json"),
         ),
     )
 }
@@ -190,18 +195,45 @@ def check_archive(model: StoredModel, archive: zipfile.ZipFile) -> str:
         raise SparseCSEError(f"The joined archive of {model.name} is damaged ({exc}).") from None
     if bad is not None:
         raise SparseCSEError(f"The joined archive of {model.name} is damaged ({bad} fails its CRC check).")
+    for info in archive.infolist():
+        check_member(model, info)
     names = [n for n in archive.namelist() if not n.endswith("/")]
-    for name in names:
-        path = PurePosixPath(name)
-        if path.is_absolute() or ".." in path.parts:
-            raise SparseCSEError(f"The archive of {model.name} holds an unsafe path {name!r}.")
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise SparseCSEError(f"The archive of {model.name} holds {twice!r} twice; a real archive names each file "
+                             "once.")
     tops = {PurePosixPath(n).parts[0] for n in names}
     top = next(iter(tops)) if len(tops) == 1 and all(len(PurePosixPath(n).parts) > 1 for n in names) else ""
     present = {str(PurePosixPath(n).relative_to(top)) if top else n for n in names}
     missing = [f for f in model.required_files if f not in present]
     if missing:
         raise SparseCSEError(f"The archive of {model.name} lacks {', '.join(missing)}.")
+    expected = set(model.required_files) | set(model.optional_files)
+    unexpected = sorted(f for f in present if f not in expected and PurePosixPath(f).name not in IGNORED_FILES)
+    if unexpected:
+        raise SparseCSEError(f"The archive of {model.name} holds files a {model.name} model directory does not have "
+                             f"({', '.join(unexpected[:3])}); nothing was unpacked.")
     return top
+
+
+IGNORED_FILES = ("desktop.ini",)  # Windows folder metadata that ships in the all-mpnet-base-v2 archive
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def check_member(model: StoredModel, info: zipfile.ZipInfo) -> None:
+    """One archive member, before anything is unpacked: a plain file or folder with a relative POSIX
+    name (no ``..``, no absolute path, no backslash, no drive letter, no control character), never a
+    symbolic link."""
+    name = info.filename
+    path = PurePosixPath(name)
+    if (not name or name.startswith("/") or "\\" in name or _DRIVE.match(name) or ".." in path.parts
+            or any(ord(c) < 32 for c in name)):
+        raise SparseCSEError(f"The archive of {model.name} holds an unsafe path {name!r} (a member name must be "
+                             "relative, without '..', backslashes or a drive letter); nothing was unpacked.")
+    kind = stat.S_IFMT(info.external_attr >> 16)  # 0: no Unix file type recorded (a DOS-made archive)
+    if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
+        raise SparseCSEError(f"The archive of {model.name} holds {name!r}, which is a link or a special file, not a "
+                             "plain file; nothing was unpacked.")
 
 
 def unpack(model: StoredModel, archive: zipfile.ZipFile, top: str, dest: Path) -> None:
@@ -210,7 +242,7 @@ def unpack(model: StoredModel, archive: zipfile.ZipFile, top: str, dest: Path) -
             continue
         rel = PurePosixPath(info.filename)
         rel = rel.relative_to(top) if top else rel
-        if rel.name == "desktop.ini":  # Windows folder metadata that ships in this archive
+        if rel.name in IGNORED_FILES:
             continue
         target = dest.joinpath(*rel.parts)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -23,8 +23,11 @@ def read_corpus(path: str | os.PathLike) -> list[str]:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SparseCSEError(f"The corpus {path} is not UTF-8 text (byte {exc.start}).") from None
-    sentences = [line.strip() for line in io.StringIO(text, newline=None)]
-    sentences = [s for s in sentences if s]
+    lines = [line.strip() for line in io.StringIO(text, newline=None)]
+    if "\0" in text:  # a binary file, or text with a NUL byte in it: never a sentence
+        lineno = next(i for i, line in enumerate(lines, 1) if "\0" in line)
+        raise SparseCSEError(f"The corpus {path} holds a NUL byte on line {lineno}; it is not plain text.")
+    sentences = [s for s in lines if s]
     if not sentences:
         raise SparseCSEError(f"The corpus {path} holds no sentences (it is empty or blank).")
     return sentences

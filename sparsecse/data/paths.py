@@ -1,4 +1,5 @@
-"""Where the SentEval-layout data lives: --data-dir, then $SPARSECSE_DATA, then a per-user cache."""
+"""Where the SentEval-layout data lives: --data-dir, then $SPARSECSE_DATA, then a per-user cache (or, when it
+is not there, the repository's ``../shared/data/senteval``)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,41 @@ def user_cache_dir() -> Path:
 DOWNLOAD_COMMAND = "sparsecse data download"
 
 
-def default_data_dir() -> tuple[str, Path]:
-    """Where the data goes when no --data-dir is given, and what chose it: $SPARSECSE_DATA, else the
-    per-user cache (``~/.cache/sparsecse/senteval``).
+def repository_data_dir() -> Path | None:
+    """``../shared/data/senteval`` beside the source checkout sparsecse is imported from (the repository's
+    layout, which the README's commands use), when it holds the STS data; None otherwise (an installed
+    wheel, or a checkout without it)."""
+    checkout = Path(__file__).resolve().parents[2]
+    if not (checkout / "setup.cfg").is_file() and not (checkout / "pyproject.toml").is_file():
+        return None
+    candidate = checkout.parent / "shared" / "data" / "senteval"
+    return candidate if (candidate / "STS").is_dir() else None
 
-    >>> default_data_dir()[0] in ("$SPARSECSE_DATA", "the user cache directory")
-    True
-    """
+
+def download_dir() -> tuple[str, Path]:
+    """Where ``sparsecse data download`` puts the data without ``--to``: $SPARSECSE_DATA, else the
+    per-user cache (``~/.cache/sparsecse/senteval``)."""
     if os.environ.get(ENV_VAR):
         return f"${ENV_VAR}", Path(os.environ[ENV_VAR]).expanduser()
     return "the user cache directory", user_cache_dir()
+
+
+def default_data_dir() -> tuple[str, Path]:
+    """Where commands look without --data-dir, and what chose it, in this order: $SPARSECSE_DATA; the
+    per-user cache (``~/.cache/sparsecse/senteval``) if it exists; the repository's
+    ``../shared/data/senteval`` if sparsecse runs from a checkout that has it; else the per-user cache
+    (where ``sparsecse data download`` puts the data).
+
+    >>> default_data_dir()[0] in ("$SPARSECSE_DATA", "the user cache directory", "the repository's shared data")
+    True
+    """
+    where, path = download_dir()
+    if where == f"${ENV_VAR}" or path.is_dir():
+        return where, path
+    shared = repository_data_dir()
+    if shared is not None:
+        return "the repository's shared data", shared
+    return where, path
 
 
 def download_hint(path: Path, default: bool) -> str:

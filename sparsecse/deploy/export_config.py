@@ -11,6 +11,17 @@ from sparsecse.errors import SparseCSEError
 FORMATS = ("onnx", "openvino")
 QUANTIZATIONS = ("int8",)
 OPSET = 17
+MIN_OPSET = 14  # scaled_dot_product_attention and LayerNormalization need it
+
+
+def max_opset() -> int:
+    """The newest opset torch's TorchScript exporter (the one export uses) writes."""
+    try:
+        from torch.onnx import _constants
+
+        return int(getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", _constants.ONNX_MAX_OPSET))
+    except (ImportError, AttributeError):
+        return 20
 
 
 @dataclass(frozen=True)
@@ -40,4 +51,10 @@ class ExportConfig:
                                  "none.")
         if self.calibration is not None and not self.quantize:
             raise SparseCSEError("--calibration only serves --quantize int8; add it or leave the corpus out.")
+        if not isinstance(self.opset, int) or not MIN_OPSET <= self.opset <= max_opset():
+            raise SparseCSEError(f"--opset must be between {MIN_OPSET} and {max_opset()} (what this torch exports), "
+                                 f"not {self.opset}.")
+        if not isinstance(self.calibration_seed, int) or not 0 <= self.calibration_seed < 2**32:
+            raise SparseCSEError(f"--calibration-seed must be between 0 and 2**32 - 1, like every seed, not "
+                                 f"{self.calibration_seed}.")
         return self

@@ -44,6 +44,33 @@ def compile_ir(xml: str | os.PathLike, threads: int | None = None):
     return ov.Core().compile_model(str(xml), "CPU", config)
 
 
+def _reason(exc: Exception) -> str:
+    """The telling line of an OpenVINO error (its first lines only say where in OpenVINO it was raised)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    telling = [line for line in lines if not line.startswith(("Exception from", "Check '"))]
+    return (telling or lines or [type(exc).__name__])[-1][:200]
+
+
+def load_ir(xml: Path, threads: int | None = None):
+    """:func:`compile_ir` for a file a user was handed: a missing, truncated or garbled ``.xml``/``.bin``,
+    or an IR without the embedding output, is one sentence."""
+    require_openvino()
+    for part in (xml, xml.with_suffix(".bin")):
+        if not part.is_file():
+            raise SparseCSEError(f"The OpenVINO file {part} is missing; export the model again.")
+    try:
+        compiled = compile_ir(xml, threads)
+        outputs = {name for output in compiled.outputs for name in output.get_names()}
+        inputs = [next(iter(i.get_names())) for i in compiled.inputs]
+    except Exception as exc:  # OpenVINO raises RuntimeError (and others) for damaged IRs
+        raise SparseCSEError(f"The OpenVINO model {xml} cannot be loaded ({_reason(exc)}); export the model "
+                             "again.") from None
+    if EMBEDDING_OUTPUT not in outputs or not inputs:
+        raise SparseCSEError(f"The OpenVINO model {xml} has no {EMBEDDING_OUTPUT!r} output; it was not written by "
+                             "`sparsecse export`; export the model again.")
+    return compiled
+
+
 class OpenVinoEncoder(RuntimeEncoder):
     """An exported OpenVINO IR with its tokenizer, run by the OpenVINO CPU plugin."""
 
@@ -64,7 +91,7 @@ class OpenVinoEncoder(RuntimeEncoder):
         path = str(name_or_path)
         settings = export_settings(path, "openvino")
         file = check_exported_load(path, settings, "OpenVINO", pooling, device, file)
-        compiled = compile_ir(Path(path) / file, threads)
+        compiled = load_ir(Path(path) / file, threads)
         return cls(compiled, load_tokenizer(path), settings["pooling"],
                    max_length or configured_max_length(path) or 512, settings["dim"], source=path, file=file,
                    settings=settings)

@@ -24,6 +24,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import AGGREGATIONS
 
 LEVEL = 0.95
+MAX_REPLICATES = 100_000  # 1000 is usual, 10000 generous; more only takes longer (hours for the 7 STS tasks)
 P_VALUE_TEST = "two-sided paired bootstrap (shift method), p = (1 + #{|d* - d| >= |d|}) / (1 + replicates)"
 _CHUNK = 128  # replicates drawn at a time (bounds memory at ~CHUNK x pairs)
 
@@ -80,6 +81,14 @@ def _draws(sizes: tuple[int, ...], replicates: int, rng: np.random.Generator):
         done += rows
 
 
+def check_replicates(replicates: int, minimum: int = 1) -> int:
+    """``replicates`` once it is a whole number from ``minimum`` to :data:`MAX_REPLICATES`."""
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or not minimum <= replicates <= MAX_REPLICATES:
+        raise SparseCSEError(f"The number of bootstrap replicates must be a whole number from {minimum} to "
+                             f"{MAX_REPLICATES:,}, not {replicates}.")
+    return replicates
+
+
 def replicate_scores(similarities: Sequence[Sequence[float]], pairs: TaskPairs, replicates: int, seed: int,
                      key: str, aggregation: str = "all") -> np.ndarray:
     """[models, replicates] Spearman x 100 of every model's similarities on the same resampled pairs.
@@ -89,8 +98,7 @@ def replicate_scores(similarities: Sequence[Sequence[float]], pairs: TaskPairs, 
     """
     if aggregation not in AGGREGATIONS:
         raise SparseCSEError(f"Unknown STS aggregation {aggregation!r}; choose one of {', '.join(AGGREGATIONS)}.")
-    if replicates < 1:
-        raise SparseCSEError(f"The number of bootstrap replicates must be at least 1, not {replicates}.")
+    check_replicates(replicates)
     sims = [np.asarray(s, dtype=np.float64) for s in similarities]
     if any(len(s) != len(pairs.gold) for s in sims):
         raise SparseCSEError(f"{key}: the similarities do not match the {len(pairs.gold)} gold scores in length.")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.evaluation.bootstrap import LEVEL, P_VALUE_TEST, paired_comparison
+from sparsecse.evaluation.bootstrap import LEVEL, P_VALUE_TEST, check_replicates, paired_comparison
 from sparsecse.evaluation.results_file import load_results
 from sparsecse.evaluation.tasks import STS_TASKS, resolve_tasks
 from sparsecse.artifacts.remote_code import with_trust_option
@@ -106,8 +106,7 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig |
     c = configure(ComparisonConfig, config, options, "compare")
     tasks, data_dir, replicates, seed, level = c.tasks, c.data_dir, c.replicates, c.seed, c.level
     names = _sts_only(tasks)
-    if replicates < 1:
-        raise SparseCSEError(f"compare needs at least one bootstrap replicate, not {replicates}.")
+    check_replicates(replicates)
     if not 0 < level < 1:
         raise SparseCSEError(f"The interval level must be in (0, 1), not {level}.")
     sources, masks = {"A": a, "B": b}, {"A": mask_a, "B": mask_b}

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.evaluation.bootstrap import check_replicates
 from sparsecse.evaluation.sts import AGGREGATIONS, SPLITS
 from sparsecse.evaluation.tasks import resolve_tasks
 from sparsecse.evaluation.transfer import PROTOCOLS
@@ -53,6 +54,5 @@ class EvaluationConfig:
         if self.transfer_protocol not in PROTOCOLS:
             raise SparseCSEError(f"Unknown transfer protocol {self.transfer_protocol!r}; choose one of "
                                  f"{', '.join(PROTOCOLS)}.")
-        if self.bootstrap < 0:
-            raise SparseCSEError(f"The number of bootstrap replicates must be positive, not {self.bootstrap}.")
+        check_replicates(self.bootstrap, minimum=0)
         return self

@@ -53,13 +53,46 @@ def load_results(path: str | os.PathLike) -> dict[str, Any]:
         raise SparseCSEError(f"{path} holds no per-pair STS similarities; evaluate STS tasks with "
                              "`sparsecse eval --out` to write them.")
     data = results["data"]
-    for task, pairs in results["pairs"].items():
-        n = data["pairs"].get(task)
-        if not (len(pairs["similarity"]) == len(pairs["gold"]) == n == sum(pairs["subsets"].values())):
-            raise SparseCSEError(f"{path}: the {task} pairs do not match the recorded pair count {n}.")
-        pairs["similarity"] = np.asarray(pairs["similarity"], dtype=np.float64)
-        pairs["gold"] = np.asarray(pairs["gold"], dtype=np.float64)
+    try:
+        for task, pairs in results["pairs"].items():
+            n = data["pairs"].get(task)
+            if not (len(pairs["similarity"]) == len(pairs["gold"]) == n == sum(pairs["subsets"].values())):
+                raise SparseCSEError(f"{path}: the {task} pairs do not match the recorded pair count {n}.")
+            for key in ("similarity", "gold"):
+                pairs[key] = np.asarray([np.nan if v is None else v for v in pairs[key]], dtype=np.float64)
+            check_recorded_score(path, task, pairs, results["scores"].get(task), data.get("aggregation", "all"))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SparseCSEError(f"{path} is not a well-formed result file from `sparsecse eval --out` "
+                             f"({type(exc).__name__}: {exc}).") from None
     return results
+
+
+SCORE_TOLERANCE = 1e-6  # Spearman x 100: the same numbers give the same score to the last few bits
+
+
+def check_recorded_score(path, task: str, pairs: dict, recorded, aggregation: str) -> None:
+    """The ``task`` score a result file records must be the one its per-pair similarities and gold scores
+    give (recomputed here); NaN or infinite values, or a score that does not follow from the pairs (edited
+    similarities, reordered gold scores), are refused in one sentence naming the file and the task."""
+    from sparsecse.evaluation.sts import spearman100
+
+    for key, what in (("similarity", "per-pair similarities"), ("gold", "gold scores")):
+        bad = np.flatnonzero(~np.isfinite(pairs[key]))
+        if bad.size:
+            raise SparseCSEError(f"{path}: the {task} {what} hold {bad.size} value(s) that are not finite numbers "
+                                 f"(first at pair {int(bad[0])}), so its pairs cannot be compared.")
+    if not isinstance(recorded, (int, float)) or isinstance(recorded, bool) or not np.isfinite(recorded):
+        raise SparseCSEError(f"{path}: the recorded {task} score {recorded!r} is not a finite number.")
+    sizes = [int(n) for n in pairs["subsets"].values()]
+    bounds = np.cumsum([0, *sizes])
+    sims, gold = pairs["similarity"], pairs["gold"]
+    per_subset = [spearman100(sims[a:b], gold[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    recomputed = {"all": lambda: spearman100(sims, gold), "mean": lambda: float(np.mean(per_subset)),
+                  "wmean": lambda: float(np.dot(per_subset, sizes) / sum(sizes))}[aggregation]()
+    if not abs(recomputed - float(recorded)) <= SCORE_TOLERANCE:
+        raise SparseCSEError(f"{path}: the recorded {task} score {recorded} is not what its per-pair similarities "
+                             f"and gold scores give ({recomputed}); the file was edited or damaged, so it cannot be "
+                             "compared.")
 
 
 def save_pairs(path: str | os.PathLike, pairs: dict[str, dict]) -> Path:

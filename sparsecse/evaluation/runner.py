@@ -18,7 +18,8 @@ from sparsecse.evaluation.embedding import EmbeddingTable
 from sparsecse.evaluation.result import EvaluationResult
 from sparsecse.evaluation.config import EvaluationConfig
 from sparsecse.stage_config import configure
-from sparsecse.evaluation.bootstrap import TaskPairs, score_intervals
+from sparsecse.evaluation.bootstrap import LEVEL, TaskPairs, score_intervals
+from sparsecse.evaluation.transfer_intervals import TEST_SET_TASKS
 from sparsecse.evaluation.sts import data_digest, evaluate_sts, load_sts_task, sentences_of
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS, resolve_tasks
 from sparsecse.evaluation.transfer import evaluate_transfer, load_transfer_task, transfer_sentences
@@ -57,8 +58,10 @@ def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **op
     root = resolve_data_dir(c.data_dir)
     sts_names = [t for t in names if t in STS_TASKS]
     transfer_names = [t for t in names if t in TRANSFER_TASKS]
-    if c.bootstrap and not sts_names:
-        raise SparseCSEError("Bootstrap intervals need at least one STS task; transfer accuracies are not resampled.")
+    if c.bootstrap and not sts_names and not set(transfer_names) & set(TEST_SET_TASKS):
+        raise SparseCSEError(f"--bootstrap sets the intervals of the STS tasks and of {', '.join(TEST_SET_TASKS)} "
+                             f"(test items resampled); {', '.join(transfer_names)} report the spread of their "
+                             "folds instead, so there is nothing to resample.")
     # Read every file before loading the model so bad data fails fast.
     sts_data = {t: load_sts_task(root, t, c.sts_split) for t in sts_names}
     transfer_data = {t: load_transfer_task(root, t) for t in transfer_names}
@@ -68,9 +71,8 @@ def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **op
     else:
         sts_pairs_for_au = sts_data.get("STSBenchmark", {}).get(c.sts_split)
 
-    if mask is not None and model is None:
-
-        model = model_for_mask(mask)  # the mask's own model, never the default by accident
+    if mask is not None and not is_encoder(model):
+        model = model_for_mask(mask, model)  # the mask's own model, never the default by accident
     encoder = model if is_encoder(model) else load_encoder(model, pooling=c.pooling, device=c.device)
     exported = not isinstance(encoder, SentenceEncoder)
     if exported and (mask is not None or (c.pooling or encoder.pooling) != encoder.pooling):
@@ -108,7 +110,14 @@ def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **op
         if transfer_data:
             table.add([s for d in transfer_data.values() for s in transfer_sentences(d)], desc="transfer sentences")
             scores, details = evaluate_transfer(transfer_data, table, fasttest=c.fasttest, seed=c.seed,
-                                                show_progress=c.show_progress, protocol=c.transfer_protocol)
+                                                show_progress=c.show_progress, protocol=c.transfer_protocol,
+                                                replicates=c.bootstrap or 1000,
+                                                bootstrap_seed=c.bootstrap_seed if c.bootstrap else None)
+            if c.bootstrap:  # --bootstrap sets every interval: the test-set tasks' are listed with the STS ones
+                boot = results.setdefault("bootstrap", {"replicates": c.bootstrap, "seed": c.bootstrap_seed,
+                                                        "level": LEVEL, "tasks": {}})
+                boot["tasks"].update({t: d["ci"] for t, d in details.items() if "ci" in d})
+                boot["transfer_method"] = "percentile, test items resampled (SST2, TREC, MRPC)"
             results["scores"].update(scores)
             results["avg_transfer"] = float(np.mean(list(scores.values())))
             results.setdefault("details", {}).update(details)

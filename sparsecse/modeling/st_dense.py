@@ -46,30 +46,60 @@ def read_dense(model_dir: str | os.PathLike) -> nn.Linear | None:
     entry = dense_entry(model_dir)
     if entry is None:
         return None
-    folder = Path(model_dir) / entry.get("path", DENSE_DIR)
+    folder = Path(model_dir) / str(entry.get("path", DENSE_DIR))
+    if not os.path.realpath(folder).startswith(os.path.realpath(model_dir) + os.sep):
+        raise SparseCSEError(f"The Dense module's folder {entry.get('path')!r} in {model_dir}/modules.json is not "
+                             "inside the model directory.")
     try:
         config = json.loads((folder / "config.json").read_text())
+        if not isinstance(config, dict):
+            raise ValueError
     except (OSError, ValueError):
         raise SparseCSEError(f"The Dense module {folder} has no readable config.json.") from None
     activation = config.get("activation_function", "torch.nn.modules.activation.Tanh")
     if activation != IDENTITY or config.get("use_residual"):
         raise SparseCSEError(f"The Dense module {folder} applies {activation}; sparsecse reads only a linear "
                              "projection (identity activation, no residual).")
-    linear = nn.Linear(int(config["in_features"]), int(config["out_features"]), bias=bool(config.get("bias", True)))
-    if (folder / "model.safetensors").is_file():
-        from safetensors.torch import load_file
-
-        state = load_file(str(folder / "model.safetensors"))
-    elif (folder / "pytorch_model.bin").is_file():
-        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    else:
-        raise SparseCSEError(f"The Dense module {folder} has no weights (model.safetensors).")
     try:
-        linear.load_state_dict({k.removeprefix("linear."): v for k, v in state.items()})
-    except RuntimeError as exc:
+        linear = nn.Linear(int(config["in_features"]), int(config["out_features"]),
+                           bias=bool(config.get("bias", True)))
+    except (KeyError, TypeError, ValueError, RuntimeError):
+        raise SparseCSEError(f"The Dense module's config {folder / 'config.json'} lacks valid in_features and "
+                             "out_features.") from None
+    state = _dense_weights(folder)
+    try:
+        linear.load_state_dict({str(k).removeprefix("linear."): v for k, v in state.items()})
+    except (RuntimeError, TypeError, AttributeError) as exc:
         raise SparseCSEError(f"The Dense module {folder} does not match its config ({str(exc).splitlines()[0]}).") \
             from None
     return linear
+
+
+def _dense_weights(folder: Path) -> dict:
+    """The Dense module's tensors: model.safetensors, else pytorch_model.bin through torch's weights-only
+    loader (tensors and plain containers only); a file either refuses is one sentence, never a traceback."""
+    if (folder / "model.safetensors").is_file():
+        from safetensors.torch import load_file
+
+        file = folder / "model.safetensors"
+        try:
+            state = load_file(str(file))
+        except Exception as exc:  # safetensors raises several types for damaged files
+            raise SparseCSEError(f"The Dense module's weights {file} are not a readable safetensors file "
+                                 f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}).") from None
+    elif (folder / "pytorch_model.bin").is_file():
+        file = folder / "pytorch_model.bin"
+        try:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+        except Exception as exc:  # the weights-only unpickler refuses anything but tensors and containers
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SparseCSEError(f"The Dense module's weights {file} cannot be loaded safely (torch's weights-only "
+                                 f"loader refuses it: {first[:200]}); convert them to model.safetensors.") from None
+    else:
+        raise SparseCSEError(f"The Dense module {folder} has no weights (model.safetensors).")
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise SparseCSEError(f"The Dense module's weights {file} do not hold a dictionary of tensors.")
+    return state
 
 
 def write_dense(out: str | os.PathLike, linear: nn.Linear) -> dict:

@@ -70,6 +70,8 @@ def parse_objective_args(text: str | None) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise SparseCSEError(f"Objective argument {item!r} is not of the form key=value.")
+        if key.strip() in params:
+            raise SparseCSEError(f"Objective argument {key.strip()!r} is given twice; give each key once.")
         params[key.strip()] = _parse_value(value.strip())
     return params
 

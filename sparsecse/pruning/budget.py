@@ -103,6 +103,24 @@ def check_budget(value: float, what: str = "budget") -> float:
     return value
 
 
+def check_budget_keeps_a_unit(costs: UnitCosts, budget: float, keep_one_head: bool = False) -> float:
+    """``budget`` once it is known to keep something of a model with these ``costs`` (checked before any
+    work, e.g. by ``compress`` before it scores): what no unit owns, one head per layer with
+    ``keep_one_head``, and at least one head or neuron."""
+    budget = check_budget(budget, f"kept-{costs.metric} budget")
+    available = budget_cap(costs, budget) - costs.fixed
+    min_heads = costs.layers if keep_one_head else 0
+    if available < min_heads * costs.head:
+        floor_ratio = (costs.fixed + min_heads * costs.head) / costs.dense
+        held = "the layers' biases and LayerNorms" + (" and one head per layer" if keep_one_head else "")
+        raise SparseCSEError(f"A kept-{costs.metric} budget of {budget!r} is below what {held} cost "
+                             f"({floor_ratio:.4g} of the dense model); raise the budget.")
+    if not min_heads and available < min(costs.head, costs.neuron):
+        raise SparseCSEError(f"A kept-{costs.metric} budget of {budget!r} keeps no head and no neuron (one neuron "
+                             f"costs {costs.neuron / costs.dense:.3g} of the dense model); raise the budget.")
+    return budget
+
+
 def budget_cap(costs: UnitCosts, budget: float) -> int:
     """The largest whole cost within ``budget`` x dense cost (decimal budgets such as 0.7 taken exactly)."""
     return math.floor(Fraction(repr(float(budget))) * costs.dense)
@@ -133,19 +151,13 @@ def select_under_budget(head_scores: torch.Tensor, neuron_scores: torch.Tensor, 
     cost. Scores must be non-negative (every criterion's are). ``allowed`` (bool head and neuron masks)
     restricts the choice to those units (the search stays exact over them), as a later step of
     iterative pruning does (:mod:`sparsecse.shrinking.iterative`)."""
-    budget = check_budget(budget, f"kept-{costs.metric} budget")
     if costs.kv_heads:
         raise SparseCSEError("A kept-FLOPs or kept-parameters budget is not supported under grouped-query attention "
                              "yet (a key/value head's cost depends on its whole group); prune by --sparsity instead.")
+    budget = check_budget_keeps_a_unit(costs, budget, keep_one_head)
     layers, heads = head_scores.shape
-    cap = budget_cap(costs, budget)
-    available = cap - costs.fixed
+    available = budget_cap(costs, budget) - costs.fixed
     min_heads = layers if keep_one_head else 0
-    if available < min_heads * costs.head:
-        floor_ratio = (costs.fixed + min_heads * costs.head) / costs.dense
-        held = "the layers' biases and LayerNorms" + (" and one head per layer" if keep_one_head else "")
-        raise SparseCSEError(f"A kept-{costs.metric} budget of {budget!r} is below what {held} cost "
-                             f"({floor_ratio:.4g} of the dense model); raise the budget.")
     if allowed is not None and keep_one_head and not allowed[0].any(1).all():
         raise SparseCSEError("Cannot keep one head in every layer: a layer has no head left to keep.")
     h_order = _head_order(head_scores, keep_one_head, None if allowed is None else allowed[0])

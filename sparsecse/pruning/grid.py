@@ -27,8 +27,8 @@ def parse_grid(text: str | float | list, what: str = "value") -> list[float]:
             raise SparseCSEError(f"The {what} grid item {item!r} is not a number or start:stop:step.") from None
         if not all(math.isfinite(n) for n in numbers):
             raise SparseCSEError(f"The {what} grid item {item!r} holds a value that is not a finite number.")
-        if len(numbers) == 1:
-            values.add(round(numbers[0], 10))
+        if len(numbers) == 1:  # as given: a rounded value would pass checks the given one fails
+            values.add(numbers[0])
         elif len(numbers) == 3:
             start, stop, step = numbers
             if step <= 0 or stop < start:
@@ -36,7 +36,9 @@ def parse_grid(text: str | float | list, what: str = "value") -> list[float]:
             count = math.floor((stop - start) / step + 1e-9) + 1
             if count > MAX_GRID_VALUES:
                 raise SparseCSEError(f"The {what} range {item!r} holds {count} values; the limit is {MAX_GRID_VALUES}.")
-            values.update(round(start + k * step, 10) for k in range(count))
+            # the range's ends exactly as given, the values between rounded (0.1 + 2 * 0.1 is 0.3)
+            values.update(start if k == 0 else stop if abs(start + k * step - stop) <= 1e-9 * step
+                          else round(start + k * step, 10) for k in range(count))
         else:
             raise SparseCSEError(f"The {what} grid item {item!r} is not a number or start:stop:step.")
     return sorted(values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,8 @@ class Mask:
         tensors, manifest = load_tensors(path, what="mask file")
         if manifest.get("kind") not in (None, "mask") or not {"head_mask", "neuron_mask"} <= set(tensors):
             raise SparseCSEError(f"{path} is not a sparsecse mask file (it lacks head_mask/neuron_mask).")
+        for name in ("head_mask", "neuron_mask"):
+            check_zero_one(tensors[name], path, name)
         kv = tensors.get("kv_mask")
         return cls(tensors["head_mask"].bool(), tensors["neuron_mask"].bool(), manifest,
                    None if kv is None else kv.bool())
@@ -138,10 +141,27 @@ def check_mask_kv_groups(mask: Mask, model: nn.Module) -> None:
         check_kv_mask(mask.head_mask, mask.kv_mask, kv_group_size(model), getattr(model.config, "model_type", "?"))
 
 
+def check_zero_one(tensor: torch.Tensor, path, name: str) -> None:
+    """A mask tensor holds whole 0/1 values (uint8 or bool, as ``prune`` writes): a float or any other value
+    (a hand-edited file) would be rounded to keep/remove silently, so it is refused."""
+    if tensor.dtype not in (torch.uint8, torch.bool):
+        raise SparseCSEError(f"The mask {path} holds {str(tensor.dtype).removeprefix('torch.')} values in {name}; a "
+                             "mask holds 0 (remove) and 1 (keep) as uint8, as `sparsecse prune` writes it.")
+    if tensor.dtype == torch.uint8 and bool((tensor > 1).any()):
+        bad = sorted(set((tensor[tensor > 1]).tolist()))
+        raise SparseCSEError(f"The mask {path} holds {', '.join(map(str, bad[:3]))} in {name}; a mask holds only 0 "
+                             "(remove) and 1 (keep).")
+
+
 def model_for_mask(mask: "Mask | str | os.PathLike", model: str | os.PathLike | None = None):
     """``model`` if given, else the model the mask was made from (recorded in its manifest), so a mask
-    is never applied to the default model by accident."""
+    is never applied to the default model by accident. A mask that records no model applied to a given
+    ``model`` says so on stderr (what was assumed)."""
     if model is not None:
+        loaded = mask if isinstance(mask, Mask) else Mask.load(mask)
+        if not loaded.manifest.get("model"):
+            print(f"Note: the mask {'given' if isinstance(mask, Mask) else mask} records no model; it is applied "
+                  f"to {model} (its layer and unit counts are checked).", file=sys.stderr, flush=True)
         return model
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
     recorded = mask.manifest.get("model")

@@ -35,8 +35,9 @@ import torch
 
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.errors import SparseCSEError
-from sparsecse.modeling.adapters import layer_parts
+from sparsecse.modeling.adapters import layer_parts, uniform_shape
 from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.pruning.budget import UnitCosts, check_budget_keeps_a_unit
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig, check_target, one_target
 from sparsecse.pruning.prune import prune as prune_scores
@@ -50,6 +51,14 @@ from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult, remove_units,
 from sparsecse.stage_config import configure, configure_all
 
 DEFAULT_STEPS = 3
+
+
+def model_costs(encoder: SentenceEncoder, kind: str, seq_len: int) -> UnitCosts:
+    """The unit costs of ``encoder``'s model for a ``keep_flops`` or ``keep_params`` budget."""
+    layers, heads, ffn = uniform_shape(encoder.model)
+    shape = {"layers": layers, "heads": heads, "ffn": ffn, "hidden": int(encoder.config.hidden_size),
+             "head_dim": int(layer_parts(encoder.model)[0].head_dim)}
+    return UnitCosts.from_shape(shape, kind.split("_")[1], seq_len)
 
 
 def step_budgets(budget: float, steps: int) -> list[float]:
@@ -129,6 +138,8 @@ def iterative_prune(
                                                                                     device=device)
     if first is not None and first.manifest.get("model") not in (None, encoder.source):
         raise SparseCSEError(f"The score file was made for {first.manifest.get('model')}, not {encoder.source}.")
+    check_budget_keeps_a_unit(model_costs(encoder, kind, rule.seq_len), budget, bool(rule.keep_one_head))  # not
+    # after scoring and reconstructing, with a step's budget the user never gave
     start = time.perf_counter()
     dense = copy.deepcopy(encoder.model)
     batches = token_batches(encoder.tokenizer, plan.calibration.sentences, plan.batch_size, plan.max_length)

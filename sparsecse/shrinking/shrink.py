@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
+from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
@@ -107,7 +108,7 @@ def shrink(model: str | os.PathLike | None = None, mask: Mask | str | os.PathLik
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
     model = model_for_mask(mask, model)
     if out is not None:  # after the mask names its model: that model is an input too
-        check_destination(out, overwrite, inputs={"model": resolve_model(model), "mask": mask_path})
+        check_destination(out, overwrite, inputs=read_inputs(model=model, mask=mask_path))
     plan = reconstruction_plan(c.reconstruct, c.reconstruct_sentences)
     encoder = SentenceEncoder.load(model, pooling=c.pooling, device=c.device)
     mask.check_fits(encoder.model)

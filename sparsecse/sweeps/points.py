@@ -29,7 +29,8 @@ from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.results_file import load_pairs, save_pairs
 from sparsecse.modeling.encoder import resolve_model
 from sparsecse.training import rewind
-from sparsecse.training.api import check_inputs
+from sparsecse.training.api import check_inputs, teacher_inputs
+from sparsecse.artifacts.remote_code import allow_code
 from sparsecse.artifacts.sweep_layout import MASKS_DIR, PAIRS_DIR, REWOUND_DIR
 
 EVAL_MODES = ("masked", "shrunk")
@@ -158,9 +159,10 @@ def plan_rewinds(grid_s: list[float], grid_l: list[float], config, seeds: list[i
     args = dict(args or {})
     # corpus, objective, objective parameters and --lr, checked before anything is scored
     check_inputs("sweep --rewind", corpus, objective, args.get("objective_args"), args.get("lr"))
-    if init is not None:
-
-        resolve_model(init)
+    if init is not None:  # a directory with its own code needs consent: asked now, not after every point ran
+        allow_code(resolve_model(init), "initial checkpoint (--init)")
+    for teacher in teacher_inputs(objective, args.get("objective_args")):
+        allow_code(resolve_model(teacher), "teacher")
     chosen = grid_s if sparsities is None else _check_grid(sparsities, [0.5])[0]
     outside = [s for s in chosen if s not in grid_s]
     if outside:

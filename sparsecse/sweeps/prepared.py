@@ -20,6 +20,7 @@ from sparsecse.sweeps.naming import budget_point_name, parse_seeds, point_name, 
 from sparsecse.sweeps.points import (EVAL_MODES, RewindPlan, SweepResult, SweepRun, _check_grid, best_lambda,
                                      missing_tasks, plan_rewinds)
 from sparsecse.artifacts.files import check_destination
+from sparsecse.training.api import run_inputs
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.pruning.budget import check_budget
 from sparsecse.pruning.grid import parse_grid
@@ -207,8 +208,9 @@ def prepare_sweep(spec: SweepSpec) -> PreparedSweep:
     check_device(ev.device)
     precision = resolve_precision(ev.precision, ev.device)
     out = Path(spec.out)
-    check_destination(out, True, inputs={"model": spec.model, "corpus": rw and rw.corpus,
-                                         "initial checkpoint": rw and rw.init})
+    check_destination(out, True, inputs=run_inputs(
+        spec.model, rw.objective if rw else None, rw.args.get("objective_args") if rw else None, ev.data_dir,
+        corpus=rw.corpus if rw else None, init=rw.init if rw else None, reconstruct_corpus=spec.reconstruct))
     plan = plan_rewinds(grid_s, grid_l, rw, parse_seeds(rw.seeds, sc.seed)) if rw else None
     recon = _reconstruction(spec.reconstruct, grid_b)
 

@@ -15,12 +15,15 @@ from sparsecse.data.corpus import check_corpus_file, read_corpus
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, write_json
+from sparsecse.artifacts.inputs import read_inputs
+from sparsecse.artifacts.model_dir import model_lineage
 from sparsecse.objectives.registry import get_objective, parse_objective_args
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.distributed import stopped
 from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator, wait_for_everyone
 from sparsecse.objectives.recipe import resolve_hyperparameters
 from sparsecse.training.rundir import RunDir
+from sparsecse.artifacts.signals import Terminated, interrupts_as_keyboard
 from sparsecse.modeling.encoder import check_device
 from sparsecse.training.dev_eval import stsb_dev_evaluator
 from sparsecse.training.config import TrainingConfig
@@ -69,13 +72,39 @@ def source_hash(source: str | None) -> str | None:
 
 
 def check_out(kind: str, out, resume: bool, overwrite: bool, inputs: dict | None = None) -> None:
-    """Fail before loading anything when ``out`` is missing, finished, one of the ``inputs``, not
-    writable, or an unfinished run is in the way."""
+    """Fail before loading anything when ``out`` is missing, finished, one of the ``inputs`` (a
+    :func:`~sparsecse.artifacts.inputs.read_inputs` mapping), not writable, or an unfinished run is in the way."""
     if out is None:
         raise SparseCSEError(f"{kind} needs an output directory (--out).")
     # overwrite=True: RunDir.inspect words the "already exists" case (it knows about --resume)
-    check_destination(out, True, inputs={k: v for k, v in (inputs or {}).items() if isinstance(v, (str, os.PathLike))})
+    check_destination(out, True, inputs=inputs)
+    RunDir(out).check_free()
     RunDir(out).inspect(None, resume=resume, overwrite=overwrite)
+
+
+def teacher_inputs(objective: str | None, objective_args, model=None) -> list[str]:
+    """The teacher models a run reads: ``teacher=A+B`` of the distill objective's arguments, else the
+    dense model recorded in ``model``'s lineage (distill's default teacher)."""
+    from sparsecse.artifacts.model_names import local_model_dir
+    from sparsecse.objectives.distill import lineage_teacher
+    from sparsecse.objectives.teachers import teacher_names
+
+    if objective != "distill":
+        return []
+    teacher = _objective_params(objective_args).get("teacher")
+    if teacher is None and isinstance(model, (str, os.PathLike, type(None))):
+        directory = local_model_dir(model)
+        teacher = lineage_teacher(model_lineage(directory)) if directory else None
+    return teacher_names(teacher) if isinstance(teacher, (str, os.PathLike)) and str(teacher).strip() else []
+
+
+def run_inputs(model=None, objective: str | None = None, objective_args=None, data_dir=None,
+               **named) -> dict[str, list[str]]:
+    """Everything a training run reads (:func:`~sparsecse.artifacts.inputs.read_inputs`): its model,
+    teachers, data directory and ``named`` inputs (corpus, mask, init, ...); a loaded model is no path."""
+    model_given = model is None or isinstance(model, (str, os.PathLike))
+    return read_inputs(**({"model": model} if model_given else {}), **named, data_dir=data_dir,
+                       teacher=teacher_inputs(objective, objective_args, model) or None)
 
 
 @dataclass
@@ -167,85 +196,107 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
         **fingerprint_extra,
     }
     run_dir = RunDir(out)
-    # a partial run without a checkpoint yet starts over (its log and best model would be stale)
-    resume, overwrite = config.resume, config.overwrite
-    resume_from = run_dir.latest_checkpoint() if run_dir.inspect(fingerprint, resume, overwrite) else None
-    wait_for_everyone(accelerator)  # every process has looked before the first one changes anything
-    if accelerator.is_main_process:
-        run_dir.start(fingerprint, continuing=resume_from is not None)
-        if resume and resume_from is None:
-            print(f"Nothing to resume in {run_dir.path}; starting from step 0.", file=sys.stderr, flush=True)
-    wait_for_everyone(accelerator)
+    main = accelerator.is_main_process
+    with run_dir.locked(take=main), interrupts_as_keyboard():  # SIGTERM ends the run as Ctrl-C does
+        # a partial run without a checkpoint yet starts over (its log and best model would be stale)
+        resume, overwrite = config.resume, config.overwrite
+        resume_from = run_dir.latest_checkpoint() if run_dir.inspect(fingerprint, resume, overwrite) else None
+        wait_for_everyone(accelerator)  # every process has looked before the first one changes anything
+        extra_config = {"lineage": lineage, "training": {"objective": objective, "recipe": hyper["recipe"]}}
+        settings = LoopSettings(batch_size=hyper["batch_size"], lr=hyper["lr"], max_length=hyper["max_length"],
+                                max_steps=plan.total_steps, seed=seed, eval_steps=plan.eval_steps,
+                                save_steps=plan.save_steps, tensorboard=config.tensorboard,
+                                show_progress=show_progress, desc=f"{kind} ({objective})",
+                                bucket_by_length=config.bucket_by_length, gather_negatives=config.gather_negatives)
+        try:
+            if main:
+                run_dir.start(fingerprint, continuing=resume_from is not None)
+                if resume and resume_from is None:
+                    print(f"Nothing to resume in {run_dir.path}; starting from step 0.", file=sys.stderr, flush=True)
+            wait_for_everyone(accelerator)
+            trainer = Trainer(accelerator, encoder, built, plan.sentences, settings, run_dir, plan.evaluate,
+                              save_model=lambda enc, path: _save_quietly(enc, path, extra_config))
+            holder["trainer"] = trainer
+            loop = trainer.run(resume_from)
+        except BaseException as exc:
+            _after_failure(run_dir, main, exc)
+            raise
 
-    extra_config = {"lineage": lineage, "training": {"objective": objective, "recipe": hyper["recipe"]}}
-    settings = LoopSettings(batch_size=hyper["batch_size"], lr=hyper["lr"], max_length=hyper["max_length"],
-                            max_steps=plan.total_steps, seed=seed, eval_steps=plan.eval_steps,
-                            save_steps=plan.save_steps, tensorboard=config.tensorboard, show_progress=show_progress,
-                            desc=f"{kind} ({objective})", bucket_by_length=config.bucket_by_length,
-                            gather_negatives=config.gather_negatives)
-    trainer = Trainer(accelerator, encoder, built, plan.sentences, settings, run_dir, plan.evaluate,
-                      save_model=lambda enc, path: _save_quietly(enc, path, extra_config))
-    holder["trainer"] = trainer
-    try:
-        loop = trainer.run(resume_from)
-    except BaseException as exc:
-        _after_failure(run_dir, accelerator.is_main_process, exc)
-        raise
-
-    record = {**hyper, "max_steps": plan.total_steps, "steps_per_epoch": plan.steps_per_epoch,
-              "eval_steps": plan.eval_steps, "save_steps": plan.save_steps, "objective": objective,
-              "objective_params": built.params, "pooling": encoder.pooling,
-              "mixed_precision": accelerator.mixed_precision, "processes": accelerator.num_processes,
-              "per_process_batch_size": hyper["batch_size"] // accelerator.num_processes,
-              "gather_negatives": config.gather_negatives,
-              "max_grad_norm": settings.max_grad_norm, "weight_decay": settings.weight_decay,
-              "optimizer": "AdamW", "schedule": "linear decay, no warm-up",
-              "bucket_by_length": config.bucket_by_length,
-              **({"objective_info": objective_info} if objective_info else {})}
-    result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
-                         loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,
-                         loop.history, seconds=round(time.perf_counter() - started, 3),
-                         main_process=accelerator.is_main_process)
-    if accelerator.is_main_process:
-        corpus_input = corpus if isinstance(corpus, (str, os.PathLike)) else None
-        manifest = make_manifest(
-            f"{kind}_model", inputs={**inputs, "corpus": corpus_input}, params=record, seed=seed, lineage=lineage,
-            selected=(f"best STS-B dev at step {loop.best_step}" if loop.best_step else "last step"),
-            result={k: v for k, v in result.to_dict().items() if k not in ("out", "hyperparameters")},
-            history=loop.history,
-        )
-        _assemble_output(out, run_dir, loop.best_dir, lambda tmp: _save_quietly(encoder, tmp, extra_config),
-                         manifest, overwrite)
-    wait_for_everyone(accelerator)
+        record = {**hyper, "max_steps": plan.total_steps, "steps_per_epoch": plan.steps_per_epoch,
+                  "eval_steps": plan.eval_steps, "save_steps": plan.save_steps, "objective": objective,
+                  "objective_params": built.params, "pooling": encoder.pooling,
+                  "mixed_precision": accelerator.mixed_precision, "processes": accelerator.num_processes,
+                  "per_process_batch_size": hyper["batch_size"] // accelerator.num_processes,
+                  "gather_negatives": config.gather_negatives,
+                  "max_grad_norm": settings.max_grad_norm, "weight_decay": settings.weight_decay,
+                  "optimizer": "AdamW", "schedule": "linear decay, no warm-up",
+                  "bucket_by_length": config.bucket_by_length,
+                  **({"objective_info": objective_info} if objective_info else {})}
+        result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
+                             loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,
+                             loop.history, seconds=round(time.perf_counter() - started, 3), main_process=main)
+        if main:
+            corpus_input = corpus if isinstance(corpus, (str, os.PathLike)) else None
+            manifest = make_manifest(
+                f"{kind}_model", inputs={**inputs, "corpus": corpus_input}, params=record, seed=seed,
+                lineage=lineage, selected=(f"best STS-B dev at step {loop.best_step}" if loop.best_step else "last step"),
+                result={k: v for k, v in result.to_dict().items() if k not in ("out", "hyperparameters")},
+                history=loop.history,
+            )
+            try:
+                _assemble_output(out, run_dir, loop.best_dir, lambda tmp: _save_quietly(encoder, tmp, extra_config),
+                                 manifest, overwrite)
+            except BaseException as exc:
+                _after_failure(run_dir, main, exc)
+                raise
+        wait_for_everyone(accelerator)
     return result
 
 
 def _after_failure(run_dir: RunDir, main: bool, exc: BaseException) -> None:
     """A run that stopped before its first checkpoint leaves no OUT.partial (it would only block the
-    next run); one with a checkpoint stays, and an interrupt says how to continue it."""
+    next run); one with a checkpoint stays. An interrupt (Ctrl-C or SIGTERM) says how to go on."""
     if not main:
         return
     if run_dir.latest_checkpoint() is None:
         run_dir.remove()
+        if isinstance(exc, KeyboardInterrupt):
+            raise type(exc)(f"{_stopped(exc)} before the first checkpoint, so there is nothing to resume and "
+                            f"{run_dir.path} was removed; run the same command again to start over.") from None
     elif isinstance(exc, KeyboardInterrupt):
-        raise KeyboardInterrupt(f"Interrupted; the run so far is kept in {run_dir.path}: rerun with --resume (same "
-                                f"settings) to continue it, or with --overwrite to start over.") from None
+        step = run_dir.latest_checkpoint().name.rsplit("-", 1)[1].lstrip("0") or "0"
+        raise type(exc)(f"{_stopped(exc)}; the run so far (checkpoint at step {step}) is kept in {run_dir.path}: "
+                        f"run the same command with --resume to continue it, or with --overwrite to start "
+                        f"over.") from None
+
+
+def _stopped(exc: BaseException) -> str:
+    return "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
 
 
 def _assemble_output(out, run_dir: RunDir, best_dir: Path | None, save_last, manifest: dict, overwrite: bool) -> None:
-    """OUT = the best model (else the last weights) + log + manifest, atomically; then drop OUT.partial."""
+    """OUT = the best model (else the last weights) + log + manifest, atomically; then drop OUT.partial.
+    The run directory is only read until OUT is in place (files linked or copied, never moved), so a
+    run stopped while assembling can still be resumed."""
     with atomic_dir(out, overwrite=overwrite) as tmp:
         if best_dir is not None:
-            for item in best_dir.iterdir():
-                shutil.move(str(item), tmp / item.name)
+            shutil.copytree(best_dir, tmp, dirs_exist_ok=True, copy_function=_link_or_copy)
         else:
             save_last(tmp)
         if run_dir.log_path.exists():
-            shutil.move(str(run_dir.log_path), tmp / "train_log.jsonl")
+            shutil.copyfile(run_dir.log_path, tmp / "train_log.jsonl")
         if (run_dir.path / "tensorboard").exists():
-            shutil.move(str(run_dir.path / "tensorboard"), tmp / "tensorboard")
+            shutil.copytree(run_dir.path / "tensorboard", tmp / "tensorboard", copy_function=_link_or_copy)
         write_json(tmp / "manifest.json", manifest)
     run_dir.remove()
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link (no second copy of a model's weights on disk), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _save_quietly(encoder: SentenceEncoder, path: Path, extra_config: dict) -> None:
@@ -318,7 +369,9 @@ def train(model=None, corpus=None, out=None, objective: str | None = None, objec
 
     config = training_config(config, options, "train", objective=objective, objective_args=objective_args, seed=seed)
     objective, objective_args = config.objective, config.objective_args
-    check_out("train", out, config.resume, config.overwrite, inputs={"model": model, "corpus": corpus})
+    check_out("train", out, config.resume, config.overwrite,
+              inputs=run_inputs(model, objective, objective_args, config.data_dir,
+                                corpus=corpus if isinstance(corpus, (str, os.PathLike)) else None))
     check_inputs("train", corpus, objective, objective_args, config.lr, config.device)
     set_seed(config.seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
     if isinstance(model, SentenceEncoder):

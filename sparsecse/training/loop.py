@@ -284,6 +284,21 @@ class Trainer:
                 "best_score": self.best_score, "history": self.history, "processes": self.acc.num_processes}
 
     def load_checkpoint(self, path: Path) -> None:
+        """Restore everything from ``path``; a damaged checkpoint (a truncated tensor file, a blank or
+        edited JSON file, tensors that do not fit) is one sentence, never a traceback."""
+        try:
+            self._load_checkpoint(path)
+        except SparseCSEError as exc:
+            raise SparseCSEError(f"Cannot resume from {path}: {str(exc).rstrip('.')}; pass --overwrite to start "
+                                 "over.") from None
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # safetensors, json, torch and the optimizer raise their own types
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise SparseCSEError(f"Cannot resume from {path}: the checkpoint is damaged or incomplete ({reason}); "
+                                 "pass --overwrite to start over.") from None
+
+    def _load_checkpoint(self, path: Path) -> None:
         device = self.acc.device
         self.encoder.model.load_state_dict(read_state(path, "encoder", device))
         objective = read_state(path, "objective", device)

@@ -29,7 +29,7 @@ from sparsecse.training.config import TrainingConfig
 from sparsecse.training.distributed import launched_rank
 from sparsecse.artifacts.model_dir import model_lineage
 from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out, run,
-                                    source_hash)
+                                    run_inputs, source_hash)
 from sparsecse.shrinking.surgery import base_model_type, shrink_encoder
 from sparsecse.shrinking.surgery import mask_digest
 from sparsecse.modeling import SHRUNK_CONFIGS
@@ -40,6 +40,7 @@ def resolve_init(mask: Mask, init: str | os.PathLike | None) -> tuple[str, str |
     ``init``, else the scored model itself."""
     scored = mask.manifest.get("model")
     if init is not None:
+        model_for_mask(mask, init)  # a mask that records no model: says it is taken to fit --init
         return resolve_model(init), scored
     if not scored:
         raise SparseCSEError("The mask does not record which model was scored; pass --init.")
@@ -130,7 +131,9 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str | None = None,
     config = training_config(config, options, "rewind", objective=objective, objective_args=objective_args, seed=seed)
     objective, objective_args, seed = config.objective, config.objective_args, config.seed
     check_out("rewind", out, config.resume, config.overwrite,
-              inputs={"mask": None if isinstance(mask, Mask) else mask, "init": init, "corpus": corpus})
+              inputs=run_inputs(None, objective, objective_args, config.data_dir, default_model=False,
+                                mask=None if isinstance(mask, Mask) else mask, init=init,
+                                corpus=corpus if isinstance(corpus, (str, os.PathLike)) else None))
     check_inputs("rewind", corpus, objective, objective_args, config.lr, config.device)
     mask_path = None if isinstance(mask, Mask) else absolute_path(str(mask))
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)

@@ -8,9 +8,15 @@ Layout::
     OUT.partial/best-step-000250/         the best model so far (STS-B dev), a normal model directory
     OUT.partial/tensorboard/              optional
 
-Each checkpoint and best model is written atomically; the last checkpoint is kept. The finished
+Each checkpoint and best model is written atomically; the last checkpoint is kept. OUT.partial itself
+appears atomically, with its run.json (built in a temporary directory, then renamed). The finished
 run is assembled into OUT atomically and the partial directory removed, so a killed run leaves
-either a resumable OUT.partial or a complete OUT, never a half-written OUT.
+either a resumable OUT.partial or a complete OUT, never a half-written OUT. A partial directory without
+a checkpoint holds nothing worth resuming: the next run replaces it (with or without ``--resume``).
+
+One process runs in OUT.partial at a time: ``.OUT.run.lock`` beside it names the process that does
+(:meth:`RunDir.locked`); a second run of the same OUT is refused, even with ``--overwrite``, while
+that process lives.
 """
 
 from __future__ import annotations
@@ -21,8 +27,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import contextlib
+from typing import Iterator
+
 from sparsecse.errors import SparseCSEError
-from sparsecse.artifacts.files import atomic_dir, write_json
+from sparsecse.artifacts.files import atomic_dir, dumps_json
+from sparsecse.artifacts.locks import FileLock
 
 CHECKPOINTS = "checkpoints"
 LOG = "log.jsonl"
@@ -37,10 +47,43 @@ def _step_of(path: Path) -> int:
     return int(path.name.rsplit("-", 1)[1])
 
 
+def _is_step(path: Path) -> bool:
+    """A finished checkpoint directory ``step-NNNNNN`` (never a writer's hidden temporary)."""
+    return path.is_dir() and path.name.startswith("step-") and path.name.rsplit("-", 1)[1].isdigit()
+
+
 class RunDir:
     def __init__(self, out: str | os.PathLike):
         self.out = Path(out)
         self.path = self.out.with_name(self.out.name + ".partial")
+        self.lock = FileLock(self.out.with_name(f".{self.out.name}.run.lock"))
+
+    # ------------------------------------------------------------------ one run at a time
+    def check_free(self) -> None:
+        """Refuse (before any work) when another live process runs in this directory."""
+        if self.lock.path.exists() and not self.lock.is_stale():
+            self._refuse_busy()
+
+    @contextlib.contextmanager
+    def locked(self, take: bool = True) -> Iterator["RunDir"]:
+        """Hold the run's lock for the block (``take``: on the main process only; the others share it)."""
+        if take:
+            try:
+                taken = self.lock.acquire()
+            except OSError as exc:
+                raise SparseCSEError(f"Cannot write {self.out} ({exc.strerror or exc}); nothing was written.") from None
+            if not taken:
+                self._refuse_busy()
+        try:
+            yield self
+        finally:
+            if take:
+                self.lock.release()
+
+    def _refuse_busy(self) -> None:
+        holder = self.lock.holder() or {}
+        raise SparseCSEError(f"{self.out} is being written by another process (pid {holder.get('pid', '?')} on "
+                             f"{holder.get('host', 'this host')}); wait for it to finish or choose another --out.")
 
     # ------------------------------------------------------------------ start / resume
     def inspect(self, fingerprint: dict[str, Any] | None, resume: bool, overwrite: bool) -> bool:
@@ -48,32 +91,37 @@ class RunDir:
         if self.out.exists() and not overwrite:
             hint = " (that run is finished)" if resume else ""
             raise SparseCSEError(f"{self.out} already exists{hint}; choose another --out or pass --overwrite.")
-        if not self.path.exists():
-            return False
+        if not self.path.exists() or self.latest_checkpoint() is None:
+            return False  # nothing to resume: a partial directory without a checkpoint is replaced
         if resume:
             if fingerprint is not None:
                 self._check_fingerprint(fingerprint)
             return True
         if not overwrite:
             raise SparseCSEError(
-                f"An unfinished run is in {self.path}; pass --resume to continue it or --overwrite to start over."
+                f"An unfinished run is in {self.path} (checkpoint at step {_step_of(self.latest_checkpoint())}); "
+                f"pass --resume to continue it or --overwrite to start over."
             )
         return False
 
     def start(self, fingerprint: dict[str, Any], continuing: bool) -> None:
-        """Create the run directory (main process only), replacing a stale one unless continuing."""
+        """Create the run directory (main process only), replacing a stale one unless continuing: it
+        appears whole, run.json included, or not at all."""
         if continuing:
             return
-        if self.path.exists():
-            shutil.rmtree(self.path)
-        self.path.mkdir(parents=True)
-        write_json(self.path / RUN, {"fingerprint": fingerprint})
+        if self.path.exists() or self.path.is_symlink():
+            self.remove()
+        with atomic_dir(self.path, overwrite=True) as tmp:
+            (tmp / RUN).write_text(dumps_json({"fingerprint": fingerprint}, indent=2) + "\n")
 
     def _check_fingerprint(self, fingerprint: dict[str, Any]) -> None:
         try:
             stored = json.loads((self.path / RUN).read_text())["fingerprint"]
-        except (OSError, ValueError, KeyError):
-            raise SparseCSEError(f"{self.path} is not a sparsecse run directory (no readable {RUN}).") from None
+            if not isinstance(stored, dict):
+                raise ValueError
+        except (OSError, ValueError, KeyError, TypeError):
+            raise SparseCSEError(f"{self.path} holds checkpoints but no readable {RUN}, so its settings are unknown; "
+                                 "pass --overwrite to start over.") from None
         current = json.loads(json.dumps(fingerprint, default=str))
         differing = [k for k in sorted(set(stored) | set(current)) if stored.get(k) != current.get(k)]
         if differing:
@@ -86,7 +134,7 @@ class RunDir:
 
     # ------------------------------------------------------------------ checkpoints
     def latest_checkpoint(self) -> Path | None:
-        found = sorted((self.path / CHECKPOINTS).glob("step-*"), key=_step_of)
+        found = sorted((p for p in (self.path / CHECKPOINTS).glob("step-*") if _is_step(p)), key=_step_of)
         return found[-1] if found else None
 
     def write_checkpoint(self, step: int, write) -> Path:
@@ -133,7 +181,10 @@ class RunDir:
         self.log_path.write_text("".join(line + "\n" for line in kept))
 
     def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        if self.path.is_symlink():
+            self.path.unlink()
+        else:
+            shutil.rmtree(self.path, ignore_errors=True)
 
 
 def _short(value: Any) -> str:

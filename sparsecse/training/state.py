@@ -82,8 +82,10 @@ def read_state(directory: Path, name: str, device: str | torch.device = "cpu") -
     try:
         tensors = load_file(str(directory / f"{name}.safetensors"), device=where)
         skeleton = json.loads((directory / f"{name}.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise SparseCSEError(f"The checkpoint {directory} is incomplete or corrupt ({name}: {exc}).") from None
+    except Exception as exc:  # OSError, json's ValueError, safetensors' own error type for a truncated file
+        raise SparseCSEError(f"the checkpoint is incomplete or corrupt ({name}: "
+                             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__})") \
+            from None
     return _join(skeleton, tensors)
 
 

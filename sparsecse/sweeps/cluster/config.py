@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -45,10 +46,10 @@ ARRAYS = ("evaluate", "rewind")
 
 def parse_time(value: Any) -> int:
     """Minutes from an int (minutes) or SLURM's ``MM``, ``HH:MM:SS``, ``D-HH:MM[:SS]``."""
-    if isinstance(value, bool):
-        raise SparseCSEError(f"A time limit is minutes or [D-]HH:MM:SS, not {value!r}.")
+    if isinstance(value, bool) or isinstance(value, float) and not math.isfinite(value):
+        raise SparseCSEError(f"A time limit is a finite number of minutes or [D-]HH:MM:SS, not {value!r}.")
     if isinstance(value, (int, float)) and value > 0:
-        return int(value)
+        return max(1, int(value))
     match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", str(value).strip())
     if not match:
         raise SparseCSEError(f"A time limit is minutes or [D-]HH:MM:SS, not {value!r}.")
@@ -88,7 +89,16 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise SparseCSEError(f"The launcher config {path} does not exist.")
-    text = path.read_text()
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise SparseCSEError(f"Cannot read the launcher config {path} ({exc.strerror or exc}).") from None
+    except UnicodeDecodeError as exc:
+        raise SparseCSEError(f"The launcher config {path} is not UTF-8 text (byte {exc.start}).") from None
+    if "\0" in text:
+        raise SparseCSEError(f"The launcher config {path} holds a NUL byte (byte {text.index(chr(0))}); it is not "
+                             "a text file.")
     try:
         if path.suffix == ".toml":
             import tomllib

@@ -33,6 +33,7 @@ import submitit
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import write_json
 from sparsecse.sweeps.cluster.config import Resources
+from sparsecse.sweeps.cluster.local_controller import LocalExecutor
 from sparsecse.sweeps.cluster.slurm_status import slurm_job_class
 from sparsecse.sweeps.cluster.tasks import PointTask
 from sparsecse.sweeps.config import SweepSpec, sweep_spec
@@ -151,7 +152,7 @@ class LocalBackend:
     def submit(self, task: PointTask, points: list[Point], array: str, after: list[str]) -> list:
         """Start ``task`` on each of ``points`` as local processes (``after`` needs no wait: the rewinds are submitted
         once the evaluations ended)."""
-        ex = submitit.LocalExecutor(folder=self.folder, max_num_timeout=MAX_REQUEUES[array])
+        ex = LocalExecutor(folder=self.folder, max_num_timeout=MAX_REQUEUES[array])  # quiet, dies with the sweep
         ex.update_parameters(timeout_min=self.minutes)
         return [ex.submit(task, p) for p in points]
 
