@@ -164,8 +164,10 @@ def front_matter(recipe: Recipe, input_model: str, figures: dict[str, Any]) -> d
     return meta
 
 
-def _ci(ci) -> str:
-    return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+def _ci(ci, signed: bool = False) -> str:
+    if not ci:
+        return ""
+    return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if signed else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
 def model_card(recipe: Recipe, input_model: str, stages: list[dict], figures: dict[str, Any],
@@ -194,7 +196,7 @@ def model_card(recipe: Recipe, input_model: str, stages: list[dict], figures: di
         versus = figures.get("versus")
         if versus:
             lines += ["", f"Against `{versus['model']}` ({versus['sts_avg']:.2f}): **{versus['difference']:+.2f}** "
-                          f"{_ci(versus['paired_ci'])} (paired bootstrap, B - A)."]
+                          f"{_ci(versus['paired_ci'], signed=True)} (paired bootstrap, B - A)."]
         speed = figures.get("speed")
         if speed:
             lines += ["", "## Speed", "",
