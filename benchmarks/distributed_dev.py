@@ -95,8 +95,8 @@ def main() -> None:
               "within_0.05_spearman": abs(two - one) <= 5.0}
     print(f"{'run':<24}{'STS-B dev':>10}{'first loss':>12}{'mean loss, last 10':>20}{'seconds':>9}")
     for name, row in rows.items():
-        print(f"{name:<24}{row['stsb_dev']:>10.2f}{row.get('first_loss', float('nan')):>12.4f}"
-              f"{row.get('mean_last_10_loss', float('nan')):>20.4f}{row.get('seconds', float('nan')):>9}")
+        print(f"{name:<24}{row['stsb_dev']:>10.2f}{row.get('first_loss', float('nan')):>12.4g}"
+              f"{row.get('mean_last_10_loss', float('nan')):>20.4g}{row.get('seconds', float('nan')):>9}")
     print(f"2 processes - 1 process: {two - one:+.2f} (x100; the bound is 5.00 = 0.05 Spearman)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
