@@ -155,7 +155,7 @@ def test_every_command_checks_its_destination_first(tiny_bert_dir, tiny_stsb_dir
     ]
     for args in commands:
         one_sentence_error(cli(*args), "is a file, not a directory")
-    assert {p.name for p in tmp_path.iterdir()} == {"afile", "corpus.txt"}
+    assert {p.name for p in tmp_path.iterdir()} == {"afile"}  # the corpus fixture lives in its own directory
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write into read-only directories")
@@ -341,8 +341,8 @@ def test_failed_check_in_train_leaves_no_partial_directory(tiny_bert_dir, corpus
     from sparsecse.training import train
 
     out = tmp_path / "t"
-    with pytest.raises(SparseCSEError, match="fewer than one batch"):
-        train(tiny_bert_dir, corpus, out, batch_size=64, max_steps=2, eval_steps=0, show_progress=False,
+    with pytest.raises(SparseCSEError, match="fewer than one batch"):  # the corpus holds 160 sentences
+        train(tiny_bert_dir, corpus, out, batch_size=256, max_steps=2, eval_steps=0, show_progress=False,
               device="cpu")
     assert not out.exists() and not (tmp_path / "t.partial").exists()
 

@@ -126,6 +126,9 @@ def _same_or_inside(path: Path, container: Path) -> bool:
         return False
 
 
+NEW_FILES_ALLOWED_INSIDE = ("data directory",)  # inputs a new output may be written into (never over a file)
+
+
 def _input_paths(inputs: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for name, value in (inputs or {}).items():
         for item in value if isinstance(value, (list, tuple)) else [value]:
@@ -154,7 +157,10 @@ def check_destination(
     for name, value in _input_paths(inputs or {}):
         source = real_path(value)
         for target in targets:
-            if _same_or_inside(source, target) or (source.is_dir() and _same_or_inside(target, source)):
+            inside = source.is_dir() and _same_or_inside(target, source)
+            if inside and name in NEW_FILES_ALLOWED_INSIDE and target != source and not os.path.lexists(target):
+                continue  # a new file among the data replaces nothing that is read
+            if _same_or_inside(source, target) or inside:
                 raise SparseCSEError(f"{option} {out} would overwrite the {name} it reads ({value}); choose "
                                      f"another {option}.")
     refuse_existing(out, overwrite)

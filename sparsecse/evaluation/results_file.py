@@ -86,9 +86,14 @@ def check_recorded_score(path, task: str, pairs: dict, recorded, aggregation: st
     sizes = [int(n) for n in pairs["subsets"].values()]
     bounds = np.cumsum([0, *sizes])
     sims, gold = pairs["similarity"], pairs["gold"]
-    per_subset = [spearman100(sims[a:b], gold[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-    recomputed = {"all": lambda: spearman100(sims, gold), "mean": lambda: float(np.mean(per_subset)),
-                  "wmean": lambda: float(np.dot(per_subset, sizes) / sum(sizes))}[aggregation]()
+    if aggregation not in ("all", "mean", "wmean"):
+        raise SparseCSEError(f"{path}: the recorded STS aggregation {aggregation!r} is not all, mean or wmean.")
+    if aggregation == "all":
+        recomputed = spearman100(sims, gold)
+    else:
+        per_subset = [spearman100(sims[a:b], gold[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        weights = sizes if aggregation == "wmean" else [1] * len(sizes)
+        recomputed = float(np.dot(per_subset, weights) / sum(weights))
     if not abs(recomputed - float(recorded)) <= SCORE_TOLERANCE:
         raise SparseCSEError(f"{path}: the recorded {task} score {recorded} is not what its per-pair similarities "
                              f"and gold scores give ({recomputed}); the file was edited or damaged, so it cannot be "

@@ -69,6 +69,7 @@ class RunDir:
         """Hold the run's lock for the block (``take``: on the main process only; the others share it)."""
         if take:
             try:
+                self.out.parent.mkdir(parents=True, exist_ok=True)  # a recipe's stages/ appears with its first run
                 taken = self.lock.acquire()
             except OSError as exc:
                 raise SparseCSEError(f"Cannot write {self.out} ({exc.strerror or exc}); nothing was written.") from None
