@@ -299,7 +299,8 @@ def test_score_prune_every_criterion_shrink_eval_on_qwen3(qwen3_dir, tiny_stsb_d
         assert mask.manifest["dense_flops"] == flops_per_token(load(qwen3_dir, "qwen3"), 128)
     mask = prune(scores, 0.3, 0.5)
     mask.save(tmp_path / "mask.safetensors")
-    result = runner.invoke(main, ["shrink", "--mask", str(tmp_path / "mask.safetensors"), "--out", str(small)])
+    result = runner.invoke(main, ["shrink", "--mask", str(tmp_path / "mask.safetensors"), "--out", str(small),
+                                  "--pooling", "last"])
     assert result.exit_code == 0, result.output
     evals = [runner.invoke(main, ["eval", "--model", str(qwen3_dir), "--mask", str(tmp_path / "mask.safetensors"),
                                   "--pooling", "last", "--tasks", "STSBenchmark", "--json", *data]),
