@@ -111,15 +111,6 @@ ADAPTERS = (
 )
 
 
-def _modern_adapters() -> tuple[ArchitectureAdapter, ...]:
-    from sparsecse.modeling.adapters_modern import MODERN_ADAPTERS  # it builds on LayerParts above
-
-    return MODERN_ADAPTERS
-
-
-ADAPTERS = ADAPTERS + _modern_adapters()
-
-
 def supported_model_types() -> list[str]:
     return [t for a in ADAPTERS for t in a.model_types]
 
@@ -159,3 +150,9 @@ def uniform_shape(model: nn.Module) -> tuple[int, int, int]:
                              "gates, scoring and pruning need layers of one shape: prune the dense model it came "
                              "from to the smaller budget instead.")
     return len(heads), heads[0], neurons[0]
+
+
+# ModernBERT, Qwen3, Gemma-3 text: their adapters build on LayerParts and ArchitectureAdapter above
+from sparsecse.modeling.adapters_modern import MODERN_ADAPTERS  # noqa: E402
+
+ADAPTERS = ADAPTERS + MODERN_ADAPTERS

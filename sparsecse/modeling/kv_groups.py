@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.modeling.adapters import get_adapter
+from sparsecse.modeling.adapters import get_adapter, layer_parts
 
 
 def kv_group_size(model_or_config) -> int:
@@ -79,14 +79,10 @@ class KVGroupGates:
 
     @classmethod
     def ones_for(cls, model: nn.Module, requires_grad: bool = False) -> "KVGroupGates":
-        from sparsecse.modeling.adapters import layer_parts
-
         parts = layer_parts(model)
         return cls(torch.ones(len(parts), parts[0].num_kv_heads), requires_grad)
 
     def attach(self, model: nn.Module) -> "KVGroupGates":
-        from sparsecse.modeling.adapters import layer_parts
-
         check_gate_unit(model, "kv_group")
         parts = layer_parts(model)
         if tuple(self.gate.shape) != (len(parts), parts[0].num_kv_heads):
