@@ -37,11 +37,12 @@ def modern_config(arch: str, vocab_size: int, layers: int = LAYERS):
 def make_modern_model_dir(out: Path, arch: str, seed: int = 0, padding_side: str | None = None) -> Path:
     """Save a random ``arch`` model + a word-piece tokenizer to ``out`` (decoders pad on the left, like
     Qwen3-Embedding, unless ``padding_side`` says otherwise)."""
-    from transformers import AutoModel
+    from transformers import AutoModel, AutoTokenizer
 
     out = Path(out)
-    tok = make_tokenizer(out)
-    tok.padding_side = padding_side or ("right" if arch == "modernbert" else "left")
+    make_tokenizer(out)
+    side = padding_side or ("right" if arch == "modernbert" else "left")
+    tok = AutoTokenizer.from_pretrained(out, padding_side=side)  # an init argument, so it is saved
     tok.save_pretrained(out)
     torch.manual_seed(seed)
     model = AutoModel.from_config(modern_config(arch, len(tok)))

@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from sparsecse.artifacts.files import MANIFEST_KEY
 from sparsecse.artifacts.model_names import local_model_dir
 
 # the keyword arguments of read_inputs that name models, and what the message calls each
@@ -41,8 +42,6 @@ def recorded_model(mask_or_scores: str | os.PathLike) -> str | None:
     manifest: Any = None
     try:
         from safetensors import safe_open
-
-        from sparsecse.artifacts.files import MANIFEST_KEY
 
         with safe_open(path, framework="pt") as f:
             manifest = json.loads((f.metadata() or {}).get(MANIFEST_KEY, "null"))

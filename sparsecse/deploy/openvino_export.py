@@ -29,6 +29,7 @@ from sparsecse.deploy.export_config import ExportConfig
 from sparsecse.artifacts.exported_model import MISSING_OPENVINO
 from sparsecse.artifacts.model_dir import write_model_config
 from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder, require_openvino
+from sparsecse.modeling.adapters import get_adapter
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.st_dense import write_sentence_transformers_config
 from sparsecse.errors import SparseCSEError
@@ -76,6 +77,12 @@ def convert(encoder: SentenceEncoder, normalize: bool):
     Headless layers' zero-input projections become their bias first (changes ``encoder`` in place)."""
     ov = require_openvino()
     replace_zero_input_linears(encoder.model)
+    if get_adapter(encoder.model).gated_ffn and hasattr(encoder.model, "set_attn_implementation"):
+        # ModernBERT / Qwen3 / Gemma-3: a query that sees no key (a padding position left of a left-padded
+        # sentence, or outside a local window) makes OpenVINO's converted SDPA return NaN, which the zero
+        # attention weights of later layers then carry into every token (0 * NaN); the eager attention's
+        # finite mask (the dtype's minimum, not -inf) keeps such rows finite, and the real tokens exact
+        encoder.model.set_attn_implementation("eager")
     batch = encoder.tokenizer(CHECK_SENTENCES[:2], padding=True, return_tensors="pt")
     names = [n for n in INPUTS if n in batch]
     graph = EmbeddingGraph(encoder, names, normalize).eval()

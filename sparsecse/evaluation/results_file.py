@@ -15,6 +15,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_file, dumps_json
 from sparsecse.artifacts.files import load_tensors
 from sparsecse.artifacts.files import save_tensors
+from sparsecse.evaluation.sts import spearman100
 
 
 def _plain(value):
@@ -74,8 +75,6 @@ def check_recorded_score(path, task: str, pairs: dict, recorded, aggregation: st
     """The ``task`` score a result file records must be the one its per-pair similarities and gold scores
     give (recomputed here); NaN or infinite values, or a score that does not follow from the pairs (edited
     similarities, reordered gold scores), are refused in one sentence naming the file and the task."""
-    from sparsecse.evaluation.sts import spearman100
-
     for key, what in (("similarity", "per-pair similarities"), ("gold", "gold scores")):
         bad = np.flatnonzero(~np.isfinite(pairs[key]))
         if bad.size:

@@ -27,6 +27,7 @@ from sparsecse.modeling.st_dense import read_dense, write_sentence_transformers_
 from sparsecse.artifacts.model_names import (DEFAULT_MODEL_NAME, MODELS_ENV, default_model_path,  # noqa: F401
                                              model_search_path, resolve_model)
 from sparsecse.artifacts.model_dir import SPARSECSE_CONFIG, read_model_config, write_model_config  # noqa: F401
+from sparsecse.modeling.pooling import last_token
 from sparsecse.modeling.adapters import get_adapter  # validates the architecture before loading weights
 from sparsecse.modeling.cpu_features import has_native_bf16 as cpu_has_native_bf16
 
@@ -325,14 +326,6 @@ def resolve_precision(precision: str, device: str | torch.device | None = None) 
     if target.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
     return "bf16" if target.type == "cpu" and cpu_has_native_bf16() else "fp32"
-
-
-def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """The hidden state of each row's last non-padding token: position len-1 with right padding, the
-    final position with left padding (the largest position whose mask is 1, whatever the side)."""
-    positions = torch.arange(1, attention_mask.shape[1] + 1, device=attention_mask.device)
-    last = (attention_mask.to(positions.dtype) * positions).argmax(-1)
-    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
 def padded_batches(tokenizer, sentences: Sequence[str], max_length: int, batch_size: int, max_tokens: int,

@@ -79,12 +79,10 @@ class KVGroupGates:
 
     @classmethod
     def ones_for(cls, model: nn.Module, requires_grad: bool = False) -> "KVGroupGates":
-
         parts = layer_parts(model)
         return cls(torch.ones(len(parts), parts[0].num_kv_heads), requires_grad)
 
     def attach(self, model: nn.Module) -> "KVGroupGates":
-
         check_gate_unit(model, "kv_group")
         parts = layer_parts(model)
         if tuple(self.gate.shape) != (len(parts), parts[0].num_kv_heads):

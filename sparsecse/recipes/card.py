@@ -7,11 +7,9 @@ sentence-transformers writes one), ``manifest.json`` (the recipe run's), ``recip
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable
 

@@ -25,10 +25,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sparsecse.artifacts import model_store
-from sparsecse.artifacts.files import atomic_dir, atomic_file, check_destination, hash_path, sha256_file, write_json
+from sparsecse.artifacts.files import atomic_file, check_destination, hash_path, sha256_file, write_json
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.data.corpus import check_corpus_file
 from sparsecse.errors import SparseCSEError

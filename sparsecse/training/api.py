@@ -16,6 +16,9 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, write_json
 from sparsecse.artifacts.inputs import read_inputs
+from sparsecse.artifacts.model_names import local_model_dir
+from sparsecse.objectives.distill import lineage_teacher
+from sparsecse.objectives.teachers import teacher_names
 from sparsecse.artifacts.model_dir import model_lineage
 from sparsecse.objectives.registry import get_objective, parse_objective_args
 from sparsecse.artifacts.remote_code import with_trust_option
@@ -85,10 +88,6 @@ def check_out(kind: str, out, resume: bool, overwrite: bool, inputs: dict | None
 def teacher_inputs(objective: str | None, objective_args, model=None) -> list[str]:
     """The teacher models a run reads: ``teacher=A+B`` of the distill objective's arguments, else the
     dense model recorded in ``model``'s lineage (distill's default teacher)."""
-    from sparsecse.artifacts.model_names import local_model_dir
-    from sparsecse.objectives.distill import lineage_teacher
-    from sparsecse.objectives.teachers import teacher_names
-
     if objective != "distill":
         return []
     teacher = _objective_params(objective_args).get("teacher")
@@ -121,6 +120,8 @@ class _Plan:
     eval_steps: int
     save_steps: int
     evaluate: Any
+    started: float = field(default_factory=time.perf_counter)
+    trainer: Any = None  # set once built: an interrupted run names the step it stopped at
 
 
 def _plan(encoder, corpus, config: TrainingConfig) -> _Plan:
@@ -158,21 +159,20 @@ def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig
     ``fingerprint_extra`` say where the model came from, for the manifest and for resuming."""
     started = time.perf_counter()
     plan = _plan(encoder, corpus, config)
+    plan.started = started
     accelerator = make_accelerator(config.device, config.mixed_precision)
-    holder: dict[str, Trainer] = {}
     try:
-        return _run(kind, encoder, corpus, out, config, lineage, inputs, fingerprint_extra, plan, accelerator,
-                    started, holder)
+        return _run(kind, encoder, corpus, out, config, lineage, inputs, fingerprint_extra, plan, accelerator)
     except BaseException as exc:
         # several processes: one of them says why the run stopped, naming the process that stopped first
-        final = stopped(exc, holder["trainer"].step + 1 if "trainer" in holder else None)
+        final = stopped(exc, plan.trainer.step + 1 if plan.trainer is not None else None)
         if final is exc:
             raise
         raise final from None
 
 
 def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fingerprint_extra, plan: _Plan,
-         accelerator, started, holder: dict) -> TrainResult:
+         accelerator) -> TrainResult:
     from accelerate.utils import set_seed
 
     hyper, objective, seed, show_progress = plan.hyper, config.objective, config.seed, config.show_progress
@@ -216,7 +216,7 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
             wait_for_everyone(accelerator)
             trainer = Trainer(accelerator, encoder, built, plan.sentences, settings, run_dir, plan.evaluate,
                               save_model=lambda enc, path: _save_quietly(enc, path, extra_config))
-            holder["trainer"] = trainer
+            plan.trainer = trainer
             loop = trainer.run(resume_from)
         except BaseException as exc:
             _after_failure(run_dir, main, exc)
@@ -234,7 +234,7 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
                   **({"objective_info": objective_info} if objective_info else {})}
         result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
                              loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,
-                             loop.history, seconds=round(time.perf_counter() - started, 3), main_process=main)
+                             loop.history, seconds=round(time.perf_counter() - plan.started, 3), main_process=main)
         if main:
             corpus_input = corpus if isinstance(corpus, (str, os.PathLike)) else None
             manifest = make_manifest(
