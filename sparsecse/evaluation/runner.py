@@ -71,13 +71,15 @@ def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **op
     else:
         sts_pairs_for_au = sts_data.get("STSBenchmark", {}).get(c.sts_split)
 
-    if mask is not None and not is_encoder(model):
-        model = model_for_mask(mask, model)  # the mask's own model, never the default by accident
+    if mask is not None and model is None:
+        model = model_for_mask(mask)  # the mask's own model, never the default by accident
     encoder = model if is_encoder(model) else load_encoder(model, pooling=c.pooling, device=c.device)
     exported = not isinstance(encoder, SentenceEncoder)
     if exported and (mask is not None or (c.pooling or encoder.pooling) != encoder.pooling):
         raise SparseCSEError(f"{encoder.source} is an exported model, which only encodes with the pooling it was "
                              "exported with; masks and other poolings need the torch model directory.")
+    if mask is not None and not is_encoder(model):
+        model_for_mask(mask, model)  # a mask that records no model: says on stderr it is taken to fit ``model``
     results: dict[str, Any] = {
         "model": encoder.source if encoder.source else str(model),
         "mask": None,
