@@ -82,7 +82,7 @@ def _draws(sizes: tuple[int, ...], replicates: int, rng: np.random.Generator):
 
 
 def check_replicates(replicates: int, minimum: int = 1) -> int:
-    """``replicates`` once it is a whole number from ``minimum`` to :data:`MAX_REPLICATES`."""
+    """``replicates`` once it is a whole number from ``minimum`` to ``MAX_REPLICATES``."""
     if isinstance(replicates, bool) or not isinstance(replicates, int) or not minimum <= replicates <= MAX_REPLICATES:
         least = "a positive whole number (at least 1)" if minimum == 1 else f"a whole number of at least {minimum}"
         raise SparseCSEError(f"The number of bootstrap replicates must be {least} and at most {MAX_REPLICATES:,}, "

@@ -2,7 +2,7 @@
 kept query heads and FFN width.
 
 Copied into every such shrunk model directory (``auto_map`` in config.json points at it), so it imports
-only transformers, huggingface_hub and its sibling :mod:`configuration_sparsecse` (copied alongside).
+only transformers, huggingface_hub and its sibling :mod:`sparsecse.modeling.configuration_sparsecse` (copied alongside).
 ``num_attention_heads``, ``num_key_value_heads`` and ``intermediate_size`` keep the source model's
 values (they fix the head size and the query-head-to-key/value-head map); ``kept_heads[i]`` lists the
 source query heads layer i kept; a key/value head stays exactly when one of its query heads does.

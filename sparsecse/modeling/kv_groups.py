@@ -69,8 +69,8 @@ GATE_UNITS = ("head", "neuron", "kv_group")
 class KVGroupGates:
     """Gates [layers, key/value heads] that multiply each key/value head's values (the output of
     ``v_proj``), so gate g scales the context of every query head in its group: at 0 the whole group is
-    gone, and at 1 its gradient is the sum of the group's query-head gradients (which is how score files
-    give group scores without a second pass: :meth:`sparsecse.scoring.scores.GateScores.kv_group_scores`).
+    gone, and at 1 its gradient is the sum of the group's query-head gradients (a group's score
+    follows from its heads' gradients without a second pass).
     A forward hook on ``v_proj``; :meth:`attach` refuses a model without grouped-query attention."""
 
     def __init__(self, gates: torch.Tensor, requires_grad: bool = False):

@@ -1,7 +1,7 @@
 """ModernBERT, Qwen3 and Gemma-3 text encoders whose layers keep different query heads and FFN widths.
 
 Copied into every such shrunk model directory (``auto_map`` in config.json points at it) with its
-siblings :mod:`modeling_sparsecse` and :mod:`configuration_sparsecse_modern`; it imports only torch and
+siblings :mod:`sparsecse.modeling.modeling_sparsecse` and :mod:`sparsecse.modeling.configuration_sparsecse_modern`; it imports only torch and
 transformers. Each model class builds its base at full size and cuts every layer to the config's shapes
 (:func:`cut_layer`, plain slicing: the weights are loaded afterwards); the cut at pruning time is made
 by torch-pruning in sparsecse (:mod:`sparsecse.modeling.surgery`), and a strict state-dict load checks
