@@ -18,7 +18,6 @@ import pytest
 from click.testing import CliRunner
 
 from sparsecse.cli import main
-from tests.helpers import random_sentences
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
 
@@ -72,13 +71,6 @@ CHILD = textwrap.dedent('''
 STAGES = ("partial", "checkpoint", "after-checkpoint", "best", "assemble", "assembled")
 CASES = [(stage, "SIGKILL") for stage in STAGES] + [("partial", "SIGINT"), ("after-checkpoint", "SIGINT"),
                                                     ("checkpoint", "SIGTERM"), ("assemble", "SIGTERM")]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    path.write_text("\n".join(random_sentences(64)) + "\n")
-    return path
 
 
 def _train_args(model, corpus, data, out, *extra):

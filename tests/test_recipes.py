@@ -5,6 +5,7 @@ teacher path is checked against fp32; length-bucketed batches hold the same sent
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -28,6 +29,13 @@ class Killed(Exception):
 @pytest.fixture(scope="module")
 def teacher_dir(tmp_path_factory):
     return make_tiny_model_dir(tmp_path_factory.mktemp("teacher"), "bert", seed=5, init_range=0.2)
+
+
+@pytest.fixture(scope="module")
+def narrow_teacher_dir(tmp_path_factory):
+    """Weights at a trained model's scale: int8 quantization of the wide random ones loses too much (min cosine
+    0.91, as all-mpnet-base-v2 itself: 0.93), so int8 is refused for them."""
+    return make_tiny_model_dir(tmp_path_factory.mktemp("narrow_teacher"), "bert", seed=5, init_range=0.05)
 
 
 @pytest.fixture(scope="module")
@@ -252,27 +260,42 @@ def test_resume_refuses_a_changed_recipe_or_corpus(tmp_path, teacher_dir, studen
 
 
 # ------------------------------------------------------------------------------------------ speed levers
-def test_bf16_teacher_embeddings_are_checked_against_fp32_and_recorded(teacher_dir, text, tmp_path):
-    from sparsecse.objectives.teacher_cache import BF16_MIN_COSINE, teacher_embeddings
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_fast_teacher_embeddings_are_checked_against_fp32_and_recorded(precision, narrow_teacher_dir, text,
+                                                                        tmp_path):
+    if precision == "int8":
+        pytest.importorskip("openvino")
+        pytest.importorskip("nncf")
+    teacher_dir = narrow_teacher_dir
+    from sparsecse.objectives.teacher_cache import teacher_embeddings
+    from sparsecse.objectives.teacher_precision import MIN_COSINE
 
     exact, _ = teacher_embeddings(str(teacher_dir), text, cache_dir=tmp_path / "c", show_progress=False)
     fast, info = teacher_embeddings(str(teacher_dir), text, cache_dir=tmp_path / "c", show_progress=False,
-                                    precision="bf16")
+                                    precision=precision)
     check = info["precision_check"]
-    assert check["precision"] == "bf16" and check["min_cosine"] >= BF16_MIN_COSINE
+    assert check["precision"] == precision and check["min_cosine"] >= MIN_COSINE[precision]
     cos = torch.nn.functional.cosine_similarity(torch.from_numpy(exact), torch.from_numpy(fast), dim=-1)
-    assert float(cos.min()) >= BF16_MIN_COSINE
+    assert float(cos.min()) >= MIN_COSINE[precision]
+    assert not np.array_equal(exact, fast)  # computed at that precision, not the fp32 cache read back
     assert info["key"] != teacher_embeddings(str(teacher_dir), text, cache_dir=tmp_path / "c",
                                              show_progress=False)[1]["key"]  # separate caches
 
 
-def test_bf16_teacher_is_refused_below_its_bound(teacher_dir, text):
-    from sparsecse.modeling.encoder import SentenceEncoder
-    from sparsecse.objectives.teacher_cache import precision_check
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_fast_teacher_is_refused_below_its_bound(precision, teacher_dir, text, tmp_path, monkeypatch):
+    if precision == "int8":
+        pytest.importorskip("openvino")
+        pytest.importorskip("nncf")
+    from sparsecse.objectives import teacher_precision
+    from sparsecse.objectives.teacher_cache import teacher_embeddings
 
-    encoder = SentenceEncoder.load(str(teacher_dir))
-    with pytest.raises(SparseCSEError, match="use teacher_precision=fp32"):
-        precision_check(encoder, random_sentences(20), "bf16", False, min_cosine=1.01)
+    monkeypatch.setitem(teacher_precision.MIN_COSINE, precision, 1.01)
+    with pytest.raises(SparseCSEError, match=f"{precision} embeddings differ from its fp32 ones.*use "
+                                             "teacher_precision=fp32"):
+        teacher_embeddings(str(teacher_dir), text, cache_dir=tmp_path / "c", show_progress=False,
+                           precision=precision)
+    assert not list((tmp_path / "c").glob("*/embeddings.npy"))  # nothing finished was written
 
 
 @pytest.mark.parametrize("native, expected", [(False, "no"), (True, "bf16")])

@@ -36,12 +36,13 @@ def require_openvino():
     return openvino
 
 
-def compile_ir(xml: str | os.PathLike, threads: int | None = None):
-    """The IR compiled for the CPU: ``threads`` inference threads (default: torch's), f32 precision."""
+def compile_ir(xml, threads: int | None = None):
+    """The IR (an ``.xml`` path, or an ``openvino.Model`` in memory) compiled for the CPU: ``threads`` inference
+    threads (default: torch's), f32 precision."""
     ov = require_openvino()
     config = {"INFERENCE_NUM_THREADS": int(threads or torch.get_num_threads()),
               "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"}
-    return ov.Core().compile_model(str(xml), "CPU", config)
+    return ov.Core().compile_model(str(xml) if isinstance(xml, (str, os.PathLike)) else xml, "CPU", config)
 
 
 def _reason(exc: Exception) -> str:

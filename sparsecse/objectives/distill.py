@@ -33,8 +33,10 @@ projection at random and takes the PCA axes as they come; the student then first
 output space, which destroys it (STS-B dev 86.6 -> 62 for paraphrase-MiniLM-L3-v2 under an MPNet teacher).
 
 ``teacher_precision``: ``fp32`` (default), ``bf16`` (autocast; about twice as fast where the CPU or GPU
-runs bf16 natively, checked against fp32 on a sample of the corpus, the cosines recorded), or ``auto``
-(bf16 where native, fp32 elsewhere: emulated bf16 is slower than fp32).
+runs bf16 natively, checked against fp32 on a sample of the corpus, the cosines recorded), ``int8`` (the
+teacher as an OpenVINO graph quantized by NNCF, on the CPU, checked the same way; see
+:mod:`sparsecse.objectives.teacher_precision`), or ``auto`` (bf16 where native, fp32 elsewhere: emulated bf16
+is slower than fp32).
 
 ``layer_weight`` > 0 adds layer-wise distillation (TinyBERT, CoFi): the MSE between the student's
 hidden states and the teacher's, over the real tokens, for each pair of ``layer_map`` (``auto``: student
@@ -66,7 +68,7 @@ from sparsecse.objectives.simcse import two_views
 LOSSES = ("mse", "cosine", "similarity")
 TEACHER_DIMS = ("match", "projection", "pca")
 ALIGNS = ("fit", "off")
-TEACHER_PRECISIONS = ("fp32", "bf16", "auto")  # auto: bf16 where the device runs it natively
+TEACHER_PRECISIONS = ("fp32", "bf16", "int8", "auto")  # auto: bf16 where the device runs it natively
 ALIGN_SAMPLE = 8192  # corpus sentences the student embeds to fit the alignment (seeded sample)
 
 
@@ -276,7 +278,8 @@ class Distill(Objective):
         if max_length is not None:
             self.teachers.set_max_length(max_length)
         device = pick_device(device)
-        precision = resolve_precision(self.params["teacher_precision"], device)
+        chosen = self.params["teacher_precision"]
+        precision = chosen if chosen == "int8" else resolve_precision(chosen, device)
         emb, rows, info = self.teachers.corpus_embeddings(sentences, corpus_path, str(self.params["teacher_cache"]),
                                                           device, show_progress, precision)
         self.teacher_info["teacher_precision"] = precision

@@ -34,14 +34,12 @@ from sparsecse.artifacts.files import hash_path, sha256_file
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.artifacts.model_store import cache_root
 from sparsecse.objectives import processes
+from sparsecse.objectives.teacher_precision import PRECISIONS, Encode, precision_check, teacher_encoder
 
 FORMAT = 1
 META = "meta.json"
 FINAL = "embeddings.npy"
 CHUNK_SENTENCES = 4096  # sentences per resumable chunk file (read when a cache is computed)
-PRECISIONS = ("fp32", "bf16")
-CHECK_SENTENCES = 64  # a bf16 run embeds this seeded sample in fp32 too and records the cosines
-BF16_MIN_COSINE = 0.99  # below this on the sample, bf16 is refused for the teacher
 LOCK_WAIT_S = 6 * 3600.0  # another process computing the same vectors: wait for it rather than race
 
 
@@ -147,9 +145,9 @@ def teacher_embeddings(
     :class:`~sparsecse.modeling.encoder.SentenceEncoder` (its ``source`` directory is fingerprinted). ``cache_dir`` defaults to
     ``<sparsecse cache>/teacher_embeddings``. ``cache_path`` names one finished cache explicitly; it
     is refused when it was computed for another corpus. ``max_length`` defaults to the teacher's.
-    ``precision``: ``fp32``, or ``bf16`` (autocast; where the hardware runs bf16 natively it is about
-    twice as fast): a seeded sample of ``CHECK_SENTENCES`` is then embedded in both, the cosines are
-    recorded in the info (``precision_check``), and bf16 is refused below ``BF16_MIN_COSINE``.
+    ``precision``: ``fp32``, ``bf16`` (autocast) or ``int8`` (an OpenVINO graph quantized by NNCF), see
+    :mod:`sparsecse.objectives.teacher_precision`: a seeded sample is then embedded in fp32 too, the cosines are
+    recorded in the info (``precision_check``), and the precision is refused below its bound.
     """
     if precision not in PRECISIONS:
         raise SparseCSEError(f"The teacher precision must be one of {', '.join(PRECISIONS)}, not {precision!r}.")
@@ -205,11 +203,12 @@ def _finished(directory: Path, meta: dict, sentences: int, dim: int) -> tuple[np
     return None
 
 
-def _start(encoder: SentenceEncoder, unique: list[str], directory: Path, meta: dict, normalize: bool) -> dict:
+def _start(encoder: SentenceEncoder, unique: list[str], directory: Path, meta: dict, normalize: bool,
+           encode: Encode) -> dict:
     """Open an unfinished cache (chunks kept from a killed run); ``meta`` with the precision check."""
     (directory / "chunks").mkdir(parents=True, exist_ok=True)
     if meta.get("precision", "fp32") != "fp32":
-        meta = {**meta, "precision_check": precision_check(encoder, unique, meta["precision"], normalize)}
+        meta = {**meta, "precision_check": precision_check(encoder, unique, meta["precision"], normalize, encode)}
     _write_meta(directory / META, {**meta, "complete": False})
     return meta
 
@@ -235,9 +234,10 @@ def _cached_or_computed(encoder: SentenceEncoder, sentences: list[str], director
     found = _finished(directory, meta, len(sentences), encoder.dim)
     if found is not None:
         return found
-    meta = _start(encoder, unique, directory, meta, normalize)
+    encode = teacher_encoder(encoder, meta["precision"], unique)
+    meta = _start(encoder, unique, directory, meta, normalize, encode)
     unique_emb, computed = _embed_in_chunks(encoder, unique, directory / "chunks", batch_size, normalize,
-                                            show_progress, chunk_sentences, meta.get("precision", "fp32"))
+                                            show_progress, chunk_sentences, encode)
     emb, meta = _finish(sentences, unique, unique_emb, directory, meta)
     return emb, {**meta, "cache_dir": str(directory), "computed_sentences": computed}
 
@@ -250,7 +250,7 @@ def _shared_by_processes(encoder: SentenceEncoder, sentences: list[str], directo
     the finished matrix, once. Every process returns the whole matrix. An error on process 0 (e.g. bf16
     refused) is raised on every process, so none waits for the others."""
     unique = list(dict.fromkeys(sentences))
-    lock, found, error = None, None, None
+    lock, found, error, encode = None, None, None, None
     state: dict[str, Any] = {}
     if processes.is_main():
         try:
@@ -258,8 +258,10 @@ def _shared_by_processes(encoder: SentenceEncoder, sentences: list[str], directo
             lock = FileLock(directory.parent / f"{meta['key']}.lock")
             lock.wait(timeout=LOCK_WAIT_S, poll=2.0)
             found = _finished(directory, meta, len(sentences), encoder.dim)
+            if found is None:
+                encode = teacher_encoder(encoder, meta["precision"], unique)
             state = {"finished": True} if found is not None else {"meta": _start(encoder, unique, directory, meta,
-                                                                                 normalize)}
+                                                                                 normalize, encode)}
         except Exception as exc:  # noqa: BLE001 - told to the other processes, then raised
             error, state = exc, {"error": str(exc)}
     try:
@@ -273,8 +275,10 @@ def _shared_by_processes(encoder: SentenceEncoder, sentences: list[str], directo
                 return found
             return _finished(directory, meta, len(sentences), encoder.dim) or _missing(directory)
         meta = state["meta"]
+        if encode is None:  # the other processes build theirs (an int8 graph from the same seeded sample)
+            encode = teacher_encoder(encoder, meta["precision"], unique)
         unique_emb, computed = _embed_in_chunks(encoder, unique, directory / "chunks", batch_size, normalize,
-                                                show_progress, chunk_sentences, meta.get("precision", "fp32"))
+                                                show_progress, chunk_sentences, encode)
         emb, meta = _finish(sentences, unique, unique_emb, directory, meta, write=processes.is_main())
         processes.barrier()  # the finished cache is on disk before any process goes on
         return emb, {**meta, "cache_dir": str(directory), "computed_sentences": computed}
@@ -299,29 +303,10 @@ def _missing(directory: Path):
                          "visible to this one; OUT and the cache must be on a filesystem every process shares.")
 
 
-def precision_check(encoder: SentenceEncoder, unique: list[str], precision: str, normalize: bool,
-                    sample: int = CHECK_SENTENCES, min_cosine: float = BF16_MIN_COSINE) -> dict[str, Any]:
-    """Embed a seeded sample of ``unique`` in fp32 and in ``precision``; their smallest and mean cosine,
-    refused below ``min_cosine``."""
-    pick = sorted(np.random.default_rng(0).permutation(len(unique))[:sample].tolist())
-    texts = [unique[i] for i in pick]
-    exact = encoder.encode(texts, normalize=normalize)
-    fast = encoder.encode(texts, normalize=normalize, precision=precision)
-    exact, fast = np.asarray(exact, dtype=np.float64), np.asarray(fast, dtype=np.float64)
-    cos = (exact * fast).sum(1) / np.maximum(np.linalg.norm(exact, axis=1) * np.linalg.norm(fast, axis=1), 1e-12)
-    check = {"precision": precision, "sample": len(texts), "min_cosine": float(cos.min()),
-             "mean_cosine": float(cos.mean()), "bound": min_cosine}
-    if not check["min_cosine"] >= min_cosine:
-        raise SparseCSEError(f"The teacher's {precision} embeddings differ from its fp32 ones (smallest cosine "
-                             f"{check['min_cosine']:.4f} on {len(texts)} sentences, below {min_cosine}); use "
-                             "teacher_precision=fp32.")
-    return check
-
-
 @torch.inference_mode()
 def _embed_in_chunks(encoder: SentenceEncoder, unique: list[str], chunk_dir: Path, batch_size: int | None,
                      normalize: bool, show_progress: bool, chunk_sentences: int,
-                     precision: str = "fp32") -> tuple[np.ndarray, int]:
+                     encode: Encode) -> tuple[np.ndarray, int]:
     """Embed ``unique`` longest first, chunk by chunk; chunks already on disk are read back. In a
     data-parallel run every process embeds its share of each chunk and process 0 writes it."""
     from tqdm.auto import tqdm
@@ -340,8 +325,7 @@ def _embed_in_chunks(encoder: SentenceEncoder, unique: list[str], chunk_dir: Pat
                dynamic_ncols=True)
 
     def embed(texts: list[str]) -> np.ndarray:
-        return encoder.encode(texts, batch_size=batch_size, normalize=normalize, show_progress=show_progress,
-                              desc="chunk", precision=precision)
+        return encode(texts, batch_size=batch_size, normalize=normalize, show_progress=show_progress, desc="chunk")
 
     try:
         for k, idx in enumerate(chunks):

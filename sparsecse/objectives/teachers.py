@@ -32,6 +32,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.objectives import processes, teacher_cache
 from sparsecse.objectives.masked_lm import freeze
+from sparsecse.objectives.teacher_precision import precision_check, teacher_encoder
 
 SEPARATOR = "+"
 _PROBE = "The quick brown fox, naïvely 123 jumps; over the lazy dog's Ünïcode."
@@ -120,8 +121,8 @@ class Teacher:
         disk cache when ``corpus_path`` is a file and ``cache_setting`` is not ``off``, else embedded in
         memory; in a data-parallel run the processes share the work (each embeds its share, process 0
         alone writes the cache). ``cache_setting``: ``auto``, a cache root, or (one teacher only) one finished cache.
-        ``precision``: ``fp32`` or ``bf16`` (checked against fp32 on a sample, see
-        :func:`~sparsecse.objectives.teacher_cache.teacher_embeddings`)."""
+        ``precision``: ``fp32``, ``bf16`` or ``int8`` (checked against fp32 on a sample, see
+        :mod:`sparsecse.objectives.teacher_precision`)."""
         use_cache = corpus_path is not None and cache_setting != "off"
         explicit = use_cache and teacher_cache.is_cache(cache_setting)
         if explicit and self.is_ensemble:
@@ -144,12 +145,12 @@ class Teacher:
                     _check_cached(emb, member, cache_setting, len(sentences))
                     infos.append({k: info.get(k) for k in _CACHE_FIELDS})
                 else:
-                    check = (teacher_cache.precision_check(member, unique, precision, normalize=False)
-                             if precision != "fp32" else None)
+                    encode = teacher_encoder(member, precision, unique)
+                    check = precision_check(member, unique, precision, False, encode) if precision != "fp32" else None
                     # each process of a data-parallel run embeds its share; every one gets them all
                     emb = np.asarray(processes.sharded(
-                        lambda texts: member.encode(texts, show_progress=show_progress, desc="teacher embeddings",
-                                                    precision=precision), unique), dtype=np.float32)
+                        lambda texts: encode(texts, show_progress=show_progress, desc="teacher embeddings"), unique),
+                        dtype=np.float32)
                     infos.append({"key": None, "max_length": member.max_length, "precision_check": check})
             finally:
                 member.to("cpu")

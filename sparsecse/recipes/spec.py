@@ -110,7 +110,7 @@ class DistillStage:
             raise SparseCSEError(f"{where}: eval_steps must be a whole number >= 0, not {self.eval_steps!r}.")
         if not isinstance(self.bucket_by_length, bool):
             raise SparseCSEError(f"{where}: bucket_by_length must be true or false, not {self.bucket_by_length!r}.")
-        _choice("teacher_precision", self.teacher_precision, where, ("auto", "fp32", "bf16"))
+        _choice("teacher_precision", self.teacher_precision, where, ("auto", "fp32", "bf16", "int8"))
         _choice("mixed_precision", self.mixed_precision, where, ("auto", "no", "bf16"))
         return self
 

@@ -22,22 +22,14 @@ from pathlib import Path
 import submitit
 from submitit.local import local as submitit_local
 
+from sparsecse.artifacts.locks import process_alive
+
 PARENT_ENV = "SPARSECSE_SWEEP_PID"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _watch(parent: int, first_ppid: int) -> None:
     """SIGINT to this process (its task is then stopped) once the sweep that started it has gone."""
-    while _alive(parent) and os.getppid() == first_ppid:
+    while process_alive(parent) and os.getppid() == first_ppid:
         time.sleep(0.5)
     os.kill(os.getpid(), signal.SIGINT)
 
