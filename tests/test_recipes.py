@@ -4,6 +4,7 @@ recipe, model or corpus is refused on resume; the model card's figures are the r
 teacher path is checked against fp32; length-bucketed batches hold the same sentences."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -344,3 +345,15 @@ def test_a_teacher_that_models_install_knows_is_installed_before_the_run(tmp_pat
     with pytest.raises(SparseCSEError, match="not reachable"):
         run_recipe(str(recipe), str(student_dir), text, tmp_path / "out", data_dir=fake_senteval, show_progress=False)
     assert installed == ["stored-x"] and not (tmp_path / "out").exists()
+
+
+def test_the_card_names_a_local_copy_by_its_short_name(tmp_path, monkeypatch):
+    from sparsecse.recipes.card import base_model_name
+
+    copy = tmp_path / "models" / "paraphrase-MiniLM-L3-v2"
+    copy.mkdir(parents=True)
+    monkeypatch.setenv("SPARSECSE_MODELS", str(tmp_path / "elsewhere") + os.pathsep + str(tmp_path / "models"))
+    assert base_model_name(str(copy)) == "paraphrase-MiniLM-L3-v2"
+    other = tmp_path / "runs" / "mine"
+    other.mkdir(parents=True)
+    assert base_model_name(str(other)) == str(other)  # a model of the user's own: named as given

@@ -19,6 +19,7 @@ from sparsecse.evaluation.compare import compare
 from sparsecse.evaluation.results_file import load_results, save_results
 from sparsecse.evaluation.speed import speedups
 from sparsecse.modeling.cpu_features import describe_cpu
+from sparsecse.artifacts.model_names import MODELS_ENV
 from sparsecse.modeling.encoder import DEFAULT_MODEL_NAME, SentenceEncoder, default_model_path
 from sparsecse.recipes.spec import Recipe
 
@@ -29,12 +30,17 @@ SKIPPED = {"manifest.json", "README.md"}  # the final stage's own, replaced by t
 
 
 def base_model_name(model: str) -> str:
-    """The input model as a model card names it: the hub name of the embedded default, else as given."""
+    """The input model as a model card names it: the hub name of the embedded default, the short name of a
+    local copy found through ``$SPARSECSE_MODELS`` (never this machine's path), else as given."""
     try:
         if os.path.abspath(model) == os.path.abspath(default_model_path()):
             return DEFAULT_MODEL_NAME
     except Exception:  # the default model's package may be absent
         pass
+    parent = os.path.dirname(os.path.abspath(model))
+    for folder in filter(None, os.environ.get(MODELS_ENV, "").split(os.pathsep)):
+        if os.path.isdir(model) and os.path.isdir(folder) and os.path.samefile(parent, folder):
+            return os.path.basename(os.path.abspath(model))
     return model
 
 
