@@ -228,10 +228,11 @@ def _submit_slurm(prep: PreparedSweep, backend: SlurmBackend, task_fn: PointTask
             if task.job is not None and backend.state(task.job) not in ACTIVE - {"UNKNOWN"}:
                 task.job = None  # ended (or forgotten by SLURM) without finishing the point: submit it again
     if any(t.array == "evaluate" and t.job is None for t in result.tasks):
-        # evaluations are submitted again, so rewinds still waiting on the old array would start too early
-        # (a rewind at the best λ needs every masked point of its sparsity): cancel and resubmit them
+        # evaluations are submitted again, so rewinds of the old array start too early (a rewind at the best λ
+        # needs every masked point of its sparsity): cancel and resubmit them, those already started too (the old
+        # array's afterany is met the moment its last pending task is cancelled, so SLURM may have started one)
         waiting = [t for t in result.tasks if t.array == "rewind" and t.job is not None
-                   and backend.state(t.job) == "PENDING"]
+                   and backend.state(t.job) in ACTIVE - {"UNKNOWN"}]
         if waiting:
             subprocess.run(["scancel", *[t.job.job_id for t in waiting]], capture_output=True)
             for task in waiting:
