@@ -240,3 +240,16 @@ def _local_slurm():
     from sparsecse.sweeps.cluster import local_slurm
 
     return local_slurm
+
+
+def assert_trains(objective, encoder, sentences, params) -> None:
+    """One training step of ``objective`` on ``sentences``: a finite loss whose gradient reaches every one of
+    ``params`` (parameters of the encoder, e.g. one pruned layer's)."""
+    encoder.train()
+    objective.train()
+    torch.manual_seed(0)
+    output = objective(encoder.tokenize(sentences))
+    assert torch.isfinite(output.loss)
+    output.loss.backward()
+    grads = [p.grad for p in params]
+    assert all(g is not None and g.abs().sum() > 0 for g in grads)

@@ -25,7 +25,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts, model_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.kv_groups import KVGroupGates, check_gate_unit
-from tests.helpers import assert_same_embeddings, random_mask, random_sentences
+from tests.helpers import assert_same_embeddings, assert_trains, random_mask, random_sentences
 from tests.tiny import SENTENCES
 from tests.tiny_modern import ARCHS, FFN, HEAD_DIM, HEADS, HIDDEN, KV_HEADS, LAYERS, make_modern_model_dir
 
@@ -346,12 +346,5 @@ def test_a_shrunk_decoder_trains(qwen3_dir, name):
 
     encoder = load(qwen3_dir, "qwen3")
     shrink_encoder(encoder, masks_for("qwen3")["uneven"], align_ffn=1)
-    objective = build_objective(name, encoder)
-    encoder.train()
-    objective.train()
-    torch.manual_seed(0)
-    output = objective(encoder.tokenize(SENTENCES[:8]))
-    assert torch.isfinite(output.loss)
-    output.loss.backward()
-    grads = [p.grad for p in encoder.model.layers[1].self_attn.k_proj.parameters()]
-    assert all(g is not None and g.abs().sum() > 0 for g in grads)
+    assert_trains(build_objective(name, encoder), encoder, SENTENCES[:8],
+                  encoder.model.layers[1].self_attn.k_proj.parameters())

@@ -26,7 +26,7 @@ from sparsecse.objectives.registry import build_objective
 from sparsecse.shrinking.shrink import save_model_dir, shrink
 from sparsecse.shrinking.surgery import shrink_encoder
 from tests.helpers import fake_part_wheels, assert_gate_gradients_match_finite_differences
-from tests.helpers import assert_same_embeddings, gated_embeddings, random_mask
+from tests.helpers import assert_same_embeddings, assert_trains, gated_embeddings, random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
 
 LAYERS, HEADS, HIDDEN, FFN = 3, 4, 32, 48
@@ -232,15 +232,8 @@ def test_every_objective_trains_an_mpnet_encoder(mpnet_dir, tmp_path_factory, na
         shrink_encoder(encoder, Mask(keep, random_mask(encoder.model, 0.5).neuron_mask))
     params = {"diffcse": {"generator": str(mlm)},
               "infocse": {"mlm": str(mlm), "frozen_layers": 2, "extra_layers": 1}}.get(name, {})
-    objective = build_objective(name, encoder, **params)
-    encoder.train()
-    objective.train()
-    torch.manual_seed(0)
-    output = objective(encoder.tokenize(SENTENCES[:8]))
-    assert torch.isfinite(output.loss)
-    output.loss.backward()
-    grads = [p.grad for p in encoder.model.encoder.layer[2].attention.attn.q.parameters()]
-    assert all(g is not None and g.abs().sum() > 0 for g in grads)
+    assert_trains(build_objective(name, encoder, **params), encoder, SENTENCES[:8],
+                  encoder.model.encoder.layer[2].attention.attn.q.parameters())
 
 
 # --------------------------------------------------------------------------- the model store
