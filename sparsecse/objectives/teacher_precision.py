@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from sparsecse.deploy.calibration import DEFAULT_SIZE as CALIBRATION_SENTENCES  # the size export calibrates on
 from sparsecse.deploy.openvino_encoder import OpenVinoEncoder, compile_ir, require_openvino
 from sparsecse.deploy.openvino_export import convert, quantize_nncf, require_nncf
 from sparsecse.errors import SparseCSEError
@@ -28,7 +29,6 @@ from sparsecse.modeling.encoder import SentenceEncoder
 PRECISIONS = ("fp32", "bf16", "int8")
 CHECK_SENTENCES = 64  # embedded in fp32 too; their cosines are recorded
 MIN_COSINE = {"bf16": 0.99, "int8": 0.99}  # below this smallest cosine on the sample, the precision is refused
-CALIBRATION_SENTENCES = 300  # NNCF's calibration sample for the int8 graph (export's default size)
 INT8_FILE = "int8 graph (in memory)"
 
 Encode = Callable[..., np.ndarray]

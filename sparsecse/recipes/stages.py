@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sparsecse.artifacts.files import atomic_file
 from sparsecse.data.corpus import read_corpus
 from sparsecse.deploy.export import export
@@ -43,8 +45,6 @@ def sampled_corpus(ctx: StageContext, stage_index: int, sentences: int | None) -
     path = ctx.work / "corpus" / f"stage{stage_index}-{sentences}.txt"
     if path.is_file():
         return path
-    import numpy as np
-
     lines = read_corpus(ctx.corpus)
     if sentences >= len(lines):
         return ctx.corpus
