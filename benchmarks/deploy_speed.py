@@ -27,6 +27,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402  (beside this file)
+from targets import (DEFAULT_PATH as TARGETS_PATH, pairs_record, parse_target_specs, target_record,  # noqa: E402
+                     write_targets)
 
 from sparsecse.modeling.cpu_features import describe_cpu  # noqa: E402
 from sparsecse.deploy.loading import load_encoder  # noqa: E402
@@ -40,6 +42,7 @@ SMALL = "/work/shared/models/paraphrase-MiniLM-L3-v2"
 CALIBRATION = "/work/shared/data/wiki/wiki1m_sample.txt"
 SPEEDUP_TARGET, STS_TARGET = 8.0, 78.67  # issue 26: >= 8x at paraphrase-MiniLM-L3-v2's fp32 STS average
 INT8_COST_LIMIT = 0.3
+REPLICATES = 1000  # bootstrap replicates of each row's interval and of the targets' paired intervals
 
 
 class AtPrecision:
@@ -79,8 +82,8 @@ def build_rows(name: str, source: str, work: Path, args, with_bf16: bool) -> lis
              (f"{name} ONNX int8 static", dirs["static"], STATIC_INT8_FILE, "fp32"),
              (f"{name} OpenVINO fp32", dirs["ov"], FP32_XML, "fp32"),
              (f"{name} OpenVINO int8", dirs["ov"], INT8_XML, "fp32")]
-    return [{"model": label, "group": name, "source": str(path), "file": file, "precision": precision}
-            for label, path, file, precision in rows]
+    return [{"model": label, "group": name, "source": str(path), "file": file, "precision": precision,
+             "model_dir": str(source)} for label, path, file, precision in rows]
 
 
 def open_encoder(row: dict, threads: int):
@@ -90,15 +93,20 @@ def open_encoder(row: dict, threads: int):
 
 
 def quality(row: dict, work: Path, args) -> dict:
-    """The row's STS scores, cached under ``work/quality``."""
+    """The row's STS scores, their bootstrap interval and per-pair similarities, cached under ``work/quality``
+    (a cached row from before the intervals is computed again)."""
     cache = work / "quality" / (row["model"].replace(" ", "_") + ".json")
     if cache.is_file():
-        return json.loads(cache.read_text())
+        record = json.loads(cache.read_text())
+        if "pairs" in record:
+            return record
     encoder = open_encoder(row, args.threads)
     target = encoder.encoder if isinstance(encoder, AtPrecision) else encoder
     result = evaluate(model=target, tasks=args.tasks, data_dir=args.data_dir, batch_size=args.batch_size,
-                      precision=row["precision"], align_uniform=False, show_progress=True)
-    record = {"scores": result["scores"], "avg_sts": result.get("avg_sts")}
+                      precision=row["precision"], align_uniform=False, show_progress=True, bootstrap=REPLICATES,
+                      keep_pairs=True)
+    record = {"scores": result["scores"], "avg_sts": result.get("avg_sts"),
+              "ci": result.get("bootstrap", {}).get("avg"), "pairs": pairs_record(result.get("pairs", {}))}
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2))
@@ -122,7 +130,12 @@ def main(argv=None) -> int:
                         help="torch bf16 rows: auto = only where the CPU has native bf16 (else slower than fp32)")
     parser.add_argument("--work", required=True, help="exports and cached quality rows go here (resumable)")
     parser.add_argument("--json", dest="json_out", default=None, help="also write the results here")
+    parser.add_argument("--target", action="append", default=[], metavar="NAME=ROW:VERSUS",
+                        help="a target row (repeatable), e.g. '6x-int8=f2x OpenVINO int8:L3 OpenVINO int8': its "
+                             "paired interval against the row VERSUS goes into --targets-json")
+    parser.add_argument("--targets-json", default=str(TARGETS_PATH), help="the targets file to update")
     args = parser.parse_args(argv)
+    targets = parse_target_specs(args.target)
     torch.set_num_threads(args.threads)
     print(f"CPU {describe_cpu()}; {args.threads} threads; machine shared with other jobs", file=sys.stderr)
 
@@ -136,6 +149,11 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     rows = [row for name, source in models for row in build_rows(name, resolve_model(source), work,
                                                                   args, with_bf16)]
+    labels = {row["model"] for row in rows}
+    for name, label, versus in targets:  # before any evaluation: a misspelt row label fails at once
+        if label not in labels or versus not in labels:
+            parser.error(f"--target {name}: no row called {label if label not in labels else versus!r} "
+                         f"(rows: {', '.join(sorted(labels))})")
     for row in rows:
         row.update(quality(row, work, args))
         print(f"{row['model']}: STS avg {row['avg_sts']:.2f}", file=sys.stderr, flush=True)
@@ -162,11 +180,26 @@ def main(argv=None) -> int:
               f"{row['speedup']:>8.2f}x {row['cpu_speedup']:>8.2f}x {row['scores'].get('STSBenchmark', 0):>6.2f} "
               f"{row['avg_sts']:>8.2f}")
     report_targets(rows, names)
+    if targets:
+        print(f"wrote {write_targets(target_records(rows, targets), Path(args.targets_json))}", file=sys.stderr)
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"cpu": describe_cpu(), "threads": args.threads, "repeats": args.repeats,
-                       "batch_size": args.batch_size, "sentences": len(unique), "rows": rows}, f, indent=2)
+                       "batch_size": args.batch_size, "sentences": len(unique),
+                       "rows": [{k: v for k, v in row.items() if k != "pairs"} for row in rows]}, f, indent=2)
     return 0
+
+
+def target_records(rows: list[dict], targets: list[tuple[str, str, str]]) -> list[dict]:
+    """The targets file's objects of the ``targets`` (name, row, versus), the engine read off the row's label."""
+    by = {row["model"]: row for row in rows}
+    records = []
+    for name, label, versus in targets:
+        row, other = ({**by[x], "label": x, "model_dir": by[x]["model_dir"]} for x in (label, versus))
+        records.append(target_record(name, row, other, engine=label[len(row["group"]):].strip(),
+                                     speedup=row["speedup"], replicates=REPLICATES,
+                                     measured_by="benchmarks/deploy_speed.py"))
+    return records
 
 
 def report_targets(rows: list[dict], names: list[str]) -> None:

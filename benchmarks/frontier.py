@@ -47,7 +47,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402
-from targets import DEFAULT_PATH as TARGETS_PATH, parse_target_specs, recipe_of, write_targets  # noqa: E402
+from targets import (DEFAULT_PATH as TARGETS_PATH, pairs_record, parse_target_specs, target_record,  # noqa: E402
+                     write_targets)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the repository, wherever this runs from
 DEFAULT_L3 = str(SHARED / "models" / "paraphrase-MiniLM-L3-v2")
@@ -155,8 +156,7 @@ def evaluate_encoder(model_dir: str, data_dir) -> dict:
     r = sparsecse.evaluate(model=model_dir, tasks="sts", data_dir=data_dir, align_uniform=False, bootstrap=REPLICATES,
                            keep_pairs=True)
     return {"avg_sts": r["avg_sts"], "scores": r["scores"], "ci": r["bootstrap"]["avg"],
-            "pairs": {t: {"similarity": list(map(float, p["similarity"])), "gold": list(map(float, p["gold"])),
-                          "subsets": dict(p["subsets"])} for t, p in r["pairs"].items()}}
+            "pairs": pairs_record(r["pairs"])}
 
 
 def evaluate_static(model, data_dir) -> dict:
@@ -173,8 +173,7 @@ def evaluate_static(model, data_dir) -> dict:
     pairs = {t: d["pairs"] for t, d in details.items()}
     ci = score_intervals({t: p["similarity"] for t, p in pairs.items()}, task_pairs(pairs), REPLICATES)["avg"]
     return {"avg_sts": float(np.mean(list(scores.values()))), "scores": scores, "ci": ci,
-            "pairs": {t: {"similarity": list(map(float, p["similarity"])), "gold": list(map(float, p["gold"])),
-                          "subsets": dict(p["subsets"])} for t, p in pairs.items()}}
+            "pairs": pairs_record(pairs)}
 
 
 def make_model2vec(work: Path, teacher_dir: str, pca_dims: int) -> tuple[str, float]:
@@ -329,24 +328,16 @@ def main(argv=None) -> int:
             "scores": rec["scores"]})
 
     if targets:
-        from sparsecse.modeling.cpu_features import describe_cpu
-
         by_label = {r["label"]: i for i, r in enumerate(table)}
         records = []
         for name, label, versus in targets:
             if label not in by_label or versus not in by_label:
                 raise SystemExit(f"--target {name}: no row called {label if label not in by_label else versus!r}")
             i, j = by_label[label], by_label[versus]
-            c = paired_comparison({t: p["similarity"] for t, p in rows[j].record["pairs"].items()},
-                                  {t: p["similarity"] for t, p in rows[i].record["pairs"].items()}, pairs,
-                                  rows[j].record["scores"], rows[i].record["scores"], REPLICATES, args.seed,
-                                  unpaired=False)["avg"]
-            records.append({"target": name, "model": label, "model_dir": table[i]["model_dir"],
-                            "recipe": recipe_of(table[i]["model_dir"]), "engine": "torch fp32",
-                            "speedup": round(speedups[i], 4), "sts_avg": round(table[i]["avg_sts"], 4),
-                            "ci": [round(table[i]["ci_lo"], 4), round(table[i]["ci_hi"], 4)], "versus": versus,
-                            "diff": round(c["diff"], 4), "paired_ci": [round(x, 4) for x in c["ci"]],
-                            "measured_by": "benchmarks/frontier.py", "cpu": describe_cpu()})
+            records.append(target_record(name, {**rows[i].record, "label": label, "model_dir": table[i]["model_dir"]},
+                                         {**rows[j].record, "label": versus, "model_dir": table[j]["model_dir"]},
+                                         engine="torch fp32", speedup=speedups[i], replicates=REPLICATES,
+                                         seed=args.seed, measured_by="benchmarks/frontier.py"))
         print(f"wrote {write_targets(records, Path(args.targets_json))}", file=sys.stderr)
 
     out = Path(args.out) if args.out else work / "frontier"

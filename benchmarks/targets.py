@@ -43,6 +43,32 @@ def recipe_of(model_dir: str | None) -> str | None:
     return (manifest.get("params") or {}).get("name")
 
 
+def pairs_record(pairs: dict) -> dict:
+    """An evaluation's per-pair results (``evaluate(..., keep_pairs=True)["pairs"]``) as plain JSON lists."""
+    return {t: {"similarity": list(map(float, p["similarity"])), "gold": list(map(float, p["gold"])),
+                "subsets": dict(p["subsets"])} for t, p in pairs.items()}
+
+
+def target_record(name: str, row: dict, versus: dict, *, engine: str, speedup: float, measured_by: str,
+                  replicates: int = 1000, seed: int = 0) -> dict:
+    """The targets-file object of ``row`` claiming ``name`` against ``versus``.
+
+    ``row`` and ``versus``: ``label``, ``model_dir``, ``avg_sts``, ``ci`` and the evaluation's ``scores`` and
+    ``pairs`` (:func:`pairs_record`); the paired interval resamples the same pairs for both."""
+    from sparsecse.evaluation.bootstrap import paired_comparison
+    from sparsecse.evaluation.runner import task_pairs
+    from sparsecse.modeling.cpu_features import describe_cpu
+
+    similarities = [{t: p["similarity"] for t, p in r["pairs"].items()} for r in (versus, row)]
+    c = paired_comparison(*similarities, task_pairs(row["pairs"]), versus["scores"], row["scores"], replicates,
+                          seed, unpaired=False)["avg"]
+    return {"target": name, "model": row["label"], "model_dir": row["model_dir"],
+            "recipe": recipe_of(row["model_dir"]), "engine": engine, "speedup": round(speedup, 4),
+            "sts_avg": round(row["avg_sts"], 4), "ci": [round(x, 4) for x in row["ci"]], "versus": versus["label"],
+            "diff": round(c["diff"], 4), "paired_ci": [round(x, 4) for x in c["ci"]], "measured_by": measured_by,
+            "cpu": describe_cpu()}
+
+
 def write_targets(records: list[dict], path: Path = DEFAULT_PATH) -> Path:
     """Merge ``records`` into the targets file (replacing the same target and engine), atomically."""
     try:

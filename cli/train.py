@@ -39,6 +39,9 @@ def training_options(func):
         click.option("--gather-negatives/--no-gather-negatives", default=True, show_default=True,
                      help="Several processes: in-batch negatives over the whole global batch, as in one process "
                           "(--no-gather-negatives: each process's own part only)."),
+        click.option("--bucket-by-length", is_flag=True,
+                     help="Batches of sentences of similar token length (less padding; each epoch holds the same "
+                          "sentences). Recipes turn it on."),
         data_dir_option, pooling_option, device_option, seed_option, overwrite_option, json_option, quiet_option,
     ]
     for option in reversed(options):

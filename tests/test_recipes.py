@@ -325,6 +325,16 @@ def test_length_buckets_hold_the_epochs_sentences_with_less_padding():
     assert not torch.equal(bucketed.epoch_order(0), bucketed.epoch_order(1))
 
 
+def test_train_takes_bucketed_batches_from_the_command_line_and_records_them(tmp_path, student_dir, text):
+    common = ["train", "--model", str(student_dir), "--corpus", str(text), "--max-steps", "2", "--eval-steps", "0",
+              "--batch-size", "4", "--quiet"]
+    for flag, expected in (([], False), (["--bucket-by-length"], True)):
+        out = tmp_path / f"bucketed-{expected}"
+        result = CliRunner().invoke(main, [*common, *flag, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        assert json.loads((out / "manifest.json").read_text())["params"]["bucket_by_length"] is expected
+
+
 def test_a_teacher_that_models_install_knows_is_installed_before_the_run(tmp_path, student_dir, text, fake_senteval,
                                                                          monkeypatch):
     from types import SimpleNamespace

@@ -46,3 +46,29 @@ def test_a_benchmark_replaces_only_the_targets_it_measured(targets, tmp_path):
                                                                  ("6x-int8", "openvino int8")]
     assert next(r for r in saved if r["target"] == "2x")["sts_avg"] == 80.0
     assert set(saved[0]) == set(targets.FIELDS)
+
+
+def _record(label: str, similarity: dict, gold: dict) -> dict:
+    from scipy.stats import spearmanr
+
+    scores = {t: 100 * spearmanr(similarity[t], gold[t])[0] for t in gold}
+    return {"label": label, "model_dir": None, "avg_sts": sum(scores.values()) / len(scores), "ci": [0.0, 100.0],
+            "scores": scores, "pairs": {t: {"similarity": similarity[t], "gold": gold[t], "subsets": {t: len(gold[t])}}
+                                        for t in gold}}
+
+
+def test_a_target_record_holds_the_paired_difference_of_the_two_rows(targets):
+    rng = __import__("numpy").random.default_rng(0)
+    gold = {t: list(rng.uniform(0, 5, 60)) for t in ("STS12", "STS13")}
+    good = {t: [g + rng.normal(0, 0.5) for g in gold[t]] for t in gold}
+    worse = {t: [g + rng.normal(0, 2.0) for g in gold[t]] for t in gold}
+    row, versus = _record("pruned int8", good, gold), _record("L3 int8", worse, gold)
+    record = targets.target_record("6x-int8", row, versus, engine="OpenVINO int8", speedup=6.25,
+                                   measured_by="test", replicates=200)
+    assert set(record) == set(targets.FIELDS)
+    assert record["diff"] == round(row["avg_sts"] - versus["avg_sts"], 4)  # observed B - A, not a bootstrap mean
+    assert record["paired_ci"][0] < record["diff"] < record["paired_ci"][1]
+    assert record["paired_ci"][0] > 0  # far less noise: the paired interval sits above 0
+    assert (record["versus"], record["engine"], record["speedup"]) == ("L3 int8", "OpenVINO int8", 6.25)
+    flipped = targets.target_record("x", versus, row, engine="e", speedup=1.0, measured_by="test", replicates=200)
+    assert flipped["diff"] == -record["diff"] and flipped["paired_ci"][1] < 0
