@@ -113,9 +113,13 @@ def nearest_speed(speedups: list[float], i: int) -> int | None:
 
 def method_seconds(model_dir: str | None) -> float | None:
     """The method's wall time a sparsecse model directory records: its pruning (iterative pruning or
-    reconstruction) plus its own training (``train``'s manifest). A teacher's own training is not counted."""
+    reconstruction) plus its own training (``train``'s manifest). A teacher's own training is not counted;
+    a recipe's model counts every stage of the recipe (not its final evaluation)."""
     if not model_dir:
         return None
+    recipe = _recipe_seconds(Path(model_dir))
+    if recipe is not None:
+        return recipe
     parts = [_pruning_seconds(Path(model_dir)), _training_seconds(Path(model_dir))]
     return None if all(p is None for p in parts) else sum(p for p in parts if p is not None)
 
@@ -128,6 +132,15 @@ def _pruning_seconds(model_dir: Path) -> float | None:
         return float(manifest["method_seconds"])
     rec = manifest.get("reconstruction") or {}
     return float(rec["seconds"]) if rec.get("seconds") is not None else None
+
+
+def _recipe_seconds(model_dir: Path) -> float | None:
+    """``sparsecse compress --recipe``'s model: the wall time of its stages, the final evaluation left out."""
+    path = model_dir / "manifest.json"
+    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    if manifest.get("kind") != "recipe_model" or not isinstance(manifest.get("seconds"), dict):
+        return None
+    return float(sum(v for k, v in manifest["seconds"].items() if k != "evaluation"))
 
 
 def _training_seconds(model_dir: Path) -> float | None:
@@ -260,7 +273,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None, help="prefix of the .md, .csv and .png outputs (default: WORK/frontier)")
     parser.add_argument("--target", action="append", default=[], metavar="NAME=ROW:VERSUS",
                         help="a target row (repeatable): its paired interval against the row VERSUS goes into "
-                             "--targets-json (e.g. '2x=L6 f0.45:L3 dense')")
+                             "--targets-json (e.g. '2x=L6 f0.45:paraphrase-MiniLM-L3-v2 dense')")
     parser.add_argument("--targets-json", default=str(TARGETS_PATH), help="the targets file to update")
     args = parser.parse_args(argv)
     targets = parse_target_specs(args.target)
@@ -276,6 +289,11 @@ def main(argv=None) -> int:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     rows = build_rows(args, work)
+    labels = {r.label for r in rows}
+    for name, label, versus in targets:  # before any evaluation: a misspelt row label fails at once
+        if label not in labels or versus not in labels:
+            parser.error(f"--target {name}: no row called {label if label not in labels else versus!r} "
+                         f"(rows: {', '.join(sorted(labels))})")
     if any(r.kind == "layers" for r in rows):
         fill_layers_rows(rows, args, work)
     teacher = SentenceEncoder.load(rows[0].model_dir, device="cpu")

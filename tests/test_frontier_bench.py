@@ -69,3 +69,10 @@ def test_model_specs_and_method_time(frontier, tmp_path):
     (tmp_path / "sparsecse_config.json").unlink()
     (tmp_path / "manifest.json").write_text(json.dumps({"kind": "train_model", "result": {"seconds": 90.0}}))
     assert frontier.method_seconds(str(tmp_path)) == 90.0
+
+
+def test_a_recipes_model_counts_every_stage_but_the_evaluation(frontier, tmp_path):
+    (tmp_path / "sparsecse_config.json").write_text(json.dumps({"manifest": {"reconstruction": {"seconds": 73.5}}}))
+    (tmp_path / "manifest.json").write_text(json.dumps({"kind": "recipe_model", "seconds": {
+        "teacher": 300.0, "prune": 319.5, "student": 551.0, "evaluation": 148.5}}))
+    assert frontier.method_seconds(str(tmp_path)) == 1170.5
