@@ -28,7 +28,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402  (beside this file)
 from targets import (DEFAULT_PATH as TARGETS_PATH, pairs_record, parse_target_specs, target_record,  # noqa: E402
-                     write_targets)
+                     unknown_target_row, write_targets)
 
 from sparsecse.modeling.cpu_features import describe_cpu  # noqa: E402
 from sparsecse.deploy.loading import load_encoder  # noqa: E402
@@ -149,11 +149,9 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     rows = [row for name, source in models for row in build_rows(name, resolve_model(source), work,
                                                                   args, with_bf16)]
-    labels = {row["model"] for row in rows}
-    for name, label, versus in targets:  # before any evaluation: a misspelt row label fails at once
-        if label not in labels or versus not in labels:
-            parser.error(f"--target {name}: no row called {label if label not in labels else versus!r} "
-                         f"(rows: {', '.join(sorted(labels))})")
+    unknown = unknown_target_row(targets, {row["model"] for row in rows})  # before any evaluation
+    if unknown:
+        parser.error(unknown)
     for row in rows:
         row.update(quality(row, work, args))
         print(f"{row['model']}: STS avg {row['avg_sts']:.2f}", file=sys.stderr, flush=True)
@@ -195,7 +193,7 @@ def target_records(rows: list[dict], targets: list[tuple[str, str, str]]) -> lis
     by = {row["model"]: row for row in rows}
     records = []
     for name, label, versus in targets:
-        row, other = ({**by[x], "label": x, "model_dir": by[x]["model_dir"]} for x in (label, versus))
+        row, other = ({**by[x], "label": x} for x in (label, versus))
         records.append(target_record(name, row, other, engine=label[len(row["group"]):].strip(),
                                      speedup=row["speedup"], replicates=REPLICATES,
                                      measured_by="benchmarks/deploy_speed.py"))

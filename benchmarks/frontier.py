@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402
 from targets import (DEFAULT_PATH as TARGETS_PATH, pairs_record, parse_target_specs, target_record,  # noqa: E402
-                     write_targets)
+                     unknown_target_row, write_targets)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the repository, wherever this runs from
 DEFAULT_L3 = str(SHARED / "models" / "paraphrase-MiniLM-L3-v2")
@@ -134,10 +134,14 @@ def _pruning_seconds(model_dir: Path) -> float | None:
     return float(rec["seconds"]) if rec.get("seconds") is not None else None
 
 
+def _manifest(model_dir: Path) -> dict:
+    path = model_dir / "manifest.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def _recipe_seconds(model_dir: Path) -> float | None:
     """``sparsecse compress --recipe``'s model: the wall time of its stages, the final evaluation left out."""
-    path = model_dir / "manifest.json"
-    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    manifest = _manifest(model_dir)
     if manifest.get("kind") != "recipe_model" or not isinstance(manifest.get("seconds"), dict):
         return None
     return float(sum(v for k, v in manifest["seconds"].items() if k != "evaluation"))
@@ -145,8 +149,7 @@ def _recipe_seconds(model_dir: Path) -> float | None:
 
 def _training_seconds(model_dir: Path) -> float | None:
     """A trained model's wall time; runs from before it was recorded give their steps' time only."""
-    path = model_dir / "manifest.json"
-    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    manifest = _manifest(model_dir)
     if manifest.get("kind") not in ("train_model", "rewind_model"):
         return None
     result = manifest.get("result") or {}
@@ -289,11 +292,9 @@ def main(argv=None) -> int:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     rows = build_rows(args, work)
-    labels = {r.label for r in rows}
-    for name, label, versus in targets:  # before any evaluation: a misspelt row label fails at once
-        if label not in labels or versus not in labels:
-            parser.error(f"--target {name}: no row called {label if label not in labels else versus!r} "
-                         f"(rows: {', '.join(sorted(labels))})")
+    unknown = unknown_target_row(targets, {r.label for r in rows})
+    if unknown:
+        parser.error(unknown)
     if any(r.kind == "layers" for r in rows):
         fill_layers_rows(rows, args, work)
     teacher = SentenceEncoder.load(rows[0].model_dir, device="cpu")
@@ -348,9 +349,7 @@ def main(argv=None) -> int:
     if targets:
         by_label = {r["label"]: i for i, r in enumerate(table)}
         records = []
-        for name, label, versus in targets:
-            if label not in by_label or versus not in by_label:
-                raise SystemExit(f"--target {name}: no row called {label if label not in by_label else versus!r}")
+        for name, label, versus in targets:  # every label was checked before the evaluations
             i, j = by_label[label], by_label[versus]
             records.append(target_record(name, {**rows[i].record, "label": label, "model_dir": table[i]["model_dir"]},
                                          {**rows[j].record, "label": versus, "model_dir": table[j]["model_dir"]},

@@ -30,6 +30,16 @@ def parse_target_specs(specs: list[str]) -> list[tuple[str, str, str]]:
     return out
 
 
+def unknown_target_row(targets: list[tuple[str, str, str]], labels: set[str]) -> str | None:
+    """The sentence for the first target whose row or versus row is not among ``labels``, else None (checked
+    before a benchmark evaluates anything)."""
+    for name, label, versus in targets:
+        if label not in labels or versus not in labels:
+            return (f"--target {name}: no row called {label if label not in labels else versus!r} "
+                    f"(rows: {', '.join(sorted(labels))})")
+    return None
+
+
 def recipe_of(model_dir: str | None) -> str | None:
     """The recipe a model directory was made by (a ``compress --recipe`` run's manifest), else None."""
     if not model_dir:

@@ -26,6 +26,14 @@ def test_target_specs(targets):
             targets.parse_target_specs([bad])
 
 
+def test_a_target_naming_a_row_the_benchmark_lacks_is_one_sentence(targets):
+    labels = {"L6 dense", "L3 dense", "f2x OpenVINO int8"}
+    assert targets.unknown_target_row([("6x-int8", "f2x OpenVINO int8", "L3 dense")], labels) is None
+    assert targets.unknown_target_row([("2x", "f2x OpenVINO int8", "L3 dense"), ("3.5x", "f2x", "L3 dense")],
+                                      labels) == "--target 3.5x: no row called 'f2x' (rows: L3 dense, L6 dense, f2x OpenVINO int8)"
+    assert targets.unknown_target_row([("2x", "L6 dense", "L3")], labels).startswith("--target 2x: no row called 'L3'")
+
+
 def test_recipe_is_read_from_a_recipe_runs_manifest(targets, tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"kind": "recipe_model", "params": {"name": "frontier-2x"}}))
     assert targets.recipe_of(str(tmp_path)) == "frontier-2x"
