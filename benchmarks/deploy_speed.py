@@ -27,8 +27,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402  (beside this file)
-from targets import (DEFAULT_PATH as TARGETS_PATH, pairs_record, parse_target_specs, target_record,  # noqa: E402
-                     unknown_target_row, write_targets)
+from targets import (DEFAULT_PATH as TARGETS_PATH, pairs_record, parse_target_specs, recipe_of,  # noqa: E402
+                     target_record, unknown_target_row, write_targets)
 
 from sparsecse.modeling.cpu_features import describe_cpu  # noqa: E402
 from sparsecse.deploy.loading import load_encoder  # noqa: E402
@@ -64,26 +64,49 @@ def weights_bytes(source: str, file: str | None) -> int:
     return path.stat().st_size + (path.with_suffix(".bin").stat().st_size if path.suffix == ".xml" else 0)
 
 
-def build_rows(name: str, source: str, work: Path, args, with_bf16: bool) -> list[dict]:
-    """The rows of one model: (label, directory, graph file or None for torch, precision)."""
+ENGINES = {  # --engines key: (row label suffix, export folder or None for torch, graph file, precision)
+    "torch-fp32": ("torch fp32", None, None, "fp32"),
+    "torch-bf16": ("torch bf16", None, None, "bf16"),
+    "onnx-fp32": ("ONNX fp32", "onnx", FP32_FILE, "fp32"),
+    "onnx-int8-dynamic": ("ONNX int8 dynamic", "onnx", INT8_FILE, "fp32"),
+    "onnx-int8-static": ("ONNX int8 static", "static", STATIC_INT8_FILE, "fp32"),
+    "openvino-fp32": ("OpenVINO fp32", "ov", FP32_XML, "fp32"),
+    "openvino-int8": ("OpenVINO int8", "ov", INT8_XML, "fp32"),
+}
+
+
+def parse_engines(text: str, with_bf16: bool) -> list[str]:
+    """The ``--engines`` keys in table order (``all``: every engine, torch bf16 only ``with_bf16``)."""
+    if text == "all":
+        return [key for key in ENGINES if key != "torch-bf16" or with_bf16]
+    keys = [key.strip() for key in text.split(",") if key.strip()]
+    unknown = [key for key in keys if key not in ENGINES]
+    if unknown or not keys:
+        raise ValueError(f"--engines: unknown engine {(unknown or [text])[0]!r}; choose from "
+                         f"{', '.join(ENGINES)} or all")
+    if "torch-fp32" not in keys:
+        raise ValueError("--engines must keep torch-fp32: every speed-up is over the dense model in torch fp32")
+    return [key for key in ENGINES if key in keys]
+
+
+def build_rows(name: str, source: str, work: Path, args, engines: list[str]) -> list[dict]:
+    """The rows of one model on ``engines`` (label, directory, graph file or None for torch, precision),
+    exporting only what those engines need."""
     calib = dict(calibration=args.calibration, calibration_size=args.calibration_size, calibration_seed=0)
-    dirs = {"onnx": work / f"{name}-onnx", "static": work / f"{name}-onnx-static", "ov": work / f"{name}-openvino"}
-    if not dirs["onnx"].exists():
-        export(source, dirs["onnx"], quantize="int8")
-    if not dirs["static"].exists():
-        export(source, dirs["static"], quantize="int8", **calib)
-    if not dirs["ov"].exists():
-        export(source, dirs["ov"], format="openvino", quantize="int8", **calib)
-    rows = [(f"{name} torch fp32", source, None, "fp32")]
-    if with_bf16:
-        rows.append((f"{name} torch bf16", source, None, "bf16"))
-    rows += [(f"{name} ONNX fp32", dirs["onnx"], FP32_FILE, "fp32"),
-             (f"{name} ONNX int8 dynamic", dirs["onnx"], INT8_FILE, "fp32"),
-             (f"{name} ONNX int8 static", dirs["static"], STATIC_INT8_FILE, "fp32"),
-             (f"{name} OpenVINO fp32", dirs["ov"], FP32_XML, "fp32"),
-             (f"{name} OpenVINO int8", dirs["ov"], INT8_XML, "fp32")]
-    return [{"model": label, "group": name, "source": str(path), "file": file, "precision": precision,
-             "model_dir": str(source)} for label, path, file, precision in rows]
+    exports = {"onnx": (work / f"{name}-onnx", dict(quantize="int8")),
+               "static": (work / f"{name}-onnx-static", dict(quantize="int8", **calib)),
+               "ov": (work / f"{name}-openvino", dict(format="openvino", quantize="int8", **calib))}
+    rows = []
+    for key in engines:
+        suffix, folder, file, precision = ENGINES[key]
+        path = source
+        if folder is not None:
+            path, options = exports[folder]
+            if not path.exists():
+                export(source, path, **options)
+        rows.append({"model": f"{name} {suffix}", "group": name, "source": str(path), "file": file,
+                     "precision": precision, "model_dir": str(source)})
+    return rows
 
 
 def open_encoder(row: dict, threads: int):
@@ -128,8 +151,14 @@ def main(argv=None) -> int:
     parser.add_argument("--tasks", default="sts", help="evaluation tasks for the quality columns")
     parser.add_argument("--bf16", choices=["auto", "always", "never"], default="auto",
                         help="torch bf16 rows: auto = only where the CPU has native bf16 (else slower than fp32)")
+    parser.add_argument("--engines", default="all", metavar="LIST",
+                        help="comma-separated engines to measure (" + ", ".join(ENGINES) + "), or all (default; "
+                             "torch-bf16 as --bf16 says)")
     parser.add_argument("--work", required=True, help="exports and cached quality rows go here (resumable)")
     parser.add_argument("--json", dest="json_out", default=None, help="also write the results here")
+    parser.add_argument("--out", default=None, metavar="STEM",
+                        help="also write STEM.md (one line per model, its engines side by side, the recipe that made "
+                             "it) and STEM.png (STS average against speed-up, one marker per engine)")
     parser.add_argument("--target", action="append", default=[], metavar="NAME=ROW:VERSUS",
                         help="a target row (repeatable), e.g. '6x-int8=f2x OpenVINO int8:L3 OpenVINO int8': its "
                              "paired interval against the row VERSUS goes into --targets-json")
@@ -145,10 +174,14 @@ def main(argv=None) -> int:
     if len(set(names)) != len(names):
         parser.error("the --pruned directories need distinct names other than 'dense' and 'L3'")
     with_bf16 = args.bf16 == "always" or (args.bf16 == "auto" and cpu_has_native_bf16())
+    try:
+        engines = parse_engines(args.engines, with_bf16)
+    except ValueError as error:
+        parser.error(str(error))
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     rows = [row for name, source in models for row in build_rows(name, resolve_model(source), work,
-                                                                  args, with_bf16)]
+                                                                  args, engines)]
     unknown = unknown_target_row(targets, {row["model"] for row in rows})  # before any evaluation
     if unknown:
         parser.error(unknown)
@@ -178,6 +211,13 @@ def main(argv=None) -> int:
               f"{row['speedup']:>8.2f}x {row['cpu_speedup']:>8.2f}x {row['scores'].get('STSBenchmark', 0):>6.2f} "
               f"{row['avg_sts']:>8.2f}")
     report_targets(rows, names)
+    if args.out:
+        header = (f"{len(unique)} distinct STS-B test sentences, {args.threads} threads, best of {args.repeats} "
+                  f"interleaved runs per batch of {args.batch_size}; speed-up over dense all-MiniLM-L6-v2 in torch "
+                  f"fp32; STS avg of 7 tasks with bootstrap 95% interval ({REPLICATES} replicates). CPU: "
+                  f"{describe_cpu()}.")
+        written = write_side_by_side(rows, names, [ENGINES[key][0] for key in engines], Path(args.out), header)
+        print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)
     if targets:
         print(f"wrote {write_targets(target_records(rows, targets), Path(args.targets_json))}", file=sys.stderr)
     if args.json_out:
@@ -200,16 +240,79 @@ def target_records(rows: list[dict], targets: list[tuple[str, str, str]]) -> lis
     return records
 
 
+def side_by_side(rows: list[dict], names: list[str], engines: list[str]) -> list[str]:
+    """Markdown table lines: one line per model (in ``names`` order), each engine's STS avg [CI] and
+    speed-up side by side, the int8 cost against the model's torch fp32 row, and the recipe that made it."""
+    by = {row["model"]: row for row in rows}
+    int8 = [e for e in engines if "int8" in e]
+    head = ["model", "made by"] + [f"{e} {what}" for e in engines for what in ("STS avg [95% CI]", "speed-up")]
+    head += [f"{e} cost" for e in int8]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in names:
+        first = by[f"{name} {engines[0]}"]
+        recipe = recipe_of(first["model_dir"])
+        cells = [name, f"`{recipe}`" if recipe else "download"]
+        for engine in engines:
+            row = by[f"{name} {engine}"]
+            cells += [f"{row['avg_sts']:.2f} [{row['ci'][0]:.2f}, {row['ci'][1]:.2f}]" if row.get("ci")
+                      else f"{row['avg_sts']:.2f}", f"{row['speedup']:.2f}x"]
+        cells += [f"{by[f'{name} torch fp32']['avg_sts'] - by[f'{name} {e}']['avg_sts']:+.2f}" for e in int8]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def write_side_by_side(rows: list[dict], names: list[str], engines: list[str], stem: Path, header: str) -> list[Path]:
+    """``stem``.md (:func:`side_by_side` under ``header``) and ``stem``.png: each model's engines as markers joined
+    by a line, STS average (95% interval) against speed-up."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    md = stem.with_suffix(".md")
+    md.write_text("\n".join([header, ""] + side_by_side(rows, names, engines)) + "\n")
+    by = {row["model"]: row for row in rows}
+    markers = dict(zip(engines, "osD^v<>"))
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for i, name in enumerate(names):
+        color = f"C{i}"
+        points = [by[f"{name} {e}"] for e in engines]
+        ax.plot([p["speedup"] for p in points], [p["avg_sts"] for p in points], color=color, alpha=0.4)
+        for engine, p in zip(engines, points):
+            low, high = p.get("ci") or (p["avg_sts"], p["avg_sts"])
+            ax.errorbar(p["speedup"], p["avg_sts"], yerr=[[p["avg_sts"] - low], [high - p["avg_sts"]]],
+                        fmt=markers[engine], color=color, capsize=3)
+        ax.annotate(name, (points[-1]["speedup"], points[-1]["avg_sts"]), textcoords="offset points",
+                    xytext=(6, 3), fontsize=8, color=color)
+    for engine in engines:
+        ax.plot([], [], markers[engine], color="gray", label=engine)
+    ax.set_xlabel("encode speed-up over dense all-MiniLM-L6-v2 in torch fp32")
+    ax.set_ylabel("STS average, 7 tasks (95% bootstrap CI)")
+    ax.set_title("Each model in each engine, measured side by side")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    png = stem.with_suffix(".png")
+    fig.savefig(png, dpi=150)
+    plt.close(fig)
+    return [md, png]
+
+
 def report_targets(rows: list[dict], names: list[str]) -> None:
     """Issue 26's targets, each said met or missed by how much."""
     by = {row["model"]: row for row in rows}
     pruned = [row for row in rows if row["group"] not in ("dense", "L3")]
     for group in names:
-        fp32 = {"ONNX": by[f"{group} ONNX fp32"], "OpenVINO": by[f"{group} OpenVINO fp32"]}
         for label in ("ONNX int8 dynamic", "ONNX int8 static", "OpenVINO int8"):
-            cost = fp32[label.split()[0]]["avg_sts"] - by[f"{group} {label}"]["avg_sts"]
-            print(f"{group} {label}: int8 costs {cost:+.2f} STS avg (limit {INT8_COST_LIMIT}: "
-                  f"{'ok' if cost <= INT8_COST_LIMIT else 'MISSED'})")
+            if f"{group} {label}" not in by:
+                continue
+            base = by.get(f"{group} {label.split()[0]} fp32") or by.get(f"{group} torch fp32")
+            if base is None:
+                continue
+            cost = base["avg_sts"] - by[f"{group} {label}"]["avg_sts"]
+            print(f"{group} {label}: int8 costs {cost:+.2f} STS avg against {base['model']} (limit "
+                  f"{INT8_COST_LIMIT}: {'ok' if cost <= INT8_COST_LIMIT else 'MISSED'})")
     if not pruned:
         return
     best = max(pruned, key=lambda r: r["speedup"] if r["avg_sts"] >= STS_TARGET else -1)

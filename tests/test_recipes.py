@@ -112,6 +112,16 @@ def test_set_options_are_parsed_as_yaml_values_and_a_repeated_key_is_refused():
         load_recipe("frontier-2x", {"nope.epochs": 2})
 
 
+def test_a_learning_rate_written_1e_4_is_a_number(tmp_path):
+    # PyYAML's YAML 1.1 rules read 1e-4 (no dot) as text, which the lr check then refused
+    assert parse_set_options(["student.lr=1e-4", "student.max_steps=12", "x.y=1e5x"]) == {
+        "student.lr": 1e-4, "student.max_steps": 12, "x.y": "1e5x"}
+    assert load_recipe("frontier-2x", parse_set_options(["student.lr=3E-4"])).stage("student").lr == 3e-4
+    path = tmp_path / "r.yaml"
+    path.write_text("name: r\nstages: [{type: distill, teacher: t, lr: 2e-5}]\n")
+    assert load_recipe(path).stages[0].lr == 2e-5
+
+
 def test_cli_refuses_bad_recipes_and_writes_nothing(tmp_path, student_dir, text, tiny_stsb_dir):
     bad = tmp_path / "bad.yaml"
     cases = {

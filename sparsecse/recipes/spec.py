@@ -239,6 +239,20 @@ class Recipe:
 
 
 # ------------------------------------------------------------------------------------------- parsing
+def _load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that also reads ``1e-4`` as a number (YAML 1.2; PyYAML's 1.1 rules need ``1.0e-4``)."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+                                 list("-+0123456789"))
+    return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
+
+
 def _read(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
@@ -249,9 +263,7 @@ def _read(path: Path) -> Any:
             import tomllib
 
             return tomllib.loads(text)
-        import yaml
-
-        return yaml.safe_load(text)
+        return _load_yaml(text)
     except Exception as exc:  # yaml.YAMLError, tomllib.TOMLDecodeError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SparseCSEError(f"The recipe {path} is not valid {'TOML' if path.suffix == '.toml' else 'YAML'} "
@@ -396,7 +408,7 @@ def parse_set_options(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
         if key in result:
             raise SparseCSEError(f"--set gives {key} twice.")
         try:
-            result[key] = yaml.safe_load(value) if value.strip() else None
+            result[key] = _load_yaml(value) if value.strip() else None
         except yaml.YAMLError:
             result[key] = value
     return result
