@@ -5,6 +5,7 @@ teacher path is checked against fp32; length-bucketed batches hold the same sent
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -377,3 +378,19 @@ def test_the_card_names_a_local_copy_by_its_short_name(tmp_path, monkeypatch):
     other = tmp_path / "runs" / "mine"
     other.mkdir(parents=True)
     assert base_model_name(str(other)) == str(other)  # a model of the user's own: named as given
+
+
+def test_the_cards_command_rebuilds_a_run_with_overrides():
+    import shlex
+
+    from sparsecse.recipes.card import command_line
+
+    overrides = {"student.lr": 1e-4, "student.epochs": 3, "evaluation.compare_with": "all-mpnet-base-v2", "seed": 1,
+                 "student.bucket_by_length": False}
+    ran = load_recipe("frontier-2x", overrides)
+    words = shlex.split(command_line(ran, "all-mpnet-base-v2", Path("corpus.txt"), Path("out")))
+    items = [words[i + 1] for i, word in enumerate(words) if word == "--set"]
+    assert sorted(items) == sorted(["student.lr=0.0001", "student.epochs=3", "evaluation.compare_with=all-mpnet-base-v2",
+                                    "seed=1", "student.bucket_by_length=false"])
+    assert load_recipe("frontier-2x", parse_set_options(items)).digest() == ran.digest()
+    assert "--set" not in command_line(load_recipe("frontier-2x"), "m", Path("c"), Path("o"))

@@ -21,7 +21,8 @@ from sparsecse.evaluation.speed import speedups
 from sparsecse.modeling.cpu_features import describe_cpu
 from sparsecse.artifacts.model_names import MODELS_ENV
 from sparsecse.modeling.encoder import DEFAULT_MODEL_NAME, SentenceEncoder, default_model_path
-from sparsecse.recipes.spec import Recipe
+from sparsecse.errors import SparseCSEError
+from sparsecse.recipes.spec import Recipe, load_recipe
 
 CARD = "README.md"
 RESULTS = "sts_results.json"
@@ -120,10 +121,40 @@ def _link_file(src: str, dst: str) -> None:
 
 
 def command_line(recipe: Recipe, model: str, corpus: Path, out: Path) -> str:
+    """The command that rebuilds the run: the recipe by name (or file) and a ``--set`` for every setting the
+    run changed from it."""
     name = recipe.source if recipe.source and Path(recipe.source).parent != Path(__file__).parent / "shipped" \
         else recipe.name
-    return " ".join(shlex.quote(str(x)) for x in ("sparsecse", "compress", "--recipe", name, "--model",
-                                                   base_model_name(model), "--corpus", corpus, "--out", out))
+    words = ["sparsecse", "compress", "--recipe", name, "--model", base_model_name(model), "--corpus", corpus]
+    for key, value in changed_settings(recipe, name):
+        words += ["--set", f"{key}={value}"]
+    return " ".join(shlex.quote(str(x)) for x in words + ["--out", out])
+
+
+def changed_settings(recipe: Recipe, name: str) -> list[tuple[str, str]]:
+    """(``STAGE.KEY``, value as ``--set`` reads it) for each setting of ``recipe`` that differs from the recipe
+    ``name`` as written (its ``--set`` overrides); none where ``name`` no longer loads."""
+    try:
+        written = load_recipe(name).to_dict()
+    except SparseCSEError:
+        return []
+    ran = recipe.to_dict()
+    changes = [(key, ran[key]) for key in ("seed", "model") if ran.get(key) != written.get(key)]
+    stages = {stage["name"]: stage for stage in written["stages"]}
+    for stage in ran["stages"]:
+        changes += [(f"{stage['name']}.{key}", value) for key, value in stage.items()
+                    if stage["name"] in stages and value != stages[stage["name"]].get(key)]
+    changes += [(f"evaluation.{key}", value) for key, value in ran["evaluation"].items()
+                if value != written["evaluation"].get(key)]
+    return [(key, _as_set_value(value)) for key, value in changes]
+
+
+def _as_set_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def finish(recipe: Recipe, input_model: str, corpus: Path, out: Path, final_dir: str, stages: list[dict],
