@@ -253,3 +253,24 @@ def assert_trains(objective, encoder, sentences, params) -> None:
     output.loss.backward()
     grads = [p.grad for p in params]
     assert all(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def load_benchmark(name: str):
+    """Import ``benchmarks/NAME.py`` as module ``NAME`` (its folder on the path for its sibling imports, the module
+    registered for dataclasses); a generator for a module-scoped fixture, which undoes both afterwards."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(name, None)
+        sys.path.remove(str(BENCHMARKS))

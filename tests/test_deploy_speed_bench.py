@@ -1,26 +1,18 @@
 """benchmarks/deploy_speed.py --engines: the engines parsed in table order, bad ones refused in one
 sentence, and only the exports the chosen engines need are made."""
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.helpers import load_benchmark
+
 
 
 @pytest.fixture(scope="module")
 def deploy_speed():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("deploy_speed", BENCH / "deploy_speed.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
+    yield from load_benchmark("deploy_speed")
 
 
 def test_engines_are_parsed_in_table_order(deploy_speed):

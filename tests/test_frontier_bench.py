@@ -1,28 +1,17 @@
 """benchmarks/frontier.py's pure pieces: row caching (resume, recompute when the model changed) and the
 nearest-speed pairing."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.helpers import load_benchmark
+
 
 
 @pytest.fixture(scope="module")
 def frontier():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("frontier", BENCH / "frontier.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["frontier"] = module  # dataclasses look their module up
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop("frontier", None)
-        sys.path.remove(str(BENCH))
+    yield from load_benchmark("frontier")
 
 
 def test_nearest_speed_on_a_log_scale(frontier):

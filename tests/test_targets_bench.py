@@ -1,22 +1,17 @@
 """benchmarks/targets.py: target specs parsed, the recipe read from a recipe run's manifest, and the targets
 file merged (a benchmark replaces only the targets and engine it measured)."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.helpers import load_benchmark
+
 
 
 @pytest.fixture(scope="module")
 def targets():
-    spec = importlib.util.spec_from_file_location("targets", BENCH / "targets.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    yield from load_benchmark("targets")
 
 
 def test_target_specs(targets):

@@ -1,24 +1,20 @@
 """benchmarks/teacher_ensembles.py's pure pieces: an ensemble row scores the mean of its members' cosines
 (checked against the similarities computed by hand), rows sorted by STS-B dev."""
 
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from tests.helpers import load_benchmark
+
 from sparsecse.data.sts import Pair
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "teacher_ensembles.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("teacher_ensembles", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    yield from load_benchmark("teacher_ensembles")
 
 
 def fake_models(n_sentences=40, seed=0):
