@@ -109,6 +109,12 @@ def build_rows(name: str, source: str, work: Path, args, engines: list[str]) -> 
     return rows
 
 
+def pruned_row_name(text: str) -> tuple[str, str]:
+    """(name, directory) of a ``--pruned`` value: ``NAME=DIR``, else the directory's own name."""
+    name, sep, path = text.partition("=")
+    return (name.strip(), path) if sep and name.strip() else (Path(text).name, text)
+
+
 def open_encoder(row: dict, threads: int):
     encoder = load_encoder(row["source"], device="cpu", file=row["file"], threads=threads) if row["file"] else \
         load_encoder(row["source"], device="cpu")
@@ -141,7 +147,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=None, help="dense model (default: all-MiniLM-L6-v2)")
     parser.add_argument("--small", default=SMALL, help="small dense anchor ('' for none)")
-    parser.add_argument("--pruned", nargs="*", default=[], help="pruned model directories (sparsecse shrink/train)")
+    parser.add_argument("--pruned", nargs="*", default=[], metavar="[NAME=]DIR",
+                        help="pruned model directories (sparsecse shrink/train/compress), each row named NAME or "
+                             "after its directory")
     parser.add_argument("--calibration", default=CALIBRATION, help="corpus for the static int8 rows")
     parser.add_argument("--calibration-size", type=int, default=300)
     parser.add_argument("--data-dir", default=None, help="SentEval data (default: $SPARSECSE_DATA / cache)")
@@ -169,7 +177,7 @@ def main(argv=None) -> int:
     print(f"CPU {describe_cpu()}; {args.threads} threads; machine shared with other jobs", file=sys.stderr)
 
     models = [("dense", args.model)] + ([("L3", args.small)] if args.small else [])
-    models += [(Path(p).name, p) for p in args.pruned]
+    models += [pruned_row_name(p) for p in args.pruned]
     names = [n for n, _ in models]
     if len(set(names)) != len(names):
         parser.error("the --pruned directories need distinct names other than 'dense' and 'L3'")

@@ -68,3 +68,9 @@ def test_the_side_by_side_table_holds_each_models_engines_and_recipe(deploy_spee
     md, png = deploy_speed.write_side_by_side(rows, ["dense", "f2x"], ["torch fp32", "OpenVINO int8"],
                                               tmp_path / "out" / "engines", "header")
     assert md.read_text().splitlines()[2:] == lines and png.stat().st_size > 0
+
+
+def test_a_pruned_row_is_named_by_its_name_or_directory(deploy_speed):
+    assert deploy_speed.pruned_row_name("f2x=runs/f2x/model") == ("f2x", "runs/f2x/model")
+    assert deploy_speed.pruned_row_name("runs/f35") == ("f35", "runs/f35")
+    assert deploy_speed.pruned_row_name("=runs/f35") == ("f35", "=runs/f35")
