@@ -458,8 +458,8 @@ def test_the_frontier_page_leads_with_the_current_best():
     page = Path(__file__).resolve().parents[1] / "docs" / "results" / "frontier.md"
     text = page.read_text()
     first_section = text.split("\n## ", 2)[1]
-    assert first_section.startswith("The current best") and "round6_assistant.md" in first_section
-    assert text.index("round6_assistant.md") < text.index("figures/frontier/frontier.md")
+    assert first_section.startswith("The current best") and "round8_engines.md" in first_section
+    assert text.index("round8_engines.md") < text.index("round6_assistant.md") < text.index("figures/frontier/frontier.md")
 
 
 # ------------------------------------------------------------------------------- run directories
