@@ -9,7 +9,6 @@ import pytest
 from tests.helpers import load_benchmark
 
 
-
 @pytest.fixture(scope="module")
 def deploy_speed():
     yield from load_benchmark("deploy_speed")

@@ -8,7 +8,6 @@ import pytest
 from tests.helpers import load_benchmark
 
 
-
 @pytest.fixture(scope="module")
 def frontier():
     yield from load_benchmark("frontier")

@@ -8,7 +8,6 @@ import pytest
 from tests.helpers import load_benchmark
 
 
-
 @pytest.fixture(scope="module")
 def targets():
     yield from load_benchmark("targets")

@@ -1,15 +1,12 @@
 """benchmarks/teacher_ensembles.py's pure pieces: an ensemble row scores the mean of its members' cosines
 (checked against the similarities computed by hand), rows sorted by STS-B dev."""
 
-
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from tests.helpers import load_benchmark
-
 from sparsecse.data.sts import Pair
-
+from tests.helpers import load_benchmark
 
 
 @pytest.fixture(scope="module")

@@ -25,10 +25,12 @@ Example (``sparsecse compress --list-recipes`` prints the shipped ones)::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,10 +241,9 @@ class Recipe:
 
 
 # ------------------------------------------------------------------------------------------- parsing
-def _load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` that also reads ``1e-4`` as a number (YAML 1.2; PyYAML's 1.1 rules need ``1.0e-4``)."""
-    import re
-
+@functools.lru_cache(maxsize=None)
+def _yaml_loader():
+    """PyYAML's SafeLoader that also reads ``1e-4`` as a number (YAML 1.2; its 1.1 rules need ``1.0e-4``)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -250,7 +251,14 @@ def _load_yaml(text: str) -> Any:
 
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
                                  list("-+0123456789"))
-    return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader)
+    return Loader
+
+
+def _load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` with :func:`_yaml_loader`'s numbers."""
+    import yaml
+
+    return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader)
 
 
 def _read(path: Path) -> Any:
