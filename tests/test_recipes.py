@@ -380,6 +380,19 @@ def test_the_card_names_a_local_copy_by_its_short_name(tmp_path, monkeypatch):
     assert base_model_name(str(other)) == str(other)  # a model of the user's own: named as given
 
 
+def test_the_card_names_a_model_of_the_store_by_its_name(tmp_path, monkeypatch):
+    from sparsecse.artifacts import model_store
+    from sparsecse.recipes.card import base_model_name
+
+    monkeypatch.setenv("SPARSECSE_CACHE", str(tmp_path / "cache"))
+    name = next(iter(model_store.KNOWN_MODELS))
+    stored = model_store.model_dir(name)
+    stored.mkdir(parents=True)
+    assert base_model_name(str(stored)) == str(stored)  # not installed (no install record): as given
+    (stored / model_store.INSTALL_RECORD).write_text("{}")
+    assert base_model_name(str(stored)) == name  # the card's rebuild command then works on any machine
+
+
 def test_the_cards_command_rebuilds_a_run_with_overrides():
     import shlex
 

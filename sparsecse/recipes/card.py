@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from sparsecse.artifacts import model_store
 from sparsecse.artifacts.files import atomic_dir, make_manifest, write_json
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.compare import compare
@@ -31,13 +32,18 @@ SKIPPED = {"manifest.json", "README.md"}  # the final stage's own, replaced by t
 
 
 def base_model_name(model: str) -> str:
-    """The input model as a model card names it: the hub name of the embedded default, the short name of a
-    local copy found through ``$SPARSECSE_MODELS`` (never this machine's path), else as given."""
+    """The input model as a model card names it: the hub name of the embedded default, the name of a model
+    installed in sparsecse's model store or of a local copy found through ``$SPARSECSE_MODELS`` (never this
+    machine's path), else as given."""
     try:
         if os.path.abspath(model) == os.path.abspath(default_model_path()):
             return DEFAULT_MODEL_NAME
     except Exception:  # the default model's package may be absent
         pass
+    for known in model_store.KNOWN_MODELS.values():
+        installed = model_store.installed_path(known.name)
+        if installed is not None and os.path.isdir(model) and os.path.samefile(model, installed):
+            return known.name
     parent = os.path.dirname(os.path.abspath(model))
     for folder in filter(None, os.environ.get(MODELS_ENV, "").split(os.pathsep)):
         if os.path.isdir(model) and os.path.isdir(folder) and os.path.samefile(parent, folder):
