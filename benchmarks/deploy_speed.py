@@ -186,13 +186,14 @@ def main(argv=None) -> int:
         engines = parse_engines(args.engines, with_bf16)
     except ValueError as error:
         parser.error(str(error))
+    labels = {f"{name} {ENGINES[key][0]}" for name in names for key in engines}
+    unknown = unknown_target_row(targets, labels)  # before any export or evaluation
+    if unknown:
+        parser.error(unknown)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     rows = [row for name, source in models for row in build_rows(name, resolve_model(source), work,
                                                                   args, engines)]
-    unknown = unknown_target_row(targets, {row["model"] for row in rows})  # before any evaluation
-    if unknown:
-        parser.error(unknown)
     for row in rows:
         row.update(quality(row, work, args))
         print(f"{row['model']}: STS avg {row['avg_sts']:.2f}", file=sys.stderr, flush=True)

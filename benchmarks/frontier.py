@@ -221,13 +221,8 @@ class StaticEncoder:
 
 # ---------------------------------------------------------------------------- the run
 def build_rows(args, work: Path) -> list[Row]:
-    from sparsecse.modeling.encoder import SentenceEncoder
-    from sparsecse.shrinking.shrink import save_model_dir
-
-    dense_dir = work / "dense-l6"
-    if not dense_dir.is_dir():
-        save_model_dir(SentenceEncoder.load(None, device="cpu"), dense_dir)
-    rows = [Row("all-MiniLM-L6-v2 dense", "dense", str(dense_dir))]
+    """The rows asked for, their model directories checked; nothing is written (see :func:`save_dense`)."""
+    rows = [Row("all-MiniLM-L6-v2 dense", "dense", str(work / "dense-l6"))]
     if args.l3:
         rows.append(Row("paraphrase-MiniLM-L3-v2 dense", "dense", args.l3))
     rows += [Row(label, "sparsecse", path) for label, path in parse_model_specs(args.model)]
@@ -235,10 +230,19 @@ def build_rows(args, work: Path) -> list[Row]:
         rows.append(Row(f"layers {f:g} + distill", "layers", None, {"budget": f}))
     if not args.no_model2vec:
         rows.append(Row("model2vec (static, from L6)", "model2vec"))
-    for row in rows:
+    for row in rows[1:]:
         if row.model_dir and not Path(row.model_dir).is_dir():
             raise SystemExit(f"{row.label}: {row.model_dir} is not a model directory.")
     return rows
+
+
+def save_dense(dense_dir: Path) -> None:
+    """The default model as the first row's directory (once), so every row loads the same way."""
+    from sparsecse.modeling.encoder import SentenceEncoder
+    from sparsecse.shrinking.shrink import save_model_dir
+
+    if not dense_dir.is_dir():
+        save_model_dir(SentenceEncoder.load(None, device="cpu"), dense_dir)
 
 
 def fill_layers_rows(rows: list[Row], args, work: Path) -> None:
@@ -290,11 +294,12 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
     rows = build_rows(args, work)
     unknown = unknown_target_row(targets, {r.label for r in rows})
     if unknown:
         parser.error(unknown)
+    work.mkdir(parents=True, exist_ok=True)  # only once every input is checked
+    save_dense(Path(rows[0].model_dir))
     if any(r.kind == "layers" for r in rows):
         fill_layers_rows(rows, args, work)
     teacher = SentenceEncoder.load(rows[0].model_dir, device="cpu")

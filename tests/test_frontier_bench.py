@@ -1,5 +1,5 @@
 """benchmarks/frontier.py's pure pieces: row caching (resume, recompute when the model changed) and the
-nearest-speed pairing."""
+nearest-speed pairing; bad rows and targets refused before anything is written."""
 
 import json
 
@@ -64,3 +64,15 @@ def test_a_recipes_model_counts_every_stage_but_the_evaluation(frontier, tmp_pat
     (tmp_path / "manifest.json").write_text(json.dumps({"kind": "recipe_model", "seconds": {
         "teacher": 300.0, "prune": 319.5, "student": 551.0, "evaluation": 148.5}}))
     assert frontier.method_seconds(str(tmp_path)) == 1170.5
+
+
+def test_a_bad_row_or_target_is_refused_before_anything_is_written(frontier, tmp_path, capsys):
+    work = tmp_path / "work"
+    with pytest.raises(SystemExit) as refused:
+        frontier.main(["--work", str(work), "--layer-drop", "", "--no-model2vec", "--l3", "",
+                       "--target", "2x=no such row:all-MiniLM-L6-v2 dense"])
+    assert refused.value.code == 2 and "no such row" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="is not a model directory"):
+        frontier.main(["--work", str(work), "--layer-drop", "", "--no-model2vec", "--l3", "",
+                       "--model", f"L6 f0.5={tmp_path / 'missing'}"])
+    assert not work.exists()
