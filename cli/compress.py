@@ -159,6 +159,8 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
         ci = figures.get("sts_avg_ci")
         click.echo(f"STS avg {figures['sts_avg']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
                    + f", STS-B dev {figures['stsb_dev']:.2f}")
+    elif figures.get("stsb_dev") is not None:
+        click.echo(f"STS-B dev {figures['stsb_dev']:.2f} (evaluation.test is false: no test figures)")
     versus = figures.get("versus")
     if versus:
         lo, hi = versus["paired_ci"]

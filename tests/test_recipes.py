@@ -201,6 +201,19 @@ def test_model_card_figures_equal_the_result_files(finished):
     assert result.evaluation["sts_avg"] == pytest.approx(saved["avg_sts"], abs=1e-4)
 
 
+
+def test_a_run_that_chooses_settings_computes_no_test_figures(tmp_path, student_dir, teacher_dir, text, fake_senteval):
+    recipe = tiny_recipe(tmp_path, teacher_dir)
+    result = run_recipe(str(recipe), str(student_dir), text, tmp_path / "out", data_dir=fake_senteval,
+                        overrides={"evaluation.test": False}, show_progress=False)
+    assert set(result.evaluation) == {"stsb_dev"}  # speed is off in the tiny recipe
+    assert result.evaluation["stsb_dev"] == pytest.approx(result.stages[-1]["stsb_dev"], abs=1e-3)
+    assert not (result.model / RESULTS).exists() and not (result.out / "eval" / RESULTS).exists()
+    card = (result.model / "README.md").read_text()
+    assert "No test figures" in card and "STS avg" not in card and "model-index" not in read_front_matter(card)
+    with pytest.raises(SparseCSEError, match="test must be true or false"):
+        load_recipe(str(recipe), {"evaluation.test": "no"})
+
 def test_a_finished_run_is_refused_and_an_unfinished_one_needs_resume(finished, student_dir, text, fake_senteval):
     result, recipe = finished
     with pytest.raises(SparseCSEError, match="holds a finished recipe run"):

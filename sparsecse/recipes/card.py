@@ -74,6 +74,10 @@ def evaluate_final(recipe: Recipe, input_model: str, model_dir: str, work: Path,
     figures: dict[str, Any] = {}
     dev = _evaluate(model_dir, data_dir, 0, split="dev", tasks="STSBenchmark")
     figures["stsb_dev"] = round(float(dev["scores"]["STSBenchmark"]), 4)
+    if not ev.test:
+        if ev.speed:
+            figures["speed"] = measure_speed(input_model, model_dir, ev.compare_with, data_dir, show_progress)
+        return figures
     mine = _results_file(work / RESULTS, model_dir, data_dir, ev.bootstrap, show_progress)
     results = load_results(mine)
     boot = results.get("bootstrap") or {}
@@ -172,7 +176,7 @@ def finish(recipe: Recipe, input_model: str, corpus: Path, out: Path, final_dir:
         for item in Path(final_dir).iterdir():
             if item.name not in SKIPPED:
                 _link_or_copy(item, tmp / item.name)
-        if evaluate:
+        if evaluate and recipe.evaluation.test:
             _link_or_copy(out / "eval" / RESULTS, tmp / RESULTS)
         shutil.copy2(out / "recipe.yaml", tmp / "recipe.yaml")
         manifest = make_manifest("recipe_model", inputs={"model": input_model, "corpus": str(corpus),
@@ -225,7 +229,8 @@ def model_card(recipe: Recipe, input_model: str, stages: list[dict], figures: di
         lines.append(f"- stage {i}, `{stage.name}`: {stage.describe()}" + (
             f" (STS-B dev {record['stsb_dev']:.2f})" if record.get("stsb_dev") is not None else "") + (
             f" (kept {record['kept_flops_ratio']:.4f} of layer FLOPs)" if record.get("kept_flops_ratio") else ""))
-    if figures:
+    versus = figures.get("versus")
+    if figures.get("sts"):
         lines += ["", "## Results", "",
                   "Spearman x 100 of cosine similarities (SentEval protocol); 95% intervals from "
                   f"{figures.get('bootstrap')} paired bootstrap resamples of the test pairs (`sts_results.json` holds "
@@ -234,17 +239,19 @@ def model_card(recipe: Recipe, input_model: str, stages: list[dict], figures: di
         lines += [f"| {task} | {score:.2f} |" for task, score in figures["sts"].items()]
         lines += [f"| **STS avg (7 tasks)** | **{figures['sts_avg']:.2f}** {_ci(figures.get('sts_avg_ci'))} |",
                   f"| STS-B dev (the checkpoint choice) | {figures['stsb_dev']:.2f} |"]
-        versus = figures.get("versus")
         if versus:
             lines += ["", f"Against `{versus['model']}` ({versus['sts_avg']:.2f}): **{versus['difference']:+.2f}** "
                           f"{_ci(versus['paired_ci'], signed=True)} (paired bootstrap, B - A)."]
-        speed = figures.get("speed")
-        if speed:
-            lines += ["", "## Speed", "",
-                      f"Encode speed-up over `{base}` in {speed['engine']}, {speed['threads']} threads, "
-                      f"{speed['sentences']}: **{speed['speedup']:.2f}x**"
-                      + (f" (`{versus['model'] if versus else 'reference'}`: {speed['reference_speedup']:.2f}x)"
-                         if speed.get("reference_speedup") else "") + f". Machine: {speed['cpu']}."]
+    elif figures:
+        lines += ["", "## Results", "", f"STS-B dev (the checkpoint choice): {figures['stsb_dev']:.2f}. No test "
+                  "figures: this run chose settings on dev (`evaluation.test: false`)."]
+    speed = figures.get("speed")
+    if speed:
+        lines += ["", "## Speed", "",
+                  f"Encode speed-up over `{base}` in {speed['engine']}, {speed['threads']} threads, "
+                  f"{speed['sentences']}: **{speed['speedup']:.2f}x**"
+                  + (f" (`{versus['model'] if versus else 'reference'}`: {speed['reference_speedup']:.2f}x)"
+                     if speed.get("reference_speedup") else "") + f". Machine: {speed['cpu']}."]
     seconds = manifest.get("seconds") or {}
     if seconds:
         lines += ["", "## Cost", "", "| stage | wall time |", "|---|---:|"]

@@ -195,19 +195,23 @@ STAGE_TYPES = {"distill": DistillStage, "prune": PruneStage, "export": ExportSta
 @dataclass(frozen=True)
 class Evaluation:
     """The final model's evaluation: the 7 STS tasks with ``bootstrap`` replicates, paired against
-    ``compare_with`` (a model, optional), and its encode speed against the input model."""
+    ``compare_with`` (a model, optional), and its encode speed against the input model. ``test: false``
+    stops at STS-B dev (and speed): for the runs that choose settings, so that test figures are computed
+    once, for the setting chosen (``--set evaluation.test=false``)."""
 
     bootstrap: int = 1000
     compare_with: str | None = None
     speed: bool = True
+    test: bool = True
 
     def check(self, where: str) -> "Evaluation":
         if isinstance(self.bootstrap, bool) or not isinstance(self.bootstrap, int) or not 0 <= self.bootstrap <= 100_000:
             raise SparseCSEError(f"{where}: bootstrap must be a whole number in [0, 100000], not {self.bootstrap!r}.")
         if self.compare_with is not None:
             _text("compare_with", self.compare_with, where)
-        if not isinstance(self.speed, bool):
-            raise SparseCSEError(f"{where}: speed must be true or false, not {self.speed!r}.")
+        for name in ("speed", "test"):
+            if not isinstance(getattr(self, name), bool):
+                raise SparseCSEError(f"{where}: {name} must be true or false, not {getattr(self, name)!r}.")
         return self
 
 
