@@ -74,10 +74,17 @@ def evaluate_final(recipe: Recipe, input_model: str, model_dir: str, work: Path,
     figures: dict[str, Any] = {}
     dev = _evaluate(model_dir, data_dir, 0, split="dev", tasks="STSBenchmark")
     figures["stsb_dev"] = round(float(dev["scores"]["STSBenchmark"]), 4)
-    if not ev.test:
-        if ev.speed:
-            figures["speed"] = measure_speed(input_model, model_dir, ev.compare_with, data_dir, show_progress)
-        return figures
+    if ev.test:
+        figures.update(_test_figures(recipe, model_dir, work, data_dir, show_progress))
+    if ev.speed:
+        figures["speed"] = measure_speed(input_model, model_dir, ev.compare_with, data_dir, show_progress)
+    return figures
+
+
+def _test_figures(recipe: Recipe, model_dir: str, work: Path, data_dir, show_progress: bool) -> dict[str, Any]:
+    """The 7 STS tasks' test figures, with the bootstrap interval and the paired comparison."""
+    ev = recipe.evaluation
+    figures: dict[str, Any] = {}
     mine = _results_file(work / RESULTS, model_dir, data_dir, ev.bootstrap, show_progress)
     results = load_results(mine)
     boot = results.get("bootstrap") or {}
@@ -93,8 +100,6 @@ def evaluate_final(recipe: Recipe, input_model: str, model_dir: str, work: Path,
         figures["versus"] = {"model": ev.compare_with, "sts_avg": round(float(avg["a"]), 4),
                              "difference": round(float(avg["diff"]), 4), "paired_ci": [round(float(x), 4) for x in avg["ci"]],
                              "p": float(avg["p"]) if avg.get("p") is not None else None}
-    if ev.speed:
-        figures["speed"] = measure_speed(input_model, model_dir, ev.compare_with, data_dir, show_progress)
     return figures
 
 
