@@ -5,6 +5,7 @@ teacher path is checked against fp32; length-bucketed batches hold the same sent
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -201,6 +202,18 @@ def test_model_card_figures_equal_the_result_files(finished):
     assert result.evaluation["sts_avg"] == pytest.approx(saved["avg_sts"], abs=1e-4)
 
 
+
+
+def test_a_resumed_run_that_lost_its_recipe_file_still_finishes(finished, student_dir, text, fake_senteval, tmp_path):
+    result, recipe = finished
+    out = tmp_path / "copy"
+    shutil.copytree(result.out, out)
+    shutil.rmtree(out / "model")  # unfinished again: only the evaluation and the model directory are left to do
+    (out / "recipe.yaml").unlink()
+    resumed = run_recipe(str(recipe), str(student_dir), text, out, data_dir=fake_senteval, resume=True,
+                         show_progress=False)
+    assert (resumed.model / "recipe.yaml").read_text() == (result.out / "recipe.yaml").read_text()
+    assert resumed.evaluation["sts_avg"] == result.evaluation["sts_avg"]
 
 def test_a_run_that_chooses_settings_computes_no_test_figures(tmp_path, student_dir, teacher_dir, text, fake_senteval):
     recipe = tiny_recipe(tmp_path, teacher_dir)
