@@ -255,7 +255,7 @@ def model_card(recipe: Recipe, input_model: str, stages: list[dict], figures: di
         lines += ["", "## Speed", "",
                   f"Encode speed-up over `{base}` in {speed['engine']}, {speed['threads']} threads, "
                   f"{speed['sentences']}: **{speed['speedup']:.2f}x**"
-                  + (f" (`{versus['model'] if versus else 'reference'}`: {speed['reference_speedup']:.2f}x)"
+                  + (f" (`{recipe.evaluation.compare_with or 'reference'}`: {speed['reference_speedup']:.2f}x)"
                      if speed.get("reference_speedup") else "") + f". Machine: {speed['cpu']}."]
     seconds = manifest.get("seconds") or {}
     if seconds:
