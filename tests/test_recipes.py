@@ -226,6 +226,9 @@ def test_a_run_that_chooses_settings_computes_no_test_figures(tmp_path, student_
     assert "No test figures" in card and "STS avg" not in card and "model-index" not in read_front_matter(card)
     with pytest.raises(SparseCSEError, match="test must be true or false"):
         load_recipe(str(recipe), {"evaluation.test": "no"})
+    # it makes no other model: the digest a resume must match is the same with and without it
+    assert load_recipe(str(recipe), {"evaluation.test": False}).digest() == load_recipe(str(recipe)).digest()
+    assert load_recipe(str(recipe), {"evaluation.bootstrap": 7}).digest() != load_recipe(str(recipe)).digest()
 
 def test_a_finished_run_is_refused_and_an_unfinished_one_needs_resume(finished, student_dir, text, fake_senteval):
     result, recipe = finished

@@ -238,6 +238,8 @@ class Recipe:
     def digest(self) -> str:
         """sha256 of the settings that make the model (not the description or the figures reached)."""
         data = {k: v for k, v in self.to_dict().items() if k not in ("description", "reached")}
+        # whether test figures are computed changes no model and no cached file (runs from before it resume)
+        data["evaluation"] = {k: v for k, v in data["evaluation"].items() if k != "test"}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     def stage(self, name: str):
