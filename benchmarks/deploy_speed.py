@@ -89,6 +89,11 @@ def parse_engines(text: str, with_bf16: bool) -> list[str]:
     return [key for key in ENGINES if key in keys]
 
 
+def row_label(name: str, engine: str) -> str:
+    """A row's label: the model's name and the engine's (``f2x OpenVINO int8``), as ``--target`` names it."""
+    return f"{name} {ENGINES[engine][0]}"
+
+
 def build_rows(name: str, source: str, work: Path, args, engines: list[str]) -> list[dict]:
     """The rows of one model on ``engines`` (label, directory, graph file or None for torch, precision),
     exporting only what those engines need."""
@@ -98,13 +103,13 @@ def build_rows(name: str, source: str, work: Path, args, engines: list[str]) -> 
                "ov": (work / f"{name}-openvino", dict(format="openvino", quantize="int8", **calib))}
     rows = []
     for key in engines:
-        suffix, folder, file, precision = ENGINES[key]
+        _, folder, file, precision = ENGINES[key]
         path = source
         if folder is not None:
             path, options = exports[folder]
             if not path.exists():
                 export(source, path, **options)
-        rows.append({"model": f"{name} {suffix}", "group": name, "source": str(path), "file": file,
+        rows.append({"model": row_label(name, key), "group": name, "source": str(path), "file": file,
                      "precision": precision, "model_dir": str(source)})
     return rows
 
@@ -186,7 +191,7 @@ def main(argv=None) -> int:
         engines = parse_engines(args.engines, with_bf16)
     except ValueError as error:
         parser.error(str(error))
-    labels = {f"{name} {ENGINES[key][0]}" for name in names for key in engines}
+    labels = {row_label(name, key) for name in names for key in engines}
     unknown = unknown_target_row(targets, labels)  # before any export or evaluation
     if unknown:
         parser.error(unknown)
