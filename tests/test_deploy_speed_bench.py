@@ -47,7 +47,6 @@ def test_only_the_exports_the_engines_need_are_made(deploy_speed, monkeypatch, t
     assert len(made) == 1  # the OpenVINO folder exists: nothing exported again
 
 
-
 def test_a_target_naming_no_row_is_refused_before_any_export(deploy_speed, monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(deploy_speed, "export", lambda *a, **k: pytest.fail("exported before the check"))
     work = tmp_path / "work"
@@ -56,6 +55,7 @@ def test_a_target_naming_no_row_is_refused_before_any_export(deploy_speed, monke
                            "--target", "6x-int8=f2x OpenVINO int8:L3 OpenVINO int8"])  # no --pruned f2x
     assert refused.value.code == 2 and "f2x OpenVINO int8" in capsys.readouterr().err
     assert not work.exists()
+
 
 def test_the_side_by_side_table_holds_each_models_engines_and_recipe(deploy_speed, tmp_path):
     made = tmp_path / "f2x"

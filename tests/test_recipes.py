@@ -202,8 +202,6 @@ def test_model_card_figures_equal_the_result_files(finished):
     assert result.evaluation["sts_avg"] == pytest.approx(saved["avg_sts"], abs=1e-4)
 
 
-
-
 def test_a_resumed_run_that_lost_its_recipe_file_still_finishes(finished, student_dir, text, fake_senteval, tmp_path):
     result, recipe = finished
     out = tmp_path / "copy"
@@ -214,6 +212,7 @@ def test_a_resumed_run_that_lost_its_recipe_file_still_finishes(finished, studen
                          show_progress=False)
     assert (resumed.model / "recipe.yaml").read_text() == (result.out / "recipe.yaml").read_text()
     assert resumed.evaluation["sts_avg"] == result.evaluation["sts_avg"]
+
 
 def test_a_run_that_chooses_settings_computes_no_test_figures(tmp_path, student_dir, teacher_dir, text, fake_senteval):
     recipe = tiny_recipe(tmp_path, teacher_dir)
@@ -229,6 +228,7 @@ def test_a_run_that_chooses_settings_computes_no_test_figures(tmp_path, student_
     # it makes no other model: the digest a resume must match is the same with and without it
     assert load_recipe(str(recipe), {"evaluation.test": False}).digest() == load_recipe(str(recipe)).digest()
     assert load_recipe(str(recipe), {"evaluation.bootstrap": 7}).digest() != load_recipe(str(recipe)).digest()
+
 
 def test_a_finished_run_is_refused_and_an_unfinished_one_needs_resume(finished, student_dir, text, fake_senteval):
     result, recipe = finished

@@ -158,8 +158,8 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     try:
         if not continuing:
             write_json(out / RUN, {"fingerprint": fingerprint, "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
-        if not continuing or not (out / "recipe.yaml").is_file():  # a resume's recipe matched the fingerprint
-            _write_recipe(out / "recipe.yaml", recipe)
+        # on a resume too: the fingerprint matched, and what differs (evaluation.test) is the run that finishes
+        _write_recipe(out / "recipe.yaml", recipe)
         return _run(recipe, model, corpus, out, data_dir, show_progress, evaluate_final, started)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"Interrupted; the finished stages and the last checkpoint are kept in {out}: rerun "
