@@ -27,7 +27,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402  (beside this file)
-from targets import (DEFAULT_PATH as TARGETS_PATH, pairs_record, parse_target_specs, recipe_of,  # noqa: E402
+from targets import (add_target_options, pairs_record, parse_target_specs, recipe_of,  # noqa: E402
                      target_record, unknown_target_row, write_targets)
 
 from sparsecse.modeling.cpu_features import describe_cpu  # noqa: E402
@@ -172,10 +172,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None, metavar="STEM",
                         help="also write STEM.md (one line per model, its engines side by side, the recipe that made "
                              "it) and STEM.png (STS average against speed-up, one marker per engine)")
-    parser.add_argument("--target", action="append", default=[], metavar="NAME=ROW:VERSUS",
-                        help="a target row (repeatable), e.g. '6x-int8=f2x OpenVINO int8:L3 OpenVINO int8': its "
-                             "paired interval against the row VERSUS goes into --targets-json")
-    parser.add_argument("--targets-json", default=str(TARGETS_PATH), help="the targets file to update")
+    add_target_options(parser, "6x-int8=f2x OpenVINO int8:L3 OpenVINO int8")
     args = parser.parse_args(argv)
     targets = parse_target_specs(args.target)
     torch.set_num_threads(args.threads)

@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file
 from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402
-from targets import (DEFAULT_PATH as TARGETS_PATH, pairs_record, parse_target_specs, target_record,  # noqa: E402
+from targets import (add_target_options, pairs_record, parse_target_specs, target_record,  # noqa: E402
                      unknown_target_row, write_targets)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the repository, wherever this runs from
@@ -278,10 +278,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", default="runs/frontier", help="cached rows and made models (resumable)")
     parser.add_argument("--out", default=None, help="prefix of the .md, .csv and .png outputs (default: WORK/frontier)")
-    parser.add_argument("--target", action="append", default=[], metavar="NAME=ROW:VERSUS",
-                        help="a target row (repeatable): its paired interval against the row VERSUS goes into "
-                             "--targets-json (e.g. '2x=L6 f0.45:paraphrase-MiniLM-L3-v2 dense')")
-    parser.add_argument("--targets-json", default=str(TARGETS_PATH), help="the targets file to update")
+    add_target_options(parser, "2x=L6 f0.45:paraphrase-MiniLM-L3-v2 dense")
     args = parser.parse_args(argv)
     targets = parse_target_specs(args.target)
 

@@ -18,6 +18,14 @@ FIELDS = ("target", "model", "model_dir", "recipe", "engine", "speedup", "sts_av
           "paired_ci", "measured_by", "cpu")
 
 
+def add_target_options(parser, example: str) -> None:
+    """``--target NAME=ROW:VERSUS`` (repeatable) and ``--targets-json`` on a benchmark's argument parser."""
+    parser.add_argument("--target", action="append", default=[], metavar="NAME=ROW:VERSUS",
+                        help=f"a target row (repeatable), e.g. {example!r}: its paired interval against the row "
+                             "VERSUS goes into --targets-json")
+    parser.add_argument("--targets-json", default=str(DEFAULT_PATH), help="the targets file to update")
+
+
 def parse_target_specs(specs: list[str]) -> list[tuple[str, str, str]]:
     """``NAME=ROW:VERSUS`` strings (e.g. ``2x=L6 f0.45:L3 dense``) as (name, row label, versus label)."""
     out = []
