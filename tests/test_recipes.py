@@ -149,6 +149,58 @@ def test_cli_refuses_bad_recipes_and_writes_nothing(tmp_path, student_dir, text,
     assert result.exit_code != 0 and "--keep-flops sets the single pruning stage" in result.output
 
 
+def test_unreadable_text_is_refused_before_anything_is_written(tmp_path, teacher_dir, student_dir, text,
+                                                               fake_senteval):
+    """An empty or non-UTF-8 corpus, or prune stage's own reconstruction file, is refused before the run's
+    directory exists (it used to be found only by the first stage, leaving a directory that wanted --resume)."""
+    blank, binary = tmp_path / "blank.txt", tmp_path / "binary.txt"
+    blank.write_text("\n  \n")
+    binary.write_bytes(b"\xff\xfe not text\n")
+    recipe = tiny_recipe(tmp_path, teacher_dir)
+    cases = [(recipe, blank, "holds no sentences"), (recipe, binary, r"is not UTF-8 text \(byte 0\)"),
+             (tiny_recipe(tmp_path, teacher_dir, name="r.yaml", prune__reconstruct=str(blank)), text,
+              "holds no sentences")]
+    for i, (path, corpus, message) in enumerate(cases):
+        out = tmp_path / f"out{i}"
+        with pytest.raises(SparseCSEError, match=message):
+            run_recipe(str(path), str(student_dir), corpus, out, data_dir=fake_senteval, show_progress=False)
+        assert not out.exists(), message
+    out = tmp_path / "cli"
+    result = CliRunner().invoke(main, ["compress", "--recipe", str(recipe), "--model", str(student_dir), "--corpus",
+                                       str(blank), "--data-dir", str(fake_senteval), "--out", str(out)])
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and "holds no sentences" in result.output
+    assert not out.exists()
+
+
+def test_a_refusal_mid_run_removes_only_a_run_with_nothing_done(tmp_path, teacher_dir, student_dir, text,
+                                                                fake_senteval, monkeypatch):
+    """A stage that refuses its input before writing anything leaves no directory; once a stage has finished,
+    the run stays for --resume."""
+    recipe = tiny_recipe(tmp_path, teacher_dir)
+    real = runner_module.run_stage
+
+    def refuse_at(index):
+        def run_stage(stage, i, *args):
+            if i == index:
+                raise SparseCSEError(f"stage {i} refused")
+            return real(stage, i, *args)
+        return run_stage
+
+    monkeypatch.setattr(runner_module, "run_stage", refuse_at(1))
+    with pytest.raises(SparseCSEError, match="stage 1 refused"):
+        run_recipe(str(recipe), str(student_dir), text, tmp_path / "first", data_dir=fake_senteval,
+                   show_progress=False)
+    assert not (tmp_path / "first").exists()
+    monkeypatch.setattr(runner_module, "run_stage", refuse_at(2))
+    out = tmp_path / "second"
+    with pytest.raises(SparseCSEError, match="stage 2 refused"):
+        run_recipe(str(recipe), str(student_dir), text, out, data_dir=fake_senteval, show_progress=False)
+    assert stage_dir(out, 1, "teacher").is_dir() and (out / "run.json").is_file()
+    monkeypatch.setattr(runner_module, "run_stage", real)
+    with pytest.raises(SparseCSEError, match="pass --resume"):
+        run_recipe(str(recipe), str(student_dir), text, out, data_dir=fake_senteval, show_progress=False)
+
+
 def test_list_recipes_prints_every_shipped_recipe():
     result = CliRunner().invoke(main, ["compress", "--list-recipes", "--json"])
     assert result.exit_code == 0, result.output

@@ -30,12 +30,12 @@ from typing import Any
 from sparsecse.artifacts import model_store
 from sparsecse.artifacts.files import atomic_file, check_destination, hash_path, sha256_file, write_json
 from sparsecse.artifacts.locks import FileLock
-from sparsecse.data.corpus import check_corpus_file
+from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import resolve_model
 from sparsecse.objectives.teachers import teacher_names
 from sparsecse.recipes import card
-from sparsecse.recipes.spec import INPUT_REF, DistillStage, Recipe, load_recipe
+from sparsecse.recipes.spec import CORPUS, INPUT_REF, DistillStage, PruneStage, Recipe, load_recipe
 from sparsecse.recipes.stages import StageContext, run_stage
 from sparsecse.training.dev_eval import stsb_dev_evaluator
 
@@ -85,6 +85,15 @@ def _check_same_run(out: Path, fingerprint: dict[str, Any]) -> None:
     if changed:
         raise SparseCSEError(f"The unfinished run in {out} was started with other inputs ({', '.join(dict.fromkeys(changed))} "
                              "changed); resume it with the same recipe, model and corpus, or pass --overwrite to start over.")
+
+
+def check_text_inputs(recipe: Recipe, corpus: Path) -> None:
+    """The corpus and every prune stage's own reconstruction file hold UTF-8 sentences (read whole: a
+    few seconds at most), checked before anything is written."""
+    read_corpus(corpus)
+    for stage in recipe.stages:
+        if isinstance(stage, PruneStage) and stage.reconstruct != CORPUS:
+            read_corpus(stage.reconstruct)
 
 
 def check_teachers(recipe: Recipe, quiet: bool = False) -> None:
@@ -145,7 +154,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     if corpus is None:
         raise SparseCSEError(f"The recipe {recipe.name} needs a corpus (--corpus FILE, one sentence per line).")
     corpus = Path(corpus)
-    check_corpus_file(corpus)
+    check_text_inputs(recipe, corpus)
     out = Path(out)
     model = _input_model(model if model is not None else recipe.model)
     check_destination(out, True, inputs={"model": model, "corpus": str(corpus), "recipe": recipe.source or None})
@@ -155,6 +164,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
         check_teachers(recipe, not show_progress)  # before anything is written
         stsb_dev_evaluator(data_dir)  # the STS-B data every stage's checkpoint choice needs
     lock = _take(out, continuing, overwrite)
+    refused = False
     try:
         if not continuing:
             write_json(out / RUN, {"fingerprint": fingerprint, "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
@@ -164,8 +174,13 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"Interrupted; the finished stages and the last checkpoint are kept in {out}: rerun "
                                 "the same command with --resume to continue.") from None
+    except SparseCSEError:  # an input refused mid-way (a bug or a crash keeps the directory to look at)
+        refused = True
+        raise
     finally:
         lock.release()
+        if refused and not continuing:
+            _discard_if_nothing_done(out)
 
 
 def _inspect(out: Path, fingerprint: dict[str, Any], resume: bool, overwrite: bool) -> bool:
@@ -183,6 +198,15 @@ def _inspect(out: Path, fingerprint: dict[str, Any], resume: bool, overwrite: bo
         raise SparseCSEError(f"{out} already exists; choose another --out or pass --overwrite.")
     _check_same_run(out, fingerprint)
     return True
+
+
+def _discard_if_nothing_done(out: Path) -> None:
+    """Remove a new run's directory refused before any stage left an output or a checkpoint: it holds
+    only its bookkeeping (and regenerable corpus samples), and a rerun should not have to pass --resume."""
+    stages = out / "stages"
+    if stages.is_dir() and any(stages.iterdir()):
+        return
+    shutil.rmtree(out, ignore_errors=True)
 
 
 def _take(out: Path, continuing: bool, overwrite: bool) -> FileLock:
