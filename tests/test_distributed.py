@@ -315,9 +315,9 @@ def test_gathered_losses_and_gradients_are_the_one_process_ones_and_local_ones_t
     (loss + sim).backward()
     for rank in (0, 1):  # gathered: the whole batch's loss and gradient (DDP's mean of the processes' gradients)
         got_loss, got_sim, got_grad = results[rank][True]
-        assert got_loss == pytest.approx(float(loss), abs=1e-5) and got_sim == pytest.approx(float(sim), abs=1e-6)
+        assert got_loss == pytest.approx(loss.item(), abs=1e-5) and got_sim == pytest.approx(sim.item(), abs=1e-6)
         assert torch.allclose(torch.tensor(got_grad), a.grad[4 * rank:4 * rank + 4], atol=1e-5)
     # not gathered: each process's loss is its half's; the run logs their mean
     halves = [info_nce(full_a[s], full_b[s], 0.05)[0] for s in (slice(0, 4), slice(4, 8))]
     assert [results[r][False][0] for r in (0, 1)] == pytest.approx([float(h) for h in halves], abs=1e-5)
-    assert sum(results[r][False][0] for r in (0, 1)) / 2 < float(loss)
+    assert sum(results[r][False][0] for r in (0, 1)) / 2 < loss.item()
