@@ -151,7 +151,7 @@ def test_cli_refuses_bad_recipes_and_writes_nothing(tmp_path, student_dir, text,
 
 def test_unreadable_text_is_refused_before_anything_is_written(tmp_path, teacher_dir, student_dir, text,
                                                                fake_senteval):
-    """An empty or non-UTF-8 corpus, or prune stage's own reconstruction file, is refused before the run's
+    """An empty or non-UTF-8 corpus, or a prune stage's own reconstruction file, is refused before the run's
     directory exists (it used to be found only by the first stage, leaving a directory that wanted --resume)."""
     blank, binary = tmp_path / "blank.txt", tmp_path / "binary.txt"
     blank.write_text("\n  \n")
