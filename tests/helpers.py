@@ -237,7 +237,7 @@ def slurm(tmp_path_factory):
 
 
 def _local_slurm():
-    from sparsecse.sweeps.cluster import local_slurm
+    from tests.support import local_slurm
 
     return local_slurm
 

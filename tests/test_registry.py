@@ -18,6 +18,21 @@ def test_simcse_is_built_in():
     assert get_objective("simcse") is SimCSE
 
 
+def test_a_built_in_objective_that_fails_to_import_is_an_error_naming_it(monkeypatch):
+    """A built-in whose module does not import is a broken installation: said with the objective's name and the
+    import's own error, never a silently shorter list."""
+    monkeypatch.setitem(registry.BUILTIN, "diffcse", "sparsecse.objectives.no_such_module:DiffCSE")
+    expected = (r"^The built-in objective 'diffcse' \(sparsecse\.objectives\.no_such_module:DiffCSE\) failed to "
+                r"import: ModuleNotFoundError: No module named 'sparsecse\.objectives\.no_such_module'\.$")
+    with pytest.raises(SparseCSEError, match=expected):
+        available_objectives()
+    with pytest.raises(SparseCSEError, match=expected):
+        get_objective("simcse")
+    monkeypatch.setitem(registry.BUILTIN, "diffcse", "sparsecse.objectives.diffcse:NoSuchClass")
+    with pytest.raises(SparseCSEError, match="'diffcse'.*failed to import: AttributeError: .*NoSuchClass"):
+        available_objectives()
+
+
 def test_unknown_objective_lists_the_known_ones():
     with pytest.raises(SparseCSEError, match="Unknown objective 'nope'; known objectives: .*simcse"):
         get_objective("nope")

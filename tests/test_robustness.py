@@ -388,7 +388,8 @@ def test_rewind_checks_the_recorded_initial_checkpoint(tiny_bert_dir, tiny_stsb_
     import shutil
 
     from sparsecse.pruning.masks import Mask
-    from sparsecse.training import resolve_init, train
+    from sparsecse.training import train
+    from sparsecse.training.rewind import resolve_init
 
     init = tmp_path / "init"
     shutil.copytree(tiny_bert_dir, init)

@@ -8,7 +8,7 @@ from torch import nn
 
 from sparsecse.objectives.losses import info_nce
 from sparsecse.objectives.simcse import SimCSE
-from sparsecse.objectives.recipe import recipe_for, resolve_hyperparameters
+from sparsecse.training.hyperparameters import published_hyperparameters, resolve_hyperparameters
 
 
 def direct_infonce(anchors, positives, temperature, negatives=None):
@@ -91,7 +91,7 @@ class Config:
 def test_simcse_recipes_per_backbone(config, batch, lr):
     resolved = resolve_hyperparameters(config)
     assert (resolved["batch_size"], resolved["lr"], resolved["max_length"], resolved["epochs"]) == (batch, lr, 32, 1)
-    assert resolved["recipe"] == recipe_for(config).name
+    assert resolved["recipe"] == published_hyperparameters(config).name
 
 
 def test_explicit_hyperparameters_beat_objective_defaults_beat_recipe():

@@ -20,11 +20,11 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.sweeps.cluster import local_slurm
 from sparsecse.sweeps.cluster.config import load_resources, parse_sbatch_args, parse_time
 from sparsecse.sweeps.config import RewindConfig, sweep_spec
 from sparsecse.sweeps.run import sweep
 from tests.helpers import evaluation, scoring
+from tests.support import local_slurm
 from tests.tiny import SENTENCES
 
 pytest.importorskip("submitit")  # the cluster extra (the test extra includes it)

@@ -12,7 +12,8 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts
 from sparsecse.pruning.masks import Mask
 from sparsecse.objectives.simcse import SimCSE
-from sparsecse.training import resolve_init, rewind, train
+from sparsecse.training import rewind, train
+from sparsecse.training.rewind import resolve_init
 from tests.tiny import WORDS, make_tiny_model_dir
 from tests.helpers import random_sentences, quick, make_mask
 

@@ -44,7 +44,7 @@ from sparsecse.objectives.losses import info_nce
 from sparsecse.objectives.masked_lm import (FrozenPartsMixin, choose_positions, corrupt, load_masked_lm,
                                             mask_token_id, truncated_backbone)
 from sparsecse.objectives.simcse import SimCSE, initializer_range
-from sparsecse.objectives.recipe import with_backbone_defaults
+from sparsecse.objectives.backbones import with_backbone_defaults
 
 
 class InfoCSE(FrozenPartsMixin, SimCSE):

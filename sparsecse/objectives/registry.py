@@ -24,25 +24,42 @@ _registered: dict[str, type[Objective]] = {}
 
 
 def register_objective(cls: type[Objective], name: str | None = None) -> type[Objective]:
-    """Register an Objective subclass in this process (usable as a class decorator)."""
+    """Register an Objective subclass in this process (usable as a class decorator).
+
+    Args:
+        cls: the objective class.
+        name: the name it is found by (default: ``cls.name``); it replaces a built-in of that name.
+
+    Returns:
+        ``cls`` itself.
+    """
     _registered[name or cls.name] = cls
     return cls
 
 
-def _load(target: str) -> type[Objective] | None:
+def _load_builtin(name: str, target: str) -> type[Objective]:
+    """The built-in objective ``name`` from ``module:Class``; one that does not import is a broken
+    installation, said in one sentence with the import's own error."""
     module, _, attr = target.partition(":")
     try:
         return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError):
-        return None
+    except (ImportError, AttributeError) as exc:
+        raise SparseCSEError(f"The built-in objective {name!r} ({target}) failed to import: "
+                             f"{type(exc).__name__}: {exc}.") from exc
 
 
 def available_objectives() -> dict[str, type[Objective]]:
-    found: dict[str, type[Objective]] = {}
-    for name, target in BUILTIN.items():
-        cls = _load(target)
-        if cls is not None:
-            found[name] = cls
+    """Every objective by name.
+
+    Returns:
+        ``{name: class}``: the built-ins, then the entry points of group ``sparsecse.objectives`` (a plugin that
+        fails to load is left out, so a broken third-party package cannot break the built-ins), then those
+        registered in this process, each later one replacing an earlier one of the same name.
+
+    Raises:
+        SparseCSEError: a built-in objective fails to import (it names the objective and the import error).
+    """
+    found: dict[str, type[Objective]] = {name: _load_builtin(name, target) for name, target in BUILTIN.items()}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             found[ep.name] = ep.load()
@@ -53,6 +70,20 @@ def available_objectives() -> dict[str, type[Objective]]:
 
 
 def get_objective(name: str) -> type[Objective]:
+    """The objective class called ``name``.
+
+    Args:
+        name: a built-in (``simcse``, ``diffcse``, ``distill``, ...), entry-point or registered name.
+
+    Returns:
+        The :class:`~sparsecse.objectives.base.Objective` subclass.
+
+    Raises:
+        SparseCSEError: an unknown name (the known ones listed), or a built-in that fails to import.
+
+    >>> get_objective("simcse").__name__
+    'SimCSE'
+    """
     objectives = available_objectives()
     if name not in objectives:
         raise SparseCSEError(f"Unknown objective {name!r}; known objectives: {', '.join(sorted(objectives))}.")
@@ -60,11 +91,34 @@ def get_objective(name: str) -> type[Objective]:
 
 
 def build_objective(name: str, encoder, **params: Any) -> Objective:
+    """The objective ``name`` built on ``encoder``.
+
+    Args:
+        name: as in :func:`get_objective`.
+        encoder: the :class:`~sparsecse.modeling.encoder.SentenceEncoder` it trains.
+        **params: its parameters (checked against the class's ``defaults``).
+
+    Returns:
+        The objective instance.
+    """
     return get_objective(name)(encoder, **params)
 
 
 def parse_objective_args(text: str | None) -> dict[str, Any]:
-    """'a=1,b=0.5,c=true,d=name' -> {'a': 1, 'b': 0.5, 'c': True, 'd': 'name'}."""
+    """The parameters of ``--objective-args``.
+
+    Args:
+        text: ``key=value`` items separated by commas; values read as bool, None, int, float, else text.
+
+    Returns:
+        ``{key: value}``.
+
+    Raises:
+        SparseCSEError: an item that is not ``key=value``, or a key given twice.
+
+    >>> parse_objective_args("a=1,b=0.5,c=true,d=name")
+    {'a': 1, 'b': 0.5, 'c': True, 'd': 'name'}
+    """
     params: dict[str, Any] = {}
     for item in filter(None, (p.strip() for p in (text or "").split(","))):
         key, sep, value = item.partition("=")

@@ -4,7 +4,7 @@
 - :mod:`.tasks`: what one task runs (one point, written as a one-process sweep writes it)
 - :mod:`.config`: resources from options and a launcher config file
 - :mod:`.slurm_status`: job states from ``squeue`` where the cluster has no accounting
-- :mod:`.local_slurm`: start/stop a real single-node SLURM cluster on this machine
 
-Only :mod:`.config` and :mod:`.local_slurm` work without submitit installed.
+Only :mod:`.config` works without submitit installed (a single-node SLURM cluster to try the launcher on is
+the tests' ``tests/support/local_slurm.py``).
 """

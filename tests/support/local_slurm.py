@@ -1,12 +1,13 @@
-"""Start and stop a real single-node SLURM cluster on this machine (for tests and trying the launcher out).
+"""Start and stop a real single-node SLURM cluster on this machine (for tests and trying the launcher out;
+run from the repository root: it is part of the tests, not of the package).
 
 It runs Debian's ``slurm-wlm`` and ``munge`` daemons as root, with every file they write under one
 directory, and no systemd::
 
     apt-get install -y slurm-wlm munge
-    python -m sparsecse.sweeps.cluster.local_slurm start /tmp/slurm     # prints: export SLURM_CONF=...
+    python -m tests.support.local_slurm start /tmp/slurm     # prints: export SLURM_CONF=...
     export SLURM_CONF=/tmp/slurm/slurm.conf; sbatch --wrap hostname
-    python -m sparsecse.sweeps.cluster.local_slurm stop /tmp/slurm      # kills the daemons, deletes the dir
+    python -m tests.support.local_slurm stop /tmp/slurm      # kills the daemons, deletes the dir
 
 The cluster has one node, this host, with ``CPUs=2`` (``--cpus N``) and a memory below the machine's; a
 partition ``debug``; no accounting database (so no ``sacct``: the launcher reads job states from
@@ -185,10 +186,10 @@ def stop(root: str | os.PathLike, timeout: float = 30.0) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m sparsecse.sweeps.cluster.local_slurm start|stop DIR``; the exit status."""
+    """``python -m tests.support.local_slurm start|stop DIR``; the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or argv[0] not in ("start", "stop"):
-        print("usage: python -m sparsecse.sweeps.cluster.local_slurm start|stop DIR", file=sys.stderr)
+        print("usage: python -m tests.support.local_slurm start|stop DIR", file=sys.stderr)
         return 2
     try:
         if argv[0] == "start":

@@ -1,4 +1,4 @@
-"""Training recipes per backbone: SimCSE's, shrunk models keeping their source's, and the DiffCSE /
+"""Training hyperparameters per backbone: SimCSE's, shrunk models keeping their source's, and the DiffCSE /
 InfoCSE settings of their papers and scripts (configs only, no weights)."""
 
 import pytest
@@ -7,7 +7,8 @@ from sparsecse.modeling import SHRUNK_CONFIGS
 from sparsecse.objectives.diffcse import DiffCSE
 from sparsecse.objectives.infocse import InfoCSE
 from sparsecse.objectives.simcse import SimCSE
-from sparsecse.objectives.recipe import backbone_of, recipe_for, resolve_hyperparameters, with_backbone_defaults
+from sparsecse.objectives.backbones import backbone_of, with_backbone_defaults
+from sparsecse.training.hyperparameters import published_hyperparameters, resolve_hyperparameters
 
 
 def shrunk(base: str, hidden: int, layers: int, heads: int):
@@ -35,7 +36,7 @@ def plain(model_type: str, hidden: int, layers: int):
 def test_shrunk_models_keep_their_source_models_recipe(config, backbone, recipe, batch, lr):
     assert config.model_type.startswith("sparsecse-") or config.model_type == "roberta"
     assert backbone_of(config) == backbone
-    assert recipe_for(config).name == recipe
+    assert published_hyperparameters(config).name == recipe
     resolved = resolve_hyperparameters(config, SimCSE)
     assert (resolved["recipe"], resolved["batch_size"], resolved["lr"]) == (recipe, batch, lr)
 

@@ -1,0 +1,1 @@
+"""What the tests run on that is no part of the package (a real single-node SLURM cluster)."""
