@@ -6,7 +6,7 @@ too). The teacher is chosen by its STS-B dev score; the test average is printed 
 Each model's embeddings are cached in ``--work`` (one ``.npy`` per model, keyed by its name and the
 sentences), so a second run encodes nothing. Writes OUT.md and OUT.json.
 
-    python benchmarks/teacher_ensembles.py --out docs/figures/frontier/teachers --work runs/teachers \
+    python benchmarks/teacher_ensembles.py --out docs/figures/frontier/archive/teachers --work runs/teachers \
         --model L6=all-MiniLM-L6-v2 --model L3=../shared/models/paraphrase-MiniLM-L3-v2 --model MPNet=all-mpnet-base-v2
 """
 

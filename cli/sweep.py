@@ -11,7 +11,7 @@ from sparsecse.cli.options import (criterion_option, data_dir_option, device_opt
 
 # flags that only mean something with --rewind (refused without it, rather than silently ignored)
 REWIND_ONLY = ("objective", "corpus", "rewind_sparsities", "rewind_lambda", "rewind_dense", "seeds", "rewind_init",
-               "max_steps", "batch_size", "old_rewind_batch_size", "lr", "max_length", "eval_steps", "objective_args")
+               "max_steps", "batch_size", "lr", "max_length", "eval_steps", "objective_args")
 
 
 # flags that only mean something with --launcher
@@ -79,8 +79,6 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
               help="Checkpoint to rewind to (default: the model's recorded initial checkpoint, else the model).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Training steps.")
 @click.option("--batch-size", type=click.IntRange(min=2), default=None, help="Training batch (as in `rewind`).")
-@click.option("--rewind-batch-size", "old_rewind_batch_size", type=click.IntRange(min=2), default=None, hidden=True,
-              help="Deprecated spelling of --batch-size.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, help="Peak learning rate.")
 @click.option("--max-length", type=click.IntRange(min=2), default=None, help="Tokens per training sentence.")
 @click.option("--eval-steps", type=click.IntRange(min=0), default=None, help="STS-B dev every N steps (0 = never).")
@@ -114,7 +112,7 @@ def _check_rewind_flags(ctx, rewind: bool) -> None:
 def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out, overwrite, data_dir, split,
             score_batch_size, max_batches, scope, criterion, keep_one_head, eval_mode, precision, fasttest, rewind,
             rewind_sparsities, rewind_lambda, rewind_dense, seeds, objective, corpus, objective_args, rewind_init,
-            max_steps, batch_size, old_rewind_batch_size, lr, max_length, eval_steps, launcher, launcher_config,
+            max_steps, batch_size, lr, max_length, eval_steps, launcher, launcher_config,
             partition, gpus_per_task, cpus_per_task, mem, time_limit, array_parallelism, sbatch, workers, poll_seconds,
             detach, pooling, device, seed, as_json, quiet):
     """Score once, then prune and evaluate every (sparsity, λ); resumable, with a summary and plots.
@@ -134,11 +132,6 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     from sparsecse.sweeps.run import sweep
 
     _check_rewind_flags(ctx, rewind)
-    if old_rewind_batch_size is not None:
-        if batch_size is not None:
-            raise SparseCSEError("Pass --batch-size only (--rewind-batch-size is its deprecated spelling).")
-        click.echo("Warning: --rewind-batch-size is deprecated; use --batch-size.", err=True)
-        batch_size = old_rewind_batch_size
     rewind_args = {k: v for k, v in dict(max_steps=max_steps, batch_size=batch_size, lr=lr,
                                          max_length=max_length, eval_steps=eval_steps,
                                          objective_args=objective_args).items() if v is not None}

@@ -1,4 +1,4 @@
-"""benchmarks/low_sparsity_dev.py: the dev grid's table (the figure docs/results/frontier.md includes)."""
+"""benchmarks/low_sparsity_dev.py: the dev grid's table (the figure docs/results/archive.md includes)."""
 
 import sys
 from pathlib import Path

@@ -17,8 +17,7 @@ from sparsecse.data.paths import resolve_data_dir, task_path
 
 # ---------------------------------------------------------------------------- fingerprint
 def fingerprint(encoder, scoring: ScoringConfig, scope: str, keep_one_head: bool) -> dict[str, Any]:
-    """What must match for a sweep directory to be resumed: the model and the scoring/pruning settings
-    (the same keys and values as before the settings became configs, so older directories resume)."""
+    """What must match for a sweep directory to be resumed: the model and the scoring/pruning settings."""
 
     source, sc = encoder.source, scoring
     stsb = task_path(sc.data_dir, "STS", "STSBenchmark", f"sts-{sc.split}.csv", task="STSBenchmark")
@@ -34,24 +33,57 @@ def fingerprint(encoder, scoring: ScoringConfig, scope: str, keep_one_head: bool
     }
 
 
-# a sweep directory from before the criterion was recorded pruned every point with these
-LEGACY_PRUNING = {"criterion": "abs_grad", "budget_criterion": "abs_grad", "budget_keep_one_head": False}
+# how points are pruned where neither the call nor the directory says: abs_grad and one head kept per layer for
+# sparsity points; fisher (heads and neurons on one scale) and no such rule for budget points
+DEFAULT_PRUNING = {"criterion": default_criterion("sparsity"), "budget_criterion": default_criterion("budget"),
+                   "keep_one_head": True, "budget_keep_one_head": False}
+# what a directory written before the criteria were recorded (its fingerprint's "pruning" holds only the scope
+# and keep_one_head) pruned every point with
+_BEFORE_CRITERIA = {"criterion": "abs_grad", "budget_criterion": "abs_grad", "budget_keep_one_head": False}
+
+
+def recorded_fingerprint(out: Path) -> dict[str, Any] | None:
+    """The fingerprint of the sweep in ``out``, in the current layout.
+
+    The one converter of older sweep directories: a fingerprint written before the pruning criteria were
+    recorded gets the criteria those sweeps used (abs_grad everywhere, no keep-one-head rule for budgets), so it
+    resumes as it was made.
+
+    Args:
+        out: a sweep directory (it may not exist yet).
+
+    Returns:
+        The fingerprint, or None where ``out`` holds no sweep yet.
+    """
+    if not (out / SWEEP_FILE).is_file():
+        return None
+    recorded = dict(read_sweep_state(out).get("fingerprint", {}))
+    if "pruning" in recorded and "criterion" not in recorded["pruning"]:
+        recorded["pruning"] = {**_BEFORE_CRITERIA, **recorded["pruning"]}
+    return recorded
 
 
 def pruning_settings(out: Path, criterion: str | None, keep_one_head: bool | None) -> dict[str, Any]:
-    """The criterion and keep-one-head rule of sparsity points and of budget points. Defaults: abs_grad and
-    keep one head for sparsity points; fisher (heads and neurons on one scale) and no such rule for budget
-    points, except in a directory from before these were recorded, which resumes as it was made (abs_grad)."""
+    """The criterion and keep-one-head rule of sparsity points and of budget points.
 
+    Args:
+        out: the sweep directory.
+        criterion: the criterion of every point; None: the one the sweep in ``out`` recorded, else
+            :data:`DEFAULT_PRUNING`'s.
+        keep_one_head: whether every point keeps a head per layer; None: as recorded, else the default.
+
+    Returns:
+        ``{"criterion", "budget_criterion", "keep_one_head", "budget_keep_one_head"}``.
+    """
     if criterion is not None:
         check_criterion(criterion)
-    legacy = (out / SWEEP_FILE).is_file() and "criterion" not in read_sweep_state(out).get(
-        "fingerprint", {}).get("pruning", {})
-    return {"criterion": criterion or default_criterion("sparsity"),
-            "budget_criterion": criterion or (LEGACY_PRUNING["budget_criterion"] if legacy
-                                              else default_criterion("budget")),
-            "keep_one_head": True if keep_one_head is None else keep_one_head,
-            "budget_keep_one_head": bool(keep_one_head)}
+    recorded = (recorded_fingerprint(out) or {}).get("pruning", {})
+    settings = {**DEFAULT_PRUNING, **{k: v for k, v in recorded.items() if k in DEFAULT_PRUNING}}
+    if criterion is not None:
+        settings.update(criterion=criterion, budget_criterion=criterion)
+    if keep_one_head is not None:
+        settings.update(keep_one_head=keep_one_head, budget_keep_one_head=keep_one_head)
+    return settings
 
 
 def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -76,9 +108,7 @@ def open_sweep_dir(out: Path, print_: dict[str, Any], overwrite: bool = False) -
 
     state_path = out / SWEEP_FILE
     if state_path.is_file():
-        old = dict(read_sweep_state(out).get("fingerprint", {}))
-        if "pruning" in old:  # directories from before the criterion was recorded
-            old["pruning"] = {**LEGACY_PRUNING, **old["pruning"]}
+        old = recorded_fingerprint(out)
         diffs = _differences(old, print_)
         if diffs and not overwrite:
             raise SparseCSEError(

@@ -16,7 +16,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
 from sparsecse.artifacts.files import write_json
 from sparsecse.artifacts.sweep_layout import POINTS_DIR, Variant, read_point
-from sparsecse.sweeps.directory import LEGACY_PRUNING
+from sparsecse.sweeps.directory import DEFAULT_PRUNING
 from sparsecse.sweeps.naming import budget_point_name, point_name, seeded_name, task_average
 from sparsecse.artifacts.files import sha256_file
 from sparsecse.artifacts.locks import FileLock
@@ -198,7 +198,7 @@ class SweepRun:
         self.eval_options = dict(evaluation or {})
         self.data_dir, self.seed = self.eval_options.pop("data_dir", None), self.eval_options.pop("seed", 0)
         self.show_progress, self.eval_mode, self.say = show_progress, eval_mode, say
-        self.pruning = {**LEGACY_PRUNING, "keep_one_head": True, "scope": "global", **(pruning or {})}
+        self.pruning = {**DEFAULT_PRUNING, "scope": "global", **(pruning or {})}
         self.scope, self.keep_one_head = self.pruning["scope"], self.pruning["keep_one_head"]
         self.result = SweepResult(out)
         self.masks_dir = out / MASKS_DIR
