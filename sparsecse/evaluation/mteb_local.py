@@ -1,0 +1,210 @@
+"""mteb tasks from local files: a directory with ``task.json`` and JSON Lines data, read without the hub.
+
+mteb (>= 2) loads a task's data from the Hugging Face hub; a custom task subclasses the task type and
+supplies its own data (its ``load_data``). :func:`local_task` builds such a task from a directory, so
+``sparsecse eval --mteb DIR`` runs a user's own retrieval, reranking, classification, clustering or STS
+set through mteb's own protocol. The directory holds ``task.json``::
+
+    {"name": "MyFAQ", "type": "Retrieval", "description": "our support questions",
+     "main_score": "ndcg_at_10", "settings": {}}
+
+(``type`` one of :data:`LOCAL_TYPES`; ``main_score`` defaults to mteb's for the type; ``settings`` sets
+the mteb task class's own attributes, e.g. ``n_experiments`` or ``samples_per_label`` of a
+classification task) and, by type, these files (one JSON object per line):
+
+- Retrieval: ``corpus.jsonl`` (``id``, ``text``, optional ``title``), ``queries.jsonl`` (``id``,
+  ``text``), ``qrels.jsonl`` (``query-id``, ``corpus-id``, ``score``: relevance, > 0 is relevant).
+- Reranking: the same and ``top_ranked.jsonl`` (``query-id``, ``corpus-ids``: the candidates to rank).
+- Classification: ``train.jsonl`` and ``test.jsonl`` (``text``, ``label``).
+- Clustering: ``test.jsonl`` (``text``, ``label``).
+- STS: ``test.jsonl`` (``sentence1``, ``sentence2``, ``score``); ``task.json`` may give ``min_score``
+  and ``max_score`` (default 0 and 5).
+
+Example::
+
+    task = local_task("my_faq")          # an mteb AbsTaskRetrieval with its data loaded
+    task.metadata.name, task.metadata.main_score
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from sparsecse.errors import SparseCSEError
+
+TASK_FILE = "task.json"
+MAIN_SCORES = {"Retrieval": "ndcg_at_10", "Reranking": "map_at_1000", "Classification": "accuracy",
+               "Clustering": "v_measure", "STS": "cosine_spearman"}
+LOCAL_TYPES = tuple(MAIN_SCORES)
+FILES = {"Retrieval": ("corpus", "queries", "qrels"), "Reranking": ("corpus", "queries", "qrels", "top_ranked"),
+         "Classification": ("train", "test"), "Clustering": ("test",), "STS": ("test",)}
+FIELDS = {"corpus": ("id", "text"), "queries": ("id", "text"), "qrels": ("query-id", "corpus-id", "score"),
+          "top_ranked": ("query-id", "corpus-ids"), "train": ("text", "label"),
+          "test": {"Classification": ("text", "label"), "Clustering": ("text", "label"),
+                   "STS": ("sentence1", "sentence2", "score")}}
+# the mteb task attributes a task.json may set, by type (each is a class attribute of mteb's task type)
+SETTINGS = {"Retrieval": ("k_values", "ignore_identical_ids"), "Reranking": ("k_values",),
+            "Classification": ("n_experiments", "samples_per_label"),
+            "Clustering": ("n_clusters", "max_documents_per_cluster", "max_fraction_of_documents_to_embed",
+                           "max_document_to_embed", "k_mean_batch_size"),
+            "STS": ()}
+
+
+def is_local_task(spec: str | os.PathLike) -> bool:
+    """Whether ``spec`` (an item of ``--mteb``) names a local task directory rather than an mteb name."""
+    return Path(spec).is_dir()
+
+
+def read_jsonl(path: Path, fields: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The objects of a JSON Lines file, each checked to hold ``fields`` (one sentence naming the line otherwise).
+
+    Args:
+        path: the file.
+        fields: keys every object must have.
+
+    Returns:
+        The objects, in file order (blank lines skipped).
+    """
+    if not path.is_file():
+        raise SparseCSEError(f"The local mteb task file {path} does not exist.")
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SparseCSEError(f"{path} line {number} is not a JSON object ({exc.msg}).") from None
+            missing = [f for f in fields if not isinstance(row, dict) or f not in row]
+            if missing:
+                raise SparseCSEError(f"{path} line {number} lacks {', '.join(missing)} (each line needs "
+                                     f"{', '.join(fields)}).")
+            rows.append(row)
+    if not rows:
+        raise SparseCSEError(f"{path} holds no rows.")
+    return rows
+
+
+def _read_spec(directory: Path) -> dict[str, Any]:
+    path = directory / TASK_FILE
+    if not path.is_file():
+        raise SparseCSEError(f"{directory} is not a local mteb task: it has no {TASK_FILE} (see the MTEB tasks "
+                             "guide for the layout).")
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SparseCSEError(f"{path} is not valid JSON ({exc}).") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"].strip():
+        raise SparseCSEError(f"{path} must be a JSON object with a non-empty \"name\".")
+    if spec.get("type") not in LOCAL_TYPES:
+        raise SparseCSEError(f"{path}: \"type\" must be one of {', '.join(LOCAL_TYPES)}, not {spec.get('type')!r}.")
+    settings = spec.get("settings", {})
+    unknown = sorted(set(settings) - set(SETTINGS[spec["type"]])) if isinstance(settings, dict) else ["settings"]
+    if unknown:
+        raise SparseCSEError(f"{path}: {', '.join(unknown)} is not a setting of a {spec['type']} task (choose from "
+                             f"{', '.join(SETTINGS[spec['type']])}).")
+    return spec
+
+
+def _datasets(kind: str, directory: Path) -> dict[str, Any]:
+    """The mteb ``dataset`` of one local task: {"default": {split: data}} in the shape its type reads."""
+    from datasets import Dataset, DatasetDict
+
+    fields = {name: FIELDS[name][kind] if isinstance(FIELDS[name], dict) else FIELDS[name] for name in FILES[kind]}
+    rows = {name: read_jsonl(directory / f"{name}.jsonl", fields[name]) for name in FILES[kind]}
+    if kind in ("Retrieval", "Reranking"):
+        corpus = Dataset.from_list([{"id": str(r["id"]), "text": str(r["text"]), "title": str(r.get("title", ""))}
+                                    for r in rows["corpus"]])
+        queries = Dataset.from_list([{"id": str(r["id"]), "text": str(r["text"])} for r in rows["queries"]])
+        qrels: dict[str, dict[str, int]] = {}
+        for r in rows["qrels"]:
+            qrels.setdefault(str(r["query-id"]), {})[str(r["corpus-id"])] = int(r["score"])
+        _check_ids(directory, qrels, set(queries["id"]), set(corpus["id"]))
+        top = ({str(r["query-id"]): [str(d) for d in r["corpus-ids"]] for r in rows["top_ranked"]}
+               if kind == "Reranking" else None)
+        if top is not None:
+            _check_ids(directory, {q: dict.fromkeys(ids, 1) for q, ids in top.items()}, set(queries["id"]),
+                       set(corpus["id"]), what="top_ranked.jsonl")
+        return {"default": {"test": {"corpus": corpus, "queries": queries, "relevant_docs": qrels,
+                                     "top_ranked": top}}}
+    if kind == "STS":
+        test = Dataset.from_list([{"sentence1": str(r["sentence1"]), "sentence2": str(r["sentence2"]),
+                                   "score": float(r["score"])} for r in rows["test"]])
+        return {"default": DatasetDict({"test": test})}
+    if kind == "Clustering":
+        test = Dataset.from_list([{"sentences": str(r["text"]), "labels": str(r["label"])} for r in rows["test"]])
+        return {"default": DatasetDict({"test": test})}
+    labels = sorted({str(r["label"]) for split in ("train", "test") for r in rows[split]})
+    index = {label: i for i, label in enumerate(labels)}  # mteb's classifiers take integer labels
+    return {"default": DatasetDict({split: Dataset.from_list([{"text": str(r["text"]), "label": index[str(r["label"])]}
+                                                              for r in rows[split]]) for split in ("train", "test")})}
+
+
+def _check_ids(directory: Path, qrels: dict, query_ids: set, corpus_ids: set, what: str = "qrels.jsonl") -> None:
+    for query, docs in qrels.items():
+        if query not in query_ids:
+            raise SparseCSEError(f"{directory / what} names the query {query!r}, which queries.jsonl lacks.")
+        unknown = [d for d in docs if d not in corpus_ids]
+        if unknown:
+            raise SparseCSEError(f"{directory / what} names the document {unknown[0]!r}, which corpus.jsonl lacks.")
+
+
+def _abstask(kind: str):
+    import mteb.abstasks as abstasks
+
+    return {"Retrieval": abstasks.AbsTaskRetrieval, "Reranking": abstasks.AbsTaskRetrieval,
+            "Classification": abstasks.AbsTaskClassification, "Clustering": abstasks.AbsTaskClustering,
+            "STS": abstasks.AbsTaskSTS}[kind]
+
+
+def local_task(directory: str | os.PathLike):
+    """The mteb task a local directory describes, with its data read (see the module docstring for the layout).
+
+    Args:
+        directory: a folder holding ``task.json`` and the JSON Lines files of its type.
+
+    Returns:
+        An instance of a subclass of mteb's task type (``AbsTaskRetrieval``, ``AbsTaskClassification``,
+        ``AbsTaskClustering`` or ``AbsTaskSTS``) whose ``load_data`` supplies the local data.
+    """
+    from mteb import TaskMetadata
+
+    directory = Path(directory)
+    spec = _read_spec(directory)
+    kind = spec["type"]
+    data = _datasets(kind, directory)  # read first: a bad file is refused before mteb sees the task
+    digest = _files_digest(directory, kind)
+    try:
+        metadata = TaskMetadata(
+            name=spec["name"], description=spec.get("description", f"local {kind} task from {directory}"),
+            dataset={"path": str(directory.resolve()), "revision": digest[:12]}, type=kind, category="t2t",
+            eval_splits=["test"], eval_langs=[spec.get("language", "eng-Latn")],
+            main_score=spec.get("main_score", MAIN_SCORES[kind]), modalities=["text"])
+    except ValueError as exc:  # pydantic's ValidationError
+        raise SparseCSEError(f"{directory / TASK_FILE} does not describe a valid mteb task "
+                             f"({str(exc).splitlines()[-1].strip()}).") from None
+
+    def load_data(self, num_proc=None, **kwargs):
+        self.dataset = data
+        self.data_loaded = True
+
+    attributes = {"metadata": metadata, "load_data": load_data, **spec.get("settings", {})}
+    if kind == "Clustering":  # mteb embeds a 4% sample of a hub corpus by default; a local set is embedded whole
+        attributes.setdefault("max_fraction_of_documents_to_embed", None)
+    if kind == "STS":  # the range of the gold scores (mteb rescales them to [0, 1])
+        attributes.update(min_score=spec.get("min_score", 0), max_score=spec.get("max_score", 5))
+    task_class = type(f"Local{kind}Task", (_abstask(kind),), attributes)
+    return task_class()
+
+
+def _files_digest(directory: Path, kind: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in (TASK_FILE, *(f"{f}.jsonl" for f in FILES[kind])):
+        digest.update(name.encode() + b"\0" + (directory / name).read_bytes())
+    return digest.hexdigest()
