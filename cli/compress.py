@@ -46,6 +46,18 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
               help="With --recipe: replace one of its settings (repeatable), e.g. --set student.epochs=2.")
 @click.option("--resume", is_flag=True, help="With --recipe: continue the unfinished run in --out.")
 @click.option("--list-recipes", is_flag=True, help="Print the shipped recipes and what they reached, then exit.")
+@click.option("--speedup", type=float, default=None, metavar="X",
+              help="Instead of a budget: a speed-up over --model to reach, measured on --engine (runs the shipped "
+                   "`target` recipe with --corpus: find the budget by timing candidates, prune, distil, choose on dev).")
+@click.option("--max-drop", type=float, default=None, metavar="D",
+              help="The largest drop of the dev score below --model's own (points); alone: the fastest candidate "
+                   "within it.")
+@click.option("--engine", default=None, metavar="ENGINE",
+              help="Where speed is measured: torch-fp32 (default), onnx, openvino or openvino-int8.")
+@click.option("--batch-size", "timing_batch_size", type=int, default=None, metavar="N",
+              help="With a target: sentences per batch when timing (default 128).")
+@click.option("--teacher", default=None, metavar="MODEL",
+              help="With a target: the student's teacher (default: --model itself; A+B for an ensemble).")
 @pooling_option
 @device_option
 @seed_option
@@ -55,7 +67,8 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
-            overrides, resume, list_recipes, pooling, device, seed, overwrite, as_json, quiet):
+            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, teacher, pooling, device,
+            seed, overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does.
@@ -66,6 +79,11 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     ctx = click.get_current_context()
     if list_recipes:
         return print_recipes(as_json)
+    aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
+             "teacher": teacher}
+    if any(v is not None for v in aimed.values()):
+        return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
+                                  overwrite, as_json, quiet)
     if recipe is not None:
         given = [p.opts[0] for p in ctx.command.params if p.name in SINGLE_STAGE_ONLY
                  and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
@@ -141,7 +159,32 @@ def print_recipes(as_json: bool) -> None:
             click.echo("  reached: not yet recorded")
 
 
-def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet) -> None:
+TARGET_FLAGS = {"speedup": "--speedup", "max_drop": "--max-drop", "engine": "--engine", "batch_size": "--batch-size",
+                "teacher": "--teacher"}
+
+
+def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
+                       quiet) -> None:
+    """``compress --speedup X`` / ``--max-drop D``: the target recipe, checked before anything is written."""
+    from sparsecse.compression import target_overrides
+
+    given = [p.opts[0] for p in ctx.command.params if p.name in SINGLE_STAGE_ONLY
+             and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
+    if given:
+        raise SparseCSEError(f"{given[0]} sets the single pruning stage; with --speedup or --max-drop the search "
+                             "finds the budget (give one or the other).")
+    if aimed["speedup"] is None and aimed["max_drop"] is None:
+        flag = next(TARGET_FLAGS[k] for k, v in aimed.items() if v is not None)
+        raise SparseCSEError(f"{flag} goes with a target: add --speedup X or --max-drop D.")
+    target_overrides(**aimed)  # a bad target is refused before the corpus or the output is looked at
+    if corpus is None:
+        raise SparseCSEError("A target needs --corpus FILE (the sentences it reconstructs and distils on).")
+    run_recipe_command(recipe or "target", model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
+                       quiet, target=aimed)
+
+
+def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet,
+                       target: dict | None = None) -> None:
     """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
     from sparsecse.compression import compress
     from sparsecse.recipes.spec import parse_set_options
@@ -150,7 +193,7 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
         raise SparseCSEError("compress --recipe needs an output directory (--out).")
     result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
                       overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
-                      show_progress=not quiet)
+                      show_progress=not quiet, **(target or {}))
     if as_json:
         echo_json(result.to_dict())
         return
@@ -168,3 +211,14 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
     if figures.get("speed"):
         click.echo(f"speed-up over the input model: {figures['speed']['speedup']:.2f}x (torch fp32, this machine)")
     click.echo(f"wrote {result.model} (model card: {result.model / 'README.md'}) in {result.seconds / 60:.1f} min")
+    reached = figures.get("target")
+    if reached:
+        click.echo(f"target: {reached['speedup']:.2f}x on {reached['engine']} (batch {reached['batch_size']}), dev "
+                   f"{reached['dev_score']:.2f} (drop {reached['drop']:+.2f}); candidates: "
+                   f"{result.model / 'candidates.csv'}")
+        if not reached["met"]:
+            missed = (f"runs {reached['speedup']:.2f}x, short of {reached['speedup_target']:g}x"
+                      if not reached["met_speed"] else
+                      f"drops {reached['drop']:.2f} on dev, more than {reached['max_drop']:g}")
+            raise SparseCSEError(f"The model in {result.model} {missed} on {reached['engine']}; its card and "
+                                 "candidates table say what was tried.")

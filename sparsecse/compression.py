@@ -38,6 +38,7 @@ from sparsecse.shrinking.iterative import DEFAULT_STEPS, iterative_prune, shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
 from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult
 from sparsecse.stage_config import configure_all
+from sparsecse.targets.spec import Target
 
 
 @dataclass
@@ -61,17 +62,39 @@ class CompressResult:
 
 
 RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress")
+TARGET_RECIPE = "target"  # the shipped recipe a target without --recipe runs
+
+
+def target_overrides(speedup: float | None = None, max_drop: float | None = None, engine: str | None = None,
+                     batch_size: int | None = None, teacher: str | None = None) -> dict[str, Any]:
+    """The ``--set`` overrides a target puts on a recipe (``target.*``; ``student.teacher`` for ``teacher``),
+    once the target is checked (one sentence for a bad speed-up, drop, engine or batch size)."""
+    settings = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": batch_size}
+    given = {k: v for k, v in settings.items() if v is not None}
+    Target(**given).check()
+    overrides: dict[str, Any] = {f"target.{k}": v for k, v in given.items()}
+    if teacher is not None:
+        overrides["student.teacher"] = teacher
+    return overrides
 
 
 @with_trust_option
 def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | None = None, *,
              recipe: str | os.PathLike | None = None, keep_flops: float | None = None,
              keep_params: float | None = None, steps: int = DEFAULT_STEPS, scores: str | os.PathLike | None = None,
+             speedup: float | None = None, max_drop: float | None = None, engine: str | None = None,
+             batch_size: int | None = None, teacher: str | None = None,
              overwrite: bool = False, **options) -> CompressResult | RecipeResult:
     """Prune ``model`` to ``keep_flops`` (or ``keep_params``) of its transformer layers' FLOPs per token (or
     parameters) in ``steps`` geometric steps, reconstructing and rescoring between them, then shrink it and,
     given ``out``, save the smaller model directory. With ``recipe`` (a shipped name or a file), run that
     recipe instead (:func:`run_recipe_mode`).
+
+    With a target instead of a budget (``speedup``: a speed-up measured on ``engine`` at ``batch_size`` against
+    ``model`` itself; ``max_drop``: the largest dev-score drop; either or both), run the shipped ``target`` recipe
+    (or ``recipe``, which must hold a budget stage): find the budget that meets the target by timing candidates,
+    prune to it with reconstruction, distil from ``model`` itself (or ``teacher``), choose on the dev set
+    (:mod:`sparsecse.targets`). ``corpus`` is required there.
 
     ``scores``: a score file of the dense model for the first step (default: scored here). ``options``: the
     fields of :class:`~sparsecse.scoring.score.ScoringConfig` (rescoring: ``data_dir``, ``batch_size``,
@@ -81,6 +104,18 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     ``reconstruct_sentences``, ``align_ffn``, ``pooling``, ``device``) by name; a name two configs share
     (``seq_len``, ``show_progress``) sets both.
     """
+    aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": batch_size,
+             "teacher": teacher}
+    if any(v is not None for v in aimed.values()):
+        for name, value in (("keep_flops", keep_flops), ("keep_params", keep_params), ("scores", scores)):
+            if value is not None:
+                raise SparseCSEError(f"{name} fixes the budget; a target (speedup, max_drop) lets the search find "
+                                     "it: give one or the other.")
+        if speedup is None and max_drop is None:
+            given = next(k for k, v in aimed.items() if v is not None)
+            raise SparseCSEError(f"{given} goes with a target: add speedup (e.g. 2.0) or max_drop.")
+        overrides = {**target_overrides(**aimed), **(options.pop("overrides", None) or {})}
+        return run_recipe_mode(recipe or TARGET_RECIPE, model, out, overwrite, overrides=overrides, **options)
     if recipe is not None:
         single = [name for name, value in (("keep_flops", keep_flops), ("keep_params", keep_params),
                                            ("scores", scores)) if value is not None]

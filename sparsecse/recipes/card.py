@@ -1,54 +1,42 @@
-"""The end of a recipe run: the final model's evaluation (STS-B dev, the 7 STS tasks with bootstrap
-intervals, a paired interval against the recipe's comparison model, encode speed measured side by side)
-and the final model directory: its weights, ``README.md`` (a model card with YAML front matter as
-sentence-transformers writes one), ``manifest.json`` (the recipe run's), ``recipe.yaml`` and
-``sts_results.json`` (the per-pair similarities, so anyone can recompute the intervals with
-``sparsecse compare``)."""
+"""The end of a recipe run: the final model's evaluation (STS-B dev; the task groups of the recipe's
+``evaluation.tasks``: the 7 STS tasks with bootstrap intervals, the 7 SentEval transfer tasks with theirs;
+paired intervals against the recipe's comparison model; encode speed measured side by side and peak
+memory while encoding) and the final model directory: its weights, ``README.md`` (the model card of
+:mod:`sparsecse.artifacts.model_card`, in sentence-transformers' layout), ``manifest.json`` (the recipe
+run's), ``recipe.yaml``, ``sts_results.json`` (the per-pair similarities, so anyone can recompute the
+intervals with ``sparsecse compare``) and ``transfer_results.json`` (per fold and per test item)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from sparsecse.artifacts import model_store
 from sparsecse.artifacts.files import atomic_dir, make_manifest, write_json
+from sparsecse.artifacts.model_card import base_model_name, model_facts, read_front_matter, render_card
+from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.compare import compare
+from sparsecse.evaluation.eval_sets import load_eval_set
+from sparsecse.evaluation.memory import peak_encode_memory
 from sparsecse.evaluation.results_file import load_results, save_results
 from sparsecse.evaluation.speed import speedups
+from sparsecse.evaluation.tasks import TRANSFER_TASKS
+from sparsecse.evaluation.transfer_intervals import paired_transfer_difference
 from sparsecse.modeling.cpu_features import describe_cpu
-from sparsecse.artifacts.model_names import MODELS_ENV
-from sparsecse.modeling.encoder import DEFAULT_MODEL_NAME, SentenceEncoder, default_model_path
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes.spec import Recipe, load_recipe
 
 CARD = "README.md"
 RESULTS = "sts_results.json"
+TRANSFER_RESULTS = "transfer_results.json"  # per fold and per test item, so the paired intervals can be redone
+REEXPORTED = (base_model_name, read_front_matter)  # what callers of this module read from it
 MANIFEST = "manifest.json"
 SKIPPED = {"manifest.json", "README.md"}  # the final stage's own, replaced by the recipe's
-
-
-def base_model_name(model: str) -> str:
-    """The input model as a model card names it: the hub name of the embedded default, the name of a model
-    installed in sparsecse's model store or of a local copy found through ``$SPARSECSE_MODELS`` (never this
-    machine's path), else as given."""
-    try:
-        if os.path.abspath(model) == os.path.abspath(default_model_path()):
-            return DEFAULT_MODEL_NAME
-    except Exception:  # the default model's package may be absent
-        pass
-    for known in model_store.KNOWN_MODELS.values():
-        installed = model_store.installed_path(known.name)
-        if installed is not None and os.path.isdir(model) and os.path.samefile(model, installed):
-            return known.name
-    parent = os.path.dirname(os.path.abspath(model))
-    for folder in filter(None, os.environ.get(MODELS_ENV, "").split(os.pathsep)):
-        if os.path.isdir(model) and os.path.isdir(folder) and os.path.samefile(parent, folder):
-            return os.path.basename(os.path.abspath(model))
-    return model
 
 
 def _evaluate(model: str, data_dir, replicates: int, split: str = "test", tasks: str = "sts",
@@ -74,17 +62,43 @@ def evaluate_final(recipe: Recipe, input_model: str, model_dir: str, work: Path,
     figures: dict[str, Any] = {}
     dev = _evaluate(model_dir, data_dir, 0, split="dev", tasks="STSBenchmark")
     figures["stsb_dev"] = round(float(dev["scores"]["STSBenchmark"]), 4)
+    if recipe.data.dev is not None:
+        figures["dev_set"] = eval_set_figures(recipe.data.dev, "dev", model_dir, data_dir, ev.bootstrap)
     if ev.test:
         figures.update(_test_figures(recipe, model_dir, work, data_dir, show_progress))
+        if recipe.data.test is not None:
+            figures["test_set"] = eval_set_figures(recipe.data.test, "test", model_dir, data_dir, ev.bootstrap)
     if ev.speed:
         figures["speed"] = measure_speed(input_model, model_dir, ev.compare_with, data_dir, show_progress)
+        figures["memory"] = measure_memory(input_model, model_dir, data_dir)
+    return figures
+
+
+def eval_set_figures(spec: str, role: str, model_dir: str, data_dir, replicates: int) -> dict[str, Any]:
+    """``model_dir`` on the recipe's own dev or test set (``data:``): the figures of
+    :meth:`~sparsecse.evaluation.eval_sets.EvalSet.evaluate` (its per-item values left out), with the bootstrap
+    seed 0 that ``sparsecse eval --dev/--test`` uses, so both give the same interval.
+
+    Args:
+        spec: a pairs file or a task name; role: "dev" or "test" (task names take that split).
+        model_dir: the final model; data_dir: the SentEval data (task names).
+        replicates: bootstrap replicates (at least 1).
+    """
+    figures = load_eval_set(spec, role, data_dir, role).evaluate(SentenceEncoder.load(model_dir, device="cpu"),
+                                                                 replicates=max(replicates, 1), seed=0)
+    figures.pop("items")
     return figures
 
 
 def _test_figures(recipe: Recipe, model_dir: str, work: Path, data_dir, show_progress: bool) -> dict[str, Any]:
-    """The 7 STS tasks' test figures, with the bootstrap interval and the paired comparison."""
+    """The test figures of the task groups the recipe names (``evaluation.tasks``): the 7 STS tasks with the
+    bootstrap interval and the paired comparison, the 7 transfer tasks with theirs."""
     ev = recipe.evaluation
-    figures: dict[str, Any] = {}
+    figures: dict[str, Any] = {"bootstrap": ev.bootstrap}
+    if "transfer" in ev.tasks:
+        figures.update(transfer_figures(recipe, model_dir, work, data_dir, show_progress))
+    if "sts" not in ev.tasks:
+        return figures
     mine = _results_file(work / RESULTS, model_dir, data_dir, ev.bootstrap, show_progress)
     results = load_results(mine)
     boot = results.get("bootstrap") or {}
@@ -101,6 +115,81 @@ def _test_figures(recipe: Recipe, model_dir: str, work: Path, data_dir, show_pro
                              "difference": round(float(avg["diff"]), 4), "paired_ci": [round(float(x), 4) for x in avg["ci"]],
                              "p": float(avg["p"]) if avg.get("p") is not None else None}
     return figures
+
+
+def _transfer_file(path: Path, model: str, data_dir, recipe: Recipe, show_progress: bool) -> dict[str, Any]:
+    """``model``'s transfer results, per fold and per test item, saved at ``path`` (computed once)."""
+    ev = recipe.evaluation
+    if not path.is_file():
+        results = evaluate(model, tasks="transfer", data_dir=data_dir, fasttest=ev.transfer_fasttest,
+                           bootstrap=ev.bootstrap, seed=recipe.seed, align_uniform=False, show_progress=show_progress)
+        save_results(path, results, make_manifest("eval_results", inputs={"model": model},
+                                                  params={"tasks": "transfer", "fasttest": ev.transfer_fasttest,
+                                                          "bootstrap": ev.bootstrap}), overwrite=True)
+    return json.loads(path.read_text())  # no per-pair STS similarities: not a file load_results reads
+
+
+def transfer_figures(recipe: Recipe, model_dir: str, work: Path, data_dir, show_progress: bool) -> dict[str, Any]:
+    """The 7 SentEval transfer tasks on ``model_dir``: accuracy with its interval (a bootstrap over the test
+    items of SST2, TREC and MRPC; the spread of the folds of MR, CR, SUBJ and MPQA), and against the
+    recipe's comparison model the paired differences (same folds, same test items).
+
+    Args:
+        recipe: the recipe (its ``evaluation`` block and seed).
+        model_dir: the final model.
+        work: where the results files are kept (a resumed run reuses them).
+        data_dir: the SentEval data.
+        show_progress: progress bars.
+
+    Returns:
+        ``transfer`` ({task: acc, ci or fold_std and fold_range, f1}), ``transfer_avg``,
+        ``transfer_settings`` and, with ``compare_with``, ``transfer_versus``.
+    """
+    ev = recipe.evaluation
+    results = _transfer_file(work / TRANSFER_RESULTS, model_dir, data_dir, recipe, show_progress)
+    details = results["details"]
+    figures: dict[str, Any] = {
+        "transfer": {t: {k: _rounded(details[t][k]) for k in ("acc", "ci", "fold_std", "fold_range", "f1")
+                         if k in details[t]} for t in TRANSFER_TASKS if t in details},
+        "transfer_avg": round(float(results["avg_transfer"]), 4),
+        "transfer_settings": ("SentEval's fast settings as in SimCSE's fasttest: 5 folds, RMSprop" if ev.transfer_fasttest
+                              else "SentEval's settings as SimCSE reports them: 10 folds, Adam")
+                             + f"; seed {recipe.seed}"}
+    if ev.compare_with:
+        reference = _transfer_file(work / f"reference_{TRANSFER_RESULTS}", ev.compare_with, data_dir, recipe,
+                                   show_progress)
+        paired = paired_transfer_difference(reference["details"], details, max(ev.bootstrap, 1), recipe.seed)
+        figures["transfer_versus"] = {"model": ev.compare_with, "avg": round(float(reference["avg_transfer"]), 4),
+                                      "avg_diff": round(float(results["avg_transfer"] - reference["avg_transfer"]), 4),
+                                      "tasks": {t: {k: _rounded(v) for k, v in d.items()} for t, d in paired.items()}}
+    return figures
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def measure_memory(input_model: str, model_dir: str, data_dir) -> dict[str, Any]:
+    """Peak memory while encoding the distinct STS-B test sentences, of the final model and of the input
+    model, each in a fresh process (:func:`~sparsecse.evaluation.memory.peak_encode_memory`).
+
+    Args:
+        input_model: the recipe's input model.
+        model_dir: the final model.
+        data_dir: the SentEval data (STS-B test).
+
+    Returns:
+        The final model's measurement, with the input model's ``input_peak_rss_bytes`` and
+        ``input_runtime_rss_bytes`` added.
+    """
+    pairs = read_sts_benchmark(data_dir, "test")
+    sentences = list(dict.fromkeys([p.s1 for p in pairs] + [p.s2 for p in pairs]))
+    mine, theirs = peak_encode_memory(model_dir, sentences), peak_encode_memory(input_model, sentences)
+    return {**mine, "input_peak_rss_bytes": theirs["peak_rss_bytes"], "input_runtime_rss_bytes": theirs["runtime_rss_bytes"]}
 
 
 def measure_speed(input_model: str, model_dir: str, reference: str | None, data_dir,
@@ -173,109 +262,129 @@ def _as_set_value(value: Any) -> str:
 
 
 def finish(recipe: Recipe, input_model: str, corpus: Path, out: Path, final_dir: str, stages: list[dict],
-           data_dir, show_progress: bool, evaluate: bool, times: Callable[[], dict]) -> dict[str, Any]:
-    """Evaluate the last model (``evaluate``) and write ``out/model`` atomically; returns the figures."""
+           data_dir, show_progress: bool, evaluate: bool, times: Callable[[], dict],
+           extra_figures: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Evaluate the last model (``evaluate``) and write ``out/model`` atomically; returns the figures.
+    ``extra_figures`` (e.g. ``target``: the final model measured against the recipe's target) join them; a
+    budget search's candidates table and plot (``out/candidates``) are copied beside the model."""
     figures = evaluate_final(recipe, input_model, final_dir, out / "eval", data_dir, show_progress) if evaluate else {}
+    figures.update(extra_figures or {})
     target = out / "model"
     with atomic_dir(target, overwrite=True) as tmp:
         for item in Path(final_dir).iterdir():
             if item.name not in SKIPPED:
                 _link_or_copy(item, tmp / item.name)
+        for item in sorted((out / "candidates").glob("candidates.*")):
+            shutil.copy2(item, tmp / item.name)
         if evaluate and recipe.evaluation.test:
-            _link_or_copy(out / "eval" / RESULTS, tmp / RESULTS)
+            for name in (RESULTS, TRANSFER_RESULTS):
+                if (out / "eval" / name).is_file():
+                    _link_or_copy(out / "eval" / name, tmp / name)
         shutil.copy2(out / "recipe.yaml", tmp / "recipe.yaml")
         manifest = make_manifest("recipe_model", inputs={"model": input_model, "corpus": str(corpus),
                                                          "recipe": recipe.source or recipe.name},
                                  params=recipe.to_dict(), seed=recipe.seed, stages=stages, figures=figures,
                                  seconds=times(), command=command_line(recipe, input_model, corpus, out))
         write_json(tmp / MANIFEST, manifest)
-        (tmp / CARD).write_text(model_card(recipe, input_model, stages, figures, manifest), encoding="utf-8")
+        (tmp / CARD).write_text(model_card(recipe, input_model, corpus, stages, figures, manifest, tmp),
+                                encoding="utf-8")
     return figures
 
 
 # ------------------------------------------------------------------------------------------- the card
-def front_matter(recipe: Recipe, input_model: str, figures: dict[str, Any]) -> dict[str, Any]:
-    """The card's YAML metadata (sentence-transformers' fields; scores as fractions, as it writes them)."""
-    meta: dict[str, Any] = {
-        "base_model": base_model_name(input_model),
-        "library_name": "sentence-transformers",
-        "pipeline_tag": "sentence-similarity",
-        "tags": ["sentence-transformers", "sentence-similarity", "feature-extraction", "sparsecse",
-                 *sorted({"pruned" if s.type == "prune" else "distilled" for s in recipe.stages
-                          if s.type in ("prune", "distill")})],
-        "sparsecse_recipe": recipe.name,
-    }
-    if figures.get("sts"):
-        metrics = [{"task": {"type": "semantic-similarity", "name": "Semantic Similarity"},
-                    "dataset": {"name": task, "type": task.lower()},
-                    "metrics": [{"type": "spearman_cosine", "value": round(score / 100, 6), "name": "Spearman Cosine"}]}
-                   for task, score in figures["sts"].items()]
-        meta["model-index"] = [{"name": f"{base_model_name(input_model)} ({recipe.name})", "results": metrics}]
-    return meta
+def _sentences(corpus: Path) -> int | None:
+    try:
+        with open(corpus, encoding="utf-8", errors="replace") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return None
 
 
-def _ci(ci, signed: bool = False) -> str:
-    if not ci:
-        return ""
-    return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if signed else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+def _set_only(value: Any) -> Any:
+    """``value`` without its unset (None or empty) settings: the recipe reads the same, and the card prints no null."""
+    if isinstance(value, dict):
+        return {k: _set_only(v) for k, v in value.items() if v is not None and v != {} and v != ""}
+    if isinstance(value, list):
+        return [_set_only(v) for v in value]
+    return value
 
 
-def model_card(recipe: Recipe, input_model: str, stages: list[dict], figures: dict[str, Any],
-               manifest: dict[str, Any]) -> str:
+def _methods(recipe: Recipe, figures: dict[str, Any], recorded: list[str]) -> list[str]:
+    """The citation keys of what the run used (:data:`sparsecse.artifacts.model_card.CITATIONS`), beside
+    those the final model directory records."""
+    methods = set(recorded)
+    types = {s.type for s in recipe.stages}
+    if "prune" in types:
+        methods.update({"sparsecse", "kprune"})  # a prune stage prunes in steps with reconstruction
+    if "distill" in types:
+        methods.add("distillation")
+    if "budget" in types and (figures.get("target") or {}).get("speedup") is not None:
+        methods.add("halp")  # a speed target spends measured latency, not FLOPs
+    if any(s.type == "export" and getattr(s, "quantize", None) for s in recipe.stages):
+        methods.add("nncf")
+    return sorted(methods)
+
+
+def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict], figures: dict[str, Any],
+               manifest: dict[str, Any], model_dir: Path) -> dict[str, Any]:
+    """The facts of a recipe's model card (:mod:`sparsecse.artifacts.model_card`): what the final model
+    directory records, the recipe's figures (evaluation, speed, memory, ``target``), its stages, corpus,
+    command, cost and versions.
+
+    Args:
+        recipe: the recipe as it ran.
+        input_model: the recipe's input model.
+        corpus: the recipe's corpus file.
+        stages: the stage records of the run.
+        figures: :func:`evaluate_final`'s figures (and the lead's ``target``).
+        manifest: the recipe run's manifest (its ``command``, ``seconds``, ``versions``).
+        model_dir: the final model directory (being assembled).
+
+    Returns:
+        The facts dictionary :func:`~sparsecse.artifacts.model_card.render_card` reads.
+    """
     import yaml
 
+    facts = model_facts(model_dir)
     base = base_model_name(input_model)
-    lines = ["---", yaml.safe_dump(front_matter(recipe, input_model, figures), sort_keys=False).rstrip(), "---", "",
-             f"# {base}, compressed by sparsecse's `{recipe.name}` recipe", ""]
-    if recipe.description:
-        lines += [recipe.description.strip(), ""]
-    lines += ["## Lineage", "", f"- input model: `{base}`"]
-    for i, (stage, record) in enumerate(zip(recipe.stages, stages), 1):
-        lines.append(f"- stage {i}, `{stage.name}`: {stage.describe()}" + (
-            f" (STS-B dev {record['stsb_dev']:.2f})" if record.get("stsb_dev") is not None else "") + (
-            f" (kept {record['kept_flops_ratio']:.4f} of layer FLOPs)" if record.get("kept_flops_ratio") else ""))
-    versus = figures.get("versus")
-    if figures.get("sts"):
-        lines += ["", "## Results", "",
-                  "Spearman x 100 of cosine similarities (SentEval protocol); 95% intervals from "
-                  f"{figures.get('bootstrap')} paired bootstrap resamples of the test pairs (`sts_results.json` holds "
-                  "the per-pair similarities: `sparsecse compare` recomputes them).", "",
-                  "| task | score |", "|---|---:|"]
-        lines += [f"| {task} | {score:.2f} |" for task, score in figures["sts"].items()]
-        lines += [f"| **STS avg (7 tasks)** | **{figures['sts_avg']:.2f}** {_ci(figures.get('sts_avg_ci'))} |",
-                  f"| STS-B dev (the checkpoint choice) | {figures['stsb_dev']:.2f} |"]
-        if versus:
-            lines += ["", f"Against `{versus['model']}` ({versus['sts_avg']:.2f}): **{versus['difference']:+.2f}** "
-                          f"{_ci(versus['paired_ci'], signed=True)} (paired bootstrap, B - A)."]
-    elif figures:
-        lines += ["", "## Results", "", f"STS-B dev (the checkpoint choice): {figures['stsb_dev']:.2f}. No test "
-                  "figures: this run chose settings on dev (`evaluation.test: false`)."]
-    speed = figures.get("speed")
-    if speed:
-        lines += ["", "## Speed", "",
-                  f"Encode speed-up over `{base}` in {speed['engine']}, {speed['threads']} threads, "
-                  f"{speed['sentences']}: **{speed['speedup']:.2f}x**"
-                  + (f" (`{recipe.evaluation.compare_with or 'reference'}`: {speed['reference_speedup']:.2f}x)"
-                     if speed.get("reference_speedup") else "") + f". Machine: {speed['cpu']}."]
-    seconds = manifest.get("seconds") or {}
-    if seconds:
-        lines += ["", "## Cost", "", "| stage | wall time |", "|---|---:|"]
-        lines += [f"| {k} | {v / 60:.1f} min |" for k, v in seconds.items()]
-        lines += [f"| total | {sum(seconds.values()) / 60:.1f} min |"]
-    lines += ["", "## How it was made", "", "```bash", manifest["command"], "```", "",
-              "The recipe as it ran (`recipe.yaml`):", "", "```yaml",
-              yaml.safe_dump(recipe.to_dict(), sort_keys=False).rstrip(), "```", "",
-              "## Usage", "", "```python", "from sentence_transformers import SentenceTransformer",
-              "model = SentenceTransformer(\"path/to/this/directory\")",
-              "embeddings = model.encode([\"A man is playing a guitar.\"])", "```", ""]
-    return "\n".join(lines)
+    evaluation = {k: v for k, v in figures.items() if k not in ("speed", "memory", "target")}
+    if evaluation and not (figures.get("sts") or figures.get("transfer")):
+        evaluation["note"] = "No test figures: this run chose settings on dev (`evaluation.test: false`)."
+    compression = facts.setdefault("compression", {})
+    if figures.get("speed"):
+        compression["speed"] = {**figures["speed"], "reference": recipe.evaluation.compare_with}
+    compression.update({k: figures[k] for k in ("memory", "target") if figures.get(k)})
+    lineage = []
+    for stage, record in zip(recipe.stages, stages):
+        lineage.append(f"`{stage.name}`: {stage.describe()}"
+                       + (f" (STS-B dev {record['stsb_dev']:.2f})" if record.get("stsb_dev") is not None else "")
+                       + (f" (kept {record['kept_flops_ratio']:.4f} of layer FLOPs)" if record.get("kept_flops_ratio")
+                          else ""))
+    distills = [s for s in recipe.stages if s.type == "distill"]
+    facts.update(
+        base_model=base, title=f"{base}, compressed by sparsecse's `{recipe.name}` recipe",
+        description=recipe.description, evaluation=evaluation, methods=_methods(recipe, figures, facts.get("methods") or []),
+        versions=manifest.get("versions") or facts.get("versions") or {},
+        training={"recipe": recipe.name, "made_by": "sparsecse compress --recipe", "stages": lineage,
+                  "corpus": Path(corpus).name,
+                  "corpus_sentences": _sentences(corpus),
+                  "losses": [f"{s.name}: distillation ({s.loss}) from {s.teacher}" for s in distills],
+                  "steps": sum(r.get("steps") or 0 for r in stages) or None,
+                  "command": manifest.get("command"), "seconds": manifest.get("seconds"),
+                  "recipe_yaml": yaml.safe_dump(_set_only(recipe.to_dict()), sort_keys=False)})
+    if not compression:
+        facts.pop("compression")
+    return facts
 
 
-def read_front_matter(card: str) -> dict[str, Any]:
-    """The YAML metadata of a model card's text."""
-    import yaml
+def model_card(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict], figures: dict[str, Any],
+               manifest: dict[str, Any], model_dir: Path) -> str:
+    """The recipe's model card text (:func:`card_facts` rendered).
 
-    if not card.startswith("---\n"):
-        return {}
-    end = card.index("\n---", 4)
-    return yaml.safe_load(card[4:end]) or {}
+    Args:
+        recipe, input_model, corpus, stages, figures, manifest, model_dir: as :func:`card_facts` takes them.
+
+    Returns:
+        The text of ``README.md``.
+    """
+    return render_card(card_facts(recipe, input_model, corpus, stages, figures, manifest, model_dir))

@@ -35,9 +35,13 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import resolve_model
 from sparsecse.objectives.teachers import teacher_names
 from sparsecse.recipes import card
-from sparsecse.recipes.spec import CORPUS, INPUT_REF, DistillStage, PruneStage, Recipe, load_recipe
+from sparsecse.data.eval_data import known_task
+from sparsecse.recipes.spec import CORPUS, INPUT_REF, BudgetStage, Data, DistillStage, PruneStage, Recipe, load_recipe
 from sparsecse.recipes.stages import StageContext, run_stage
-from sparsecse.training.dev_eval import stsb_dev_evaluator
+from sparsecse.targets.report import measure_target
+from sparsecse.targets.search import TargetOutOfReach
+from sparsecse.training.dev_eval import dev_set
+from sparsecse.evaluation.eval_sets import load_eval_set
 
 RUN = "run.json"
 TIMES = "times.jsonl"
@@ -135,13 +139,14 @@ def _minutes(seconds: float) -> str:
 
 def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=None, *, data_dir=None,
                overrides: dict[str, Any] | None = None, resume: bool = False, overwrite: bool = False,
-               show_progress: bool = True, evaluate_final: bool = True) -> RecipeResult:
+               show_progress: bool = True, evaluate_final: bool = True, dev=None, test=None) -> RecipeResult:
     """Run ``recipe`` (a shipped name, a file, or a :class:`~sparsecse.recipes.spec.Recipe`) on ``model``
     (default: the recipe's own, else all-MiniLM-L6-v2) with ``corpus`` (one sentence per line) into ``out``.
 
     ``overrides``: ``{"STAGE.KEY": value}`` settings replacing the recipe's (recorded with it). ``resume``
     continues an unfinished run in ``out`` with the same recipe, model and corpus (refused otherwise);
-    ``overwrite`` starts over. Returns a :class:`RecipeResult`; the final model is ``out/model``.
+    ``overwrite`` starts over. ``dev``/``test`` (a pairs file, relative to the working directory, or a task
+    name) replace the recipe's ``data:`` block. Returns a :class:`RecipeResult`; the final model is ``out/model``.
 
     Example::
 
@@ -149,6 +154,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     """
     started = time.perf_counter()
     recipe = recipe if isinstance(recipe, Recipe) else load_recipe(recipe, overrides)
+    recipe = with_data(recipe, dev, test)
     if out is None:
         raise SparseCSEError("A recipe run needs an output directory (--out).")
     if corpus is None:
@@ -162,7 +168,9 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     continuing = _inspect(out, fingerprint, resume, overwrite)
     if not continuing:
         check_teachers(recipe, not show_progress)  # before anything is written
-        stsb_dev_evaluator(data_dir)  # the STS-B data every stage's checkpoint choice needs
+        dev_set(recipe.data.dev, data_dir)  # the dev set every stage's checkpoint choice needs (STS-B dev by default)
+        if recipe.data.test is not None:
+            load_eval_set(recipe.data.test, "test", data_dir, "test")
     lock = _take(out, continuing, overwrite)
     refused = False
     try:
@@ -174,6 +182,8 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"Interrupted; the finished stages and the last checkpoint are kept in {out}: rerun "
                                 "the same command with --resume to continue.") from None
+    except TargetOutOfReach:  # the candidates it tried stay for inspection
+        raise
     except SparseCSEError:  # an input refused mid-way (a bug or a crash keeps the directory to look at)
         refused = True
         raise
@@ -181,6 +191,20 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
         lock.release()
         if refused and not continuing:
             _discard_if_nothing_done(out)
+
+
+def with_data(recipe: Recipe, dev=None, test=None) -> Recipe:
+    """``recipe`` with its ``data:`` block's dev and/or test set replaced (files made absolute, from the working
+    directory), checked as the recipe file's would be."""
+    if dev is None and test is None:
+        return recipe
+    import dataclasses
+
+    def place(spec):
+        return os.path.abspath(spec) if spec is not None and known_task(str(spec)) is None else spec
+
+    data = Data(place(dev) if dev is not None else recipe.data.dev, place(test) if test is not None else recipe.data.test)
+    return dataclasses.replace(recipe, data=data.check(f"The recipe {recipe.name}'s --dev/--test"))
 
 
 def _inspect(out: Path, fingerprint: dict[str, Any], resume: bool, overwrite: bool) -> bool:
@@ -260,7 +284,8 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
          started: float) -> RecipeResult:
     quiet = not show_progress
     ctx = StageContext(corpus=corpus, work=out, data_dir=data_dir, seed=recipe.seed,
-                       models={INPUT_REF[1:]: model}, show_progress=show_progress)
+                       models={INPUT_REF[1:]: model}, show_progress=show_progress, target=recipe.target,
+                       stages=recipe.stages, dev=recipe.data.dev, test=recipe.data.test)
     current, records = model, []
     n = len(recipe.stages)
     for i, stage in enumerate(recipe.stages, 1):
@@ -283,10 +308,18 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
         if stage.makes_model:
             current = str(target)
             ctx.models[stage.name] = current
+        if isinstance(stage, BudgetStage):
+            ctx.budgets[stage.name] = float(summary["keep_flops"])
     result = RecipeResult(out=out, model=out / MODEL, stages=records)
     t0 = time.perf_counter()
+    extra = {}
+    if recipe.target is not None and evaluate_final:
+        _log(f"measuring the model against the target ({recipe.target.describe()}) ...", quiet)
+        extra["target"] = measure_target(recipe.target, model, current, ctx.dev_set(), out / "eval" / "engine",
+                                         corpus, recipe.seed, show_progress=show_progress)
     result.evaluation = card.finish(recipe, model, corpus, out, current, records, data_dir, show_progress, evaluate_final,
-                               lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)})
+                               lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)},
+                               extra_figures=extra)
     _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
     result.seconds = round(time.perf_counter() - started, 3)
     times = stage_times(out)

@@ -35,10 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparsecse.artifacts.export_formats import format_names, get_format
+from sparsecse.data.eval_data import KNOWN_TASKS, is_pairs_file, known_task
 from sparsecse.errors import SparseCSEError
+from sparsecse.exporting.config import CALIBRATION_SIZE
 from sparsecse.scoring.criteria import CRITERIA
+from sparsecse.shrinking.shrink import ShrinkConfig
+from sparsecse.targets.spec import Target
+from sparsecse.training.config import TrainingConfig
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
+EVALUATION_GROUPS = ("sts", "transfer")  # the task groups a recipe's test figures may cover
+EVALUATION_ONLY = ("test", "tasks", "transfer_fasttest")  # evaluation settings that make no other model
 SUFFIXES = (".yaml", ".yml", ".toml")
 INPUT_REF = "@input"  # the recipe's input model, as a teacher
 CORPUS = "corpus"  # the recipe's corpus, as a reconstruction corpus
@@ -92,7 +100,7 @@ class DistillStage:
     epochs: int = 1
     max_steps: int | None = None
     sentences: int | None = None
-    eval_steps: int = 250
+    eval_steps: int = TrainingConfig.eval_steps
     max_length: int | None = None
     bucket_by_length: bool = True
     teacher_precision: str = "auto"
@@ -128,14 +136,17 @@ class DistillStage:
 
 @dataclass(frozen=True)
 class PruneStage:
-    """Prune the current model to a budget in steps with reconstruction, then shrink it (``compress``)."""
+    """Prune the current model to a budget in steps with reconstruction, then shrink it (``compress``).
+
+    ``keep_flops`` may be ``@NAME``: the budget an earlier ``budget`` stage found for the recipe's target.
+    ``reconstruct_sentences`` defaults to :class:`~sparsecse.shrinking.shrink.ShrinkConfig`'s."""
 
     name: str
-    keep_flops: float | None = None
+    keep_flops: float | str | None = None
     keep_params: float | None = None
     steps: int = 3
     reconstruct: str = CORPUS
-    reconstruct_sentences: int = 4096
+    reconstruct_sentences: int = ShrinkConfig.reconstruct_sentences
     criterion: str | None = None
     lam: float = 0.5
     type: str = "prune"
@@ -144,7 +155,8 @@ class PruneStage:
         if (self.keep_flops is None) == (self.keep_params is None):
             raise SparseCSEError(f"{where}: give exactly one budget, keep_flops or keep_params.")
         budget = "keep_flops" if self.keep_flops is not None else "keep_params"
-        _fraction(budget, getattr(self, budget), where)
+        if not (isinstance(self.keep_flops, str) and self.keep_flops.startswith("@")):
+            _fraction(budget, getattr(self, budget), where)
         _positive_int("steps", self.steps, where)
         _text("reconstruct", self.reconstruct, where)
         _positive_int("reconstruct_sentences", self.reconstruct_sentences, where)
@@ -158,26 +170,36 @@ class PruneStage:
     def makes_model(self) -> bool:
         return True
 
+    @property
+    def budget_ref(self) -> str | None:
+        """The budget stage whose budget this stage spends (``keep_flops: "@NAME"``), or None."""
+        return self.keep_flops[1:] if isinstance(self.keep_flops, str) else None
+
     def describe(self) -> str:
-        budget = (f"{self.keep_flops:g} of its layer FLOPs" if self.keep_flops is not None
+        budget = (f"the budget the {self.budget_ref} stage finds" if self.budget_ref
+                  else f"{self.keep_flops:g} of its layer FLOPs" if self.keep_flops is not None
                   else f"{self.keep_params:g} of its layer parameters")
         return f"prune to {budget} in {self.steps} step{'s' * (self.steps > 1)} with reconstruction"
 
 
 @dataclass(frozen=True)
 class ExportStage:
-    """Export the final model (``sparsecse export``); the run's model stays the torch one."""
+    """Export the final model (``sparsecse export``); the run's model stays the torch one. ``format`` is a
+    registered export format (:mod:`sparsecse.artifacts.export_formats`), ``quantize`` one of its
+    quantizations (calibrated on the recipe's corpus) or None."""
 
     name: str
     format: str = "openvino"
     quantize: str | None = "int8"
-    calibration_size: int = 300
+    calibration_size: int = CALIBRATION_SIZE
     type: str = "export"
 
     def check(self, where: str) -> "ExportStage":
-        _choice("format", self.format, where, ("onnx", "openvino"))
-        if self.quantize is not None:
-            _choice("quantize", self.quantize, where, ("int8",))
+        _choice("format", self.format, where, format_names())
+        offered = tuple(q.name for q in get_format(self.format).quantizations)
+        if self.quantize is not None and self.quantize not in offered:
+            raise SparseCSEError(f"{where}: quantize must be {' or '.join((*offered, 'null'))} for {self.format} "
+                                 f"export, not {self.quantize!r}.")
         _positive_int("calibration_size", self.calibration_size, where)
         return self
 
@@ -189,7 +211,27 @@ class ExportStage:
         return f"export to {self.format}{' ' + self.quantize if self.quantize else ''}"
 
 
-STAGE_TYPES = {"distill": DistillStage, "prune": PruneStage, "export": ExportStage}
+@dataclass(frozen=True)
+class BudgetStage:
+    """Find the kept-FLOPs budget that meets the recipe's ``target`` (:mod:`sparsecse.targets.search`):
+    candidates are shrunk, timed against the input model on the target's engine and scored on the dev set;
+    a later prune stage spends the budget with ``keep_flops: "@NAME"``. Makes no model."""
+
+    name: str
+    type: str = "budget"
+
+    def check(self, where: str) -> "BudgetStage":
+        return self
+
+    @property
+    def makes_model(self) -> bool:
+        return False
+
+    def describe(self) -> str:
+        return "find the budget that meets the target (candidates shrunk, timed and scored on dev)"
+
+
+STAGE_TYPES = {"distill": DistillStage, "prune": PruneStage, "export": ExportStage, "budget": BudgetStage}
 
 
 @dataclass(frozen=True)
@@ -197,21 +239,55 @@ class Evaluation:
     """The final model's evaluation: the 7 STS tasks with ``bootstrap`` replicates, paired against
     ``compare_with`` (a model, optional), and its encode speed against the input model. ``test: false``
     stops at STS-B dev (and speed): for the runs that choose settings, so that test figures are computed
-    once, for the setting chosen (``--set evaluation.test=false``)."""
+    once, for the setting chosen (``--set evaluation.test=false``). ``tasks`` names the task groups the
+    test figures cover: ``sts`` (the 7 STS tasks) and ``transfer`` (the 7 SentEval transfer tasks, accuracy
+    with intervals, paired against ``compare_with`` too); both by default, as every card reports both.
+    ``transfer_fasttest`` (default true) runs the transfer tasks with SentEval's fast settings (SimCSE's
+    ``fasttest``: 5 folds, RMSprop), a few minutes per model on 2 cores; false runs the papers' 10-fold
+    protocol (about 20 minutes per model there)."""
 
     bootstrap: int = 1000
     compare_with: str | None = None
     speed: bool = True
     test: bool = True
+    tasks: list = field(default_factory=lambda: list(EVALUATION_GROUPS))
+    transfer_fasttest: bool = True
 
     def check(self, where: str) -> "Evaluation":
         if isinstance(self.bootstrap, bool) or not isinstance(self.bootstrap, int) or not 0 <= self.bootstrap <= 100_000:
             raise SparseCSEError(f"{where}: bootstrap must be a whole number in [0, 100000], not {self.bootstrap!r}.")
         if self.compare_with is not None:
             _text("compare_with", self.compare_with, where)
-        for name in ("speed", "test"):
+        for name in ("speed", "test", "transfer_fasttest"):
             if not isinstance(getattr(self, name), bool):
                 raise SparseCSEError(f"{where}: {name} must be true or false, not {getattr(self, name)!r}.")
+        if (not isinstance(self.tasks, list) or not self.tasks or len(set(map(str, self.tasks))) != len(self.tasks)
+                or not set(self.tasks) <= set(EVALUATION_GROUPS)):
+            raise SparseCSEError(f"{where}: tasks must be a list of distinct task groups out of "
+                                 f"{', '.join(EVALUATION_GROUPS)} (e.g. [sts, transfer]), not {self.tasks!r}.")
+        return self
+
+
+@dataclass(frozen=True)
+class Data:
+    """The recipe's own dev and test sets (``data: {dev: FILE_OR_TASK, test: FILE_OR_TASK}``): each a pairs
+    file (``.tsv``/``.csv``/``.jsonl``, :mod:`sparsecse.data.pairs_files`) or a task name (STSBenchmark,
+    SICKRelatedness, STS12..STS16). ``dev`` replaces STS-B in the distill stages' checkpoint choice and in
+    the prune stages' scoring pairs; ``test`` is scored in the final evaluation beside the tasks. A relative
+    file path in a recipe file is relative to that file's folder; one given with ``--set data.dev=...`` or
+    ``run_recipe(dev=...)`` is relative to the working directory."""
+
+    dev: str | None = None
+    test: str | None = None
+
+    def check(self, where: str) -> "Data":
+        for role in ("dev", "test"):
+            value = getattr(self, role)
+            if value is not None:
+                spec = _text(role, value, where)
+                if known_task(spec) is None and not is_pairs_file(spec):
+                    raise SparseCSEError(f"{where}: {role} must be a pairs file (.tsv, .csv or .jsonl) or a task "
+                                         f"name ({', '.join(KNOWN_TASKS)}), not {value!r}.")
         return self
 
 
@@ -225,6 +301,8 @@ class Recipe:
     model: str | None = None  # the model the recipe was made for (the default of --model)
     seed: int = 0
     evaluation: Evaluation = field(default_factory=Evaluation)
+    target: Target | None = None  # what a budget stage aims at (compress --speedup / --max-drop)
+    data: Data = field(default_factory=Data)  # the user's dev and test sets (default: STS-B dev, the STS tasks)
     reached: dict = field(default_factory=dict)  # the figures a run of this recipe reached, for --list-recipes
     source: str = ""
 
@@ -237,9 +315,14 @@ class Recipe:
 
     def digest(self) -> str:
         """sha256 of the settings that make the model (not the description or the figures reached)."""
-        data = {k: v for k, v in self.to_dict().items() if k not in ("description", "reached")}
-        # whether test figures are computed changes no model and no cached file (runs from before it resume)
-        data["evaluation"] = {k: v for k, v in data["evaluation"].items() if k != "test"}
+        data = {k: v for k, v in self.to_dict().items() if k not in ("description", "reached")
+                and not (k == "target" and v is None)}  # runs from before targets resume
+        # the dev set chooses checkpoints and scoring pairs; the test set changes no model (runs from before resume)
+        data.pop("data")
+        if self.data.dev is not None:
+            data["data"] = {"dev": self.data.dev}
+        # whether and which test figures are computed changes no model and no cached file (runs from before resume)
+        data["evaluation"] = {k: v for k, v in data["evaluation"].items() if k not in EVALUATION_ONLY}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     def stage(self, name: str):
@@ -341,7 +424,14 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         raise SparseCSEError(f"In the recipe {source}, export stages come last.")
     evaluation = _build(Evaluation, data.pop("evaluation", {}) or {}, f"The evaluation of the recipe {source}")
     evaluation.check(f"The evaluation of the recipe {source}")
-    recipe = _build(Recipe, {**data, "stages": tuple(stages), "evaluation": evaluation},
+    target = data.pop("target", None)
+    if target is not None:
+        target = _build(Target, target, f"The target of the recipe {source}").check(f"The recipe {source}")
+    _check_budget_refs(stages, target, source)
+    sets = _build(Data, data.pop("data", None) or {}, f"The data block of the recipe {source}")
+    sets.check(f"The data block of the recipe {source}")
+    recipe = _build(Recipe, {**data, "stages": tuple(stages), "evaluation": evaluation, "target": target,
+                             "data": sets},
                     f"The recipe {source}", fixed={"source": source})
     _text("name", recipe.name, f"The recipe {source}")
     if isinstance(recipe.seed, bool) or not isinstance(recipe.seed, int) or not 0 <= recipe.seed < 2 ** 32:
@@ -349,6 +439,20 @@ def parse_recipe(data: Any, source: str) -> Recipe:
     if not isinstance(recipe.reached, dict):
         raise SparseCSEError(f"The recipe {source}: reached must be a mapping of figures.")
     return recipe
+
+
+def _check_budget_refs(stages: list, target: Target | None, source: str) -> None:
+    """A prune stage's ``keep_flops: "@NAME"`` names an earlier budget stage, and a budget stage has a target."""
+    budgets = set()
+    for stage in stages:
+        if isinstance(stage, BudgetStage):
+            if target is None:
+                raise SparseCSEError(f"The recipe {source} has a budget stage ({stage.name}) but no target; give one "
+                                     "(--speedup X or --max-drop D, or a target: block).")
+            budgets.add(stage.name)
+        if isinstance(stage, PruneStage) and stage.budget_ref is not None and stage.budget_ref not in budgets:
+            raise SparseCSEError(f"The recipe {source}'s stage {stage.name} spends the budget of {stage.keep_flops}, "
+                                 f"which is not an earlier budget stage ({', '.join(sorted(budgets)) or 'none'}).")
 
 
 def shipped_recipes() -> dict[str, Path]:
@@ -382,8 +486,8 @@ def apply_overrides(data: dict, overrides: dict[str, Any] | None, source: str) -
         if not dot:
             data[setting] = value
             continue
-        if stage == "evaluation":
-            data.setdefault("evaluation", {})[setting] = value
+        if stage in ("evaluation", "target", "data"):
+            data[stage] = {**(data.get(stage) or {}), setting: value}
             continue
         matches = [s for s in data.get("stages", []) if isinstance(s, dict) and s.get("name", s.get("type")) == stage]
         if not matches:
@@ -401,11 +505,20 @@ def load_recipe(name_or_path: str | os.PathLike, overrides: dict[str, Any] | Non
     """
     path = recipe_path(name_or_path)
     data = _read(path)
+    if isinstance(data, dict) and isinstance(data.get("data"), dict):  # the file's own paths: beside the file
+        data = {**data, "data": _beside(data["data"], path.resolve().parent)}
     if overrides:
         if not isinstance(data, dict):
             raise SparseCSEError(f"The recipe {path} must be a mapping with a list of stages.")
         data = apply_overrides(data, overrides, str(path))
     return parse_recipe(data, str(path))
+
+
+def _beside(block: dict, folder: Path) -> dict:
+    """A data block's relative file paths made relative to ``folder`` (task names and other values unchanged)."""
+    return {role: str(folder / spec) if (role in ("dev", "test") and isinstance(spec, str) and spec.strip()
+                                         and known_task(spec) is None and not Path(spec).is_absolute())
+            else spec for role, spec in block.items()}
 
 
 def parse_set_options(items: tuple[str, ...] | list[str]) -> dict[str, Any]:

@@ -5,29 +5,32 @@ resuming what an interrupted run of it left (``train`` from its last checkpoint)
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sparsecse.artifacts.files import atomic_file
+from sparsecse.artifacts.files import atomic_dir, atomic_file
 from sparsecse.data.corpus import read_corpus
-from sparsecse.deploy.export import export
+from sparsecse.exporting.export import export
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.prune import PruningConfig
-from sparsecse.recipes.spec import CORPUS, DistillStage, ExportStage, PruneStage
+from sparsecse.recipes.spec import CORPUS, BudgetStage, DistillStage, ExportStage, PruneStage
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
+from sparsecse.targets.spec import Target
 from sparsecse.training.api import train
 from sparsecse.training.rundir import RunDir
 
 
 @dataclass
 class StageContext:
-    """What every stage of one run shares: the corpus, the evaluation data, the seed, and where the
-    models of earlier stages are (``models``: stage name, or ``input``, to directory)."""
+    """What every stage of one run shares: the corpus, the evaluation data, the seed, where the models of
+    earlier stages are (``models``: stage name, or ``input``, to directory), the recipe's ``target`` and the
+    budgets its budget stages found (``budgets``: stage name to kept-FLOPs fraction)."""
 
     corpus: Path
     work: Path
@@ -35,6 +38,17 @@ class StageContext:
     seed: int
     models: dict[str, str]
     show_progress: bool = True
+    target: Target | None = None
+    budgets: dict[str, float] = field(default_factory=dict)
+    stages: tuple = ()
+    dev: str | None = None  # the user's dev set (a pairs file or a task name; None: STS-B dev)
+    test: str | None = None  # the user's test set, scored in the final evaluation
+
+    def dev_set(self):
+        """The dev set candidates and checkpoints are chosen on (the user's, else STS-B dev)."""
+        from sparsecse.evaluation.eval_sets import load_eval_set
+
+        return load_eval_set(self.dev or "STSBenchmark", "dev", self.data_dir)
 
 
 def sampled_corpus(ctx: StageContext, stage_index: int, sentences: int | None) -> Path:
@@ -69,17 +83,23 @@ def run_distill(stage: DistillStage, index: int, model: str, out: Path, ctx: Sta
                    seed=ctx.seed, lr=stage.lr, batch_size=stage.batch_size, epochs=stage.epochs,
                    max_steps=stage.max_steps, eval_steps=stage.eval_steps, max_length=stage.max_length,
                    data_dir=ctx.data_dir, resume=RunDir(out).path.exists(), bucket_by_length=stage.bucket_by_length,
-                   mixed_precision=stage.mixed_precision, show_progress=ctx.show_progress)
-    return {"stsb_dev": result.best_score, "best_step": result.best_step, "steps": result.steps,
+                   mixed_precision=stage.mixed_precision, show_progress=ctx.show_progress, dev=ctx.dev)
+    return {"stsb_dev" if ctx.dev is None else "dev_score": result.best_score, "best_step": result.best_step, "steps": result.steps,
             "corpus": str(corpus), "steps_per_second": result.steps_per_second}
 
 
-def run_prune(stage: PruneStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+def _prune_settings(stage: PruneStage, ctx: StageContext) -> tuple[ReconstructionPlan, PruningConfig, ScoringConfig]:
     corpus = ctx.corpus if stage.reconstruct == CORPUS else Path(stage.reconstruct)
     plan = ReconstructionPlan.prepare(str(corpus), stage.reconstruct_sentences)
     pruning = PruningConfig(lam=stage.lam, criterion=stage.criterion)
-    scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress)
-    result = iterative_prune(model, keep_flops=stage.keep_flops, keep_params=stage.keep_params, steps=stage.steps,
+    scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress, dev=ctx.dev)
+    return plan, pruning, scoring
+
+
+def run_prune(stage: PruneStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+    plan, pruning, scoring = _prune_settings(stage, ctx)
+    keep_flops = ctx.budgets[stage.budget_ref] if stage.budget_ref else stage.keep_flops
+    result = iterative_prune(model, keep_flops=keep_flops, keep_params=stage.keep_params, steps=stage.steps,
                              reconstruct=plan, prune=pruning, score=scoring)
     shrunk = shrink_iterative(result, out=str(out))
     return {"kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
@@ -95,7 +115,36 @@ def run_export(stage: ExportStage, index: int, model: str, out: Path, ctx: Stage
     return {"format": stage.format, "quantize": stage.quantize, "files": [str(f) for f in getattr(result, "files", [])]}
 
 
-RUNNERS = {DistillStage: run_distill, PruneStage: run_prune, ExportStage: run_export}
+def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+    """Search the budget that meets ``ctx.target`` (:func:`sparsecse.targets.search.search_budget`); the table and
+    plot of the candidates go to ``ctx.work/candidates`` (kept even when the target is out of reach), the chosen
+    budget to the stage's summary."""
+    from sparsecse.scoring.score import score as score_model
+    from sparsecse.shrinking.iterative import DEFAULT_STEPS
+    from sparsecse.targets.search import search_budget
+
+    spender = next((s for s in ctx.stages if isinstance(s, PruneStage) and s.budget_ref == stage.name),
+                   PruneStage(name="prune", keep_flops=f"@{stage.name}", steps=DEFAULT_STEPS))
+    plan, pruning, scoring = _prune_settings(spender, ctx)
+    target = ctx.target
+    scores = score_model(model, scoring) if target.speedup is not None else None
+
+    def prune_as_the_stage(budget: float):
+        result = iterative_prune(model, keep_flops=budget, steps=spender.steps, reconstruct=plan, prune=pruning,
+                                 score=scoring)
+        shrunk = shrink_iterative(result)
+        return shrunk.encoder, int(result.mask.head_mask.sum()), int(result.mask.neuron_mask.sum())
+
+    found = search_budget(model, ctx.dev_set(), target, ctx.work / "candidates", scores=scores, pruning=pruning,
+                          prune_fn=prune_as_the_stage, calibration=ctx.corpus, seed=ctx.seed,
+                          show_progress=ctx.show_progress)
+    with atomic_dir(out) as tmp:
+        for path in (found.table, found.plot):
+            shutil.copy2(path, tmp / path.name)
+    return found.to_dict()
+
+
+RUNNERS = {DistillStage: run_distill, PruneStage: run_prune, ExportStage: run_export, BudgetStage: run_budget}
 
 
 def run_stage(stage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:

@@ -1,0 +1,106 @@
+"""The candidates a budget search tried: one row each (budget, units kept, measured speed-up, dev score), kept
+beside the model as a table (CSV) and a plot (speed-up against dev score, the target drawn in)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sparsecse.artifacts.files import atomic_file
+
+TABLE = "candidates.csv"
+PLOT = "candidates.png"
+
+
+@dataclass
+class Candidate:
+    """One budget the search tried.
+
+    Args:
+        keep_flops: the kept fraction of the layer FLOPs per token the probe was pruned to.
+        heads_kept, neurons_kept: the units its mask keeps.
+        speedup: encode speed-up over the input model on the target's engine (measured side by side).
+        dev_score: its dev score (the dev set's metric x 100); ``drop``: the input model's minus it.
+        stage: ``speed`` (one-shot prune, no refit: a timing probe) or ``quality`` (pruned and refit as the prune
+            stage does, so its dev score is the one the bound is checked on).
+        meets: whether it meets every part of the target it was checked against.
+    """
+
+    keep_flops: float
+    heads_kept: int
+    neurons_kept: int
+    speedup: float
+    dev_score: float
+    drop: float
+    stage: str
+    meets: bool = False
+    chosen: bool = False
+
+    @property
+    def dev_text(self) -> str:
+        """``dev 84.12`` (``dev n/a`` where every embedding is the same and the metric is undefined)."""
+        return f"dev {self.dev_score:.2f}" if math.isfinite(self.dev_score) else "dev n/a: constant embeddings"
+
+    def describe(self) -> str:
+        """e.g. ``kept FLOPs 0.450: 2.06x, dev 84.12 (drop +0.71)``."""
+        return f"kept FLOPs {self.keep_flops:.3f}: {self.speedup:.2f}x, {self.dev_text} (drop {self.drop:+.2f})"
+
+
+def write_table(candidates: list[Candidate], path: str | Path) -> Path:
+    """The candidates as CSV, in the order they were tried."""
+    import pandas as pd
+
+    path = Path(path)
+    frame = pd.DataFrame([asdict(c) for c in candidates])
+    with atomic_file(path, overwrite=True) as tmp:
+        frame.to_csv(tmp, index=False, float_format="%.4f")
+    return path
+
+
+def read_table(path: str | Path) -> list[Candidate]:
+    """The candidates a table written by :func:`write_table` holds."""
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    return [Candidate(**{k: (bool(v) if k in ("meets", "chosen") else v) for k, v in row.items()})
+            for row in frame.to_dict("records")]
+
+
+def write_plot(candidates: list[Candidate], path: str | Path, target: dict[str, Any], title: str) -> Path:
+    """Speed-up (x) against dev score (y) of every candidate, the chosen one ringed; the target's speed-up a
+    vertical line and its dev floor a horizontal one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for stage, marker in (("speed", "o"), ("quality", "s")):
+        chosen = [c for c in candidates if c.stage == stage]
+        if chosen:
+            ax.scatter([c.speedup for c in chosen], [c.dev_score for c in chosen], marker=marker,
+                       c=["tab:green" if c.meets else "tab:red" for c in chosen],
+                       label=f"{stage} probes (green: meets the target)")
+            for c in chosen:
+                ax.annotate(f"{c.keep_flops:.2f}", (c.speedup, c.dev_score), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
+    for c in candidates:
+        if c.chosen:
+            ax.scatter([c.speedup], [c.dev_score], s=180, facecolors="none", edgecolors="black", label="chosen")
+    if target.get("speedup"):
+        ax.axvline(float(target["speedup"]), color="grey", linestyle="--", label=f"target {target['speedup']:g}x")
+    floor = target.get("dev_floor")
+    if floor is not None and math.isfinite(floor):
+        ax.axhline(float(floor), color="grey", linestyle=":", label=f"dev floor {floor:.2f}")
+    ax.set_xlabel(f"measured speed-up over the input model ({target.get('engine', '')})")
+    ax.set_ylabel("dev score")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_file(path, overwrite=True) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
+    plt.close(fig)
+    return path

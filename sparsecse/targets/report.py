@@ -1,0 +1,73 @@
+"""The final model against its target: measured once more on the target's engine, side by side with the input
+model, plus what a model card states (single-sentence latency p50/p95, throughput, parameters, file size, the dev
+score and its drop, the CPU's features) and whether the target was met."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.flops import size_report
+from sparsecse.targets.engines import on_engine
+from sparsecse.targets.spec import ENGINES, Target
+from sparsecse.targets.timing import latency_profile, speedup_over, timing_sentences
+
+
+def measure_target(target: Target, input_model: str, model_dir: str, dev, work: str | os.PathLike,
+                   calibration: str | os.PathLike | None = None, seed: int = 0, repeats: int = 5,
+                   show_progress: bool = False) -> dict[str, Any]:
+    """Every figure the card's Target section states, for ``model_dir`` against ``input_model``.
+
+    Args:
+        target: the checked target the run aimed at.
+        input_model: the model the run started from (the 1x reference).
+        model_dir: the final model directory.
+        dev: the dev set (``sentences`` are timed; ``score(encoder)`` gives the dev scores).
+        work: a scratch directory for exported copies (removed afterwards).
+        calibration: the corpus int8 engines calibrate on.
+        seed: the calibration sample's seed.
+        repeats: timing repeats (best of) for the speed-up.
+        show_progress: a progress bar while timing.
+
+    Returns:
+        A JSON-ready dict: ``speedup`` (measured), ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
+        p50/p95 (ms) and throughput (sentences/s) on the engine, ``params`` and ``file_size_bytes``, the CPU.
+    """
+    work = Path(work)
+    dense = SentenceEncoder.load(input_model, device="cpu")
+    final = SentenceEncoder.load(model_dir, device="cpu")
+    sentences = timing_sentences(dev.sentences, dense.tokenizer, dense.max_length)
+    exported = ENGINES[target.engine] is not None
+    try:
+        reference = on_engine(input_model, target.engine, work / "input", calibration, seed) if exported else dense
+        model = on_engine(model_dir, target.engine, work / "model", calibration, seed) if exported else final
+        speedup = speedup_over(reference, {"model": model}, sentences, target.batch_size, repeats,
+                               show_progress)["model"]
+        profile = latency_profile(model, sentences, target.batch_size)
+        reference_profile = latency_profile(reference, sentences, target.batch_size)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    reference_dev, dev_score = float(dev.score(dense)), float(dev.score(final))
+    drop = reference_dev - dev_score
+    met_speed = target.speedup is None or speedup >= float(target.speedup)
+    met_quality = target.max_drop is None or drop <= float(target.max_drop)
+    size = size_report(final.model, model_dir=model_dir)
+    return {
+        "speedup_target": target.speedup, "max_drop": target.max_drop, "engine": target.engine,
+        "batch_size": target.batch_size, "speedup": round(speedup, 4), "met": bool(met_speed and met_quality),
+        "met_speed": bool(met_speed), "met_quality": bool(met_quality),
+        "dev_set": getattr(dev, "name", "dev"), "dev_score": round(dev_score, 4),
+        "reference_dev": round(reference_dev, 4), "drop": round(drop, 4),
+        "latency_ms": {"p50": round(profile["latency_ms_p50"], 3), "p95": round(profile["latency_ms_p95"], 3)},
+        "reference_latency_ms": {"p50": round(reference_profile["latency_ms_p50"], 3),
+                                 "p95": round(reference_profile["latency_ms_p95"], 3)},
+        "throughput": round(profile["throughput"], 1), "reference_throughput": round(reference_profile["throughput"], 1),
+        "params": int(size["parameters"]), "file_size_bytes": size.get("weights_bytes"),
+        "timed_sentences": len(sentences), "cpu": describe_cpu(),
+        "cpu_features": [name for name, on in cpu_features().items() if on],
+        "candidates_table": "candidates.csv", "candidates_plot": "candidates.png",
+    }

@@ -1,0 +1,188 @@
+"""Compression aimed at a target (``compress --speedup X`` / ``--max-drop D``): bad targets refused in one sentence
+with nothing written; the budget search's next guess exact on a linear latency model; the speed and quality
+searches choose the right candidate; a tiny model through the whole target recipe (timing replaced by a
+deterministic latency model, so no test depends on this machine's speed); a target out of reach ends non-zero
+naming the closest candidate, its table kept."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sparsecse.cli import main
+from sparsecse.errors import SparseCSEError
+from sparsecse.targets import search as search_module
+from sparsecse.targets.candidates import TABLE, Candidate, read_table, write_table
+from sparsecse.targets.search import TargetOutOfReach, _next_budget, quality_search, speed_search
+from sparsecse.targets.spec import Target
+from tests.helpers import random_sentences
+from tests.tiny import make_tiny_model_dir
+
+FIXED, VARIABLE = 0.3, 0.7  # the fake engine: time = FIXED + VARIABLE x kept FLOPs (the dense model's time is 1)
+
+
+@pytest.mark.parametrize("settings, words", [
+    ({"speedup": 0}, "above 1"), ({"speedup": -1}, "above 1"), ({"speedup": float("nan")}, "above 1"),
+    ({"speedup": float("inf")}, "above 1"), ({"speedup": 1.0}, "above 1"), ({"speedup": "fast"}, "above 1"),
+    ({"max_drop": -0.1}, "at least 0"), ({"max_drop": float("nan")}, "at least 0"),
+    ({"speedup": 2, "engine": "tensorrt"}, "Unknown engine"), ({"speedup": 2, "batch_size": 0}, "batch size"),
+    ({}, "needs a speed-up"),
+])
+def test_bad_targets_are_refused_in_one_sentence(settings, words):
+    with pytest.raises(SparseCSEError, match=words) as caught:
+        Target(**settings).check()
+    assert "\n" not in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return make_tiny_model_dir(tmp_path_factory.mktemp("target_model"), "bert", layers=2, heads=4, ffn=48, seed=2,
+                               init_range=0.2)
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    path = tmp_path_factory.mktemp("target_corpus") / "corpus.txt"
+    path.write_text("\n".join(random_sentences(96, seed=7)) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--speedup", "0"], "above 1"), (["--speedup", "-1"], "above 1"), (["--speedup", "nan"], "above 1"),
+    (["--speedup", "inf"], "above 1"), (["--max-drop", "-0.1"], "at least 0"),
+    (["--speedup", "2", "--engine", "tensorrt"], "Unknown engine"),
+    (["--speedup", "2", "--keep-flops", "0.5"], "--keep-flops sets the single pruning stage"),
+    (["--engine", "onnx"], "--engine goes with a target"),
+])
+def test_the_cli_refuses_bad_targets_and_writes_nothing(tmp_path, tiny_dir, text, extra, words):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--out", str(out),
+                                       *extra])
+    assert result.exit_code != 0
+    message = result.output.strip()
+    assert words in message and len(message.splitlines()) == 1, message
+    assert not out.exists()
+
+
+def test_the_next_budget_is_exact_on_a_linear_latency_model():
+    aim = 2.0
+    first = 0.5
+    speed = 1 / (FIXED + VARIABLE * first)
+    budget = _next_budget([(first, speed)], aim, 0.02)
+    assert budget == pytest.approx((1 / aim - FIXED) / VARIABLE, abs=1e-12)  # 0.2857..., not FLOPs' 0.5
+
+
+class FakeProber:
+    """The search's prober with a latency model instead of a clock and a dev score that falls with the budget."""
+
+    def __init__(self, target, reference_dev=80.0):
+        self.target, self.model, self.reference_dev = target.check(), "tiny", reference_dev
+        self.candidates, self.work = [], Path("work")
+
+    def _make(self, budget, stage):
+        speed = 1 / (FIXED + VARIABLE * budget)
+        dev = self.reference_dev - 4 * (1 - budget)  # loses 0.4 per 0.1 of FLOPs removed
+        candidate = Candidate(round(budget, 4), 0, 0, speed, dev, self.reference_dev - dev, stage)
+        self.candidates.append(candidate)
+        return candidate
+
+    def one_shot(self, scores, pruning, budget):
+        return self._make(budget, "speed")
+
+    def add(self, budget, encoder, heads, neurons, stage):
+        return self._make(budget, stage)
+
+
+def test_the_speed_search_keeps_the_largest_budget_that_reaches_the_aim():
+    prober = FakeProber(Target(speedup=2.0, margin=0.03))
+    chosen = speed_search(prober, None, None, 0.02)
+    needed = (1 / (2.0 * 1.03) - FIXED) / VARIABLE
+    assert chosen.speedup >= 2.0 * 1.03 and chosen.keep_flops <= needed + 1e-4
+    assert chosen.keep_flops >= needed - 0.01  # within a hundredth of the exact budget
+    assert len(prober.candidates) <= 3  # FLOPs' guess, then the line lands on it
+
+
+def test_a_speed_target_out_of_reach_names_the_fastest_candidate():
+    prober = FakeProber(Target(speedup=50.0))
+    with pytest.raises(TargetOutOfReach, match="50x speed-up on torch-fp32 is out of reach") as caught:
+        speed_search(prober, None, None, 0.02)
+    fastest = max(prober.candidates, key=lambda c: c.speedup)
+    assert fastest.keep_flops == 0.02 and f"runs {fastest.speedup:.2f}x" in str(caught.value)
+
+
+def test_the_quality_search_keeps_the_fastest_candidate_within_the_bound_and_shows_a_faster_one_breaking_it():
+    prober = FakeProber(Target(max_drop=0.3, probes=8))
+    chosen = quality_search(prober, lambda budget: (None, 0, 0))
+    assert chosen.drop <= 0.3 and chosen.meets
+    faster_broken = [c for c in prober.candidates if c.keep_flops < chosen.keep_flops and not c.meets]
+    assert faster_broken and all(c.drop > 0.3 for c in faster_broken)
+    assert chosen.keep_flops == min(c.keep_flops for c in prober.candidates if c.meets)
+    assert chosen.keep_flops >= 1 - 0.3 / 4 - 1e-9  # the exact smallest budget within the bound is 0.925
+
+
+def test_the_candidates_table_reads_back_what_was_written(tmp_path):
+    rows = [Candidate(0.5, 10, 20, 1.5, 80.0, 0.5, "speed", True, False),
+            Candidate(0.3, 5, 10, 2.1, 78.0, 2.5, "speed", True, True)]
+    back = read_table(write_table(rows, tmp_path / TABLE))
+    assert [(c.keep_flops, c.heads_kept, c.meets, c.chosen) for c in back] == [(0.5, 10, True, False),
+                                                                                (0.3, 5, True, True)]
+
+
+def fake_speedup_over(reference, candidates, sentences, batch_size, repeats=3, show_progress=False):
+    """The latency model on the encoders' counted FLOPs (an exported graph is timed by its torch source)."""
+    from sparsecse.modeling.flops import flops_per_token
+
+    def flops(encoder):
+        return flops_per_token(encoder.model)
+
+    dense = flops(reference)
+    return {name: 1 / (FIXED + VARIABLE * flops(enc) / dense) for name, enc in candidates.items()}
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    from sparsecse.targets import report as report_module
+
+    monkeypatch.setattr(search_module, "speedup_over", fake_speedup_over)
+    monkeypatch.setattr(report_module, "speedup_over", fake_speedup_over)
+
+
+TINY_STAGES = ["--set", "prune.steps=1", "--set", "prune.reconstruct_sentences=32", "--set", "student.sentences=48",
+               "--set", "student.max_steps=4", "--set", "student.eval_steps=2", "--set", "student.batch_size=8",
+               "--set", "evaluation.bootstrap=20", "--set", "evaluation.speed=false", "--set", "evaluation.test=false"]
+
+
+def test_a_tiny_model_reaches_a_speed_target_through_the_target_recipe(tmp_path, tiny_dir, text, fake_senteval,
+                                                                     fake_clock):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--speedup", "1.3",
+                                       "--data-dir", str(fake_senteval), "--out", str(out), "--quiet", *TINY_STAGES])
+    assert result.exit_code == 0, result.output
+    model = out / "model"
+    table = read_table(model / "candidates.csv")
+    chosen = [c for c in table if c.chosen]
+    assert len(chosen) == 1 and chosen[0].speedup >= 1.3 * 1.03
+    assert (model / "candidates.png").stat().st_size > 1000
+    manifest = json.loads((model / "manifest.json").read_text())
+    reached = manifest["figures"]["target"]
+    assert reached["met"] and reached["speedup"] >= 1.3 and reached["engine"] == "torch-fp32"
+    summary = json.loads((out / "stages" / "1-budget.summary.json").read_text())
+    pruned = json.loads((out / "stages" / "2-prune.summary.json").read_text())
+    assert summary["keep_flops"] == chosen[0].keep_flops
+    assert pruned["kept_flops_ratio"] <= summary["keep_flops"] + 1e-9
+    assert math.isfinite(reached["latency_ms"]["p50"]) and reached["params"] > 0
+
+
+def test_a_target_out_of_reach_ends_non_zero_and_keeps_its_candidates(tmp_path, tiny_dir, text, fake_senteval,
+                                                                     fake_clock):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--speedup", "50",
+                                       "--data-dir", str(fake_senteval), "--out", str(out), "--quiet", *TINY_STAGES])
+    assert result.exit_code != 0
+    message = result.output.strip().splitlines()[-1]  # after the model loaders' progress lines
+    assert message.startswith("Error: A 50x speed-up on torch-fp32 is out of reach"), message
+    assert "(dev n/a: constant embeddings)" in message  # the 0.02 probe of a tiny model, not "nan"
+    assert [c.keep_flops for c in read_table(out / "candidates" / "candidates.csv")] == [0.02]  # FLOPs say 1/50
+    assert not (out / "model").exists()
