@@ -24,7 +24,7 @@ from sparsecse.shrinking.surgery import shrink_encoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts, model_shape
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.modeling.kv_groups import KVGroupGates, check_gate_unit
+from sparsecse.scoring.kv_gates import KVGroupGates, check_gate_unit
 from tests.helpers import assert_same_embeddings, assert_trains, random_mask, random_sentences
 from tests.tiny import SENTENCES
 from tests.tiny_modern import ARCHS, FFN, HEAD_DIM, HEADS, HIDDEN, KV_HEADS, LAYERS, make_modern_model_dir

@@ -17,7 +17,7 @@ from sparsecse.artifacts.exported_model import exported_format
 from sparsecse.artifacts.files import check_destination
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
-from sparsecse.shrinking.surgery import base_model_type
+from sparsecse.modeling.adapters import base_model_type
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # Traced with padding (two lengths) so the attention-mask path is in the graph; also checked after export.

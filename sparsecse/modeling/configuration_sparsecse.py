@@ -4,7 +4,9 @@ This file is copied into every shrunk model directory (``auto_map`` in config.js
 it imports only transformers and huggingface_hub, never sparsecse. Each class subclasses the base
 architecture's own config, so the base model code reads every usual field unchanged;
 ``num_attention_heads`` and ``intermediate_size`` keep the source model's values (they fix the head
-size), while ``kept_heads`` and ``intermediate_sizes`` give the real per-layer shapes.
+size), while ``kept_heads`` and ``intermediate_sizes`` give the real per-layer shapes, and ``unit_layout``
+(written by sparsecse's architecture adapter) says where in a layer those heads and neurons live, so one
+modeling file (:mod:`sparsecse.modeling.modeling_sparsecse`) builds every family's layers at those sizes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from transformers import BertConfig, CamembertConfig, ElectraConfig, MPNetConfig
 
 class ShrunkConfigMixin:
     """Per-layer shapes: ``kept_heads[i]`` lists the source-model head indices layer i kept (their
-    number is the layer's head count) and ``intermediate_sizes[i]`` is its FFN width."""
+    number is the layer's head count) and ``intermediate_sizes[i]`` is its FFN width; ``unit_layout`` (None
+    in directories written before it was recorded) holds the module paths of the family's units."""
 
     base_model_type: str
 
@@ -35,6 +38,18 @@ class ShrunkConfigMixin:
     def heads_per_layer(self) -> list[int]:
         return [len(row) for row in self.kept_heads]
 
+    @property
+    def query_heads_per_kv_head(self) -> int:
+        """Query heads per key/value head (1 without grouped-query attention)."""
+        kv = getattr(self, "num_key_value_heads", None) or self.num_attention_heads
+        return self.num_attention_heads // kv
+
+    @property
+    def kept_kv_heads(self) -> list[list[int]]:
+        """The source key/value heads each layer keeps: those serving at least one kept query head."""
+        group = self.query_heads_per_kv_head
+        return [sorted({h // group for h in row}) for row in self.kept_heads]
+
 
 @strict
 class SparseCSEBertConfig(ShrunkConfigMixin, BertConfig):
@@ -42,6 +57,7 @@ class SparseCSEBertConfig(ShrunkConfigMixin, BertConfig):
     base_model_type = "bert"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    unit_layout: dict | None = None
     has_pooler: bool = True
 
 
@@ -51,6 +67,7 @@ class SparseCSERobertaConfig(ShrunkConfigMixin, RobertaConfig):
     base_model_type = "roberta"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    unit_layout: dict | None = None
     has_pooler: bool = True
 
 
@@ -60,6 +77,7 @@ class SparseCSEXLMRobertaConfig(ShrunkConfigMixin, XLMRobertaConfig):
     base_model_type = "xlm-roberta"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    unit_layout: dict | None = None
     has_pooler: bool = True
 
 
@@ -69,6 +87,7 @@ class SparseCSECamembertConfig(ShrunkConfigMixin, CamembertConfig):
     base_model_type = "camembert"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    unit_layout: dict | None = None
     has_pooler: bool = True
 
 
@@ -78,6 +97,7 @@ class SparseCSEElectraConfig(ShrunkConfigMixin, ElectraConfig):
     base_model_type = "electra"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    unit_layout: dict | None = None
     has_pooler: bool = False  # ElectraModel has no pooler
 
 
@@ -89,6 +109,7 @@ class SparseCSEMPNetConfig(ShrunkConfigMixin, MPNetConfig):
     base_model_type = "mpnet"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    unit_layout: dict | None = None
     has_pooler: bool = True
 
 

@@ -16,44 +16,33 @@ from transformers import Gemma3TextConfig, ModernBertConfig, Qwen3Config
 from .configuration_sparsecse import ShrunkConfigMixin
 
 
-class GroupedShapeMixin(ShrunkConfigMixin):
-    """Key/value heads kept per layer, derived from the kept query heads (source indices)."""
-
-    @property
-    def query_heads_per_kv_head(self) -> int:
-        kv = getattr(self, "num_key_value_heads", None) or self.num_attention_heads
-        return self.num_attention_heads // kv
-
-    @property
-    def kept_kv_heads(self) -> list[list[int]]:
-        group = self.query_heads_per_kv_head
-        return [sorted({h // group for h in row}) for row in self.kept_heads]
-
-
 @strict
-class SparseCSEModernBertConfig(GroupedShapeMixin, ModernBertConfig):
+class SparseCSEModernBertConfig(ShrunkConfigMixin, ModernBertConfig):
     model_type = "sparsecse-modernbert"
     base_model_type = "modernbert"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    unit_layout: dict | None = None
     has_pooler: bool = False
 
 
 @strict
-class SparseCSEQwen3Config(GroupedShapeMixin, Qwen3Config):
+class SparseCSEQwen3Config(ShrunkConfigMixin, Qwen3Config):
     model_type = "sparsecse-qwen3"
     base_model_type = "qwen3"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    unit_layout: dict | None = None
     has_pooler: bool = False
 
 
 @strict
-class SparseCSEGemma3TextConfig(GroupedShapeMixin, Gemma3TextConfig):
+class SparseCSEGemma3TextConfig(ShrunkConfigMixin, Gemma3TextConfig):
     model_type = "sparsecse-gemma3_text"
     base_model_type = "gemma3_text"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    unit_layout: dict | None = None
     has_pooler: bool = False
 
 

@@ -1,17 +1,28 @@
-"""Encoder models whose layers keep different numbers of attention heads and FFN neurons.
+"""Encoder models whose layers keep different numbers of attention heads and FFN neurons: the one place
+that builds a shrunk model's layers, for every architecture.
 
 This file is copied into every shrunk model directory (``auto_map`` in config.json points at it), so
 ``AutoModel.from_pretrained(dir, trust_remote_code=True)`` and sentence-transformers load it without
 sparsecse installed; it imports only torch and transformers. Each model class subclasses the base
-architecture's own model and, once the base has built its full-size layers, cuts every layer down to
-the shapes in its config. :func:`shrink_layer` is the one place that removes heads and neurons; sparsecse's
-physical pruning calls it too, so a saved model and its reloaded copy are cut by the same code.
+architecture's own model; :class:`ShrunkLayersMixin` lets the base build its full-size layers, then gives
+every layer the sizes in its config (:func:`build_shrunk_layers`) by reading the config's ``unit_layout``:
+the module paths of the family's query, key/value and output projections and FFN projections, written
+by sparsecse's architecture adapter (:mod:`sparsecse.modeling.adapters`). No weights are cut here (they
+load afterwards): sparsecse's shrinking (:mod:`sparsecse.shrinking.surgery`) removes the units with
+torch-pruning, and a strict state-dict load checks that both agree on every shape.
+
+How a family's attention runs with fewer heads, or none, is its ``attention_form``, one entry of
+:data:`ATTENTION_FORMS`: ``head-count`` only records the new count (an attention that handles any number
+of heads, none included); ``self-attention`` (BERT-like) swaps in :class:`HeadlessSelfAttention` when no
+head is left; ``relative-bias`` (MPNet) keeps each head's slice of the shared position bias. The forms of
+today's encoders live in :mod:`sparsecse.modeling.modeling_sparsecse_modern`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from functools import reduce
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -27,23 +38,15 @@ from .configuration_sparsecse import (
 )
 
 
-def _keep(param: nn.Parameter, index: torch.Tensor, dim: int) -> nn.Parameter:
-    kept = param.detach().index_select(dim, index.to(param.device)).clone()
-    return nn.Parameter(kept, requires_grad=param.requires_grad)
+def resolve(root: nn.Module, path: str):
+    """The attribute at dotted ``path`` below ``root`` (a submodule, or a plain attribute such as an activation)."""
+    return reduce(getattr, path.split("."), root) if path else root
 
 
-def keep_outputs(linear: nn.Linear, index: torch.Tensor) -> None:
-    """Keep only the output features ``index`` (weight rows and bias entries), in place."""
-    linear.weight = _keep(linear.weight, index, 0)
-    if linear.bias is not None:
-        linear.bias = _keep(linear.bias, index, 0)
-    linear.out_features = int(index.numel())
-
-
-def keep_inputs(linear: nn.Linear, index: torch.Tensor) -> None:
-    """Keep only the input features ``index`` (weight columns; the bias stays whole), in place."""
-    linear.weight = _keep(linear.weight, index, 1)
-    linear.in_features = int(index.numel())
+def replace_module(root: nn.Module, path: str, module: nn.Module) -> None:
+    """Put ``module`` at dotted ``path`` below ``root``."""
+    parent, _, name = path.rpartition(".")
+    setattr(resolve(root, parent), name, module)
 
 
 def head_feature_index(heads: Sequence[int], head_dim: int) -> torch.Tensor:
@@ -52,11 +55,54 @@ def head_feature_index(heads: Sequence[int], head_dim: int) -> torch.Tensor:
     return (heads[:, None] * head_dim + torch.arange(head_dim)).flatten()
 
 
-def _zero_width_linear(in_features: int, device=None, dtype=None) -> nn.Linear:
-    """nn.Linear(in_features, 0), made by cutting a 1-wide one (initialising 0 elements warns)."""
-    linear = nn.Linear(in_features, 1, device=device, dtype=dtype)
-    keep_outputs(linear, torch.empty(0, dtype=torch.long))
-    return linear
+def _leading(param: nn.Parameter, sizes: Sequence[int]) -> nn.Parameter:
+    kept = param.detach()[tuple(slice(0, n) for n in sizes)].clone()
+    return nn.Parameter(kept, requires_grad=param.requires_grad)
+
+
+def resize_linear(linear: nn.Linear, out_features: int | None = None, in_features: int | None = None) -> None:
+    """Give ``linear`` the shape [out_features, in_features] (None: unchanged), in place.
+
+    Its leading rows and columns stay: only the shape matters, since the weights load afterwards.
+    """
+    out_features = linear.out_features if out_features is None else int(out_features)
+    in_features = linear.in_features if in_features is None else int(in_features)
+    linear.weight = _leading(linear.weight, (out_features, in_features))
+    if linear.bias is not None:
+        linear.bias = _leading(linear.bias, (out_features,))
+    linear.out_features, linear.in_features = out_features, in_features
+
+
+def layer_sizes(layout: dict, heads: int, kv_heads: int, width: int, head_dim: int) -> dict[str, tuple]:
+    """(output features, input features) of every projection ``layout`` names, for a layer with ``heads``
+    query heads, ``kv_heads`` key/value heads and ``width`` FFN neurons; None leaves a size as it is."""
+    q, kv = heads * head_dim, kv_heads * head_dim
+    sizes = {path: ((q + 2 * kv) if layout["fused_qkv"] else q, None) for path in layout["query"]}
+    sizes.update({path: (kv, None) for path in layout["key_value"]})
+    sizes[layout["attn_out"]] = (None, q)
+    sizes.update({path: (width * layout["ffn_halves"], None) for path in layout["ffn_in"]})
+    sizes[layout["ffn_out"]] = (None, width)
+    return sizes
+
+
+def build_shrunk_layers(model: nn.Module, config, layout: dict) -> None:
+    """Give each of ``model``'s full-size layers the kept heads and FFN width in ``config``, in place."""
+    group = config.query_heads_per_kv_head
+    layers = resolve(model, layout["layers"])
+    for layer, heads, kv_heads, width in zip(layers, config.kept_heads, config.kept_kv_heads,
+                                             config.intermediate_sizes):
+        head_dim = getattr(resolve(layer, layout["attention"]), layout["head_dim"])
+        for path, (out_features, in_features) in layer_sizes(layout, len(heads), len(kv_heads), width,
+                                                             head_dim).items():
+            resize_linear(resolve(layer, path), out_features, in_features)
+        ATTENTION_FORMS[layout["attention_form"]](layer, layout, heads, group)
+
+
+def _set_head_count(layer: nn.Module, layout: dict, heads: Sequence[int], group: int) -> None:
+    attention = resolve(layer, layout["attention"])
+    setattr(attention, layout["head_count"], len(heads))
+    if hasattr(attention, "all_head_size"):
+        attention.all_head_size = len(heads) * getattr(attention, layout["head_dim"])
 
 
 class HeadlessSelfAttention(nn.Module):
@@ -67,15 +113,22 @@ class HeadlessSelfAttention(nn.Module):
     query/key/value projections stay so the layer keeps the usual module paths.
     """
 
-    def __init__(self, hidden_size: int, head_dim: int, device=None, dtype=None):
+    def __init__(self, source: nn.Module):
         super().__init__()
         self.num_attention_heads = 0
-        self.attention_head_size = head_dim
+        self.attention_head_size = source.attention_head_size
         self.all_head_size = 0
-        self.query, self.key, self.value = (_zero_width_linear(hidden_size, device, dtype) for _ in range(3))
+        self.query, self.key, self.value = source.query, source.key, source.value
 
     def forward(self, hidden_states: torch.Tensor, *args, **kwargs):
         return hidden_states.new_zeros(*hidden_states.shape[:-1], 0), None
+
+
+def _self_attention(layer: nn.Module, layout: dict, heads: Sequence[int], group: int) -> None:
+    if len(heads) == 0:
+        replace_module(layer, layout["attention"], HeadlessSelfAttention(resolve(layer, layout["attention"])))
+    else:
+        _set_head_count(layer, layout, heads, group)
 
 
 class ShrunkMPNetSelfAttention(nn.Module):
@@ -122,67 +175,39 @@ class ShrunkMPNetSelfAttention(nn.Module):
         return self._bias_index
 
 
-def _shrink_mpnet_attention(layer: nn.Module, heads: Sequence[int]) -> None:
-    attention = layer.attention.attn
-    current = getattr(attention, "bias_heads", None)
-    if current is None:  # transformers' MPNetSelfAttention: every source head, in order
-        current = list(range(attention.q.out_features // attention.attention_head_size))
-    features = head_feature_index(heads, attention.attention_head_size)
-    for linear in (attention.q, attention.k, attention.v):
-        keep_outputs(linear, features)
-    keep_inputs(attention.o, features)
-    layer.attention.attn = ShrunkMPNetSelfAttention(attention, [current[h] for h in heads])
+def _relative_bias(layer: nn.Module, layout: dict, heads: Sequence[int], group: int) -> None:
+    replace_module(layer, layout["attention"], ShrunkMPNetSelfAttention(resolve(layer, layout["attention"]), heads))
 
 
-def shrink_layer(layer: nn.Module, heads: Sequence[int], neurons: Sequence[int] | torch.Tensor) -> None:
-    """Keep only ``heads`` (indices into the layer's current heads) and FFN ``neurons``, in place.
-
-    Removes the heads' query/key/value rows and attention-output columns, and the neurons' FFN-input
-    rows + bias and FFN-output columns. With no heads left, the self-attention becomes
-    :class:`HeadlessSelfAttention` (MPNet: :class:`~sparsecse.modeling.modeling_sparsecse.ShrunkMPNetSelfAttention` with no heads).
-    """
-    heads = list(heads)
-    if hasattr(layer.attention, "attn"):  # MPNet: q, k, v and o in one module, plus a position bias
-        _shrink_mpnet_attention(layer, heads)
-        _shrink_ffn(layer, neurons)
-        return
-    attention = layer.attention.self
-    head_dim = attention.attention_head_size
-    attn_out = layer.attention.output.dense
-    features = head_feature_index(heads, head_dim)
-    if len(heads) == 0:
-        weight = attention.query.weight
-        layer.attention.self = HeadlessSelfAttention(attn_out.out_features, head_dim,
-                                                     device=weight.device, dtype=weight.dtype)
-    else:
-        for linear in (attention.query, attention.key, attention.value):
-            keep_outputs(linear, features)
-        attention.num_attention_heads = len(heads)
-        attention.all_head_size = len(heads) * head_dim
-    keep_inputs(attn_out, features)
-    _shrink_ffn(layer, neurons)
-
-
-def _shrink_ffn(layer: nn.Module, neurons: Sequence[int] | torch.Tensor) -> None:
-    neurons = torch.as_tensor(neurons, dtype=torch.long).flatten()
-    keep_outputs(layer.intermediate.dense, neurons)
-    keep_inputs(layer.output.dense, neurons)
+# name -> finish(layer, layout, kept source query heads, query heads per key/value head), called once the
+# layer's projections have their sizes; modeling_sparsecse_modern adds the forms of today's encoders
+ATTENTION_FORMS: dict[str, Callable[[nn.Module, dict, Sequence[int], int], None]] = {
+    "head-count": _set_head_count,
+    "self-attention": _self_attention,
+    "relative-bias": _relative_bias,
+}
 
 
 class ShrunkLayersMixin:
-    """Builds the base model at full size, then cuts each layer to the config's kept heads / FFN width."""
+    """Builds the base model at full size, then gives each layer the config's kept heads and FFN width.
+
+    ``unit_layout`` (class attribute) is the family's layout for configs written before config.json
+    recorded it; sparsecse sets it when it registers the family's adapter.
+    """
 
     _auto_class = "AutoModel"  # save_pretrained copies this code into the directory and sets auto_map
     _takes_pooling_flag = True  # the base model's __init__ accepts add_pooling_layer
+    unit_layout: dict | None = None
 
     def __init__(self, config, *args, **kwargs):
         if self._takes_pooling_flag:
             kwargs.setdefault("add_pooling_layer", config.has_pooler)
         super().__init__(config, *args, **kwargs)
-        # The full-size layers hold every source head, so the kept source indices cut them to shape
-        # (and give MPNet layers their position-bias slices); the weights are loaded afterwards.
-        for layer, kept, width in zip(self.encoder.layer, config.kept_heads, config.intermediate_sizes):
-            shrink_layer(layer, kept, range(width))
+        layout = config.unit_layout or self.unit_layout
+        if layout is None:
+            raise ValueError(f"{type(self).__name__} needs a unit_layout in its config (the module paths of its "
+                             "heads and FFN neurons); install sparsecse to load a directory written without one.")
+        build_shrunk_layers(self, config, layout)
 
 
 class SparseCSEBertModel(ShrunkLayersMixin, BertModel):
@@ -208,10 +233,3 @@ class SparseCSEElectraModel(ShrunkLayersMixin, ElectraModel):
 
 class SparseCSEMPNetModel(ShrunkLayersMixin, MPNetModel):
     config_class = SparseCSEMPNetConfig
-
-
-SHRUNK_MODELS = {
-    cls.config_class.base_model_type: cls
-    for cls in (SparseCSEBertModel, SparseCSERobertaModel, SparseCSEXLMRobertaModel,
-                SparseCSECamembertModel, SparseCSEElectraModel, SparseCSEMPNetModel)
-}

@@ -2,10 +2,9 @@
 
 Copied into every such shrunk model directory (``auto_map`` in config.json points at it) with its
 siblings :mod:`sparsecse.modeling.modeling_sparsecse` and :mod:`sparsecse.modeling.configuration_sparsecse_modern`; it imports only torch and
-transformers. Each model class builds its base at full size and cuts every layer to the config's shapes
-(:func:`cut_layer`, plain slicing: the weights are loaded afterwards); the cut at pruning time is made
-by torch-pruning in sparsecse (:mod:`sparsecse.modeling.surgery`), and a strict state-dict load checks
-that both agree.
+transformers. The layers get their sizes as every family's do (:class:`~sparsecse.modeling.modeling_sparsecse.ShrunkLayersMixin`,
+from the config's ``unit_layout``); this file adds the two attention forms these models need
+(``grouped-query`` and ``fused-qkv`` in :data:`~sparsecse.modeling.modeling_sparsecse.ATTENTION_FORMS`) and their model classes.
 
 - **Grouped-query attention** (Qwen3, Gemma-3): a layer keeps any subset of query heads and the
   key/value heads that serve at least one of them. When the kept query heads no longer split evenly
@@ -28,7 +27,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb, eager_attention_forward
 
 from .configuration_sparsecse_modern import SparseCSEGemma3TextConfig, SparseCSEModernBertConfig, SparseCSEQwen3Config
-from .modeling_sparsecse import head_feature_index, keep_inputs, keep_outputs
+from .modeling_sparsecse import ATTENTION_FORMS, ShrunkLayersMixin, replace_module, resolve
 
 
 def kv_positions(query_heads: Sequence[int], group: int) -> tuple[list[int], list[int]]:
@@ -104,75 +103,34 @@ class HeadlessModernBertAttention(nn.Module):
         return self.out_drop(self.Wo(hidden_states.new_zeros(*hidden_states.shape[:-1], 0))), None
 
 
-def _range(n: int) -> torch.Tensor:
-    return torch.arange(int(n), dtype=torch.long)
-
-
-def finish_grouped_attention(layer: nn.Module, query_heads: Sequence[int], group: int) -> None:
-    """Wrap a Qwen3/Gemma-3 layer's attention whose projections already hold ``query_heads`` (source
-    indices) and their key/value heads, so it maps each query head to its key/value head."""
+def _grouped_query(layer: nn.Module, layout: dict, query_heads: Sequence[int], group: int) -> None:
+    """Wrap a Qwen3/Gemma-3 layer's attention whose projections hold ``query_heads`` (source indices) and
+    their key/value heads, so it maps each query head to its key/value head."""
     _, index = kv_positions(query_heads, group)
-    layer.self_attn = GroupedQueryAttention(layer.self_attn, index)
+    replace_module(layer, layout["attention"], GroupedQueryAttention(resolve(layer, layout["attention"]), index))
 
 
-def finish_modernbert_attention(layer: nn.Module, query_heads: Sequence[int]) -> None:
+def _fused_qkv(layer: nn.Module, layout: dict, query_heads: Sequence[int], group: int) -> None:
+    """ModernBERT: the head count, or :class:`HeadlessModernBertAttention` when no head is left."""
     if len(query_heads) == 0:
-        layer.attn = HeadlessModernBertAttention(layer.attn)
+        replace_module(layer, layout["attention"], HeadlessModernBertAttention(resolve(layer, layout["attention"])))
     else:
-        layer.attn.num_heads = len(query_heads)
+        setattr(resolve(layer, layout["attention"]), layout["head_count"], len(query_heads))
 
 
-def cut_layer(layer: nn.Module, arch: str, query_heads: Sequence[int], width: int, group: int = 1) -> None:
-    """Cut a full-size layer to ``query_heads`` (source indices) and an FFN of ``width`` neurons (the
-    first ones: only the shapes matter, the weights are loaded afterwards)."""
-    if arch == "modernbert":
-        attn, mlp = layer.attn, layer.mlp
-        d, features = attn.Wo.in_features, head_feature_index(query_heads, attn.head_dim)
-        keep_outputs(attn.Wqkv, torch.cat([features, features + d, features + 2 * d]))
-        keep_inputs(attn.Wo, features)
-        finish_modernbert_attention(layer, query_heads)
-        ffn = mlp.Wo.in_features
-        keep_outputs(mlp.Wi, torch.cat([_range(width), _range(width) + ffn]))
-        keep_inputs(mlp.Wo, _range(width))
-        return
-    attn, mlp = layer.self_attn, layer.mlp
-    kv_heads, _ = kv_positions(query_heads, group)
-    keep_outputs(attn.q_proj, head_feature_index(query_heads, attn.head_dim))
-    for linear in (attn.k_proj, attn.v_proj):
-        keep_outputs(linear, head_feature_index(kv_heads, attn.head_dim))
-    keep_inputs(attn.o_proj, head_feature_index(query_heads, attn.head_dim))
-    finish_grouped_attention(layer, query_heads, group)
-    for linear in (mlp.gate_proj, mlp.up_proj):
-        keep_outputs(linear, _range(width))
-    keep_inputs(mlp.down_proj, _range(width))
-    mlp.intermediate_size = int(width)
+ATTENTION_FORMS.update({"grouped-query": _grouped_query, "fused-qkv": _fused_qkv})
 
 
-class ShrunkModernLayersMixin:
-    """Builds the base model at full size, then cuts each layer to the config's kept heads / FFN width."""
-
-    _auto_class = "AutoModel"  # save_pretrained copies this code into the directory and sets auto_map
-
-    def __init__(self, config, *args, **kwargs):
-        super().__init__(config, *args, **kwargs)
-        group = config.query_heads_per_kv_head
-        for layer, kept, width in zip(self.layers, config.kept_heads, config.intermediate_sizes):
-            cut_layer(layer, config.base_model_type, kept, width, group)
-
-
-class SparseCSEModernBertModel(ShrunkModernLayersMixin, ModernBertModel):
+class SparseCSEModernBertModel(ShrunkLayersMixin, ModernBertModel):
     config_class = SparseCSEModernBertConfig
+    _takes_pooling_flag = False
 
 
-class SparseCSEQwen3Model(ShrunkModernLayersMixin, Qwen3Model):
+class SparseCSEQwen3Model(ShrunkLayersMixin, Qwen3Model):
     config_class = SparseCSEQwen3Config
+    _takes_pooling_flag = False
 
 
-class SparseCSEGemma3TextModel(ShrunkModernLayersMixin, Gemma3TextModel):
+class SparseCSEGemma3TextModel(ShrunkLayersMixin, Gemma3TextModel):
     config_class = SparseCSEGemma3TextConfig
-
-
-MODERN_SHRUNK_MODELS = {
-    cls.config_class.base_model_type: cls
-    for cls in (SparseCSEModernBertModel, SparseCSEQwen3Model, SparseCSEGemma3TextModel)
-}
+    _takes_pooling_flag = False

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparsecse.shrinking.surgery import base_model_type
+from sparsecse.modeling.adapters import base_model_type
 
 _ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert")
 

@@ -28,7 +28,7 @@ from sparsecse.shrinking.reconstruction import reconstruction_plan
 from sparsecse.scoring.score import ScoringConfig, score
 from sparsecse.scoring.scores import GateScores
 from sparsecse.sweeps.config import SweepSpec
-from sparsecse.shrinking.surgery import base_model_type
+from sparsecse.modeling.adapters import base_model_type
 from sparsecse.modeling import SHRUNK_CONFIGS
 from sparsecse.modeling.encoder import SentenceEncoder, check_device, resolve_precision
 from sparsecse.artifacts.sweep_layout import MANIFEST_FILE, POINTS_DIR, REWIND_SETTINGS, REWOUND_DIR

@@ -30,7 +30,8 @@ from sparsecse.training.distributed import launched_rank
 from sparsecse.artifacts.model_dir import model_lineage
 from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out, run,
                                     run_inputs, source_hash)
-from sparsecse.shrinking.surgery import base_model_type, shrink_encoder
+from sparsecse.modeling.adapters import base_model_type
+from sparsecse.shrinking.surgery import shrink_encoder
 from sparsecse.shrinking.surgery import mask_digest
 from sparsecse.modeling import SHRUNK_CONFIGS
 
