@@ -31,12 +31,12 @@ from targets import (add_target_options, pairs_record, parse_target_specs, recip
                      target_record, unknown_target_row, write_targets)
 
 from sparsecse.modeling.cpu_features import describe_cpu  # noqa: E402
-from sparsecse.deploy.loading import load_encoder  # noqa: E402
-from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML  # noqa: E402
+from sparsecse.serving.loading import load_encoder  # noqa: E402
+from sparsecse.serving.openvino_encoder import FP32_XML, INT8_XML  # noqa: E402
 from sparsecse.modeling.encoder import cpu_has_native_bf16, resolve_model  # noqa: E402
 from sparsecse.evaluation import evaluate  # noqa: E402
-from sparsecse.deploy.export import export  # noqa: E402
-from sparsecse.deploy.onnx_encoder import FP32_FILE, INT8_FILE, STATIC_INT8_FILE  # noqa: E402
+from sparsecse.exporting.export import export  # noqa: E402
+from sparsecse.serving.onnx_encoder import FP32_FILE, INT8_FILE, STATIC_INT8_FILE  # noqa: E402
 
 SMALL = "/work/shared/models/paraphrase-MiniLM-L3-v2"
 CALIBRATION = "/work/shared/data/wiki/wiki1m_sample.txt"

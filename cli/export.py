@@ -1,13 +1,52 @@
-"""sparsecse export: a dense or shrunk model directory as an ONNX graph or OpenVINO IR (fp32, optionally int8)."""
+"""sparsecse export: a dense or shrunk model directory as the files of a registered export format (ONNX graph,
+OpenVINO IR, ...; fp32, optionally quantized). The format and quantization choices and their help come from
+:mod:`sparsecse.artifacts.export_formats`."""
 
 from __future__ import annotations
 
 import json
+from typing import Callable, Sequence
 
 import click
 
+from sparsecse.artifacts.export_formats import format_names, quantization_names, registered_formats
 from sparsecse.cli.options import json_option, model_option, overwrite_option, pooling_option, score_hint
 from sparsecse.cli.options import SEED, trust_remote_code_option
+from sparsecse.exporting.config import CALIBRATION_SEED, CALIBRATION_SIZE, MIN_OPSET, OPSET
+
+
+class RegisteredChoice(click.Choice):
+    """A choice among the names a registry holds when the command runs, so a format registered after this
+    module was imported is offered too.
+
+    Args:
+        names: returns the names to offer.
+    """
+
+    def __init__(self, names: Callable[[], Sequence[str]]):
+        self.names = names
+        super().__init__(names())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """The registry's names now."""
+        return tuple(self.names())
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ assigns the names it was given; they are read live
+        pass
+
+
+def format_help() -> str:
+    """The --format help: each registered format's summary and the extra that installs it."""
+    return "; ".join(f"{f.name}: {f.summary}" + (f" (pip install 'sparsecse[{f.extra}]')" if f.extra else "")
+                     for f in registered_formats()) + "."
+
+
+def quantize_help() -> str:
+    """The --quantize help: what each format does for each quantization it accepts."""
+    return "Also write a quantized model and use it by default. " + "; ".join(
+        f"{f.title} {q.name}: {q.summary}" for f in registered_formats() for q in f.quantizations) + "."
 
 
 def describe(result) -> str:
@@ -26,32 +65,32 @@ def describe(result) -> str:
 @click.command("export")
 @trust_remote_code_option
 @model_option
-@click.option("--format", "fmt", type=click.Choice(["onnx", "openvino"]), default="onnx", show_default=True,
-              help="onnx: ONNX graph run by onnxruntime; openvino: OpenVINO IR (pip install 'sparsecse[openvino]').")
-@click.option("--quantize", type=click.Choice(["none", "int8"]), default="none", show_default=True,
-              help="Also write an int8 model and use it by default. ONNX: dynamic quantization, or static (QDQ) "
-                   "with --calibration; OpenVINO: NNCF static quantization, which needs --calibration.")
+@click.option("--format", "fmt", type=RegisteredChoice(format_names), default="onnx", show_default=True,
+              help=format_help())
+@click.option("--quantize", type=RegisteredChoice(lambda: ("none", *quantization_names())), default="none",
+              show_default=True, help=quantize_help())
 @click.option("--calibration", default=None, type=click.Path(dir_okay=False), metavar="CORPUS",
               help="Text file, one sentence per line, to calibrate int8 activations on (static quantization).")
-@click.option("--calibration-size", type=click.IntRange(min=1), default=300, show_default=True,
+@click.option("--calibration-size", type=click.IntRange(min=1), default=CALIBRATION_SIZE, show_default=True,
               help="Sentences drawn from the calibration corpus.")
-@click.option("--calibration-seed", type=SEED, default=0, show_default=True,
+@click.option("--calibration-seed", type=SEED, default=CALIBRATION_SEED, show_default=True,
               help="Seed of the calibration draw (recorded in the manifest).")
 @click.option("--out", required=True, type=click.Path(), help="Output directory.")
 @pooling_option
-@click.option("--opset", type=int, default=17, show_default=True,
-              help="ONNX opset version (14 up to the newest this torch exports).")
+@click.option("--opset", type=int, default=OPSET, show_default=True,
+              help=f"ONNX opset version ({MIN_OPSET} up to the newest this torch exports).")
 @overwrite_option
 @json_option
 def command(model, fmt, quantize, calibration, calibration_size, calibration_seed, out, pooling, opset, overwrite,
             as_json):
-    """Export a dense or shrunk model (encoder + pooling + normalisation) to ONNX or OpenVINO with dynamic batch
-    and sequence axes; the directory also holds the tokenizer and loads with `sparsecse eval --model DIR`."""
+    """Export a dense or shrunk model (encoder + pooling + normalisation) to ONNX, OpenVINO or another registered
+    format, with dynamic batch and sequence axes; the directory also holds the tokenizer and loads with
+    `sparsecse eval --model DIR`."""
     import contextlib
     import sys
 
-    from sparsecse.deploy.export_config import ExportConfig
-    from sparsecse.deploy.export import export
+    from sparsecse.exporting.config import ExportConfig
+    from sparsecse.exporting.export import export
 
     from sparsecse.artifacts.files import check_destination
     from sparsecse.artifacts.inputs import read_inputs

@@ -44,8 +44,7 @@ nitpick_ignore_regex = [
                r"ndarray|DataFrame|nn\.Module|Module|optional|callable|array-like|str|int|float|bool|dict|list|tuple|"
                r"None|bytes|type|object)"),
     # names a module re-exports from another (documented there), listed by autosummary under both
-    (r"py:obj", r"sparsecse\.(deploy\.onnx_encoder\.(check_exported_load|check_graph_matches|load_tokenizer)|"
-                r"modeling\.register_auto_classes)"),
+    (r"py:obj", r"sparsecse\.modeling\.register_auto_classes"),
     (r"py:class", r"'?(dict|list|tuple|set|frozenset|type)\[.*"),  # attribute annotations such as dict[str, Any]
 ]
 

@@ -23,15 +23,15 @@ _API = {
     "compare": "sparsecse.evaluation.compare",
     "shrink": "sparsecse.shrinking.shrink",
     "compress": "sparsecse.compression",
-    "export": "sparsecse.deploy.export",
+    "export": "sparsecse.exporting.export",
     "train": "sparsecse.training",
     "rewind": "sparsecse.training",
     "sweep": "sparsecse.sweeps.run",
     "report": "sparsecse.reporting.report",
-    "OnnxEncoder": "sparsecse.deploy.onnx_encoder",
-    "OpenVinoEncoder": "sparsecse.deploy.openvino_encoder",
-    "Encoder": "sparsecse.deploy.runtime",
-    "load_encoder": "sparsecse.deploy.loading",
+    "OnnxEncoder": "sparsecse.serving.onnx_encoder",
+    "OpenVinoEncoder": "sparsecse.serving.openvino_encoder",
+    "Encoder": "sparsecse.serving.runtime",
+    "load_encoder": "sparsecse.serving.loading",
     "SparseCSEError": "sparsecse.errors",
     # one frozen config per stage (sparsecse.stage_config)
     "ScoringConfig": "sparsecse.scoring.score",
@@ -44,7 +44,7 @@ _API = {
     "RewindConfig": "sparsecse.sweeps.config",
     "SweepOptions": "sparsecse.sweeps.config",
     "SweepSpec": "sparsecse.sweeps.config",
-    "ExportConfig": "sparsecse.deploy.export_config",
+    "ExportConfig": "sparsecse.exporting.config",
 }
 
 

@@ -14,17 +14,17 @@ ov = pytest.importorskip("openvino")
 pytest.importorskip("nncf")
 
 from sparsecse.cli import main  # noqa: E402
-from sparsecse.deploy.calibration import calibration_sample  # noqa: E402
+from sparsecse.exporting.calibration import calibration_sample  # noqa: E402
 from sparsecse.modeling.cpu_features import cpu_features, describe_cpu  # noqa: E402
-from sparsecse.deploy.loading import load_encoder  # noqa: E402
-from sparsecse.deploy.onnx_static import empty_weight_matmuls, gelu_input_matmuls  # noqa: E402
-from sparsecse.deploy.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder  # noqa: E402
-from sparsecse.deploy.runtime import Encoder, is_encoder  # noqa: E402
+from sparsecse.serving.loading import load_encoder  # noqa: E402
+from sparsecse.exporting.onnx_static import empty_weight_matmuls, gelu_input_matmuls  # noqa: E402
+from sparsecse.serving.openvino_encoder import FP32_XML, INT8_XML, OpenVinoEncoder  # noqa: E402
+from sparsecse.serving.runtime import Encoder, is_encoder  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows as cosines  # noqa: E402
-from sparsecse.deploy.export import export  # noqa: E402
-from sparsecse.deploy.onnx_encoder import FP32_FILE, STATIC_INT8_FILE, OnnxEncoder  # noqa: E402
+from sparsecse.exporting.export import export  # noqa: E402
+from sparsecse.serving.onnx_encoder import FP32_FILE, STATIC_INT8_FILE, OnnxEncoder  # noqa: E402
 from tests.helpers import TEST_SENTENCES, shrunk_dir  # noqa: E402
 from tests.tiny import make_tiny_model_dir  # noqa: E402
 

@@ -13,14 +13,14 @@ pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
 from sparsecse.cli import main  # noqa: E402
-from sparsecse.deploy.loading import load_encoder  # noqa: E402
+from sparsecse.serving.loading import load_encoder  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.evaluation import evaluate  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows as cosines  # noqa: E402
-from sparsecse.deploy.export import export  # noqa: E402
+from sparsecse.exporting.export import export  # noqa: E402
 from sparsecse.pruning.masks import Mask  # noqa: E402
-from sparsecse.deploy.onnx_encoder import FP32_FILE, INT8_FILE, OnnxEncoder  # noqa: E402
+from sparsecse.serving.onnx_encoder import FP32_FILE, INT8_FILE, OnnxEncoder  # noqa: E402
 from sparsecse.shrinking.shrink import save_model_dir  # noqa: E402
 from sparsecse.shrinking.surgery import shrink_encoder  # noqa: E402
 from tests.tiny import SENTENCES, make_tiny_model_dir  # noqa: E402

@@ -269,8 +269,8 @@ def test_shrunk_directory_loads_everywhere_without_its_code(arch_dir, tmp_path):
 def test_export_to_onnx_and_openvino_matches_torch(qwen3_dir, modernbert_dir, tmp_path):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("openvino")
-    from sparsecse.deploy.loading import load_encoder
-    from sparsecse.deploy.export import export
+    from sparsecse.serving.loading import load_encoder
+    from sparsecse.exporting.export import export
 
     for path, arch in ((qwen3_dir, "qwen3"), (modernbert_dir, "modernbert")):
         small = load(path, arch)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sparsecse.data.corpus import read_corpus
-from sparsecse.deploy.loading import load_encoder
+from sparsecse.serving.loading import load_encoder
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.masks import Mask
@@ -20,7 +20,7 @@ from tests.helpers import cli
 @pytest.fixture(scope="module")
 def exported_dir(tmp_path_factory):
     pytest.importorskip("onnxruntime")
-    from sparsecse.deploy.export import export
+    from sparsecse.exporting.export import export
     from tests.tiny import make_tiny_model_dir
 
     root = tmp_path_factory.mktemp("export")

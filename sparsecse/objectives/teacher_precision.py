@@ -15,21 +15,19 @@ recorded, and the precision is refused below ``MIN_COSINE``.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sparsecse.deploy.calibration import DEFAULT_SIZE as CALIBRATION_SENTENCES  # the size export calibrates on
-from sparsecse.deploy.openvino_encoder import OpenVinoEncoder, compile_ir, require_openvino
-from sparsecse.deploy.openvino_export import convert, quantize_nncf, require_nncf
 from sparsecse.errors import SparseCSEError
+from sparsecse.exporting.config import CALIBRATION_SIZE as CALIBRATION_SENTENCES  # the size export calibrates on
 from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.serving.openvino_convert import in_memory_encoder
+from sparsecse.serving.openvino_encoder import OpenVinoEncoder
 
 PRECISIONS = ("fp32", "bf16", "int8")
 CHECK_SENTENCES = 64  # embedded in fp32 too; their cosines are recorded
 MIN_COSINE = {"bf16": 0.99, "int8": 0.99}  # below this smallest cosine on the sample, the precision is refused
-INT8_FILE = "int8 graph (in memory)"
 
 Encode = Callable[..., np.ndarray]
 
@@ -44,15 +42,7 @@ def int8_encoder(encoder: SentenceEncoder, sentences: Sequence[str]) -> OpenVino
     """``encoder`` as an OpenVINO int8 graph with its own pooling and no normalisation. NNCF calibrates it on
     a seeded sample of ``CALIBRATION_SENTENCES`` of ``sentences``. The graph is compiled in memory, and
     ``encoder`` is left as it was."""
-    require_openvino()
-    require_nncf()
-    source = copy.deepcopy(encoder).to("cpu")  # the conversion changes the model in place
-    source.model.float().eval()
-    graph, names = convert(source, normalize=False)
-    quantized = quantize_nncf(graph, source, seeded_sample(sentences, CALIBRATION_SENTENCES), names)
-    return OpenVinoEncoder(compile_ir(quantized), encoder.tokenizer, encoder.pooling, encoder.max_length,
-                           encoder.dim, source=str(encoder.source), file=INT8_FILE,
-                           settings={"files": {INT8_FILE: "int8_static"}})
+    return in_memory_encoder(encoder, calibration=seeded_sample(sentences, CALIBRATION_SENTENCES))
 
 
 def teacher_encoder(encoder: SentenceEncoder, precision: str, sentences: Sequence[str]) -> Encode:

@@ -11,12 +11,11 @@ import hashlib
 import os
 import random
 
+from sparsecse.artifacts.files import sha256_file
 from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
-from sparsecse.artifacts.files import sha256_file
-
-DEFAULT_SIZE = 300  # what sentence-transformers' static-quantization examples use
-DEFAULT_SEED = 0
+from sparsecse.exporting.config import CALIBRATION_SEED as DEFAULT_SEED
+from sparsecse.exporting.config import CALIBRATION_SIZE as DEFAULT_SIZE
 
 
 def calibration_sample(corpus: str | os.PathLike, size: int = DEFAULT_SIZE,

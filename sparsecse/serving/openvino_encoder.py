@@ -1,11 +1,11 @@
-"""Run a directory written by ``sparsecse export --format openvino`` behind the :class:`~sparsecse.deploy.runtime.Encoder` interface.
+"""Run a directory written by ``sparsecse export --format openvino`` behind the :class:`~sparsecse.serving.runtime.Encoder` interface.
 
 The OpenVINO IR (``openvino/openvino_model.xml`` + ``.bin``, and the NNCF int8 model beside it) is
 compiled for the CPU with ``threads`` inference threads and f32 as the inference precision hint, so
 that an "fp32" row is fp32 on every CPU (OpenVINO would otherwise run it in bf16 where the CPU has
 native bf16).
 
-    >>> OpenVinoEncoder.load("runs/minilm-openvino", threads=2).encode(["A man plays a guitar."]).shape
+    >>> OpenVinoEncoder.load("runs/minilm-openvino", threads=2).encode(["A man plays a guitar."]).shape  # doctest: +SKIP
     (1, 384)
 """
 
@@ -13,26 +13,26 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from sparsecse.artifacts.exported_model import MISSING_OPENVINO, export_settings
-from sparsecse.deploy.runtime import RuntimeEncoder
-from sparsecse.modeling.encoder import configured_max_length
+from sparsecse.artifacts.export_formats import get_format
 from sparsecse.errors import SparseCSEError
-from sparsecse.deploy.onnx_encoder import EMBEDDING_OUTPUT, check_exported_load, load_tokenizer
+from sparsecse.serving.graph import EMBEDDING_OUTPUT
+from sparsecse.serving.runtime import RuntimeEncoder
 
-FP32_XML = "openvino/openvino_model.xml"
-INT8_XML = "openvino/openvino_model_qint8_quantized.xml"  # sentence-transformers' name for the static int8 IR
+OPENVINO = get_format("openvino")
+FP32_XML = OPENVINO.files["fp32"]
+INT8_XML = OPENVINO.files["int8_static"]  # NNCF int8, calibrated on a corpus sample
 
 
 def require_openvino():
     """The openvino module, or a one-sentence error naming the extra that installs it."""
-    try:
-        import openvino
-    except ImportError:
-        raise SparseCSEError(MISSING_OPENVINO) from None
+    OPENVINO.require()
+    import openvino
+
     return openvino
 
 
@@ -73,29 +73,28 @@ def load_ir(xml: Path, threads: int | None = None):
 
 
 class OpenVinoEncoder(RuntimeEncoder):
-    """An exported OpenVINO IR with its tokenizer, run by the OpenVINO CPU plugin."""
+    """An exported OpenVINO IR with its tokenizer, run by the OpenVINO CPU plugin (``OpenVinoEncoder.load(DIR)``)."""
 
-    runtime = "OpenVINO"
+    format = OPENVINO.name
 
     def __init__(self, compiled, tokenizer, pooling: str, max_length: int, dim: int, source: str, file: str,
                  settings: dict | None = None):
-        names = [next(iter(i.get_names())) for i in compiled.inputs]
-        super().__init__(tokenizer, pooling, max_length, dim, source, file, settings or {}, names)
-        self.compiled = compiled
+        super().__init__(compiled, tokenizer, pooling, max_length, dim, source, file, settings)
         self.request = compiled.create_infer_request()
 
     @classmethod
-    def load(cls, name_or_path, pooling: str | None = None, max_length: int | None = None,
-             device: str | torch.device | None = None, file: str | None = None, threads: int | None = None,
-             ) -> "OpenVinoEncoder":
-        """Load an exported directory; ``file`` picks an IR in it (default: the one the export chose)."""
-        path = str(name_or_path)
-        settings = export_settings(path, "openvino")
-        file = check_exported_load(path, settings, "OpenVINO", pooling, device, file)
-        compiled = load_ir(Path(path) / file, threads)
-        return cls(compiled, load_tokenizer(path), settings["pooling"],
-                   max_length or configured_max_length(path) or 512, settings["dim"], source=path, file=file,
-                   settings=settings)
+    def open_graph(cls, path: Path, file: str, settings: dict[str, Any], threads: int | None):
+        """The IR ``file`` of ``path`` compiled for the CPU (:func:`load_ir`)."""
+        return load_ir(path / file, threads)
+
+    @property
+    def compiled(self):
+        """The compiled OpenVINO model."""
+        return self.graph
+
+    def graph_inputs(self, graph) -> list[str]:
+        """The compiled model's input names."""
+        return [next(iter(i.get_names())) for i in graph.inputs]
 
     def run_batch(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """The IR's sentence embeddings of one tokenized batch."""
