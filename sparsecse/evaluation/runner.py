@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from sparsecse.data.paths import resolve_data_dir
-from sparsecse.deploy.loading import load_encoder
-from sparsecse.deploy.runtime import is_encoder
+from sparsecse.serving.loading import load_encoder
+from sparsecse.serving.runtime import is_encoder
 from sparsecse.modeling.encoder import POOLINGS, SentenceEncoder, resolve_precision
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.align_uniform import alignment_uniformity
