@@ -111,21 +111,22 @@ def part_items(task, predictions: Any, split: str, subset: str, recorded: float)
     main = task.metadata.main_score
     data = _split_data(task, split, subset)
     part: dict[str, Any] = {"split": split, "subset": subset}
+    source = (task.metadata.name, task.metadata.dataset.get("path"), task.metadata.dataset.get("revision"))
     if isinstance(task, AbsTaskRetrieval):
         qrels = {q: d for q, d in data["relevant_docs"].items() if d}
         found = per_query(predictions, qrels, main, task.ignore_identical_ids, task.skip_first_result)
         if found is None:
             return None
         ids, values = found
-        part.update(kind=MEAN, ids=ids, values=100 * values, data=_digest(ids, qrels))
+        part.update(kind=MEAN, ids=ids, values=100 * values, data=_digest(source, ids, qrels))
         tolerance = 100 * MTEB_ROUNDING
     elif isinstance(task, AbsTaskSTS) and main in ("cosine_spearman", "spearman"):
         key = "similarity_scores" if main == "spearman" and predictions.get("similarity_scores") else "cosine_scores"
-        gold = [task._normalize(s) for s in data["score"]]
+        gold = (np.asarray(data["score"], dtype=np.float64) - task.min_score) / (task.max_score - task.min_score)
         ids = list(range(len(gold)))
-        part.update(kind=SPEARMAN, ids=ids, similarity=np.asarray(predictions[key], dtype=np.float64),
-                    gold=np.asarray(gold, dtype=np.float64), data=_digest(gold, list(data[task.column_names[0]]),
-                                                                          list(data[task.column_names[1]])))
+        texts = [list(data[c]) if isinstance(c, str) else None for c in task.column_names]
+        part.update(kind=SPEARMAN, ids=ids, similarity=np.asarray(predictions[key], dtype=np.float64), gold=gold,
+                    data=_digest(source, gold.tolist(), texts))
         tolerance = 1e-9
     elif isinstance(task, AbsTaskClassification) and main == "accuracy" and not task.is_cross_validation:
         truth = np.asarray(data[task.label_column_name])
@@ -134,7 +135,7 @@ def part_items(task, predictions: Any, split: str, subset: str, recorded: float)
             return None
         ids = list(range(len(truth)))
         part.update(kind=MEAN, ids=ids, values=100 * (predicted == truth[None, :]).mean(axis=0),
-                    data=_digest(truth.tolist(), list(data[task.input_column_name])))
+                    data=_digest(source, truth.tolist(), list(data[task.input_column_name])))
         tolerance = 1e-9
     else:
         return None
