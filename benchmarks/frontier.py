@@ -19,12 +19,23 @@ Rows:
   (offline, on the local model directory; needs the ``bench`` extra:
   ``model2vec`` and ``skeletoken``, not ``model2vec[distill]``, which downgrades transformers). ``--no-model2vec`` leaves it out.
 
+Transfer (``--transfer``, on by default): every row is also scored on the 7 SentEval transfer tasks
+(accuracy x 100; SentEval's fast settings, 5 folds, as the recipes' cards use them; ``--transfer-full``: the
+papers' 10 folds), with its interval (the spread of the folds of MR, CR, SUBJ and MPQA; a bootstrap over the
+test items of SST2, TREC and MRPC), the paired difference against paraphrase-MiniLM-L3-v2 and against dense
+all-MiniLM-L6-v2 on every task (same folds, same test items:
+:func:`sparsecse.evaluation.transfer_intervals.paired_transfer_difference`), and the tasks where the row loses
+to either: a test-set task whose paired 95% interval lies below 0, or a cross-validated task where every fold
+is below. ``--transfer-only`` scores only that, on existing model directories (the ``--model`` rows, dense L6
+and L3; no layer-dropping or model2vec row is made, nothing is timed), into ``OUT-transfer.md``/``.json``.
+
 Speed: every row's model encodes the distinct STS-B test sentences in the same process, interleaved
 batch by batch, best of ``--repeats`` per batch, on ``--threads`` threads
 (``benchmarks/shrink_speed.py``'s timing). Evaluation results, and the models this benchmark makes,
 are cached under ``--work`` (one JSON per row), so a stopped run resumes; timing is always redone.
 
     python benchmarks/frontier.py --work runs/frontier --model "L6 f0.5=runs/x/f0.5" [--layer-drop 0.5]
+    python benchmarks/frontier.py --transfer-only --work runs/frontier --model "frontier-2x=runs/f2x/model"
 """
 
 from __future__ import annotations
@@ -53,6 +64,8 @@ from targets import (add_target_options, pairs_record, parse_target_specs, targe
 SHARED = Path(__file__).resolve().parents[2] / "shared"  # ../shared beside the repository, wherever this runs from
 DEFAULT_L3 = str(SHARED / "models" / "paraphrase-MiniLM-L3-v2")
 REPLICATES = 1000
+TRANSFER = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+DENSE_LABEL, L3_LABEL = "all-MiniLM-L6-v2 dense", "paraphrase-MiniLM-L3-v2 dense"
 
 
 # ---------------------------------------------------------------------------- pure pieces (tested)
@@ -192,6 +205,112 @@ def evaluate_static(model, data_dir) -> dict:
             "pairs": pairs_record(pairs)}
 
 
+def evaluate_transfer_row(encoder, data_dir, fasttest: bool, seed: int) -> dict:
+    """The 7 transfer tasks for any encoder (``encode(sentences, batch_size=..., **)`` and ``dim``), with the
+    per-fold and per-item results the paired differences need."""
+    from sparsecse.data.paths import resolve_data_dir
+    from sparsecse.evaluation.embedding import EmbeddingTable
+    from sparsecse.evaluation.transfer import evaluate_transfer, load_transfer_task, transfer_sentences
+
+    root = resolve_data_dir(data_dir)
+    data = {t: load_transfer_task(root, t) for t in TRANSFER}
+    table = EmbeddingTable(encoder)
+    table.add([s for d in data.values() for s in transfer_sentences(d)])
+    scores, details = evaluate_transfer(data, table, fasttest=fasttest, seed=seed, replicates=REPLICATES)
+    keep = ("acc", "ci", "fold_std", "fold_range", "fold_acc", "correct", "f1")
+    return {"transfer": {t: {k: v for k, v in details[t].items() if k in keep} for t in TRANSFER},
+            "avg_transfer": float(np.mean(list(scores.values()))), "fasttest": fasttest, "seed": seed}
+
+
+def loses(paired: dict) -> bool:
+    """A paired difference (B - A) that says B loses: a test-set task's 95% interval below 0, or a
+    cross-validated task whose every fold is below."""
+    if "ci" in paired:
+        return paired["ci"][1] < 0
+    agree, folds = (int(x) for x in paired["folds_agree"].split("/"))
+    return paired["diff"] < 0 and agree == folds
+
+
+def transfer_rows(records: dict[str, dict], seed: int) -> list[dict]:
+    """Per row label: its transfer figures, the paired differences against L3 and dense L6 (where those rows
+    ran) and the tasks it loses on to each."""
+    from sparsecse.evaluation.transfer_intervals import paired_transfer_difference
+
+    out = []
+    for label, rec in records.items():
+        row = {"label": label, "transfer": rec["transfer"], "avg_transfer": rec["avg_transfer"]}
+        for key, other in (("l3", L3_LABEL), ("dense", DENSE_LABEL)):
+            if other in records and other != label:
+                paired = paired_transfer_difference(records[other]["transfer"], rec["transfer"], REPLICATES, seed)
+                row[f"vs_{key}"] = paired
+                row[f"avg_diff_{key}"] = rec["avg_transfer"] - records[other]["avg_transfer"]
+                row[f"loses_to_{key}"] = [t for t in TRANSFER if loses(paired[t])]
+        out.append(row)
+    return out
+
+
+def transfer_markdown(rows: list[dict], fasttest: bool) -> list[str]:
+    """The transfer table: accuracy with its interval per task, the average, the paired average difference to
+    L3, and the tasks lost to L3 or dense L6; then the per-task paired differences to L3."""
+    def cell(d):
+        return f"{d['acc']:.2f} [{d['ci'][0]:.1f}, {d['ci'][1]:.1f}]" if "ci" in d else \
+            f"{d['acc']:.2f} ± {d['fold_std']:.2f}"
+
+    def diff(d):
+        return f"{d['diff']:+.2f} [{d['ci'][0]:+.1f}, {d['ci'][1]:+.1f}]" if "ci" in d else \
+            f"{d['diff']:+.2f} ({d['folds_agree']})"
+
+    folds = 5 if fasttest else 10
+    lines = [f"SentEval transfer tasks, accuracy x 100 ({'fast settings, ' if fasttest else ''}{folds} folds): MR, CR, "
+             "SUBJ, MPQA ± the spread of the folds; SST2, TREC, MRPC a 95% bootstrap interval over the test items. "
+             "Loses: a paired difference whose 95% interval lies below 0 (test-set tasks) or whose every fold is "
+             "below (cross-validated tasks).", "",
+             "| model | " + " | ".join(TRANSFER) + " | avg | Δ avg vs L3 | loses to L3 on | loses to dense L6 on |",
+             "|---" * (len(TRANSFER) + 5) + "|"]
+    for r in rows:
+        vs = f"{r['avg_diff_l3']:+.2f}" if "avg_diff_l3" in r else "—"
+        lost = [", ".join(r[k]) or "none" if k in r else "—" for k in ("loses_to_l3", "loses_to_dense")]
+        lines.append(f"| {r['label']} | " + " | ".join(cell(r["transfer"][t]) for t in TRANSFER)
+                     + f" | {r['avg_transfer']:.2f} | {vs} | {lost[0]} | {lost[1]} |")
+    lines += ["", "Paired differences to paraphrase-MiniLM-L3-v2 (this row minus L3; test-set tasks: 95% interval; "
+              "cross-validated tasks: how many folds agree with the sign):", "",
+              "| model | " + " | ".join(TRANSFER) + " |", "|---" * (len(TRANSFER) + 1) + "|"]
+    lines += [f"| {r['label']} | " + " | ".join(diff(r["vs_l3"][t]) for t in TRANSFER) + " |" for r in rows if "vs_l3" in r]
+    return lines
+
+
+def _plain_transfer(rows: list[dict]) -> list[dict]:
+    """The rows without the per-fold and per-item lists (the cached row files keep those)."""
+    drop = ("fold_acc", "correct")
+    return [{**r, "transfer": {t: {k: v for k, v in d.items() if k not in drop} for t, d in r["transfer"].items()}}
+            for r in rows]
+
+
+def run_transfer(rows: list[Row], args, work: Path, out: Path) -> list[dict]:
+    """Score every row on the transfer tasks (cached per row and setting), write ``OUT-transfer.md``/``.json``."""
+    from sparsecse.modeling.encoder import SentenceEncoder
+
+    fasttest = not args.transfer_full
+    records = {}
+    for row in rows:
+        print(f"-- {row.label}: transfer tasks", file=sys.stderr, flush=True)
+        load = (lambda d=row.model_dir: StaticEncoder(d)) if row.kind == "model2vec" else \
+            (lambda d=row.model_dir: SentenceEncoder.load(d, device="cpu"))
+        key = {**weights_key(row.model_dir), "fasttest": fasttest, "seed": args.seed}
+        records[row.label] = cached_record(work, f"{row.label} transfer", key,
+                                           lambda: evaluate_transfer_row(load(), args.data_dir, fasttest, args.seed))
+    table = transfer_rows(records, args.seed)
+    lines = transfer_markdown(table, fasttest)
+    path = out.parent / f"{out.name}-transfer.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    path.with_suffix(".json").write_text(json.dumps({"fasttest": fasttest, "seed": args.seed,
+                                                     "rows": _plain_transfer(table)}, indent=1) + "\n")
+    print("\n".join(lines))
+    print(f"wrote {path} and .json", file=sys.stderr)
+    return table
+
+
 def make_model2vec(work: Path, teacher_dir: str, pca_dims: int) -> tuple[str, float]:
     """Distil (once) a static model from ``teacher_dir`` into ``work/model2vec``; (dir, seconds)."""
     out = work / "model2vec"
@@ -208,27 +327,28 @@ def make_model2vec(work: Path, teacher_dir: str, pca_dims: int) -> tuple[str, fl
 
 
 class StaticEncoder:
-    """A model2vec model behind the encode(sentences, batch_size=) call the timing uses."""
+    """A model2vec model behind the encode(sentences, batch_size=) call the timing and the transfer tasks use."""
 
     def __init__(self, path: str):
         from model2vec import StaticModel
 
         self.model = StaticModel.from_pretrained(path)
+        self.dim = int(self.model.embedding.shape[1])
 
-    def encode(self, sentences, batch_size: int = 128):
-        return self.model.encode(list(sentences), batch_size=batch_size, use_multiprocessing=False)
+    def encode(self, sentences, batch_size: int | None = 128, **_):
+        return self.model.encode(list(sentences), batch_size=batch_size or 128, use_multiprocessing=False)
 
 
 # ---------------------------------------------------------------------------- the run
 def build_rows(args, work: Path) -> list[Row]:
     """The rows asked for, their model directories checked; nothing is written (see :func:`save_dense`)."""
-    rows = [Row("all-MiniLM-L6-v2 dense", "dense", str(work / "dense-l6"))]
+    rows = [Row(DENSE_LABEL, "dense", str(work / "dense-l6"))]
     if args.l3:
-        rows.append(Row("paraphrase-MiniLM-L3-v2 dense", "dense", args.l3))
+        rows.append(Row(L3_LABEL, "dense", args.l3))
     rows += [Row(label, "sparsecse", path) for label, path in parse_model_specs(args.model)]
-    for f in [float(x) for x in args.layer_drop.split(",") if x.strip()]:
+    for f in [float(x) for x in args.layer_drop.split(",") if x.strip()] if not args.transfer_only else []:
         rows.append(Row(f"layers {f:g} + distill", "layers", None, {"budget": f}))
-    if not args.no_model2vec:
+    if not args.no_model2vec and not args.transfer_only:
         rows.append(Row("model2vec (static, from L6)", "model2vec"))
     for row in rows[1:]:
         if row.model_dir and not Path(row.model_dir).is_dir():
@@ -278,8 +398,18 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", default="runs/frontier", help="cached rows and made models (resumable)")
     parser.add_argument("--out", default=None, help="prefix of the .md, .csv and .png outputs (default: WORK/frontier)")
+    parser.add_argument("--no-transfer", action="store_true", help="leave out the 7 SentEval transfer tasks")
+    parser.add_argument("--transfer-only", action="store_true",
+                        help="only the transfer tasks, on existing model directories: the --model rows, dense L6 and "
+                             "--l3 (no layer-dropping or model2vec row is made, nothing is timed); writes "
+                             "OUT-transfer.md and .json")
+    parser.add_argument("--transfer-full", action="store_true",
+                        help="the transfer tasks with the papers' 10 folds (default: SentEval's fast settings, 5 "
+                             "folds, as the recipes' model cards use them)")
     add_target_options(parser, "2x=L6 f0.45:paraphrase-MiniLM-L3-v2 dense")
     args = parser.parse_args(argv)
+    if args.transfer_only and args.no_transfer:
+        parser.error("--transfer-only and --no-transfer leave nothing to do.")
     targets = parse_target_specs(args.target)
 
     import torch
@@ -297,6 +427,10 @@ def main(argv=None) -> int:
         parser.error(unknown)
     work.mkdir(parents=True, exist_ok=True)  # only once every input is checked
     save_dense(Path(rows[0].model_dir))
+    out = Path(args.out) if args.out else work / "frontier"
+    if args.transfer_only:
+        run_transfer(rows, args, work, out)
+        return 0
     if any(r.kind == "layers" for r in rows):
         fill_layers_rows(rows, args, work)
     teacher = SentenceEncoder.load(rows[0].model_dir, device="cpu")
@@ -359,7 +493,6 @@ def main(argv=None) -> int:
                                          seed=args.seed, measured_by="benchmarks/frontier.py"))
         print(f"wrote {write_targets(records, Path(args.targets_json))}", file=sys.stderr)
 
-    out = Path(args.out) if args.out else work / "frontier"
     header = (f"{len(unique)} distinct STS-B test sentences, {args.threads} threads, torch fp32, best of "
               f"{args.repeats} interleaved runs per batch of {args.batch_size}; speed-up over all-MiniLM-L6-v2 "
               f"(wall / process CPU); STS avg of 7 tasks with bootstrap 95% interval ({REPLICATES} replicates); "
@@ -384,6 +517,8 @@ def main(argv=None) -> int:
     plot(table, out.with_suffix(".png"), args.threads)
     print("\n".join(lines))
     print(f"wrote {out.with_suffix('.md')}, .csv, .png", file=sys.stderr)
+    if not args.no_transfer:
+        run_transfer(rows, args, work, out)
     return 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparsecse.evaluation.transfer_intervals import FOLD_TASKS, TEST_SET_TASKS, paired_accuracy_difference
+from sparsecse.evaluation.transfer_intervals import FOLD_TASKS, paired_transfer_difference
 
 TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 
@@ -43,12 +43,7 @@ def cell(entry: dict, task: str) -> str:
 
 
 def difference(entry: dict, base: dict, task: str) -> dict:
-    if task in FOLD_TASKS:
-        diffs = np.asarray(entry["details"]["fold_acc"]) - np.asarray(base["details"]["fold_acc"])
-        mean = float(diffs.mean())
-        agree = int((np.sign(diffs) == np.sign(mean)).sum()) if mean else 0
-        return {"diff": mean, "fold_std": float(diffs.std(ddof=1)), "folds_agree": f"{agree}/{len(diffs)}"}
-    return paired_accuracy_difference(base["details"]["correct"], entry["details"]["correct"])
+    return paired_transfer_difference({task: base["details"]}, {task: entry["details"]})[task]
 
 
 def diff_cell(d: dict) -> str:

@@ -64,3 +64,39 @@ def paired_accuracy_difference(correct_a: Sequence[int], correct_b: Sequence[int
     idx = _item_draws(len(a), replicates, seed)
     return difference(100 * a[idx].mean(axis=1), 100 * b[idx].mean(axis=1), float(100 * (b.mean() - a.mean())),
                       level)
+
+
+def paired_fold_difference(fold_acc_a: Sequence[float], fold_acc_b: Sequence[float]) -> dict:
+    """B - A on the same cross-validation folds (same seed and data): the mean fold difference, the
+    standard deviation of the fold differences and how many folds agree with the mean's sign."""
+    a, b = np.asarray(fold_acc_a, dtype=np.float64), np.asarray(fold_acc_b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1 or a.size < 2:
+        raise SparseCSEError(f"The two models were scored on different folds ({a.size} vs {b.size}).")
+    diffs = b - a
+    mean = float(diffs.mean())
+    agree = int((np.sign(diffs) == np.sign(mean)).sum()) if mean else 0
+    return {"diff": mean, "fold_std": float(diffs.std(ddof=1)), "folds_agree": f"{agree}/{diffs.size}"}
+
+
+def paired_transfer_difference(details_a: dict, details_b: dict, replicates: int = 1000, seed: int = 0) -> dict:
+    """B - A on every transfer task both evaluations ran, paired as the protocol allows: fold by fold for
+    the cross-validated tasks (:func:`paired_fold_difference`), over the same test items for the
+    test-set tasks (:func:`paired_accuracy_difference`).
+
+    Args:
+        details_a: ``evaluate(...)["details"]`` of model A (per task: ``fold_acc`` or ``correct``).
+        details_b: the same for model B.
+        replicates: bootstrap replicates of the test-set tasks' intervals.
+        seed: their seed.
+
+    Returns:
+        {task: {"diff", and "ci" and "p" (test-set tasks) or "fold_std" and "folds_agree"}}.
+    """
+    out = {}
+    for task in FOLD_TASKS + TEST_SET_TASKS:
+        a, b = details_a.get(task), details_b.get(task)
+        if not a or not b:
+            continue
+        out[task] = paired_fold_difference(a["fold_acc"], b["fold_acc"]) if task in FOLD_TASKS else \
+            paired_accuracy_difference(a["correct"], b["correct"], replicates, seed)
+    return out

@@ -11,6 +11,7 @@ from typing import Any
 
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
 from sparsecse.artifacts.inputs import read_inputs
+from sparsecse.artifacts.model_card import write_card
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
@@ -33,13 +34,15 @@ def save_model_dir(
     The directory holds the Hugging Face files (plus the shipped modeling code for a shrunk model),
     the sentence-transformers files, and ``sparsecse_config.json`` with the pooling, ``lineage``
     (merged over any lineage the encoder was loaded with) and ``manifest`` (the command that wrote
-    this directory; a manifest the encoder was loaded with is not carried over).
+    this directory; a manifest the encoder was loaded with is not carried over), and its model card
+    (``README.md``, :mod:`sparsecse.artifacts.model_card`).
     """
     extra: dict[str, Any] = {"manifest": manifest}
     if lineage is not None:
         extra["lineage"] = {**encoder.extra_config.get("lineage", {}), **lineage}
     with atomic_dir(out, overwrite=overwrite) as tmp:
         encoder.save(tmp, extra_config=extra)
+        write_card(tmp)
     return Path(out)
 
 
