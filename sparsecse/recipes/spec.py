@@ -243,8 +243,8 @@ class Evaluation:
     test figures cover: ``sts`` (the 7 STS tasks) and ``transfer`` (the 7 SentEval transfer tasks, accuracy
     with intervals, paired against ``compare_with`` too); both by default, as every card reports both.
     ``transfer_fasttest`` (default true) runs the transfer tasks with SentEval's fast settings (SimCSE's
-    ``fasttest``: 5 folds, RMSprop), a few minutes per model on 2 cores; false runs the papers' 10-fold
-    protocol (about 20 minutes per model there)."""
+    ``fasttest``: 5 folds, RMSprop); false runs the papers' 10-fold protocol (about 20 minutes per model
+    on 2 cores)."""
 
     bootstrap: int = 1000
     compare_with: str | None = None

@@ -16,6 +16,7 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, write_json
 from sparsecse.artifacts.inputs import read_inputs
+from sparsecse.artifacts.model_card import write_card
 from sparsecse.artifacts.model_names import local_model_dir
 from sparsecse.objectives.distill import lineage_teacher
 from sparsecse.objectives.teachers import teacher_names
@@ -275,7 +276,7 @@ def _stopped(exc: BaseException) -> str:
 
 
 def _assemble_output(out, run_dir: RunDir, best_dir: Path | None, save_last, manifest: dict, overwrite: bool) -> None:
-    """OUT = the best model (else the last weights) + log + manifest, atomically; then drop OUT.partial.
+    """OUT = the best model (else the last weights) + log + manifest + model card, atomically; then drop OUT.partial.
     The run directory is only read until OUT is in place (files linked or copied, never moved), so a
     run stopped while assembling can still be resumed."""
     with atomic_dir(out, overwrite=overwrite) as tmp:
@@ -288,6 +289,7 @@ def _assemble_output(out, run_dir: RunDir, best_dir: Path | None, save_last, man
         if (run_dir.path / "tensorboard").exists():
             shutil.copytree(run_dir.path / "tensorboard", tmp / "tensorboard", copy_function=_link_or_copy)
         write_json(tmp / "manifest.json", manifest)
+        write_card(tmp)
     run_dir.remove()
 
 
