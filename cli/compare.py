@@ -16,14 +16,16 @@ def format_table(result: dict) -> str:
     pct = f"{100 * result['level']:g}%"
     header = ("task", "A", "B", "B - A", f"{pct} interval", "p")
     rows = [(t, f"{r['a']:.2f}", f"{r['b']:.2f}", f"{r['diff']:+.2f}", f"[{r['ci'][0]:+.2f}, {r['ci'][1]:+.2f}]",
-             f"{r['p']:.3f}") for t, r in [*result["tasks"].items(), ("STS avg", result["avg_sts"])]]
+             f"{r['p']:.3f}") for t, r in [*result["tasks"].items(), ("STS avg", result["avg_sts"]),
+                                            *((f"{role} {r['name']} ({r['metric']})", r)
+                                              for role, r in (result.get("eval_sets") or {}).items())]]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     lines = ["  ".join(f"{x:<{w}}" if i == 0 else f"{x:>{w}}" for i, (x, w) in enumerate(zip(line, widths)))
              for line in (header, *rows)]
     a, b = result["a"], result["b"]
     lines += [f"A: {a['source']}" + (f" + mask {a['mask']}" if a["mask"] else ""),
               f"B: {b['source']}" + (f" + mask {b['mask']}" if b["mask"] else ""),
-              f"Spearman x 100; {result['replicates']} paired bootstrap replicates (seed {result['seed']}), "
+              f"Spearman x 100 (MRR@10 x 100 for positive pairs); {result['replicates']} paired bootstrap replicates (seed {result['seed']}), "
               f"percentile interval of B - A; p: two-sided paired bootstrap test."]
     return "\n".join(lines)
 

@@ -17,6 +17,7 @@ from sparsecse.cli.options import (
     quiet_option,
     seed_option,
 )
+from sparsecse.cli.options import eval_set_file, eval_set_options
 from sparsecse.cli.options import SEED, trust_remote_code_option
 from sparsecse.evaluation.bootstrap import MAX_REPLICATES
 
@@ -38,10 +39,23 @@ def format_table(results: dict) -> str:
     if boot:
         lines.insert(0, f"{'':<{width}}  {'score':>8}  {100 * boot['level']:g}% interval ({boot['replicates']} "
                         f"bootstrap replicates, seed {boot['seed']})")
+    lines += eval_set_lines(results.get("eval_sets") or {})
     settings = results["settings"]
     lines.append(f"({results['model']}, pooling {results['pooling']}, STS '{settings['sts_aggregation']}', "
                  f"{results['timing']['total_s']:.1f} s)")
     return "\n".join(lines)
+
+
+def eval_set_lines(eval_sets: dict) -> list[str]:
+    """One line per dev/test set: its metric, score and interval (recall@1 as well for positive pairs)."""
+    lines = []
+    for role, f in eval_sets.items():
+        extra = (f", recall@1 {f['recall@1']['score']:.2f} [{f['recall@1']['ci'][0]:.2f}, "
+                 f"{f['recall@1']['ci'][1]:.2f}]" if "recall@1" in f else "")
+        lines.append(f"{role} {f['name']}: {f['metric']} {f['score']:.2f} [{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]"
+                     f"{extra} ({f['n']} {'pairs' if f['kind'] == 'scored' else 'queries'}, "
+                     f"{100 * f['level']:g}% interval, {f['replicates']} replicates)")
+    return lines
 
 
 @click.command("eval")
@@ -78,11 +92,13 @@ def format_table(results: dict) -> str:
 @click.option("--out", default=None, type=click.Path(dir_okay=False),
               help="Also write the results with a manifest and the per-pair STS similarities (for "
                    "`sparsecse compare`) to this JSON file.")
+@eval_set_options(dev="scored beside the tasks (written with --out, so `sparsecse compare` pairs it).",
+                  test="scored beside the tasks (written with --out, so `sparsecse compare` pairs it).")
 @overwrite_option
 @quiet_option
 def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fasttest, transfer_protocol, precision,
-            pooling, batch_size, align_uniform, device, seed, bootstrap, bootstrap_seed, as_json, out, overwrite,
-            quiet):
+            pooling, batch_size, align_uniform, device, seed, bootstrap, bootstrap_seed, as_json, out, dev, test,
+            overwrite, quiet):
     """Evaluate a model (or a model gated by a mask) on STS and SentEval transfer tasks.
 
     STS: cosine similarity, Spearman x 100 (STS12-16 over all subsets, STS-B and SICK-R on test).
@@ -98,16 +114,20 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
         tasks=tasks, data_dir=data_dir, pooling=pooling, batch_size=batch_size, device=device,
         sts_aggregation=sts_aggregation, fasttest=fasttest, precision=precision, show_progress=not quiet, seed=seed,
         sts_split=sts_split, align_uniform=align_uniform, transfer_protocol=transfer_protocol, bootstrap=bootstrap,
-        bootstrap_seed=bootstrap_seed, keep_pairs=bool(out)).check()
+        bootstrap_seed=bootstrap_seed, keep_pairs=bool(out), dev=dev, test=test).check()
     if out:
         check_destination(out, overwrite, inputs=read_inputs(model=model, mask=mask_path, data_dir=data_dir,
-                                                             default_model=mask_path is None))
+                                                             default_model=mask_path is None,
+                                                             dev_set=eval_set_file(dev), test_set=eval_set_file(test)))
     results = evaluate(model=model, mask=mask_path, config=config)
     if out:
         params = {k: v for k, v in results["settings"].items() if k != "data_dir"}
         params.update(tasks=results["tasks"], pooling=results["pooling"], bootstrap=bootstrap,
                       bootstrap_seed=bootstrap_seed)
-        manifest = make_manifest("eval", inputs={"model": results["model"], "mask": mask_path},
+        sets = {role: f["set"] for role, f in (results.get("eval_sets") or {}).items()}
+        params["eval_sets"] = sets
+        manifest = make_manifest("eval", inputs={"model": results["model"], "mask": mask_path,
+                                                 **{f"{role}_set": f.get("path") for role, f in sets.items()}},
                                  params={**params, "data_dir": results["settings"]["data_dir"]}, seed=seed)
         save_results(out, results, manifest, overwrite=overwrite)
     results = without_pairs(results)

@@ -80,6 +80,39 @@ def echo_json(obj) -> None:
     click.echo(dumps_json(obj))
 
 
+EVAL_SET_FORMATS = ("a pairs file (.tsv, .csv or .jsonl with columns sentence1, sentence2, score, or query, positive "
+                    "[, candidate]) or a task name (STSBenchmark, SICKRelatedness, STS12..STS16)")
+
+
+def eval_set_options(dev: str | None = None, test: str | None = None):
+    """``--dev SPEC`` and/or ``--test SPEC`` (parameters ``dev`` and ``test``): the user's dev and test sets,
+    each a pairs file or a task name (:func:`sparsecse.evaluation.eval_sets.load_eval_set`); ``dev`` and
+    ``test`` say what the command does with each (an option is left out when its text is None).
+
+    >>> import click
+    >>> @click.command()
+    ... @eval_set_options(dev="picks the checkpoint")
+    ... def run(dev): pass
+    >>> [p.name for p in run.params]
+    ['dev']
+    """
+    options = []
+    if dev is not None:
+        options.append(click.option("--dev", "dev", default=None, metavar="FILE|TASK",
+                                    help=f"Dev set, {EVAL_SET_FORMATS}: {dev}"))
+    if test is not None:
+        options.append(click.option("--test", "test", default=None, metavar="FILE|TASK",
+                                    help=f"Test set, {EVAL_SET_FORMATS}: {test}"))
+    return option_group(*options)
+
+
+def eval_set_file(spec):
+    """The file a ``--dev``/``--test`` value names (for the inputs an ``--out`` must not overwrite), else None."""
+    from sparsecse.data.eval_data import is_pairs_file, known_task
+
+    return spec if spec is not None and known_task(str(spec)) is None and is_pairs_file(spec) else None
+
+
 # ---------------------------------------------------------------------------- shared option groups
 def option_group(*options):
     """One decorator applying several click options, in the order given (as they show in ``--help``)."""

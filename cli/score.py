@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
-                                   overwrite_option, pooling_option, quiet_option, scoring_options, seed_option,
-                                   trust_remote_code_option)
+from sparsecse.cli.options import (data_dir_option, device_option, echo_json, eval_set_file, eval_set_options,
+                                   json_option, model_option, overwrite_option, pooling_option, quiet_option,
+                                   scoring_options, seed_option, trust_remote_code_option)
 
 
 @click.command("score")
@@ -14,6 +14,8 @@ from sparsecse.cli.options import (data_dir_option, device_option, echo_json, js
 @model_option
 @data_dir_option
 @scoring_options()
+@eval_set_options(dev="its positive pairs (scored pairs above 0.8 of the score range, or query and positive) and "
+                      "its sentences replace STS-B --split's.")
 @pooling_option
 @device_option
 @seed_option
@@ -21,17 +23,18 @@ from sparsecse.cli.options import (data_dir_option, device_option, echo_json, js
 @overwrite_option
 @json_option
 @quiet_option
-def command(model, data_dir, split, batch_size, max_batches, pooling, device, seed, out, overwrite, as_json, quiet):
-    """Score every attention head and FFN neuron of a model by E|dL/dgate| on STS-B."""
+def command(model, data_dir, split, batch_size, max_batches, dev, pooling, device, seed, out, overwrite, as_json,
+            quiet):
+    """Score every attention head and FFN neuron of a model by E|dL/dgate| on STS-B (or a --dev set)."""
     from sparsecse.artifacts.files import check_destination
     from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.scoring.score import score
 
-    check_destination(out, overwrite, inputs=read_inputs(model=model, data_dir=data_dir),
+    check_destination(out, overwrite, inputs=read_inputs(model=model, data_dir=data_dir, dev_set=eval_set_file(dev)),
                       sidecar=True)  # fail before the slow part
 
     scores = score(model, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed, pooling=pooling,
-                   device=device, max_batches=max_batches, show_progress=not quiet)
+                   device=device, max_batches=max_batches, show_progress=not quiet, dev=dev)
     path = scores.save(out, overwrite=overwrite)
     m = scores.manifest
     if as_json:
@@ -40,6 +43,7 @@ def command(model, data_dir, split, batch_size, max_batches, pooling, device, se
         return
     layers, heads, ffn = scores.shape
     click.echo(f"Scored {layers} layers x {heads} heads and {layers} x {ffn} FFN neurons of {m['model']}")
-    click.echo(f"  pooling {m['pooling']} ({m['pooling_source']}), STS-B {split}: {m['num_batches']} batches, "
+    data = f"dev set {m['params']['dev']['name']}" if dev is not None else f"STS-B {split}"
+    click.echo(f"  pooling {m['pooling']} ({m['pooling_source']}), {data}: {m['num_batches']} batches, "
                f"{m['num_positive_pairs']} positive pairs, {m['seconds']:.1f} s")
     click.echo(f"  wrote {path} (+ {path.with_suffix('.json').name})")

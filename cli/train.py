@@ -6,7 +6,7 @@ import click
 
 from sparsecse.cli.options import (data_dir_option, device_option, echo_json, json_option, model_option,
                                    overwrite_option, pooling_option, quiet_option, score_hint, seed_option)
-from sparsecse.cli.options import trust_remote_code_option
+from sparsecse.cli.options import eval_set_options, trust_remote_code_option
 
 
 def training_options(func):
@@ -30,7 +30,10 @@ def training_options(func):
         click.option("--max-length", type=click.IntRange(min=2), default=None,
                      help="Tokens per training sentence (recipe: 32)."),
         click.option("--eval-steps", type=click.IntRange(min=0), default=125, show_default=True,
-                     help="STS-B dev every N steps; the best checkpoint is kept (0: keep the last weights)."),
+                     help="STS-B dev (or --dev) every N steps; the best checkpoint is kept (0: keep the last "
+                          "weights)."),
+        eval_set_options(dev="the checkpoint is chosen on its score (Spearman, or MRR@10 for positive pairs) "
+                             "instead of STS-B dev's."),
         click.option("--save-steps", type=click.IntRange(min=0), default=None,
                      help="Checkpoint every N steps (default: --eval-steps; 0: never)."),
         click.option("--mixed-precision", type=click.Choice(["no", "fp16", "bf16"]), default=None,
@@ -68,7 +71,9 @@ def report(result, as_json: bool, verb: str) -> None:
         echo_json(result.to_dict())
         return
     h = result.hyperparameters
-    chosen = (f"best STS-B dev {result.best_score:.2f} at step {result.best_step}"
+    from sparsecse.training.api import dev_label
+
+    chosen = (f"best {dev_label(h)} {result.best_score:.2f} at step {result.best_step}"
               if result.best_step else f"last step ({result.steps})")
     click.echo(f"{verb} {h['objective']} for {result.steps} steps (batch {h['batch_size']}, lr {h['lr']:g}, "
                f"max length {h['max_length']}, {h['processes']} process(es), {result.steps_per_second:.2f} steps/s, "

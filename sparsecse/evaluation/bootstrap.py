@@ -117,6 +117,18 @@ def replicate_scores(similarities: Sequence[Sequence[float]], pairs: TaskPairs, 
     return np.concatenate(out, axis=1)
 
 
+def resample_means(values: Sequence[Sequence[float]], replicates: int, seed: int, key: str) -> np.ndarray:
+    """[rows, replicates] means of each row of ``values`` (per-item values of one item set, e.g. a model's
+    reciprocal ranks per query) over the same resampled items, drawn as :func:`replicate_scores` draws
+    pairs (one generator per ``key``), so rows are paired."""
+    check_replicates(replicates)
+    rows = np.asarray(values, dtype=np.float64)
+    if rows.ndim != 2 or rows.shape[1] < 1:
+        raise SparseCSEError(f"{key}: resampling needs at least one item per row.")
+    out = [rows[:, chunk[0][1]].mean(axis=2) for chunk in _draws((rows.shape[1],), replicates, _generator(seed, key))]
+    return np.concatenate(out, axis=1)
+
+
 def interval(replicates: np.ndarray, level: float = LEVEL) -> list[float]:
     """The percentile interval [lo, hi] covering ``level`` of the replicates."""
     if not 0 < level < 1:

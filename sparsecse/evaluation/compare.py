@@ -14,6 +14,7 @@ from typing import Any
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.bootstrap import LEVEL, P_VALUE_TEST, check_replicates, paired_comparison
+from sparsecse.evaluation.eval_sets import paired_difference, same_set
 from sparsecse.evaluation.results_file import load_results
 from sparsecse.evaluation.tasks import STS_TASKS, resolve_tasks
 from sparsecse.artifacts.remote_code import with_trust_option
@@ -134,7 +135,7 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig |
             data_dir=data_dir, pooling=c.pooling, batch_size=c.batch_size, device=c.device,
             sts_aggregation=data["aggregation"] if data else c.sts_aggregation,
             sts_split=data["split"] if data else c.sts_split, show_progress=c.show_progress, align_uniform=False,
-            keep_pairs=True)
+            keep_pairs=True, **(eval_set_specs(reference) if reference else {}))
         reference = reference or loaded[side]
     _check_same_data(loaded["A"], loaded["B"], sources)
 
@@ -144,11 +145,32 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig |
                                {t: p["similarity"] for t, p in loaded["B"]["pairs"].items()},
                                task_pairs(loaded["A"]["pairs"]), loaded["A"]["scores"], loaded["B"]["scores"],
                                replicates, seed, data["aggregation"], level)
+    sets = _compare_eval_sets(loaded["A"], loaded["B"], sources, replicates, seed, level)
     return {
         "a": _describe(sources["A"], loaded["A"]), "b": _describe(sources["B"], loaded["B"]),
         "tasks": result["tasks"], "avg_sts": result["avg"], "replicates": replicates, "seed": seed, "level": level,
         "interval": "percentile of the paired replicates of B - A", "test": P_VALUE_TEST, "data": data,
+        **({"eval_sets": sets} if sets else {}),
     }
+
+def eval_set_specs(results: dict) -> dict[str, str]:
+    """{"dev"/"test": the file or task} of the user's sets a result file scored (so a model side scores them too)."""
+    return {role: f["set"].get("path") or f["set"]["task"] for role, f in (results.get("eval_sets") or {}).items()}
+
+
+def _compare_eval_sets(a: dict, b: dict, sources: dict, replicates: int, seed: int, level: float) -> dict:
+    """B - A on the user's dev/test sets both sides scored with per-item values (paired over pairs or queries)."""
+    sets_a, sets_b = a.get("eval_sets") or {}, b.get("eval_sets") or {}
+    out = {}
+    for role in [r for r in sets_a if r in sets_b]:
+        fa, fb = sets_a[role], sets_b[role]
+        if "items" not in fa or "items" not in fb:
+            continue
+        if not same_set(fa, fb):
+            raise SparseCSEError(f"A ({_name(sources['A'])}) and B ({_name(sources['B'])}) scored different {role} "
+                                 f"sets ({fa['name']} vs {fb['name']}), so their {role} figures cannot be paired.")
+        out[role] = paired_difference(fa, fb, replicates, seed, level)
+    return out
 
 
 def _check_same_data(a: dict, b: dict, sources: dict) -> None:

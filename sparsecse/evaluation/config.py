@@ -20,6 +20,8 @@ class EvaluationConfig:
     STS12-16 subsets; ``sts_split``: test or dev (STS-B, SICK-R); ``align_uniform``: None = whenever
     STS-B runs; ``transfer_protocol``: senteval (the papers' classifier) or fast; ``bootstrap``: replicates
     of the per-task intervals (0: none); ``keep_pairs``: keep the per-pair similarities (paired tests).
+    ``dev``/``test``: the user's sets scored beside the tasks (a pairs file or a task name,
+    :func:`~sparsecse.evaluation.eval_sets.load_eval_set`).
     ``pooling`` overrides the model's own for the evaluation; ``precision``: fp32, bf16, fp16 or auto.
 
     >>> EvaluationConfig(tasks="STSBenchmark", sts_split="dev").check().tasks
@@ -42,6 +44,8 @@ class EvaluationConfig:
     bootstrap: int = 0
     bootstrap_seed: int = 0
     keep_pairs: bool = False
+    dev: str | os.PathLike | None = None
+    test: str | os.PathLike | None = None
 
     def check(self) -> "EvaluationConfig":
         """The config itself, once every setting is known to be valid (one sentence otherwise)."""

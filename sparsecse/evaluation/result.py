@@ -18,9 +18,9 @@ from typing import Any, Iterator
 
 # the order of the keys in a result file, as evaluate has always written them
 ORDER = ("model", "mask", "pooling", "tasks", "scores", "avg_sts", "details", "data", "bootstrap", "pairs",
-         "alignment", "uniformity", "avg_transfer", "settings", "timing")
+         "alignment", "uniformity", "avg_transfer", "eval_sets", "settings", "timing")
 OPTIONAL = frozenset({"avg_sts", "details", "data", "bootstrap", "pairs", "alignment", "uniformity",
-                      "avg_transfer"})
+                      "avg_transfer", "eval_sets"})
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class EvaluationResult(Mapping):
     data: dict | None = None
     bootstrap: dict | None = None
     pairs: dict | None = None
+    eval_sets: dict | None = None  # {"dev"/"test": EvalSet.evaluate's dict} for the user's sets
 
     def to_dict(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in ORDER if key not in OPTIONAL or getattr(self, key) is not None}

@@ -35,8 +35,12 @@ def save_results(path: str | os.PathLike, results: dict[str, Any], manifest: dic
 
 
 def without_pairs(results: dict[str, Any]) -> dict[str, Any]:
-    """``results`` minus the per-pair arrays (for printing)."""
-    return {k: v for k, v in results.items() if k != "pairs"}
+    """``results`` minus the per-pair arrays and the dev/test sets' per-item values (for printing)."""
+    out = {k: v for k, v in results.items() if k != "pairs"}
+    if out.get("eval_sets"):
+        out["eval_sets"] = {role: {k: v for k, v in figures.items() if k != "items"}
+                            for role, figures in out["eval_sets"].items()}
+    return out
 
 
 def load_results(path: str | os.PathLike) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from sparsecse.modeling.encoder import POOLINGS, SentenceEncoder, resolve_precis
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.align_uniform import alignment_uniformity
 from sparsecse.evaluation.embedding import EmbeddingTable
+from sparsecse.evaluation.eval_sets import load_eval_sets
 from sparsecse.evaluation.result import EvaluationResult
 from sparsecse.evaluation.config import EvaluationConfig
 from sparsecse.stage_config import configure
@@ -46,6 +47,9 @@ def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **op
     ``bootstrap`` replicates (> 0) add ``"bootstrap"``: a percentile interval per STS task and for their
     average, by resampling pairs with ``bootstrap_seed`` (:mod:`sparsecse.evaluation.bootstrap`).
     ``keep_pairs`` keeps ``"pairs"``: per STS task the per-pair similarities, gold scores and subset sizes.
+    ``dev``/``test`` (a pairs file or a task name) add ``"eval_sets"``: {"dev"/"test":
+    :meth:`~sparsecse.evaluation.eval_sets.EvalSet.evaluate`'s figures}, their per-item values kept with
+    ``keep_pairs``.
 
     Example::
 
@@ -65,6 +69,7 @@ def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **op
     # Read every file before loading the model so bad data fails fast.
     sts_data = {t: load_sts_task(root, t, c.sts_split) for t in sts_names}
     transfer_data = {t: load_transfer_task(root, t) for t in transfer_names}
+    eval_sets = load_eval_sets(c.dev, c.test, root)
     align_uniform = "STSBenchmark" in sts_names if c.align_uniform is None else c.align_uniform
     if align_uniform and "STSBenchmark" not in sts_data:
         sts_pairs_for_au = load_sts_task(root, "STSBenchmark", c.sts_split)[c.sts_split]
@@ -123,6 +128,13 @@ def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **op
             results["scores"].update(scores)
             results["avg_transfer"] = float(np.mean(list(scores.values())))
             results.setdefault("details", {}).update(details)
+        if eval_sets:  # the user's dev/test sets: intervals as the test-set tasks' (1000 replicates by default)
+            table.add([s for es in eval_sets.values() for s in es.sentences], desc="dev/test sentences")
+            results["eval_sets"] = {role: es.evaluate_embed(table, c.bootstrap or 1000, c.bootstrap_seed)
+                                    for role, es in eval_sets.items()}
+            if not c.keep_pairs:
+                for figures in results["eval_sets"].values():
+                    figures.pop("items")
     results["scores"] = {t: results["scores"][t] for t in names}
     results["settings"] = {
         "sts_aggregation": c.sts_aggregation, "sts_split": c.sts_split, "fasttest": c.fasttest, "precision": precision,

@@ -43,13 +43,22 @@ def make_batches(pairs: Sequence[Pair], batch_size: int = 64, seed: int = 0,
     One pass over the shuffled positive pairs; the uniformity sentences are the split's distinct
     sentences, shuffled, taken in turn (wrapping around if there are fewer).
     """
+    positives = [p for p in pairs if p.score > positive_threshold]
+    sentences = list(dict.fromkeys(s for p in pairs for s in (p.s1, p.s2)))
+    return pair_batches(positives, sentences, batch_size, seed, max_batches, f"gold > {positive_threshold!r}")
+
+
+def pair_batches(positives: Sequence[Pair], sentences: Sequence[str], batch_size: int = 64, seed: int = 0,
+                 max_batches: int | None = None, which: str = "") -> list[ScoreBatch]:
+    """:func:`make_batches` from positive pairs and distinct uniformity sentences chosen already (a dev set's
+    :attr:`~sparsecse.data.eval_data.EvalData.positive_pairs` and sentences); ``which`` says in an error
+    which pairs are positive."""
     if batch_size < 2:
         raise SparseCSEError(f"The batch size must be at least 2; got {batch_size}.")
-    positives = [p for p in pairs if p.score > positive_threshold]
+    positives, sentences = list(positives), list(sentences)
     if len(positives) < 2:
-        raise SparseCSEError(f"Scoring needs at least 2 positive pairs (gold > {positive_threshold!r}); "
+        raise SparseCSEError(f"Scoring needs at least 2 positive pairs{f' ({which})' if which else ''}; "
                              f"found {len(positives)}.")
-    sentences = list(dict.fromkeys(s for p in pairs for s in (p.s1, p.s2)))
     rng = random.Random(seed)
     rng.shuffle(positives)
     rng.shuffle(sentences)

@@ -19,12 +19,13 @@ import torch
 from sparsecse.artifacts.files import make_manifest
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.data.paths import resolve_data_dir
-from sparsecse.data.sts import read_sts_benchmark
+from sparsecse.data.eval_data import load_eval_data
+from sparsecse.data.sts import Pair, read_sts_benchmark
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.flops import shape_extras
 from sparsecse.modeling.adapters import layer_parts, uniform_shape
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.scoring.gradients import POSITIVE_THRESHOLD, compute_gradients, make_batches
+from sparsecse.scoring.gradients import POSITIVE_THRESHOLD, compute_gradients, make_batches, pair_batches
 from sparsecse.scoring.scores import TENSORS, GateScores
 from sparsecse.stage_config import configure
 
@@ -33,7 +34,9 @@ from sparsecse.stage_config import configure
 class ScoringConfig:
     """How gate scores are computed (:func:`score`'s config): STS-B ``split`` of ``data_dir``,
     ``batch_size`` positive pairs per batch drawn with ``seed``, at most ``max_batches`` batches, pairs with
-    gold score above ``positive_threshold`` as positives, a progress bar if ``show_progress``."""
+    gold score above ``positive_threshold`` as positives, a progress bar if ``show_progress``. ``dev`` (a pairs
+    file or a task name, :func:`~sparsecse.data.eval_data.load_eval_data`) replaces STS-B ``split``: its
+    positive pairs (scored pairs above 0.8 of the score range, or query and positive) and its sentences."""
 
     data_dir: str | os.PathLike | None = None
     split: str = "train"
@@ -42,6 +45,7 @@ class ScoringConfig:
     max_batches: int | None = None
     positive_threshold: float = POSITIVE_THRESHOLD
     show_progress: bool = False
+    dev: str | os.PathLike | None = None
 
 
 @with_trust_option
@@ -58,11 +62,10 @@ def score(model: str | os.PathLike | SentenceEncoder | None = None, config: Scor
     torch.Size([6, 12])
     """
     c = configure(ScoringConfig, config, options, "score")
+    batches, data_input, data_params = _batches(c)  # the data is checked before the model loads
     encoder = model if isinstance(model, SentenceEncoder) else SentenceEncoder.load(model, pooling=pooling,
                                                                                     device=device)
     layers, heads, ffn = uniform_shape(encoder.model)
-    pairs = read_sts_benchmark(c.data_dir, c.split)
-    batches = make_batches(pairs, c.batch_size, c.seed, c.positive_threshold, c.max_batches)
     torch.manual_seed(c.seed)
     start = time.perf_counter()
     grads = compute_gradients(encoder, batches, show_progress=c.show_progress)
@@ -76,10 +79,8 @@ def score(model: str | os.PathLike | SentenceEncoder | None = None, config: Scor
     config = encoder.config
     manifest = make_manifest(
         "scores",
-        inputs={"model": encoder.source,
-                "stsb": resolve_data_dir(c.data_dir) / "STS" / "STSBenchmark" / f"sts-{c.split}.csv"},
-        params={"split": c.split, "batch_size": c.batch_size, "positive_threshold": c.positive_threshold,
-                "max_batches": c.max_batches,
+        inputs={"model": encoder.source, **data_input},
+        params={**data_params, "batch_size": c.batch_size, "max_batches": c.max_batches,
                 "loss": "lambda*log E||h-h+||^2 + (1-lambda)*log E exp(-2||h_i-h_j||^2)"},
         seed=c.seed,
         model=os.path.abspath(encoder.source) if os.path.isdir(encoder.source) else encoder.source,  # not cwd-bound
@@ -94,3 +95,19 @@ def score(model: str | os.PathLike | SentenceEncoder | None = None, config: Scor
         seconds=round(seconds, 3),
     )
     return GateScores(*grads, manifest=manifest, batch_sizes=torch.tensor([len(b.pairs) for b in batches]))
+
+
+def _batches(c: ScoringConfig) -> tuple[list, dict, dict]:
+    """The scoring batches of ``c``'s data, and what the manifest records of that data (inputs, params)."""
+    if c.dev is None:
+        pairs = read_sts_benchmark(c.data_dir, c.split)
+        return (make_batches(pairs, c.batch_size, c.seed, c.positive_threshold, c.max_batches),
+                {"stsb": resolve_data_dir(c.data_dir) / "STS" / "STSBenchmark" / f"sts-{c.split}.csv"},
+                {"split": c.split, "positive_threshold": c.positive_threshold})
+    dev = load_eval_data(c.dev, "dev", c.data_dir)
+    which = ("query and positive rows" if dev.positive_threshold is None else
+             f"score > {dev.positive_threshold:g}, 0.8 of the way up {dev.score_range[0]:g}-{dev.score_range[1]:g}")
+    batches = pair_batches([Pair(a, b, 1.0) for a, b in dev.positive_pairs], dev.sentences, c.batch_size, c.seed,
+                           c.max_batches, which=f"{dev.name}: {which}")
+    return (batches, {"dev": dev.source.get("path")},
+            {"dev": dev.describe(), "positive_pairs": which, "uniformity_sentences": len(dev.sentences)})

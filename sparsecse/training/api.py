@@ -29,7 +29,7 @@ from sparsecse.training.hyperparameters import resolve_hyperparameters
 from sparsecse.training.rundir import RunDir
 from sparsecse.artifacts.signals import Terminated, interrupts_as_keyboard
 from sparsecse.modeling.encoder import check_device
-from sparsecse.training.dev_eval import stsb_dev_evaluator
+from sparsecse.training.dev_eval import dev_set
 from sparsecse.training.config import TrainingConfig
 from sparsecse.stage_config import configure
 
@@ -41,7 +41,7 @@ class TrainResult:
     out: Path
     steps: int
     best_step: int | None
-    best_score: float | None  # STS-B dev Spearman x 100 of the saved model (None without evaluation)
+    best_score: float | None  # the dev score x 100 of the saved model: STS-B dev or --dev (None without evaluation)
     final_loss: float | None
     steps_per_second: float
     hyperparameters: dict[str, Any]
@@ -55,9 +55,18 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"out": str(self.out), "steps": self.steps, "best_step": self.best_step,
-                "stsb_dev": self.best_score, "final_loss": self.final_loss,
+                "stsb_dev": self.best_score if dev_label(self.hyperparameters) == "STS-B dev" else None,
+                "dev_score": self.best_score, "dev_set": dev_label(self.hyperparameters), "final_loss": self.final_loss,
                 "steps_per_second": self.steps_per_second, "seconds": self.seconds,
                 "hyperparameters": self.hyperparameters}
+
+
+def dev_label(hyperparameters: dict) -> str:
+    """What the checkpoint was chosen on, in words: "STS-B dev" or "dev set NAME (METRIC)"."""
+    dev = hyperparameters.get("dev_set")
+    if not dev or (dev.get("task") == "STSBenchmark" and dev.get("split") == "dev"):
+        return "STS-B dev"
+    return f"dev set {dev['name']} ({dev['metric']})"
 
 
 def _objective_params(objective_args: str | dict | None) -> dict[str, Any]:
@@ -121,6 +130,7 @@ class _Plan:
     eval_steps: int
     save_steps: int
     evaluate: Any
+    dev_info: dict | None = None  # the dev set checkpoints are chosen on (None: no evaluation)
     started: float = field(default_factory=time.perf_counter)
     trainer: Any = None  # set once built: an interrupted run names the step it stopped at
 
@@ -141,17 +151,30 @@ def _plan(encoder, corpus, config: TrainingConfig) -> _Plan:
         raise SparseCSEError(f"The corpus has {len(sentences)} sentences, fewer than one batch of "
                              f"{hyper['batch_size']}; lower --batch-size or use a larger corpus.")
     eval_steps = int(eval_steps or 0)
-    evaluate = None
-    if eval_steps:
-
-        try:
-            evaluate = stsb_dev_evaluator(config.data_dir)
-        except SparseCSEError as exc:
-            raise SparseCSEError(f"{exc} (STS-B dev picks the best checkpoint; --eval-steps 0 skips it.)") from None
+    dev = checked_dev_set(config)
+    evaluate = dev.score if dev is not None else None
     return _Plan(objective_cls, _objective_params(config.objective_args), hyper, sentences,
                  hash_path(corpus) if from_file else _hash_sentences(sentences),
                  int(max_steps) if max_steps else hyper["epochs"] * steps_per_epoch, steps_per_epoch,
-                 eval_steps, int(eval_steps if save_steps is None else save_steps), evaluate)
+                 eval_steps, int(eval_steps if save_steps is None else save_steps), evaluate,
+                 dev_info=dev.describe() if dev is not None else None)
+
+
+def checked_dev_set(config: TrainingConfig):
+    """The dev set the run chooses its checkpoint on (``config.dev``, else STS-B dev), read and checked; None
+    when ``eval_steps`` is 0 (a ``dev`` then is refused: it would choose nothing)."""
+    if not config.eval_steps:
+        if config.dev is not None:
+            raise SparseCSEError("--dev picks the best checkpoint every --eval-steps, but --eval-steps is 0; give "
+                                 "--eval-steps N or leave --dev out.")
+        return None
+    if config.dev is not None:
+        return dev_set(config.dev, config.data_dir)
+    try:
+        return dev_set(None, config.data_dir)
+    except SparseCSEError as exc:
+        raise SparseCSEError(f"{str(exc).rstrip('.')} (STS-B dev picks the best checkpoint; --eval-steps 0 skips "
+                             "it).") from None
 
 
 def run(kind: str, encoder: SentenceEncoder, corpus, out, config: TrainingConfig, lineage: dict, inputs: dict,
@@ -190,6 +213,7 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
         "corpus_sha256": plan.corpus_hash, "objective": objective, "objective_params": built.params,
         "batch_size": hyper["batch_size"], "lr": hyper["lr"], "max_length": hyper["max_length"],
         "max_steps": plan.total_steps, "seed": seed, "pooling": encoder.pooling, "eval_steps": plan.eval_steps,
+        **({"dev_set": plan.dev_info} if config.dev is not None else {}),
         **({"bucket_by_length": True} if config.bucket_by_length else {}),
         **({"gather_negatives": False} if not config.gather_negatives else {}),
         **({"objective_info": {k: objective_info.get(k) for k in ("teacher_digest", "key", "teacher_dim_mode")}}
@@ -231,7 +255,7 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
                   "gather_negatives": config.gather_negatives,
                   "max_grad_norm": settings.max_grad_norm, "weight_decay": settings.weight_decay,
                   "optimizer": "AdamW", "schedule": "linear decay, no warm-up",
-                  "bucket_by_length": config.bucket_by_length,
+                  "bucket_by_length": config.bucket_by_length, "dev_set": plan.dev_info,
                   **({"objective_info": objective_info} if objective_info else {})}
         result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
                              loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,
@@ -240,7 +264,8 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
             corpus_input = corpus if isinstance(corpus, (str, os.PathLike)) else None
             manifest = make_manifest(
                 f"{kind}_model", inputs={**inputs, "corpus": corpus_input}, params=record, seed=seed,
-                lineage=lineage, selected=(f"best STS-B dev at step {loop.best_step}" if loop.best_step else "last step"),
+                lineage=lineage, selected=(f"best {dev_label(record)} at step {loop.best_step}" if loop.best_step
+                                           else "last step"),
                 result={k: v for k, v in result.to_dict().items() if k not in ("out", "hyperparameters")},
                 history=loop.history,
             )
@@ -375,6 +400,7 @@ def train(model=None, corpus=None, out=None, objective: str | None = None, objec
               inputs=run_inputs(model, objective, objective_args, config.data_dir,
                                 corpus=corpus if isinstance(corpus, (str, os.PathLike)) else None))
     check_inputs("train", corpus, objective, objective_args, config.lr, config.device)
+    checked_dev_set(config)  # before the model loads
     set_seed(config.seed)  # weights a checkpoint lacks (e.g. a pooler) are drawn at load time
     if isinstance(model, SentenceEncoder):
         encoder = model if pooling is None else SentenceEncoder(

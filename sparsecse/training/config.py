@@ -20,6 +20,8 @@ class TrainingConfig:
     precision; None keeps Accelerate's default (full precision on CPU). ``gather_negatives`` (several
     processes only): in-batch negatives and similarity pairs over the whole global batch, as in one process
     (default), or False: each process's own part only (sentence-transformers' ``gather_across_devices=False``).
+    ``dev``: the set the checkpoint is chosen on instead of STS-B dev (a pairs file, a task name or an
+    :class:`~sparsecse.evaluation.eval_sets.EvalSet`; :func:`~sparsecse.training.dev_eval.dev_set`).
 
     >>> TrainingConfig(max_steps=100, lr=3e-5).eval_steps
     125
@@ -44,3 +46,4 @@ class TrainingConfig:
     show_progress: bool = True
     bucket_by_length: bool = False
     gather_negatives: bool = True
+    dev: Any = None

@@ -28,8 +28,8 @@ from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.config import TrainingConfig
 from sparsecse.training.distributed import launched_rank
 from sparsecse.artifacts.model_dir import model_lineage
-from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out, run,
-                                    run_inputs, source_hash)
+from sparsecse.training.api import (TrainResult, training_config, absolute_path, check_inputs, check_out,
+                                    checked_dev_set, run, run_inputs, source_hash)
 from sparsecse.modeling.adapters import base_model_type
 from sparsecse.shrinking.surgery import shrink_encoder
 from sparsecse.shrinking.surgery import mask_digest
@@ -136,6 +136,7 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str | None = None,
                                 mask=None if isinstance(mask, Mask) else mask, init=init,
                                 corpus=corpus if isinstance(corpus, (str, os.PathLike)) else None))
     check_inputs("rewind", corpus, objective, objective_args, config.lr, config.device)
+    checked_dev_set(config)  # before the model loads
     mask_path = None if isinstance(mask, Mask) else absolute_path(str(mask))
     mask = mask if isinstance(mask, Mask) else Mask.load(mask)
     init_path, scored = resolve_init(mask, init)
