@@ -393,7 +393,47 @@ def test_infocse_builds_its_layers_from_the_masked_lm(tiny_bert_dir, mlm_dirs):
     assert copied.data_ptr() != lower_layer_1.data_ptr() and copied.requires_grad and not lower_layer_1.requires_grad
 
 
-def test_infocse_with_distilbert_mlm_and_a_wider_mlm(tiny_bert_dir, mlm_dirs):
+def _loss_and_encoder_gradient(encoder, objective, batch, seed=0):
+    """One forward and backward with fixed dropout masks and draws: the output and the encoder's gradient."""
+    encoder.zero_grad()
+    torch.manual_seed(seed)
+    out = objective(batch)
+    out.loss.backward()
+    return out, torch.cat([p.grad.flatten() for p in encoder.parameters() if p.grad is not None])
+
+
+# (objective, its extra term's weight, the term's log, other parameters): DiffCSE's replaced-token detection with a
+# DistilBERT generator, InfoCSE's masked-LM reconstruction with a DistilBERT and with a wider masked LM
+EXTRA_TERMS = [("diffcse", "lambda_weight", "rtd_loss", {"generator": "distilbert"}),
+               ("infocse", "mlm_weight", "mlm_loss", {"mlm": "distilbert", "frozen_layers": 1, "extra_layers": 1}),
+               ("infocse", "mlm_weight", "mlm_loss", {"mlm": "wide", "frozen_layers": 1, "extra_layers": 1})]
+
+
+@pytest.mark.parametrize("variant,weight,term,params", EXTRA_TERMS)
+def test_the_extra_term_is_in_the_loss_and_its_gradient_reaches_the_encoder(variant, weight, term, params,
+                                                                          tiny_bert_dir, mlm_dirs):
+    """The loss is the SimCSE loss plus weight x the extra term, and the term's gradient reaches the encoder: with
+    the term's weight 1 the encoder's gradient differs from weight 0's (same dropout masks and draws), which a
+    term left out of the graph (computed but detached) would not give."""
+    params = {k: str(mlm_dirs[v]) if k in ("generator", "mlm") else v for k, v in params.items()}
+    encoder = load_encoder(tiny_bert_dir)
+    batch = batch_of(encoder)
+    runs = {}
+    for w in (1.0, 0.0):
+        torch.manual_seed(0)
+        objective = build(variant, encoder, mlm_dirs, **params, **{weight: w})
+        runs[w] = _loss_and_encoder_gradient(encoder, objective, batch)
+    (with_term, grad_with), (without, grad_without) = runs[1.0], runs[0.0]
+    assert with_term.logs["simcse_loss"] == pytest.approx(without.logs["simcse_loss"], rel=1e-6)
+    assert with_term.logs[term] > 0
+    assert float(with_term.loss) == pytest.approx(with_term.logs["simcse_loss"] + with_term.logs[term], rel=1e-5)
+    assert float(without.loss) == pytest.approx(without.logs["simcse_loss"], rel=1e-6)
+    assert not torch.allclose(grad_with, grad_without, rtol=1e-3, atol=1e-7)
+    if params.get("mlm") == str(mlm_dirs["wide"]):  # a wider masked LM is reached through a learned map
+        assert objective.sentence_map is not None
+
+
+def test_infocse_with_distilbert_mlm_and_a_wider_mlm_trains(tiny_bert_dir, mlm_dirs):
     for key in ("distilbert", "wide"):
         torch.manual_seed(0)
         encoder = load_encoder(tiny_bert_dir)
@@ -401,14 +441,6 @@ def test_infocse_with_distilbert_mlm_and_a_wider_mlm(tiny_bert_dir, mlm_dirs):
         assert (objective.sentence_map is not None) == (key == "wide")
         outputs = train_steps(encoder, objective, batch_of(encoder), steps=2)
         assert all(math.isfinite(float(o.loss)) for o in outputs)
-
-
-def test_diffcse_with_distilbert_generator(tiny_bert_dir, mlm_dirs):
-    torch.manual_seed(0)
-    encoder = load_encoder(tiny_bert_dir)
-    objective = build("diffcse", encoder, mlm_dirs, generator=str(mlm_dirs["distilbert"]))
-    outputs = train_steps(encoder, objective, batch_of(encoder), steps=2)
-    assert all(math.isfinite(float(o.loss)) for o in outputs)
 
 
 # ---------------------------------------------------------------------------------------------- noise negatives
