@@ -5,7 +5,7 @@ their ``_modern`` siblings) are self-contained (torch + transformers only) so a 
 with ``trust_remote_code=True`` where sparsecse is not installed.
 """
 
-from sparsecse.modeling import adapters_modern  # noqa: F401  (registers ModernBERT, Qwen3, Gemma-3)
+from sparsecse.modeling import adapters_modern  # noqa: F401  (registers today's encoders' adapters)
 from sparsecse.modeling.adapters import SHRUNK_CONFIGS, SHRUNK_MODELS, register_auto_classes
 from sparsecse.modeling.configuration_sparsecse import ShrunkConfigMixin
 

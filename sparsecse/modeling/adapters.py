@@ -224,8 +224,8 @@ register_adapter(ArchitectureAdapter("bert-like", tuple(m.config_class.base_mode
                                      BERT_LIKE_LAYOUT, {m.config_class.base_model_type: m for m in _BERT_LIKE_MODELS}))
 register_adapter(ArchitectureAdapter("distilbert", ("distilbert",), DISTILBERT_LAYOUT))
 register_adapter(ArchitectureAdapter("mpnet", ("mpnet",), MPNET_LAYOUT, {"mpnet": SparseCSEMPNetModel}))
-# ModernBERT, Qwen3 and Gemma-3 text register when sparsecse.modeling.adapters_modern is imported (the
-# package's __init__ does), so this module never imports the one that builds on it.
+# Today's encoders register when sparsecse.modeling.adapters_modern is imported (the package's __init__
+# does), so this module never imports the one that builds on it.
 
 
 def adapters() -> tuple[ArchitectureAdapter, ...]:

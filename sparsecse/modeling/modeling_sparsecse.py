@@ -179,8 +179,9 @@ def _relative_bias(layer: nn.Module, layout: dict, heads: Sequence[int], group: 
     replace_module(layer, layout["attention"], ShrunkMPNetSelfAttention(resolve(layer, layout["attention"]), heads))
 
 
-# name -> finish(layer, layout, kept source query heads, query heads per key/value head), called once the
-# layer's projections have their sizes; modeling_sparsecse_modern adds the forms of today's encoders
+#: How a family's attention runs with fewer heads, or none: name -> finish(layer, layout, kept source query
+#: heads, query heads per key/value head), called once the layer's projections have their sizes (a family's
+#: ``UnitLayout.attention_form`` names one); modeling_sparsecse_modern adds the forms of today's encoders.
 ATTENTION_FORMS: dict[str, Callable[[nn.Module, dict, Sequence[int], int], None]] = {
     "head-count": _set_head_count,
     "self-attention": _self_attention,

@@ -1,0 +1,119 @@
+"""Adding a family is its adapter plus its tests (issue 48): a toy encoder family (tests/toy_family.py), known
+to sparsecse only through the adapter it registers, is gated, shrunk and reloaded with no edit to
+sparsecse's shrinking, modeling or export code."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from sparsecse.modeling.adapters import get_adapter, model_shape
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.pruning.masks import Mask
+from sparsecse.shrinking.shrink import shrink
+from sparsecse.shrinking.surgery import shrink_encoder
+from tests.helpers import assert_same_embeddings, random_mask, random_sentences
+from tests.tiny import make_tokenizer
+from tests.toy_family import TOY_ADAPTER, TOY_LAYOUT, ToyConfig, ToyModel
+
+SENTENCES = random_sentences(10, seed=48)
+LAYERS, HEADS, FFN = 3, 4, 24
+
+
+@pytest.fixture(scope="module")
+def toy_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("toy")
+    tokenizer = make_tokenizer(out)
+    torch.manual_seed(0)
+    model = ToyModel(ToyConfig(vocab_size=len(tokenizer)))
+    with torch.no_grad():  # a wide spread, so every head and neuron moves the embeddings
+        for name, param in model.named_parameters():
+            param.copy_(1.0 + 0.3 * torch.randn_like(param) if "norm" in name and name.endswith("weight")
+                        else 0.5 * torch.randn_like(param))
+    model.save_pretrained(out)
+    (out / "sparsecse_config.json").write_text(json.dumps({"pooling": "mean", "max_length": 32}))
+    return out
+
+
+def structured_mask() -> Mask:
+    """Layer 0 keeps no head, layer 1 heads 1 and 3, layer 2 no FFN neuron; every third neuron of layer 0 goes."""
+    heads = torch.ones(LAYERS, HEADS, dtype=torch.bool)
+    heads[0] = False
+    heads[1, [0, 2]] = False
+    neurons = torch.ones(LAYERS, FFN, dtype=torch.bool)
+    neurons[0, ::3] = False
+    neurons[2] = False
+    return Mask(heads, neurons)
+
+
+def gated(encoder, mask):
+    with mask.apply(encoder.model):
+        return encoder.encode(SENTENCES)
+
+
+def test_the_adapter_is_all_sparsecse_knows_of_the_family(toy_dir):
+    encoder = SentenceEncoder.load(toy_dir, device="cpu")
+    assert get_adapter(encoder.model) is TOY_ADAPTER
+    assert model_shape(encoder.model) == ([HEADS] * LAYERS, [FFN] * LAYERS)
+
+
+@pytest.mark.parametrize("which,align", [("random", 8), ("structured", 1)])
+def test_gated_equals_shrunk(toy_dir, which, align):
+    encoder = SentenceEncoder.load(toy_dir, device="cpu")
+    mask = random_mask(encoder.model, 0.4, seed=5) if which == "random" else structured_mask()
+    expected = gated(encoder, mask)
+    assert np.abs(expected - encoder.encode(SENTENCES)).max() > 1e-2  # the mask changes the embeddings
+    shrink_encoder(encoder, mask, align_ffn=align)
+    kept = mask.neuron_mask.sum(1).tolist()
+    assert model_shape(encoder.model) == (mask.head_mask.sum(1).tolist(), [-(-n // align) * align for n in kept])
+    assert_same_embeddings(encoder.encode(SENTENCES), expected)
+
+
+def test_the_shrunk_weights_are_the_kept_rows_and_columns(toy_dir):
+    """Independent of the layout code: the kept heads' rows and neurons' rows/columns, picked by hand."""
+    dense = SentenceEncoder.load(toy_dir, device="cpu").model
+    encoder = SentenceEncoder.load(toy_dir, device="cpu")
+    mask = structured_mask()
+    shrink_encoder(encoder, mask, align_ffn=1)
+    small = encoder.model.blocks[1]
+    rows = torch.cat([torch.arange(h * 8, h * 8 + 8) for h in (1, 3)])  # head size 32 / 4 = 8
+    for name in ("q", "k", "v"):
+        assert torch.equal(getattr(small.attn, name).weight, getattr(dense.blocks[1].attn, name).weight[rows])
+    assert torch.equal(small.attn.out.weight, dense.blocks[1].attn.out.weight[:, rows])
+    neurons = mask.neuron_mask[0].nonzero().flatten()
+    assert torch.equal(encoder.model.blocks[0].ffn_in.weight, dense.blocks[0].ffn_in.weight[neurons])
+    assert torch.equal(encoder.model.blocks[0].ffn_out.weight, dense.blocks[0].ffn_out.weight[:, neurons])
+    assert encoder.model.blocks[0].attn.q.weight.shape == (0, 32) and encoder.model.blocks[2].ffn_in.out_features == 0
+
+
+def test_the_shrunk_directory_reloads_everywhere_without_its_code(toy_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel, AutoTokenizer
+
+    mask = structured_mask()
+    mask.manifest = {"kind": "mask", "model": str(toy_dir)}
+    mask_path = mask.save(tmp_path / "mask.safetensors")
+    expected = gated(SentenceEncoder.load(toy_dir, device="cpu"), mask)
+    result = shrink(model=toy_dir, mask=mask_path, out=tmp_path / "small", pooling="mean")
+    assert_same_embeddings(result.encoder.encode(SENTENCES), expected)
+    config = json.loads((result.out / "config.json").read_text())
+    assert config["model_type"] == "sparsecse-toy-encoder" and config["unit_layout"] == TOY_LAYOUT.to_dict()
+    assert config["kept_heads"] == [[], [1, 3], [0, 1, 2, 3]] and config["intermediate_sizes"] == [16, 24, 0]
+    copied = list(result.out.glob("*.py"))
+    assert copied  # save_pretrained copied the family's module, as it copies sparsecse's modeling code
+    for file in copied:
+        file.unlink()
+
+    assert_same_embeddings(SentenceEncoder.load(result.out, device="cpu").encode(SENTENCES), expected)
+    st = SentenceTransformer(str(result.out), device="cpu")
+    assert_same_embeddings(st.encode(SENTENCES), expected)
+    model = AutoModel.from_pretrained(result.out).eval()
+    assert type(model).__name__ == "SparseCSEToyModel"
+    tokenizer = AutoTokenizer.from_pretrained(result.out)
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state
+    weights = batch["attention_mask"].unsqueeze(-1).float()
+    assert_same_embeddings(((hidden * weights).sum(1) / weights.sum(1)).numpy(), expected)
