@@ -14,7 +14,7 @@ ARCHS = ("modernbert", "qwen3", "gemma3_text")
 LAYERS, HEADS, KV_HEADS, HEAD_DIM, HIDDEN, FFN = 3, 8, 2, 8, 32, 40
 
 
-def modern_config(arch: str, vocab_size: int, layers: int = LAYERS):
+def modern_config(arch: str, vocab_size: int, layers: int = LAYERS, heads: int = HEADS):
     from transformers import Gemma3TextConfig, ModernBertConfig, Qwen3Config
 
     if arch == "modernbert":  # no grouped key/value heads; local/global attention alternate (every 3rd global)
@@ -24,7 +24,7 @@ def modern_config(arch: str, vocab_size: int, layers: int = LAYERS):
                                 pad_token_id=0, bos_token_id=2, eos_token_id=3, cls_token_id=2, sep_token_id=3,
                                 initializer_range=0.2)
     common = dict(vocab_size=vocab_size, hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=layers,
-                  num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
+                  num_attention_heads=heads, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
                   max_position_embeddings=72, pad_token_id=0, bos_token_id=2, eos_token_id=3,
                   initializer_range=0.2, use_cache=False)
     if arch == "qwen3":
@@ -34,9 +34,11 @@ def modern_config(arch: str, vocab_size: int, layers: int = LAYERS):
                             query_pre_attn_scalar=HEAD_DIM)
 
 
-def make_modern_model_dir(out: Path, arch: str, seed: int = 0, padding_side: str | None = None) -> Path:
+def make_modern_model_dir(out: Path, arch: str, seed: int = 0, padding_side: str | None = None,
+                          heads: int = HEADS) -> Path:
     """Save a random ``arch`` model + a word-piece tokenizer to ``out`` (decoders pad on the left, like
-    Qwen3-Embedding, unless ``padding_side`` says otherwise)."""
+    Qwen3-Embedding, unless ``padding_side`` says otherwise; decoders get ``heads`` query heads over
+    ``KV_HEADS`` key/value heads)."""
     from transformers import AutoModel, AutoTokenizer
 
     out = Path(out)
@@ -45,7 +47,7 @@ def make_modern_model_dir(out: Path, arch: str, seed: int = 0, padding_side: str
     tok = AutoTokenizer.from_pretrained(out, padding_side=side)  # an init argument, so it is saved
     tok.save_pretrained(out)
     torch.manual_seed(seed)
-    model = AutoModel.from_config(modern_config(arch, len(tok)))
+    model = AutoModel.from_config(modern_config(arch, len(tok), heads=heads))
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" in name:  # the norms start at 1 (or 0 for Gemma's 1 + w): spread them too

@@ -25,7 +25,7 @@ from pathlib import Path
 from torch import nn
 
 from sparsecse.modeling.adapters import layer_modules, layer_parts
-from sparsecse.modeling.adapters import model_shape
+from sparsecse.modeling.adapters import model_shape, uniform_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -106,6 +106,26 @@ def layer_flops_per_token(model, seq_len: int = 128) -> list[int]:
         ffn = part.ffn_size * (gated_neuron_flops(hidden) if part.ffn_gate is not None else neuron_flops(hidden))
         flops.append(attention + ffn)
     return flops
+
+
+def shape_record(model) -> dict[str, int]:
+    """The shape of a dense model that every budget is costed from: what a score manifest records and
+    what ``UnitCosts.from_shape`` (:mod:`sparsecse.pruning.budget`) reads, so the early budget check of
+    ``compress``, the pruning search and the counted cost of the shrunk model (:func:`flops_per_token`,
+    :func:`count_parameters`) use one source.
+
+    Args:
+        model: a :class:`~sparsecse.modeling.encoder.SentenceEncoder` or a backbone whose layers all have
+            one shape (:func:`~sparsecse.modeling.adapters.uniform_shape`; a shrunk model is refused).
+
+    Returns:
+        ``layers``, ``heads``, ``ffn``, ``hidden``, ``head_dim``, and for today's encoders (ModernBERT,
+        Qwen3, Gemma-3) the fields of :func:`shape_extras`.
+    """
+    model = _module(model)
+    layers, heads, ffn = uniform_shape(model)
+    return {"layers": layers, "heads": heads, "ffn": ffn, "hidden": int(model.config.hidden_size),
+            "head_dim": int(layer_parts(model)[0].head_dim), **shape_extras(model)}
 
 
 def shape_extras(model) -> dict[str, int]:

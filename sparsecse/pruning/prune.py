@@ -47,7 +47,7 @@ class PruningConfig:
 def encoder_param_counts(shape: dict[str, int], mask: Mask) -> dict[str, Any]:
     """Parameters of the transformer layers (no embeddings) before and after removing the masked units."""
     costs = UnitCosts.from_shape(shape, "params")
-    removed = mask.heads_pruned * costs.head + mask.neurons_pruned * costs.neuron
+    removed = costs.dense - costs.kept(mask.head_mask, mask.neuron_mask)  # key/value heads of emptied groups too
     return {"encoder_params": costs.dense, "encoder_params_removed": removed,
             "encoder_param_sparsity": removed / costs.dense}
 

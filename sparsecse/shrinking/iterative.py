@@ -35,8 +35,9 @@ import torch
 
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.errors import SparseCSEError
-from sparsecse.modeling.adapters import layer_parts, uniform_shape
+from sparsecse.modeling.adapters import layer_parts
 from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.flops import shape_record
 from sparsecse.pruning.budget import UnitCosts, check_budget_keeps_a_unit
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig, check_target, one_target
@@ -54,11 +55,19 @@ DEFAULT_STEPS = 3
 
 
 def model_costs(encoder: SentenceEncoder, kind: str, seq_len: int) -> UnitCosts:
-    """The unit costs of ``encoder``'s model for a ``keep_flops`` or ``keep_params`` budget."""
-    layers, heads, ffn = uniform_shape(encoder.model)
-    shape = {"layers": layers, "heads": heads, "ffn": ffn, "hidden": int(encoder.config.hidden_size),
-             "head_dim": int(layer_parts(encoder.model)[0].head_dim)}
-    return UnitCosts.from_shape(shape, kind.split("_")[1], seq_len)
+    """The unit costs of ``encoder``'s model for a budget, from the shape record a score file holds
+    (:func:`~sparsecse.modeling.flops.shape_record`: each architecture at its real shapes, grouped
+    key/value heads included), so the check made before scoring is the one pruning applies.
+
+    Args:
+        encoder: the dense model to be pruned.
+        kind: ``"keep_flops"`` or ``"keep_params"``.
+        seq_len: the sequence length FLOPs per token are counted at.
+
+    Returns:
+        The :class:`~sparsecse.pruning.budget.UnitCosts` of that metric.
+    """
+    return UnitCosts.from_shape(shape_record(encoder.model), kind.split("_")[1], seq_len)
 
 
 def step_budgets(budget: float, steps: int) -> list[float]:
