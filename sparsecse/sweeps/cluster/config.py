@@ -21,9 +21,14 @@ evaluations minutes)::
 
 Example::
 
-    >>> resources = load_resources("cluster.toml", {"partition": "debug"})
-    >>> resources.for_array("rewind")["time"]
-    480
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "cluster.toml"
+    >>> _ = path.write_text('partition = "gpu"\\ntime = "1:00:00"\\n[rewind]\\ntime = "8:00:00"\\n')
+    >>> resources = load_resources(path, {"partition": "debug"})
+    >>> resources.for_array("rewind")["time"], resources.for_array("evaluate")["time"]
+    (480, 60)
+    >>> resources.for_array("rewind")["partition"]
+    'debug'
 """
 
 from __future__ import annotations

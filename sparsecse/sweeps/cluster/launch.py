@@ -11,9 +11,9 @@ waited for, not submitted twice (``DIR/cluster/jobs.json`` records the submissio
 
 Example::
 
-    >>> spec = sweep_spec(model, "0.1,0.2", out="sw", rewind=RewindConfig(corpus="wiki.txt"))
-    >>> result = launch_sweep(spec, "slurm", load_resources("cluster.toml"))
-    >>> [t.point.label for t in result.failed]
+    >>> spec = sweep_spec(model, "0.1,0.2", out="sw", rewind=RewindConfig(corpus="wiki.txt"))  # doctest: +SKIP
+    >>> result = launch_sweep(spec, "slurm", load_resources("cluster.toml"))  # doctest: +SKIP
+    >>> [t.point.label for t in result.failed]  # doctest: +SKIP
 """
 
 from __future__ import annotations

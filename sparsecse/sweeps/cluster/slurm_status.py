@@ -7,7 +7,7 @@ every job as UNKNOWN.
 Example::
 
     >>> job_class = slurm_job_class()     # SlurmJob with sacct, SqueueSlurmJob without
-    >>> executor.job_class = job_class
+    >>> executor.job_class = job_class  # doctest: +SKIP
 """
 
 from __future__ import annotations
