@@ -268,6 +268,12 @@ def test_prune_command_keep_flops_on_a_grouped_model(grouped, tmp_path):
     m = json.loads((tmp_path / "mask.json").read_text())
     assert m["kept_flops"] == expected.manifest["kept_flops"] <= m["dense_flops"] // 2
     assert m["encoder_params_removed"] == m["dense_params"] - m["kept_params"]
+    grid = cli("prune", "--scores", score_file, "--keep-params", "0.5,0.7", "--out", tmp_path / "grid")
+    assert grid.exit_code == 0, grid.output
+    for budget in (0.5, 0.7):
+        saved = Mask.load(tmp_path / "grid" / f"mask-p{budget}-l0.5.safetensors")
+        assert torch.equal(saved.head_mask, prune(scores, keep_params=budget).head_mask)
+        assert saved.manifest["kept_params"] <= budget * saved.manifest["dense_params"]
 
 
 REFUSED = [({"keep_flops": 1e-6}, "keeps no head and no neuron"),
