@@ -45,6 +45,9 @@ _API = {
     "SweepOptions": "sparsecse.sweeps.config",
     "SweepSpec": "sparsecse.sweeps.config",
     "ExportConfig": "sparsecse.exporting.config",
+    # the export formats every command offers (sparsecse.artifacts.export_formats)
+    "ExportFormat": "sparsecse.artifacts.export_formats",
+    "register_format": "sparsecse.artifacts.export_formats",
 }
 
 
