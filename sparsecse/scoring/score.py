@@ -22,8 +22,7 @@ from sparsecse.data.paths import resolve_data_dir
 from sparsecse.data.eval_data import load_eval_data
 from sparsecse.data.sts import Pair, read_sts_benchmark
 from sparsecse.errors import SparseCSEError
-from sparsecse.modeling.flops import shape_extras
-from sparsecse.modeling.adapters import layer_parts, uniform_shape
+from sparsecse.modeling.flops import shape_record
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.scoring.gradients import POSITIVE_THRESHOLD, compute_gradients, make_batches, pair_batches
 from sparsecse.scoring.scores import TENSORS, GateScores
@@ -65,7 +64,7 @@ def score(model: str | os.PathLike | SentenceEncoder | None = None, config: Scor
     batches, data_input, data_params = _batches(c)  # the data is checked before the model loads
     encoder = model if isinstance(model, SentenceEncoder) else SentenceEncoder.load(model, pooling=pooling,
                                                                                     device=device)
-    layers, heads, ffn = uniform_shape(encoder.model)
+    shape = shape_record(encoder.model)  # what every budget is costed from; refuses a shrunk model
     torch.manual_seed(c.seed)
     start = time.perf_counter()
     grads = compute_gradients(encoder, batches, show_progress=c.show_progress)
@@ -76,7 +75,6 @@ def score(model: str | os.PathLike | SentenceEncoder | None = None, config: Scor
             raise SparseCSEError(f"Scoring gave non-finite {name} in batch(es) {', '.join(map(str, bad[:5]))} "
                                  "(a batch whose positive pairs are all identical sentences has no alignment "
                                  "gradient); use a larger --batch-size.")
-    config = encoder.config
     manifest = make_manifest(
         "scores",
         inputs={"model": encoder.source, **data_input},
@@ -87,8 +85,7 @@ def score(model: str | os.PathLike | SentenceEncoder | None = None, config: Scor
         pooling=encoder.pooling,
         pooling_source=encoder.pooling_source,
         max_length=encoder.max_length,
-        shape={"layers": layers, "heads": heads, "ffn": ffn, "hidden": int(config.hidden_size),
-               "head_dim": int(layer_parts(encoder.model)[0].head_dim), **shape_extras(encoder.model)},
+        shape=shape,
         num_batches=len(batches),
         num_positive_pairs=sum(len(b.pairs) for b in batches),
         batch_weighting="positive pairs per batch (tensor batch_sizes)",
