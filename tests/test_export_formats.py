@@ -185,3 +185,28 @@ def test_a_missing_package_is_one_sentence_and_nothing_is_written(models, tmp_pa
         assert list(tmp_path.iterdir()) == []
     finally:
         unregister_format(needy.name)
+
+
+def test_an_installed_package_registers_its_format_by_entry_point(models, tmp_path, monkeypatch):
+    import importlib.metadata
+
+    from sparsecse.artifacts import export_formats
+
+    def plugins(value):
+        entry = importlib.metadata.EntryPoint("toy", value, export_formats.ENTRY_POINT_GROUP)
+        monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [entry] if group == entry.group else [])
+        monkeypatch.setattr(export_formats, "_plugins_loaded", False)
+
+    plugins("tests.test_export_formats:TOY")
+    try:
+        run = CliRunner().invoke(main, ["export", "--model", str(models[0]), "--out", str(tmp_path / "toy"),
+                                        "--format", "toy", "--json"])
+        assert run.exit_code == 0, run.output
+        assert isinstance(load_encoder(tmp_path / "toy"), TorchScriptEncoder)
+    finally:
+        unregister_format("toy")
+    for value, message in (("tests.test_export_formats:TOY_FILE", "names a str, not an ExportFormat"),
+                           ("tests.no_such_module:TOY", "cannot be loaded .ModuleNotFoundError")):
+        plugins(value)
+        with pytest.raises(SparseCSEError, match=message):
+            format_names()

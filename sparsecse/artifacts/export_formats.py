@@ -7,7 +7,10 @@ kind of graph it writes), the quantizations it accepts, the packages it needs, t
 graph files (:mod:`sparsecse.exporting`) and the one that loads an exported directory
 (:mod:`sparsecse.serving`). Those two are named as ``"module:attribute"`` strings, as packaging entry points
 are, so that this module imports neither side; each side resolves only the half it runs. A format defined
-outside sparsecse passes the functions themselves.
+outside sparsecse passes the functions themselves, and is registered by :func:`register_format` or, from an
+installed package, by an entry point of the group ``sparsecse.export_formats`` naming its declaration
+(``toy = "my_package.formats:TOY"`` in the package's ``[project.entry-points."sparsecse.export_formats"]``),
+which every command then offers.
 
     >>> get_format("openvino").files["int8_static"]
     'openvino/openvino_model_qint8_quantized.xml'
@@ -167,6 +170,30 @@ class ExportFormat:
 
 
 _FORMATS: dict[str, ExportFormat] = {}
+ENTRY_POINT_GROUP = "sparsecse.export_formats"
+_plugins_loaded = False
+
+
+def _load_plugins() -> None:
+    """Register the formats installed packages declare as entry points (once, on the first look-up); one
+    sentence naming a plugin that cannot be loaded or is not an :class:`ExportFormat`."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            fmt = entry.load()
+        except Exception as exc:
+            raise SparseCSEError(f"The export format {entry.name} of an installed package ({entry.value}) cannot be "
+                                 f"loaded ({type(exc).__name__}: {exc}).") from None
+        if not isinstance(fmt, ExportFormat):
+            raise SparseCSEError(f"The entry point {entry.name} ({entry.value}) of the group {ENTRY_POINT_GROUP} names "
+                                 f"a {type(fmt).__name__}, not an ExportFormat.")
+        if fmt.name not in _FORMATS:
+            register_format(fmt)
 
 
 def register_format(fmt: ExportFormat, replace: bool = False) -> ExportFormat:
@@ -193,21 +220,26 @@ def unregister_format(name: str) -> None:
 
 def format_names() -> tuple[str, ...]:
     """The registered formats' names, in registration order (built-in ones first)."""
+    _load_plugins()
     return tuple(_FORMATS)
 
 
 def registered_formats() -> tuple[ExportFormat, ...]:
     """The registered formats, in registration order."""
+    _load_plugins()
     return tuple(_FORMATS.values())
 
 
 def quantization_names() -> tuple[str, ...]:
     """Every ``--quantize`` value some registered format accepts."""
+    _load_plugins()
     return tuple(dict.fromkeys(q.name for f in _FORMATS.values() for q in f.quantizations))
 
 
 def get_format(name: str) -> ExportFormat:
     """The registered format ``name`` (one sentence naming the registered ones otherwise)."""
+    if name not in _FORMATS:
+        _load_plugins()
     if name not in _FORMATS:
         raise SparseCSEError(f"Unknown export format {name!r}; choose one of {', '.join(_FORMATS)}.")
     return _FORMATS[name]
