@@ -84,8 +84,8 @@ def write_onnx(encoder: SentenceEncoder, directory: Path, normalize: bool, confi
         calibration: sentences for static int8 (None: dynamic int8, when ``quantize`` is int8).
 
     Returns:
-        The graphs written: always the fp32 graph; with ``quantize="int8"`` also the dynamic int8 graph, or
-        with ``calibration`` the static one, last (the graph sparsecse runs).
+        The graphs written, always the fp32 graph and, with ``quantize="int8"``, the dynamic int8 graph, or with
+        ``calibration`` the static one, last (the graph sparsecse runs).
     """
     fp32 = directory / ONNX.files["fp32"]
     names = export_graph(encoder, fp32, normalize, config.opset)

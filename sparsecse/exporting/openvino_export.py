@@ -37,7 +37,7 @@ def write_openvino(encoder: SentenceEncoder, directory: Path, normalize: bool, c
         calibration: the sentences NNCF calibrates int8 on (required with ``quantize="int8"``).
 
     Returns:
-        The IRs written: always the fp32 one; with ``quantize="int8"`` also the NNCF int8 one, last (the IR
+        The IRs written, always the fp32 one and, with ``quantize="int8"``, the NNCF int8 one, last (the IR
         sparsecse runs).
     """
     ov = require_openvino()
