@@ -112,10 +112,13 @@ def test_a_recipes_usage_snippet_runs_as_written(recipe_run):
 @pytest.fixture(scope="module")
 def written_models(tmp_path_factory):
     """A shrunk, a trained and a rewound model directory, each as its command writes it."""
+    from accelerate.state import AcceleratorState
+
     from sparsecse.shrinking.shrink import shrink
     from sparsecse.training.api import train
     from sparsecse.training.rewind import rewind
 
+    AcceleratorState._reset_state(True)  # the recipe's bf16 stages (where the CPU runs bf16) set it for the process
     tmp = tmp_path_factory.mktemp("card_models")
     source = make_tiny_model_dir(tmp / "source", "bert", seed=2)
     corpus = tmp / "corpus.txt"

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparsecse.artifacts.files import atomic_dir, make_manifest, write_json
-from sparsecse.artifacts.model_card import base_model_name, model_facts, read_front_matter, render_card
+from sparsecse.artifacts.model_card import (OBJECTIVE_METHODS, base_model_name, model_facts, read_front_matter,
+                                            render_card)
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.compare import compare
@@ -318,6 +319,8 @@ def _methods(recipe: Recipe, figures: dict[str, Any], recorded: list[str]) -> li
         methods.update({"sparsecse", "kprune"})  # a prune stage prunes in steps with reconstruction
     if "distill" in types:
         methods.add("distillation")
+    methods.update(OBJECTIVE_METHODS[s.objective] for s in recipe.stages
+                   if s.type == "train" and s.objective in OBJECTIVE_METHODS)
     if "budget" in types and (figures.get("target") or {}).get("speedup") is not None:
         methods.add("halp")  # a speed target spends measured latency, not FLOPs
     if any(s.type == "export" and getattr(s, "quantize", None) for s in recipe.stages):
@@ -360,7 +363,8 @@ def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict
                        + (f" (STS-B dev {record['stsb_dev']:.2f})" if record.get("stsb_dev") is not None else "")
                        + (f" (kept {record['kept_flops_ratio']:.4f} of layer FLOPs)" if record.get("kept_flops_ratio")
                           else ""))
-    distills = [s for s in recipe.stages if s.type == "distill"]
+    losses = [f"{s.name}: distillation ({s.loss}) from {s.teacher}" if s.type == "distill" else f"{s.name}: {s.objective}"
+              for s in recipe.stages if s.type in ("distill", "train")]
     facts.update(
         base_model=base, title=f"{base}, compressed by sparsecse's `{recipe.name}` recipe",
         description=recipe.description, evaluation=evaluation, methods=_methods(recipe, figures, facts.get("methods") or []),
@@ -368,7 +372,7 @@ def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict
         training={"recipe": recipe.name, "made_by": "sparsecse compress --recipe", "stages": lineage,
                   "corpus": Path(corpus).name,
                   "corpus_sentences": _sentences(corpus),
-                  "losses": [f"{s.name}: distillation ({s.loss}) from {s.teacher}" for s in distills],
+                  "losses": losses,
                   "steps": sum(r.get("steps") or 0 for r in stages) or None,
                   "command": manifest.get("command"), "seconds": manifest.get("seconds"),
                   "recipe_yaml": yaml.safe_dump(_set_only(recipe.to_dict()), sort_keys=False)})
