@@ -2,7 +2,15 @@
 
 An objective owns whatever extra modules it trains (an MLP head, a discriminator) as submodules,
 declares its parameters with defaults in ``defaults`` and what it needs in ``requires``, and
-returns an :class:`ObjectiveOutput` with the loss and named figures to log.
+returns an :class:`ObjectiveOutput` with the loss and named figures to log. A new objective is one subclass,
+found by name once registered (:func:`~sparsecse.objectives.registry.register_objective`, or an entry point of
+group ``sparsecse.objectives``)::
+
+    class HotterSimCSE(SimCSE):
+        name = "hotter_simcse"
+        defaults = {"temperature": 0.5, "mlp": False}
+
+    sparsecse train --objective hotter_simcse --objective-args temperature=0.2 ...
 """
 
 from __future__ import annotations
@@ -19,12 +27,23 @@ from sparsecse.objectives import validation
 
 @dataclass
 class ObjectiveOutput:
+    """What one training step's objective gives: ``loss`` (a scalar tensor the loop calls ``backward`` on) and
+    ``logs`` (named figures, e.g. ``{"simcse_loss": 0.71, "acc": 0.5}``, written to the training log)."""
+
     loss: torch.Tensor
     logs: dict[str, float] = field(default_factory=dict)
 
 
 class Objective(nn.Module):
-    """Base class. Subclasses set ``name``, ``description``, ``defaults`` and implement ``forward``."""
+    """Base class of every training objective. Subclasses set ``name``, ``description``, ``defaults`` (every
+    parameter with its default; ``--objective-args`` may set only these) and implement :meth:`forward`.
+
+    Args:
+        encoder: the :class:`~sparsecse.modeling.encoder.SentenceEncoder` being trained (held, not registered
+            as a submodule, so it is neither saved with the objective nor trained twice).
+        **params: the objective's parameters; each is checked against ``defaults`` and ``checks``
+            (:meth:`check_params`).
+    """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
@@ -48,6 +67,11 @@ class Objective(nn.Module):
 
     @classmethod
     def parameter_checks(cls) -> dict[str, validation.Check]:
+        """The check of each parameter in ``defaults``: the base classes' ``checks``, then this class's.
+
+        Returns:
+            ``{parameter: check}``; a check takes (what, value) and returns the value or raises SparseCSEError.
+        """
         merged: dict[str, validation.Check] = {"temperature": validation.positive, "mlp": validation.flag}
         for klass in reversed(cls.__mro__):
             merged.update(vars(klass).get("checks", {}))
@@ -55,7 +79,22 @@ class Objective(nn.Module):
 
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        """Defaults + ``params``, each checked against its declared type and range (no model needed)."""
+        """The objective's parameters, checked without a model (so a command refuses them before loading one).
+
+        Args:
+            params: the parameters given (e.g. from ``--objective-args``).
+
+        Returns:
+            ``defaults`` updated with ``params``.
+
+        Raises:
+            SparseCSEError: a parameter not in ``defaults``, a missing required one, or a value of the wrong
+                type or range.
+
+        >>> from sparsecse.objectives.simcse import SimCSE
+        >>> SimCSE.check_params({"temperature": 0.1})["temperature"]
+        0.1
+        """
         unknown = sorted(set(params) - set(cls.defaults))
         if unknown:
             raise SparseCSEError(
@@ -72,20 +111,42 @@ class Objective(nn.Module):
 
     @property
     def encoder(self) -> nn.Module:
+        """The encoder being trained."""
         return self._encoder[0]
 
     def trainable_extra_modules(self) -> list[nn.Module]:
-        """Modules besides the encoder that the optimizer trains (train-only; not saved with the model)."""
+        """What the optimizer trains besides the encoder (train-only, not saved with the model).
+
+        Returns:
+            The objective's submodules (an MLP head, a discriminator); override to leave frozen ones out.
+        """
         return [m for m in self.children()]
 
     def prepare_corpus(self, sentences, corpus_path=None, max_length=None, device=None,
                        show_progress: bool = True) -> None:
-        """Called once by training before the first step with the whole corpus (e.g. to embed it with a
-        teacher up front); ``corpus_path`` is None for an in-memory corpus."""
+        """Called once by training, before the first step, with the whole corpus (e.g. to embed it with a
+        teacher up front and cache the embeddings). Default: nothing.
+
+        Args:
+            sentences: the training sentences.
+            corpus_path: the corpus file they came from (None for an in-memory corpus).
+            max_length: the tokens per sentence training uses.
+            device: where the encoder runs.
+            show_progress: whether to show a progress bar.
+        """
 
     def after_backward(self) -> None:
         """Called by the training loop after ``loss.backward()`` and before the optimizer step
         (e.g. weight perturbation restores the unperturbed weights here)."""
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:  # pragma: no cover - interface
+        """The loss of one batch (the method an objective must define).
+
+        Args:
+            batch: the tokenized sentences (``input_ids``, ``attention_mask``, ...), [B, T] each; with
+                ``uses_sentences`` set, training also passes ``sentences=`` (the batch's texts).
+
+        Returns:
+            An :class:`ObjectiveOutput`.
+        """
         raise NotImplementedError

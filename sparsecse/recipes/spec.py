@@ -14,6 +14,15 @@ with its modifiers). Three stage types chain, each taking the previous stage's m
 ``export``
     ``sparsecse export``: an ONNX or OpenVINO copy of the final model beside it.
 
+A stage type is a frozen dataclass in ``STAGE_TYPES`` (its ``type`` the key) whose fields are the stage's settings
+(``name`` first, then each setting with its default), with three members the runner
+(:mod:`sparsecse.recipes.runner`) reads:
+
+- ``check(where) -> self``: every setting checked; ``where`` (``"recipe.yaml, stage 2 (prune)"``) starts the
+  one sentence a bad value raises as :class:`~sparsecse.errors.SparseCSEError`;
+- ``makes_model -> bool``: whether the stage makes the model the next stage takes;
+- ``describe() -> str``: one line for ``--list-recipes`` and the model card.
+
 Example (``sparsecse compress --list-recipes`` prints the shipped ones)::
 
     name: my-recipe
@@ -108,6 +117,17 @@ class DistillStage:
     type: str = "distill"
 
     def check(self, where: str) -> "DistillStage":
+        """The stage with every setting checked.
+
+        Args:
+            where: the recipe and stage, to start the error's sentence.
+
+        Returns:
+            The stage itself.
+
+        Raises:
+            SparseCSEError: a setting of the wrong type or out of range.
+        """
         _text("teacher", self.teacher, where)
         _choice("loss", self.loss, where, ("mse", "cosine", "similarity"))
         _positive_float("lr", self.lr, where)
@@ -126,9 +146,19 @@ class DistillStage:
 
     @property
     def makes_model(self) -> bool:
+        """Whether the next stage takes this stage's model (it makes one).
+
+        Returns:
+            True
+        """
         return True
 
     def describe(self) -> str:
+        """One line saying what the stage does.
+
+        Returns:
+            The line ``--list-recipes`` prints and the model card states.
+        """
         amount = f"{self.max_steps} steps" if self.max_steps else f"{self.epochs} epoch{'s' * (self.epochs > 1)}"
         sample = f" of {self.sentences} sentences" if self.sentences else ""
         return f"distil from {self.teacher} ({self.loss}, lr {self.lr:g}, {amount}{sample})"
@@ -235,6 +265,17 @@ STAGE_TYPES = {"distill": DistillStage, "prune": PruneStage, "export": ExportSta
 
 
 @dataclass(frozen=True)
+        """The stage with every setting checked.
+
+        Args:
+            where: the recipe and stage, to start the error's sentence.
+
+        Returns:
+            The stage itself.
+
+        Raises:
+            SparseCSEError: a setting of the wrong type or out of range.
+        """
 class Evaluation:
     """The final model's evaluation: the 7 STS tasks with ``bootstrap`` replicates, paired against
     ``compare_with`` (a model, optional), and its encode speed against the input model. ``test: false``
@@ -251,6 +292,11 @@ class Evaluation:
     speed: bool = True
     test: bool = True
     tasks: list = field(default_factory=lambda: list(EVALUATION_GROUPS))
+        """Whether the next stage takes this stage's model (it makes one).
+
+        Returns:
+            True
+        """
     transfer_fasttest: bool = True
 
     def check(self, where: str) -> "Evaluation":
@@ -259,6 +305,11 @@ class Evaluation:
         if self.compare_with is not None:
             _text("compare_with", self.compare_with, where)
         for name in ("speed", "test", "transfer_fasttest"):
+        """One line saying what the stage does.
+
+        Returns:
+            The line ``--list-recipes`` prints and the model card states.
+        """
             if not isinstance(getattr(self, name), bool):
                 raise SparseCSEError(f"{where}: {name} must be true or false, not {getattr(self, name)!r}.")
         if (not isinstance(self.tasks, list) or not self.tasks or len(set(map(str, self.tasks))) != len(self.tasks)
@@ -278,6 +329,17 @@ class Data:
     ``run_recipe(dev=...)`` is relative to the working directory."""
 
     dev: str | None = None
+        """The stage with every setting checked.
+
+        Args:
+            where: the recipe and stage, to start the error's sentence.
+
+        Returns:
+            The stage itself.
+
+        Raises:
+            SparseCSEError: a setting of the wrong type or out of range.
+        """
     test: str | None = None
 
     def check(self, where: str) -> "Data":
@@ -288,9 +350,19 @@ class Data:
                 if known_task(spec) is None and not is_pairs_file(spec):
                     raise SparseCSEError(f"{where}: {role} must be a pairs file (.tsv, .csv or .jsonl) or a task "
                                          f"name ({', '.join(KNOWN_TASKS)}), not {value!r}.")
+        """Whether the next stage takes this stage's model (it makes none: the run's model stays the previous stage's).
+
+        Returns:
+            False
+        """
         return self
 
 
+        """One line saying what the stage does.
+
+        Returns:
+            The line ``--list-recipes`` prints and the model card states.
+        """
 @dataclass(frozen=True)
 class Recipe:
     """A parsed, checked recipe (see the module's docstring); ``source`` is the file it came from."""
@@ -304,13 +376,34 @@ class Recipe:
     target: Target | None = None  # what a budget stage aims at (compress --speedup / --max-drop)
     data: Data = field(default_factory=Data)  # the user's dev and test sets (default: STS-B dev, the STS tasks)
     reached: dict = field(default_factory=dict)  # the figures a run of this recipe reached, for --list-recipes
+        """The stage with every setting checked.
+
+        Args:
+            where: the recipe and stage, to start the error's sentence.
+
+        Returns:
+            The stage itself.
+
+        Raises:
+            SparseCSEError: a setting of the wrong type or out of range.
+        """
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as data (what the run records and fingerprints); ``source`` left out."""
+        """Whether the next stage takes this stage's model (it makes none: the run's model stays the previous stage's).
+
+        Returns:
+            False
+        """
         data = dataclasses.asdict(self)
         data.pop("source")
         data["stages"] = [dataclasses.asdict(s) for s in self.stages]
+        """One line saying what the stage does.
+
+        Returns:
+            The line ``--list-recipes`` prints and the model card states.
+        """
         return data
 
     def digest(self) -> str:

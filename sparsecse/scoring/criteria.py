@@ -42,7 +42,14 @@ CRITERIA: dict[str, "Criterion"] = {}
 
 
 def register(cls: type["Criterion"]) -> type["Criterion"]:
-    """Class decorator: add one instance of ``cls`` to ``CRITERIA`` under ``cls.name``."""
+    """Class decorator: add one instance of ``cls`` to ``CRITERIA`` under ``cls.name``.
+
+    Args:
+        cls: a :class:`Criterion` subclass with its ``name`` and ``summary`` set.
+
+    Returns:
+        ``cls`` itself.
+    """
     CRITERIA[cls.name] = cls()
     return cls
 
@@ -59,17 +66,48 @@ class Criterion:
     default_for: ClassVar[tuple[str, ...]] = ()
 
     def per_batch(self, grad: "torch.Tensor") -> "torch.Tensor":
-        """Per-batch importance [B, L, U] of the per-batch gradients ``grad`` [B, L, U]."""
+        """The importance each batch gives each unit (the method a criterion must define).
+
+        Args:
+            grad: the per-batch gradients of L_score(λ) with respect to the gates, [B, L, U] (B batches, L
+                layers, U heads or neurons per layer).
+
+        Returns:
+            The per-batch importance, [B, L, U].
+        """
         raise NotImplementedError
 
     def normalize(self, scores: "torch.Tensor") -> "torch.Tensor":
-        """The final importance [L, U] from the weighted batch mean ``scores`` [L, U] (default: unchanged)."""
+        """The final importance from the batch mean (override to rescale; default: unchanged).
+
+        Args:
+            scores: the weighted mean over batches of :meth:`per_batch`, [L, U].
+
+        Returns:
+            The importance, [L, U]; higher means more important (kept first).
+        """
         return scores
 
     def __call__(self, grad_align: "torch.Tensor", grad_uniform: "torch.Tensor", lam: float,
                  weights: "torch.Tensor | None" = None) -> "torch.Tensor":
-        """Importance [L, U] at alignment weight ``lam`` from per-batch gradients [B, L, U]; ``weights`` [B]
-        sum to 1 (None: equal weights)."""
+        """Each unit's importance at alignment weight ``lam``.
+
+        Args:
+            grad_align: per-batch gradients of L_align with respect to the gates, [B, L, U].
+            grad_uniform: per-batch gradients of L_uniform, [B, L, U].
+            lam: λ in [0, 1]; the gradient of batch b is ``λ·g_align + (1−λ)·g_uniform``.
+            weights: each batch's weight, [B], summing to 1 (None: equal weights).
+
+        Returns:
+            The importance, [L, U].
+
+        >>> import torch
+        >>> g = torch.tensor([[[1.0, -2.0]], [[3.0, 0.0]]])  # 2 batches, 1 layer, 2 units
+        >>> get_criterion("fisher")(g, torch.zeros_like(g), lam=1.0)
+        tensor([[5., 2.]])
+        >>> get_criterion("abs_grad")(g, torch.zeros_like(g), lam=0.5, weights=torch.tensor([0.75, 0.25]))
+        tensor([[0.7500, 0.7500]])
+        """
         import torch
 
         grad = lam * grad_align + (1.0 - lam) * grad_uniform
@@ -117,7 +155,17 @@ class Fisher(Criterion):
 
 
 def get_criterion(name: str) -> Criterion:
-    """The registered criterion ``name``; an unknown name is one sentence listing the known ones."""
+    """The registered criterion called ``name``.
+
+    Args:
+        name: a name in ``CRITERIA`` (``abs_grad``, ``layer_norm``, ``fisher`` or one registered since).
+
+    Returns:
+        The criterion instance.
+
+    Raises:
+        SparseCSEError: an unknown name, in one sentence listing the known ones.
+    """
     if name not in CRITERIA:
         raise SparseCSEError(f"Unknown criterion {name!r}; choose {', '.join(CRITERIA)}.")
     return CRITERIA[name]
