@@ -96,7 +96,16 @@ def check_launcher(launcher: str, detach: bool = False) -> None:
 
 # ---------------------------------------------------------------------------- executors
 class SlurmBackend:
-    """Job arrays on SLURM; the rewinding array waits for the evaluation jobs (afterany)."""
+    """Job arrays on SLURM; the rewinding array waits for the evaluation jobs (afterany).
+
+    A launcher backend is four methods that :func:`launch_sweep` calls: :meth:`submit` (points as jobs),
+    :meth:`refresh` (once per poll), :meth:`state` (a job's state) and :meth:`cancel`; :class:`LocalBackend` is
+    the other one.
+
+    Args:
+        prep: the prepared sweep (its directory holds the logs, ``cluster/logs/JOB``).
+        resources: the launcher settings (:func:`~sparsecse.sweeps.cluster.config.load_resources`).
+    """
 
     def __init__(self, prep: PreparedSweep, resources: Resources):
         self.folder = prep.out / "cluster" / "logs" / "%j"
@@ -104,7 +113,20 @@ class SlurmBackend:
         self.job_class = slurm_job_class()
 
     def submit(self, task: PointTask, points: list[Point], array: str, after: list[str]) -> list:
-        """Submit ``points`` as one job array running ``task``, after the jobs ``after`` (afterany); the submitit jobs."""
+        """Submit ``points`` as one job array.
+
+        Args:
+            task: what each job runs (one point, written as a one-process sweep writes it).
+            points: the points, one job each.
+            array: ``"evaluate"`` or ``"rewind"`` (its resources and time limit).
+            after: job ids the array waits for (``--dependency=afterany``).
+
+        Returns:
+            The submitit jobs, in the order of ``points``.
+
+        Raises:
+            SparseCSEError: a bad launcher setting, or sbatch refusing the array.
+        """
         ex = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=MAX_REQUEUES[array])
         ex.job_class = self.job_class
         params = {"time": DEFAULT_MINUTES[array], "job_name": f"sparsecse-{array}",
@@ -130,11 +152,25 @@ class SlurmBackend:
         self.job_class.watcher.update()
 
     def state(self, job) -> str:
-        """``job``'s SLURM state (PENDING, RUNNING, COMPLETED, ...), from the last refresh."""
+        """A job's state, from the last :meth:`refresh`.
+
+        Args:
+            job: a job :meth:`submit` or :meth:`attach` returned.
+
+        Returns:
+            Its SLURM state in capitals (PENDING, RUNNING, COMPLETED, FAILED, ...).
+        """
         return job.watcher.get_state(job.job_id, mode="cache").split()[0].upper()
 
     def cancel(self, jobs: list) -> list[str]:
-        """``scancel`` the arrays of ``jobs``; returns their ids."""
+        """``scancel`` the arrays of ``jobs``.
+
+        Args:
+            jobs: jobs :meth:`submit` returned.
+
+        Returns:
+            The array ids cancelled.
+        """
         ids = sorted({j.job_id.split("_")[0] for j in jobs})
         if ids:
             subprocess.run(["scancel", *ids], capture_output=True)
@@ -142,7 +178,14 @@ class SlurmBackend:
 
 
 class LocalBackend:
-    """Processes on this machine (submitit's LocalExecutor), ``workers`` at a time."""
+    """Processes on this machine (submitit's LocalExecutor), ``workers`` at a time; the same four methods as
+    :class:`SlurmBackend`.
+
+    Args:
+        prep: the prepared sweep.
+        resources: the launcher settings (only the rewind array's ``time`` applies: each process's time limit).
+        workers: processes at once.
+    """
 
     def __init__(self, prep: PreparedSweep, resources: Resources, workers: int):
         self.folder = prep.out / "cluster" / "logs" / "local-%j"
@@ -150,8 +193,17 @@ class LocalBackend:
         self.workers = workers
 
     def submit(self, task: PointTask, points: list[Point], array: str, after: list[str]) -> list:
-        """Start ``task`` on each of ``points`` as local processes (``after`` needs no wait: the rewinds are submitted
-        once the evaluations ended)."""
+        """Start ``task`` on each of ``points`` as a local process.
+
+        Args:
+            task: what each process runs.
+            points: the points, one process each.
+            array: ``"evaluate"`` or ``"rewind"``.
+            after: ignored: the rewinds are submitted once the evaluations ended.
+
+        Returns:
+            The submitit jobs, in the order of ``points``.
+        """
         ex = LocalExecutor(folder=self.folder, max_num_timeout=MAX_REQUEUES[array])  # quiet, dies with the sweep
         ex.update_parameters(timeout_min=self.minutes)
         return [ex.submit(task, p) for p in points]
@@ -161,11 +213,25 @@ class LocalBackend:
         pass
 
     def state(self, job) -> str:
-        """RUNNING or FINISHED."""
+        """A process's state.
+
+        Args:
+            job: a job :meth:`submit` returned.
+
+        Returns:
+            ``"RUNNING"`` or ``"FINISHED"``.
+        """
         return "RUNNING" if job.state == "RUNNING" else "FINISHED"
 
     def cancel(self, jobs: list) -> list[str]:
-        """Stop the processes of ``jobs``."""
+        """Stop the processes of ``jobs``.
+
+        Args:
+            jobs: jobs :meth:`submit` returned.
+
+        Returns:
+            An empty list (local processes have no array id).
+        """
         for job in jobs:
             job.cancel(check=False)
         return []
@@ -176,9 +242,25 @@ def launch_sweep(spec: SweepSpec, launcher: str, resources: Resources, workers: 
                  poll: float | None = None, echo: Callable[[str], None] | None = None,
                  confirm: Callable[[str], bool] | None = None) -> LaunchResult:
     """Check, score once, submit every unfinished point as a task, then wait and show progress (or, with
-    ``detach``, return after submitting). ``spec``: the sweep (:func:`~sparsecse.sweeps.config.sweep_spec`,
-    as :func:`~sparsecse.sweeps.run.sweep` builds it). ``confirm`` answers the
-    Ctrl-C question (default: leave the jobs running)."""
+    ``detach``, return after submitting).
+
+    Args:
+        spec: the sweep (:func:`~sparsecse.sweeps.config.sweep_spec`, as :func:`~sparsecse.sweeps.run.sweep`
+            builds it).
+        launcher: ``"slurm"`` (job arrays through submitit) or ``"local"`` (processes on this machine).
+        resources: the launcher settings (:func:`~sparsecse.sweeps.cluster.config.load_resources`).
+        workers: ``local``: processes at once.
+        detach: ``slurm``: return once submitted; the same call later waits for the jobs and collects them.
+        poll: seconds between state queries (default 30 on SLURM, 2 locally).
+        echo: where progress lines go (default: stderr).
+        confirm: answers the Ctrl-C question, whether to cancel the jobs (default: leave them running).
+
+    Returns:
+        A :class:`LaunchResult`: every task with its outcome, the points finished before, the job ids.
+
+    Raises:
+        SparseCSEError: a launcher that cannot run here, a bad setting, or sbatch refusing an array.
+    """
     echo = echo or (lambda msg: print(msg, file=sys.stderr, flush=True))
     check_launcher(launcher, detach)
     if workers < 1:
