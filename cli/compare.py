@@ -16,7 +16,10 @@ def format_table(result: dict) -> str:
     pct = f"{100 * result['level']:g}%"
     header = ("task", "A", "B", "B - A", f"{pct} interval", "p")
     rows = [(t, f"{r['a']:.2f}", f"{r['b']:.2f}", f"{r['diff']:+.2f}", f"[{r['ci'][0]:+.2f}, {r['ci'][1]:+.2f}]",
-             f"{r['p']:.3f}") for t, r in [*result["tasks"].items(), ("STS avg", result["avg_sts"]),
+             f"{r['p']:.3f}") for t, r in [*result["tasks"].items(),
+                                            *([("STS avg", result["avg_sts"])] if result["tasks"] else []),
+                                            *((f"{t} (mteb {r.get('metric', 'main score')})", r)
+                                              for t, r in (result.get("mteb") or {}).items()),
                                             *((f"{role} {r['name']} ({r['metric']})", r)
                                               for role, r in (result.get("eval_sets") or {}).items())]]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]

@@ -50,8 +50,8 @@ def eval_set_lines(eval_sets: dict) -> list[str]:
     """One line per dev/test set: its metric, score and interval (recall@1 as well for positive pairs)."""
     lines = []
     for role, f in eval_sets.items():
-        extra = (f", recall@1 {f['recall@1']['score']:.2f} [{f['recall@1']['ci'][0]:.2f}, "
-                 f"{f['recall@1']['ci'][1]:.2f}]" if "recall@1" in f else "")
+        extra = (f", recall@1 {f['recall@1']:.2f} [{f['recall@1_ci'][0]:.2f}, {f['recall@1_ci'][1]:.2f}]"
+                 if "recall@1" in f else "")
         lines.append(f"{role} {f['name']}: {f['metric']} {f['score']:.2f} [{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]"
                      f"{extra} ({f['n']} {'pairs' if f['kind'] == 'scored' else 'queries'}, "
                      f"{100 * f['level']:g}% interval, {f['replicates']} replicates)")
@@ -67,6 +67,13 @@ def eval_set_lines(eval_sets: dict) -> list[str]:
 @click.option("--tasks", default="sts", show_default=True, metavar="sts|transfer|all|NAME,..",
               help="Task group or comma-separated names (STS12..STS16, STSBenchmark, SICKRelatedness, MR, CR, "
                    "SUBJ, MPQA, SST2, TREC, MRPC).")
+@click.option("--mteb", "mteb_spec", default=None, metavar="NAME|DIR,..",
+              help="Also run mteb tasks (pip install 'sparsecse[mteb]'): task or benchmark names as mteb spells "
+                   "them, or local task directories (task.json + JSON Lines; see the MTEB tasks guide). Alone "
+                   "(without --tasks), only these run; with --out, mteb's own results go to OUT's name + _mteb/.")
+@click.option("--mteb-prompt", "mteb_prompts", multiple=True, metavar="NAME=TEXT",
+              help="Text put before the inputs of mteb tasks (decoder embedders): NAME is query, document, a task "
+                   "type or name, or one of those + '-query'/'-document'; adds to the model's own prompts.")
 @click.option("--sts-aggregation", type=click.Choice(["all", "mean", "wmean"]), default="all", show_default=True,
               help="STS12-16: one Spearman over all subsets (all), or the (weighted) mean of per-subset ones.")
 @click.option("--split", "sts_split", type=click.Choice(["test", "dev"]), default="test", show_default=True,
@@ -96,8 +103,9 @@ def eval_set_lines(eval_sets: dict) -> list[str]:
                   test="scored beside the tasks (written with --out, so `sparsecse compare` pairs it).")
 @overwrite_option
 @quiet_option
-def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fasttest, transfer_protocol, precision,
-            pooling, batch_size, align_uniform, device, seed, bootstrap, bootstrap_seed, as_json, out, dev, test,
+def command(model, mask_path, data_dir, tasks, mteb_spec, mteb_prompts, sts_aggregation, sts_split, fasttest,
+            transfer_protocol, precision, pooling, batch_size, align_uniform, device, seed, bootstrap, bootstrap_seed,
+            as_json, out, dev, test,
             overwrite, quiet):
     """Evaluate a model (or a model gated by a mask) on STS and SentEval transfer tasks.
 
@@ -119,21 +127,42 @@ def command(model, mask_path, data_dir, tasks, sts_aggregation, sts_split, fastt
         check_destination(out, overwrite, inputs=read_inputs(model=model, mask=mask_path, data_dir=data_dir,
                                                              default_model=mask_path is None,
                                                              dev_set=eval_set_file(dev), test_set=eval_set_file(test)))
-    results = evaluate(model=model, mask=mask_path, config=config)
+    run_tasks = True
+    if mteb_spec is not None:  # names, local files and each task's data checked before any work
+        from sparsecse.evaluation import mteb_run
+
+        prompts = mteb_run.parse_prompts(mteb_prompts)
+        mteb_tasks = mteb_run.prepare_mteb(mteb_spec)
+        if out:
+            check_destination(mteb_run.mteb_results_dir(out), overwrite,
+                              inputs={"local mteb task": mteb_run.local_directories(mteb_tasks)},
+                              option="--out's mteb results directory")
+        run_tasks = click.get_current_context().get_parameter_source("tasks").name != "DEFAULT" or bool(dev or test)
+    results = evaluate(model=model, mask=mask_path, config=config) if run_tasks else None
+    if mteb_spec is not None:
+        results = mteb_run.with_mteb(results, mteb_run.evaluate_mteb(model, mask_path, mteb_run.MtebConfig(
+            tasks=mteb_tasks, results_dir=mteb_run.mteb_results_dir(out) if out else None, overwrite=overwrite,
+            prompts=prompts, pooling=pooling, batch_size=batch_size, device=device, precision=precision,
+            show_progress=not quiet, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed)))
     if out:
         params = {k: v for k, v in results["settings"].items() if k != "data_dir"}
         params.update(tasks=results["tasks"], pooling=results["pooling"], bootstrap=bootstrap,
                       bootstrap_seed=bootstrap_seed)
         sets = {role: f["set"] for role, f in (results.get("eval_sets") or {}).items()}
         params["eval_sets"] = sets
+        if mteb_spec is not None:
+            params["mteb"] = {"tasks": list(results["mteb"]["tasks"]), "prompts": results["mteb"]["prompts"]}
         manifest = make_manifest("eval", inputs={"model": results["model"], "mask": mask_path,
                                                  **{f"{role}_set": f.get("path") for role, f in sets.items()}},
                                  params={**params, "data_dir": results["settings"]["data_dir"]}, seed=seed)
         save_results(out, results, manifest, overwrite=overwrite)
     results = without_pairs(results)
+    if mteb_spec is not None:
+        results = mteb_run.without_items(results)
     if as_json:
         echo_json(results)
     else:
-        click.echo(format_table(results))
+        click.echo("\n".join(([format_table(results)] if run_tasks else []) +
+                              (mteb_run.mteb_lines(results["mteb"]) if mteb_spec is not None else [])))
         if out:
             click.echo(f"wrote {out}")

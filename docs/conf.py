@@ -39,7 +39,7 @@ nitpicky = True
 nitpick_ignore_regex = [
     (r"py:.*", r"(torch|transformers|numpy|np|pandas|pd|click|safetensors|onnxruntime|openvino|nncf|submitit|"
                r"huggingface_hub|sklearn|scipy|matplotlib|tqdm|pathlib|os|typing|collections|dataclasses|enum|"
-               r"concurrent|json|abc)(\..*)?"),
+               r"concurrent|json|abc|mteb|datasets)(\..*)?"),
     (r"py:.*", r"(Path|PathLike|Any|Callable|Sequence|Iterable|Mapping|Iterator|Literal|Optional|Union|Tensor|"
                r"ndarray|DataFrame|nn\.Module|Module|optional|callable|array-like|str|int|float|bool|dict|list|tuple|"
                r"None|bytes|type|object)"),

@@ -7,6 +7,7 @@ resamples the pairs once and scores both on that resample.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.bootstrap import LEVEL, P_VALUE_TEST, check_replicates, paired_comparison
 from sparsecse.evaluation.eval_sets import paired_difference, same_set
+from sparsecse.evaluation.mteb_items import compare_items, has_items_only
 from sparsecse.evaluation.results_file import load_results
 from sparsecse.evaluation.tasks import STS_TASKS, resolve_tasks
 from sparsecse.artifacts.remote_code import with_trust_option
@@ -98,7 +100,9 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig |
     its fields by name in ``options``) gives the tasks, the bootstrap and how models are evaluated; models
     are evaluated on the result file's split and aggregation when the other side is a file. Returns
     ``{"tasks": {task: {"a", "b", "diff", "ci", "p", "ci_unpaired"}}, "avg_sts": {...}, "a", "b",
-    "replicates", "seed", "level", "test", "data"}``.
+    "replicates", "seed", "level", "test", "data"}``. Two result files of ``eval --mteb --out`` also give
+    ``"mteb"``: B - A per mteb task both hold per-item values for, paired over its queries, pairs or test
+    items (:func:`~sparsecse.evaluation.mteb_items.compare_items`); files of mteb tasks alone give only that.
 
     Example::
 
@@ -111,6 +115,9 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig |
     if not 0 < level < 1:
         raise SparseCSEError(f"The interval level must be in (0, 1), not {level}.")
     sources, masks = {"A": a, "B": b}, {"A": mask_a, "B": mask_b}
+    mteb_only = _mteb_only_files(sources)
+    if mteb_only:
+        return _compare_mteb_only(mteb_only, sources, masks, replicates, seed, level)
     loaded: dict[str, dict] = {}
     for side in SIDES:  # files first: they are cheap to check
         if is_result_file(sources[side]):
@@ -151,7 +158,48 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig |
         "tasks": result["tasks"], "avg_sts": result["avg"], "replicates": replicates, "seed": seed, "level": level,
         "interval": "percentile of the paired replicates of B - A", "test": P_VALUE_TEST, "data": data,
         **({"eval_sets": sets} if sets else {}),
+        **_mteb_rows(loaded, sources, replicates, seed, level),
     }
+
+
+def _mteb_only_files(sources: dict) -> dict[str, dict] | None:
+    """Both sides read, when either is a result file of mteb tasks alone (no STS pairs); else None."""
+    files = {side: _read_json(s) if is_result_file(s) else None for side, s in sources.items()}
+    if not any(isinstance(r, dict) and has_items_only(r) for r in files.values()):
+        return None
+    for side, r in files.items():
+        if r is None:
+            raise SparseCSEError(f"{side} ({_name(sources[side])}) is a model, but the other side holds mteb figures "
+                                 "only; compare two result files of `sparsecse eval --mteb ... --out`.")
+    return files
+
+
+def _read_json(path) -> Any:
+    """A file's JSON, or None when it is not JSON (``load_results`` then says so in its own words)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def _mteb_rows(loaded: dict, sources: dict, replicates: int, seed: int, level: float) -> dict:
+    rows = compare_items(loaded["A"], loaded["B"], (str(sources["A"]), str(sources["B"])), replicates, seed, level)
+    return {"mteb": rows} if rows else {}
+
+
+def _compare_mteb_only(files: dict, sources: dict, masks: dict, replicates: int, seed: int, level: float) -> dict:
+    """B - A on the mteb tasks of two result files that hold no STS pairs."""
+    for side in SIDES:
+        if masks[side] is not None:
+            raise SparseCSEError(f"--mask-{side.lower()} gates a model, but {side} is the result file {sources[side]}.")
+    rows = _mteb_rows(files, sources, replicates, seed, level)
+    if not rows:
+        raise SparseCSEError(f"{sources['A']} and {sources['B']} share no mteb task with per-item values (queries, "
+                             "pairs or test items), so nothing can be paired.")
+    return {"a": _describe(sources["A"], files["A"]), "b": _describe(sources["B"], files["B"]), "tasks": {},
+            "replicates": replicates, "seed": seed, "level": level,
+            "interval": "percentile of the paired replicates of B - A", "test": P_VALUE_TEST, **rows}
+
 
 def eval_set_specs(results: dict) -> dict[str, str]:
     """{"dev"/"test": the file or task} of the user's sets a result file scored (so a model side scores them too)."""

@@ -270,7 +270,7 @@ def compare_items(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, 
         replicates, seed, level: the paired bootstrap.
 
     Returns:
-        {task: {"a", "b", "diff", "ci", "p"}}, empty when they share no such task.
+        Per task both share, its row (``a``, ``b``, ``diff``, ``ci``, ``p`` and the ``metric``); empty if none.
     """
     items_a, items_b = result_items(a, names[0]), result_items(b, names[1])
     return {task: {"metric": a["mteb"]["tasks"][task]["main_score"],

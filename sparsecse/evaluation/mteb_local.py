@@ -8,7 +8,7 @@ set through mteb's own protocol. The directory holds ``task.json``::
     {"name": "MyFAQ", "type": "Retrieval", "description": "our support questions",
      "main_score": "ndcg_at_10", "settings": {}}
 
-(``type`` one of :data:`LOCAL_TYPES`; ``main_score`` defaults to mteb's for the type; ``settings`` sets
+(``type`` one of Retrieval, Reranking, Classification, Clustering, STS; ``main_score`` defaults to mteb's for the type; ``settings`` sets
 the mteb task class's own attributes, e.g. ``n_experiments`` or ``samples_per_label`` of a
 classification task) and, by type, these files (one JSON object per line):
 

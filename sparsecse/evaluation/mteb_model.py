@@ -40,7 +40,7 @@ def model_prompts(model_dir: str | os.PathLike | None) -> dict[str, str]:
         model_dir: a model directory, or a name / None (no prompts then).
 
     Returns:
-        {prompt name: text}, empty when the directory declares none.
+        The prompts by name (empty when the directory declares none).
     """
     path = Path(model_dir) / ST_CONFIG if model_dir is not None and Path(model_dir).is_dir() else None
     if path is None or not path.is_file():

@@ -181,9 +181,11 @@ def evaluate_mteb(model=None, mask=None, config: MtebConfig | None = None, **opt
         config: an :class:`MtebConfig`; ``options`` are its fields by name.
 
     Returns:
-        ``{"model", "mask", "pooling", "mteb": {"tasks": {name: {"type", "main_score", "score", "splits",
-        "parts"?, "ci"?}}, "results_dir", "model_name", "revision", "version", "prompts", "bootstrap"?},
-        "settings", "timing"}``; scores are x 100 (a task with per-item values reports the score they give).
+        A dictionary with ``model``, ``mask``, ``pooling``, ``settings``, ``timing`` and ``mteb``: per task
+        (``mteb["tasks"][name]``) its ``type``, ``main_score``, ``score`` (x 100; a task with per-item values
+        reports the score they give), ``splits`` and, where recovered, ``parts`` (the per-item values) and
+        ``ci`` (with ``bootstrap``); beside them ``results_dir``, ``model_name``, ``revision``, ``version``
+        and ``prompts``.
     """
     start = time.perf_counter()
     c = configure(MtebConfig, config, options, "evaluate_mteb")
