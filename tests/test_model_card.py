@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from sparsecse.artifacts.model_card import (CITATIONS, MODEL_PLACEHOLDER, card_sections, read_front_matter,
-                                            render_card, usage_code)
+from sparsecse.artifacts.citations import CITATIONS
+from sparsecse.artifacts.model_card import MODEL_PLACEHOLDER, card_sections, read_front_matter, render_card, usage_code
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.card import TRANSFER_RESULTS
@@ -279,3 +279,20 @@ def test_frontier_transfer_only_runs_on_existing_model_dirs(frontier, tmp_path, 
     assert saved["rows"][2]["vs_dense"]["SST2"]["diff"] == pytest.approx(0.0)  # the same weights as dense
     assert (work / "frontier-transfer.md").read_text().count("\n| mine |") == 2
     assert not (work / "frontier.md").exists()  # nothing timed, no STS table
+
+
+def test_the_l3_prune_recipes_card_on_a_tiny_model_has_every_section(tmp_path, fake_senteval):
+    """The shipped l3-prune-0.8 (one prune stage, no training), its model swapped for a tiny one."""
+    model = make_tiny_model_dir(tmp_path / "model", "bert", seed=4, init_range=0.2)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(random_sentences(64, seed=5)) + "\n")
+    result = run_recipe("l3-prune-0.8", str(model), corpus, tmp_path / "run", data_dir=fake_senteval,
+                        overrides={"prune.reconstruct_sentences": 32, "evaluation.bootstrap": 50,
+                                   "evaluation.compare_with": str(model)}, show_progress=False)
+    card = (result.model / "README.md").read_text()
+    assert card_sections(card) == ALL_SECTIONS
+    assert_clean(card)
+    assert "### Transfer tasks (SentEval)" in card and "| **average (7 tasks)** |" in card
+    assert "**Recipe:** `l3-prune-0.8`" in card and "Losses" not in card and "kwon2022fast" in card
+    assert read_front_matter(card)["sparsecse_recipe"] == "l3-prune-0.8"
+    assert run_usage(card, result.model).splitlines()[0] == "(2, 32)"

@@ -20,6 +20,7 @@ import tempfile
 from typing import Any, Sequence
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.encoder import SentenceEncoder
 
 
 def _peak_rss_bytes() -> int:
@@ -72,8 +73,6 @@ def peak_encode_memory(model: str | os.PathLike, sentences: Sequence[str], batch
 
 def _measure(model: str, sentences_file: str, batch_size: int, threads: int | None) -> dict[str, int]:
     import torch
-
-    from sparsecse.modeling.encoder import SentenceEncoder
 
     if threads:
         torch.set_num_threads(threads)

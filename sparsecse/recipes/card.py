@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparsecse.artifacts.files import atomic_dir, make_manifest, write_json
-from sparsecse.artifacts.model_card import (OBJECTIVE_METHODS, base_model_name, model_facts, read_front_matter,
-                                            render_card)
+from sparsecse.artifacts.card_facts import base_model_name, model_facts
+from sparsecse.artifacts.citations import OBJECTIVE_METHODS
+from sparsecse.artifacts.model_card import read_front_matter, render_card
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.compare import compare
@@ -311,7 +312,7 @@ def _set_only(value: Any) -> Any:
 
 
 def _methods(recipe: Recipe, figures: dict[str, Any], recorded: list[str]) -> list[str]:
-    """The citation keys of what the run used (:data:`sparsecse.artifacts.model_card.CITATIONS`), beside
+    """The citation keys of what the run used (:data:`sparsecse.artifacts.citations.CITATIONS`), beside
     those the final model directory records."""
     methods = set(recorded)
     types = {s.type for s in recipe.stages}

@@ -1,0 +1,209 @@
+"""What a model directory records about itself, as the facts of its model card
+(:mod:`sparsecse.artifacts.model_card`): config.json, the sentence-transformers files, ``sparsecse_config.json``
+(lineage, per-layer shape, the shrink manifest with sizes before and after) and a training run's
+``manifest.json``.
+
+Example::
+
+    model_facts("runs/small")["compression"]["layers"][0]  # {"layer": 0, "heads": 3, "heads_total": 4, ...}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from sparsecse.artifacts import model_store
+from sparsecse.artifacts.citations import OBJECTIVE_METHODS
+from sparsecse.artifacts.model_dir import read_model_config
+from sparsecse.artifacts.model_names import DEFAULT_MODEL_NAME, MODELS_ENV, default_model_path
+
+POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                 "pooling_mode_max_tokens": "max", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len",
+                 "pooling_mode_lasttoken": "last token", "pooling_mode_weightedmean_tokens": "weighted mean"}
+
+
+# ------------------------------------------------------------------------------------------- names
+def base_model_name(model: str) -> str:
+    """The input model as a model card names it: the hub name of the embedded default, the name of a model
+    installed in sparsecse's model store or of a local copy found through ``$SPARSECSE_MODELS`` (never this
+    machine's path), else as given.
+
+    Args:
+        model: a model name or directory.
+
+    Returns:
+        The name a card prints.
+    """
+    try:
+        if os.path.abspath(model) == os.path.abspath(default_model_path()):
+            return DEFAULT_MODEL_NAME
+    except Exception:  # the default model's package may be absent
+        pass
+    for known in model_store.KNOWN_MODELS.values():
+        installed = model_store.installed_path(known.name)
+        if installed is not None and os.path.isdir(model) and os.path.samefile(model, installed):
+            return known.name
+    parent = os.path.dirname(os.path.abspath(model))
+    for folder in filter(None, os.environ.get(MODELS_ENV, "").split(os.pathsep)):
+        if os.path.isdir(model) and os.path.isdir(folder) and os.path.samefile(parent, folder):
+            return os.path.basename(os.path.abspath(model))
+    return model
+
+
+# ------------------------------------------------------------------------------------------- facts
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _modules(root: Path) -> list[dict[str, Any]]:
+    try:
+        modules = json.loads((root / "modules.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return modules if isinstance(modules, list) else []
+
+
+def lineage_source(lineage: dict[str, Any] | None) -> str | None:
+    """The first model of a lineage chain: at the deepest stage, the initial weights of a training run, else
+    the model it was shrunk from, else the model its mask was scored on (a shrink merges its lineage over
+    the training run's, so one stage may name several).
+
+    Args:
+        lineage: ``sparsecse_config.json``'s ``lineage`` (each stage's ``parent`` nested in it).
+
+    Returns:
+        A model name or path, or None for no lineage.
+    """
+    source = None
+    while isinstance(lineage, dict):
+        for key in ("init", "shrunk_from", "mask_scored_model", "scored_model"):
+            if lineage.get(key):
+                source = str(lineage[key])
+                break
+        lineage = lineage.get("parent")
+    return source
+
+
+def _lineage_methods(lineage: dict[str, Any] | None) -> set[str]:
+    methods: set[str] = set()
+    while isinstance(lineage, dict):
+        if lineage.get("objective") in OBJECTIVE_METHODS:
+            methods.add(OBJECTIVE_METHODS[lineage["objective"]])
+        lineage = lineage.get("parent")
+    return methods
+
+
+def _details(root: Path, config: dict, st_config: dict, own: dict) -> dict[str, Any]:
+    modules = _modules(root)
+    pooling_dir = next((m.get("path") for m in modules if str(m.get("type", "")).endswith("Pooling")), "1_Pooling")
+    pooling_config = _json(root / pooling_dir / "config.json") if pooling_dir else {}
+    pooling = next((name for key, name in POOLING_MODES.items() if pooling_config.get(key)), None)
+    output_dim = pooling_config.get("word_embedding_dimension") or config.get("hidden_size")
+    for module in modules:
+        if str(module.get("type", "")).endswith("Dense"):
+            output_dim = _json(root / module.get("path", "") / "config.json").get("out_features", output_dim)
+    normalized = any(str(m.get("type", "")).endswith("Normalize") for m in modules)
+    return {"architecture": config.get("model_type"), "layers": config.get("num_hidden_layers"),
+            "hidden_size": config.get("hidden_size"),
+            "max_seq_length": st_config.get("max_seq_length") or own.get("max_length"),
+            "output_dim": output_dim, "similarity": "cosine similarity",
+            "pooling": own.get("pooling") or pooling, "normalized": normalized,
+            "remote_code": bool(config.get("auto_map"))}
+
+
+def _layers(config: dict, own: dict, before: dict) -> list[dict[str, int]]:
+    """Each layer's kept heads and FFN neurons (inert zero padding left out) against the source model's."""
+    kept_heads, widths = config.get("kept_heads"), config.get("intermediate_sizes")
+    if not kept_heads or not widths:
+        return []
+    padding = (own.get("shape") or {}).get("ffn_zero_padding") or [0] * len(widths)
+    heads_total = before.get("heads_per_layer") or [config.get("num_attention_heads")] * len(kept_heads)
+    ffn_total = before.get("ffn_per_layer") or [config.get("intermediate_size")] * len(widths)
+    return [{"layer": i, "heads": len(kept_heads[i]), "heads_total": int(heads_total[i]),
+             "ffn": int(widths[i]) - int(padding[i]), "ffn_total": int(ffn_total[i])} for i in range(len(widths))]
+
+
+def weights_size(model_dir: str | os.PathLike) -> int | None:
+    """Bytes of a model directory's weight files (``*.safetensors`` and ``*.bin``, modules' included).
+
+    Args:
+        model_dir: the directory.
+
+    Returns:
+        The total, or None when it holds no weight file.
+    """
+    files = [p for pattern in ("*.safetensors", "*.bin", "*/*.safetensors", "*/*.bin")
+             for p in Path(model_dir).glob(pattern) if p.is_file()]
+    return sum(p.stat().st_size for p in files) if files else None
+
+
+def _training(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A ``train``/``rewind`` run's settings and outcome, from its manifest.json."""
+    if manifest.get("kind") not in ("train_model", "rewind_model"):
+        return {}
+    params, result = manifest.get("params") or {}, manifest.get("result") or {}
+    objective = params.get("objective")
+    loss = objective
+    if objective == "distill":
+        loss = f"distill ({(params.get('objective_params') or {}).get('loss', 'mse')})"
+    corpus = (manifest.get("inputs") or {}).get("corpus")
+    return {"made_by": "sparsecse " + manifest["kind"].replace("_model", ""), "losses": [loss] if loss else [],
+            "corpus": corpus.get("path") if isinstance(corpus, dict) else corpus,
+            "corpus_sentences": params.get("corpus_sentences"), "steps": result.get("steps"),
+            "batch_size": params.get("batch_size"), "lr": params.get("lr"), "selected": manifest.get("selected"),
+            "final_loss": result.get("final_loss"), "stsb_dev": result.get("stsb_dev")}
+
+
+def model_facts(model_dir: str | os.PathLike) -> dict[str, Any]:
+    """What a model directory records about itself, as card facts (see the module's docstring).
+
+    Args:
+        model_dir: a model directory sparsecse wrote (or any sentence-transformers directory).
+
+    Returns:
+        ``title``, ``base_model``, ``details``, and where recorded ``compression`` (per-layer kept units,
+        parameters and FLOPs before and after, weight bytes), ``training``, ``evaluation`` (STS-B dev of
+        a training run), ``methods`` and ``versions``.
+    """
+    root = Path(model_dir)
+    config, own = _json(root / "config.json"), read_model_config(root)
+    lineage = own.get("lineage") if isinstance(own.get("lineage"), dict) else None
+    shrink_manifest = own.get("manifest") if isinstance(own.get("manifest"), dict) else {}
+    run_manifest = _json(root / "manifest.json")
+    before = shrink_manifest.get("before") or {}
+    after = shrink_manifest.get("after") or {}
+    facts: dict[str, Any] = {"details": _details(root, config, _json(root / "sentence_bert_config.json"), own)}
+    source = lineage_source(lineage)
+    if source:
+        facts["base_model"] = base_model_name(source)
+    compression: dict[str, Any] = {"layers": _layers(config, own, before), "file_size_bytes": weights_size(root)}
+    if before.get("parameters") and after.get("parameters"):
+        compression["parameters"] = [before["parameters"], after["parameters"]]
+    if before.get("flops_per_token") and after.get("flops_per_token"):
+        compression["flops_per_token"] = [before["flops_per_token"], after["flops_per_token"]]
+        compression["seq_len"] = after.get("flops_seq_len")
+    if compression["layers"] or "parameters" in compression:
+        facts["compression"] = compression
+    methods = _lineage_methods(lineage)
+    if compression["layers"]:
+        methods.add("sparsecse")
+    if shrink_manifest.get("reconstruction"):
+        methods.add("kprune")
+    training = _training(run_manifest)
+    if training:
+        facts["training"] = training
+        if training.get("stsb_dev") is not None:
+            facts["evaluation"] = {"stsb_dev": training["stsb_dev"]}
+    facts["methods"] = sorted(methods)
+    facts["versions"] = run_manifest.get("versions") or shrink_manifest.get("versions") or {}
+    kind = {"train_model": "trained", "rewind_model": "rewound", "shrunk_model": "shrunk"}.get(
+        run_manifest.get("kind") or shrink_manifest.get("kind"))
+    facts["title"] = f"{facts.get('base_model', root.name)}, {kind} by sparsecse" if kind else root.name
+    return facts
