@@ -70,14 +70,14 @@ def test_positive_pairs_scored_by_hand(tmp_path):
     # miss (5 apart) beats its positive at 40 (30 apart): rank 2 (it would be 3 with its own text in).
     result = dev.evaluate(FixedEncoder(VECTORS), replicates=200, seed=0)
     assert result["items"]["rank"] == [2, 1, 2]
-    assert result["recall@1"]["score"] == pytest.approx(100 / 3)
-    assert result["mrr@10"]["score"] == pytest.approx(100 * (1 / 2 + 1 + 1 / 2) / 3)
-    assert result["score"] == result["mrr@10"]["score"] == dev.score(FixedEncoder(VECTORS))
+    assert result["recall@1"] == pytest.approx(100 / 3)
+    assert result["mrr@10"] == pytest.approx(100 * (1 / 2 + 1 + 1 / 2) / 3)
+    assert result["score"] == result["mrr@10"] == dev.score(FixedEncoder(VECTORS))
     assert (result["n"], result["candidates"], result["metric"]) == (3, 5, "mrr@10")
     # three queries: every resample's MRR is a mean of three of 1/2, 1, 1/2
-    lo, hi = result["mrr@10"]["ci"]
-    assert 50 <= lo <= result["score"] <= hi <= 100
-    assert 0 <= result["recall@1"]["ci"][0] <= result["recall@1"]["ci"][1] <= 100
+    lo, hi = result["mrr@10_ci"]
+    assert result["ci"] == result["mrr@10_ci"] and 50 <= lo <= result["score"] <= hi <= 100
+    assert 0 <= result["recall@1_ci"][0] <= result["recall@1_ci"][1] <= 100
 
 
 def test_mrr_cuts_off_after_rank_ten():
@@ -335,3 +335,75 @@ def test_recipe_data_block(tmp_path, monkeypatch):
     bad.write_text("name: bad\ndata: {valid: x.tsv}\nstages:\n  - {name: prune, type: prune, keep_flops: 0.5}\n")
     with pytest.raises(SparseCSEError, match=r"has no setting 'valid'; its settings are dev, test\.$"):
         load_recipe(bad)
+
+
+def test_the_guides_examples_read_as_it_says(tmp_path):
+    """docs/guides/your-data.md: its scored TSV (one row unscored) and its positive-pairs CSV (a candidate-only
+    row) are read as the guide describes them."""
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "your-data.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in guide.split("```text\n")[1:]]
+    (tmp_path / "dev.tsv").write_text(blocks[0], encoding="utf-8")
+    (tmp_path / "dev.csv").write_text(blocks[1], encoding="utf-8")
+    scored, positives = read_pairs_file(tmp_path / "dev.tsv"), read_pairs_file(tmp_path / "dev.csv")
+    assert (scored.kind, len(scored.scored), scored.skipped, scored.scored[0].score) == ("scored", 2, 1, 4.8)
+    assert positives.kind == "positives" and [q for q, _ in positives.positives] == [
+        "how do I reset my password", "where is my invoice"]
+    assert positives.positives[0][1] == "Open Settings, then Security, then Reset password."
+    assert positives.candidates == ("Our office opens at nine.", "Shipping takes three to five days.")
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    """Accelerate keeps one mixed precision per process: the recipe's stages (bf16 where the CPU runs it) must not
+    meet the full precision an earlier train() set, nor leave theirs to later tests."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(True)
+    yield
+    AcceleratorState._reset_state(True)
+
+
+def test_a_recipe_scores_chooses_and_reports_on_its_data_block(tmp_path, fake_senteval, corpus,
+                                                               fresh_accelerate_state):
+    """A tiny recipe with ``data: {dev, test}``: the prune stage scores on the dev set's positive pairs, the distil
+    stage keeps the checkpoint with the best dev MRR@10, and the final figures hold both sets."""
+    import yaml
+
+    from sparsecse.modeling.encoder import SentenceEncoder
+    from sparsecse.recipes.runner import run_recipe
+    from tests.tiny import SENTENCES, make_tiny_model_dir
+
+    student = make_tiny_model_dir(tmp_path / "student", "bert", seed=1, init_range=0.2)
+    (tmp_path / "sets").mkdir()
+    dev = tmp_path / "sets" / "dev.jsonl"
+    dev.write_text("\n".join(json.dumps({"query": SENTENCES[i], "positive": SENTENCES[i + 1]}) for i in range(8)))
+    test = write_tsv(tmp_path / "sets" / "test.tsv", ("sentence1", "sentence2", "score"),
+                     [(SENTENCES[i], SENTENCES[(3 * i + 1) % len(SENTENCES)], i % 5) for i in range(12)])
+    recipe = tmp_path / "sets" / "mine.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "name": "mine", "seed": 3, "data": {"dev": "dev.jsonl", "test": "test.tsv"},
+        "evaluation": {"bootstrap": 50, "speed": False, "tasks": ["sts"]},
+        "stages": [{"name": "prune", "type": "prune", "keep_flops": 0.6, "steps": 1, "reconstruct_sentences": 32},
+                   {"name": "student", "type": "distill", "teacher": "@input", "lr": 1e-3, "batch_size": 8,
+                    "max_steps": 4, "eval_steps": 2}]}))
+    seen = []
+    import sparsecse.scoring.score as scoring
+
+    original = scoring.load_eval_data
+    scoring.load_eval_data = lambda *a, **k: seen.append(a[0]) or original(*a, **k)
+    try:
+        result = run_recipe(str(recipe), str(student), corpus, tmp_path / "run", data_dir=fake_senteval,
+                            show_progress=False)
+    finally:
+        scoring.load_eval_data = original
+    assert seen and set(seen) == {str(dev)}  # the prune stage's scoring read the dev file
+    figures = result.evaluation
+    assert figures["dev_set"]["metric"] == "mrr@10" and figures["dev_set"]["n"] == 8
+    assert figures["dev_set"]["score"] == pytest.approx(result.stages[-1]["dev_score"], abs=1e-6)
+    model = SentenceEncoder.load(result.model, device="cpu")
+    assert figures["test_set"]["score"] == pytest.approx(load_eval_set(test).score(model), abs=1e-9)
+    assert figures["test_set"]["set"]["sha256"] == hashlib.sha256(test.read_bytes()).hexdigest()
+    manifest = json.loads((result.model / "manifest.json").read_text())
+    assert manifest["params"]["data"] == {"dev": str(dev), "test": str(test)}

@@ -3,7 +3,7 @@
 What the metrics need lives in :mod:`sparsecse.evaluation.eval_sets`; this module holds what the lower
 layers need as well (scoring's positive pairs and sentences), read once and checked before any work.
 A spec is a path ending in ``.tsv``/``.csv``/``.jsonl`` (:mod:`sparsecse.data.pairs_files`; relative to
-the working directory) or one of :data:`KNOWN_TASKS` (any case).
+the working directory) or one of ``KNOWN_TASKS`` (any case).
 
 Example::
 
@@ -56,14 +56,14 @@ class EvalData:
 
     @property
     def positive_pairs(self) -> list[tuple[str, str]]:
-        """(a, b) pairs that mean the same: scored pairs above :attr:`positive_threshold`, or (query, positive)."""
+        """The pairs (a, b) that mean the same, scored pairs above :attr:`positive_threshold` or (query, positive)."""
         if self.kind == POSITIVES:
             return list(self.queries)
         return [(p.s1, p.s2) for p in self.pairs if p.score > self.positive_threshold]
 
     @property
     def candidates(self) -> list[str]:
-        """Positive pairs: every sentence a query is ranked against (the distinct positives, then the extras)."""
+        """Every sentence a query of positive pairs is ranked against (the distinct positives, then the extras)."""
         return list(dict.fromkeys([p for _, p in self.queries] + list(self.extra_candidates)))
 
     @property
@@ -103,7 +103,7 @@ def load_eval_data(spec: str | os.PathLike, split: str = "dev", data_dir: str | 
     """The data of a dev or test set.
 
     Args:
-        spec: a pairs file (``.tsv``/``.csv``/``.jsonl``) or a task name of :data:`KNOWN_TASKS`.
+        spec: a pairs file (``.tsv``/``.csv``/``.jsonl``) or a task name of ``KNOWN_TASKS``.
         split: the split of STSBenchmark or SICKRelatedness (train, dev or test; SICK's dev is its trial
             set); STS12-16 have only their test set, whatever ``split`` says.
         data_dir: the SentEval-layout data directory of the tasks (default: sparsecse's).

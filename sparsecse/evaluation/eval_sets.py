@@ -74,7 +74,7 @@ def ranks_of(queries: np.ndarray, candidates: np.ndarray, positive: Sequence[int
         excluded: per query, a candidate row left out of its ranking (its own text), or None.
 
     Returns:
-        [Q] integer ranks: 1 + the other candidates at least as similar as the positive (ties count against).
+        The rank of each query's positive, 1 + the other candidates at least as similar (ties count against it).
     """
     q = np.asarray(queries, dtype=np.float64)
     c = np.asarray(candidates, dtype=np.float64)
@@ -157,9 +157,10 @@ class EvalSet:
             batch_size: sentences per encoding batch.
 
         Returns:
-            ``{"name", "kind", "metric", "score", "ci": [lo, hi], "n", "replicates", "seed", "level", "set",
-            "items"}``; scored pairs add ``"spearman"``, ``"pearson"`` and ``"skipped"``, positive pairs
-            ``"recall@1"`` and ``"mrr@10"`` (each ``{"score", "ci"}``) and ``"candidates"``.
+            A dict with ``name``, ``kind``, ``metric``, ``score``, ``ci`` (``[lo, hi]``), ``n``, ``replicates``,
+            ``seed``, ``level``, ``set`` (what :meth:`describe` gives) and ``items`` (the per-item values); scored
+            pairs add ``spearman``, ``pearson`` and ``skipped``, positive pairs ``recall@1`` and ``mrr@10`` (x 100)
+            with their intervals ``recall@1_ci`` and ``mrr@10_ci``, and ``candidates``.
         """
         return self.evaluate_embed(embedder(encoder, batch_size), replicates, seed, level)
 
@@ -178,8 +179,8 @@ class EvalSet:
             rr, hit = reciprocal_ranks(items["rank"]), (items["rank"] == 1).astype(np.float64)
             reps = 100 * resample_means([rr, hit], replicates, seed, self.name)
             result["ci"] = interval(reps[0], level)
-            result["mrr@10"] = {"score": result["score"], "ci": result["ci"]}
-            result["recall@1"] = {"score": float(100 * hit.mean()), "ci": interval(reps[1], level)}
+            result.update({"mrr@10": result["score"], "mrr@10_ci": result["ci"], "recall@1": float(100 * hit.mean()),
+                           "recall@1_ci": interval(reps[1], level)})
             result["candidates"] = len(self.data.candidates)
         result["items"] = {k: v.tolist() for k, v in items.items()}
         return result
@@ -240,7 +241,7 @@ def paired_difference(a: Mapping[str, Any], b: Mapping[str, Any], replicates: in
     rr = [reciprocal_ranks(ia["rank"]), reciprocal_ranks(ib["rank"])]
     hit = [(np.asarray(ia["rank"]) == 1).astype(float), (np.asarray(ib["rank"]) == 1).astype(float)]
     reps = 100 * resample_means([*rr, *hit], replicates, seed, a["name"])
-    recall = (a["recall@1"]["score"], b["recall@1"]["score"])
+    recall = (a["recall@1"], b["recall@1"])
     return {**out, **difference(reps[0], reps[1], b["score"] - a["score"], level),
             "recall@1": {"a": recall[0], "b": recall[1],
                          **difference(reps[2], reps[3], recall[1] - recall[0], level)}}
