@@ -21,7 +21,7 @@ from sparsecse.evaluation.mteb_local import local_task  # noqa: E402
 from sparsecse.evaluation.mteb_run import evaluate_mteb, split_names  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.pruning.masks import Mask  # noqa: E402
-from tests.helpers import cli, random_sentences  # noqa: E402
+from tests.helpers import cli, random_sentences, shrunk_dir  # noqa: E402
 from tests.tiny import make_tiny_model_dir  # noqa: E402
 
 SEED = 42  # mteb's default task seed: its classification shuffle and clustering draws use it
@@ -231,6 +231,22 @@ def test_a_mask_gates_the_model_for_mteb(tmp_path, model_dir, encoder):
     assert results["mask"]["heads_pruned"] == 3 and "+mask-m" in results["mteb"]["model_name"]
 
 
+def test_a_shrunk_model_scores_what_the_model_gated_by_its_mask_scores(tmp_path, model_dir):
+    heads = torch.tensor([[False] * 4, [True, False, True, True]])  # the mask shrunk_dir cuts with
+    neurons = torch.ones(2, 48, dtype=torch.bool)
+    neurons[1, ::3] = False
+    mask_path = Mask(heads, neurons).save(tmp_path / "m.safetensors")
+    task = write_task(tmp_path / "ret", {"name": "TinyRetrieval", "type": "Retrieval"}, **retrieval_files())
+    shrunk = shrunk_dir(model_dir, tmp_path / "shrunk")
+    gated, _ = run_eval(tmp_path, model_dir, str(task), "--mask", mask_path, "--pooling", "mean", name="gated.json")
+    small, _ = run_eval(tmp_path, shrunk, str(task), name="shrunk.json")
+    dense, _ = run_eval(tmp_path, model_dir, str(task), "--pooling", "mean", name="dense.json")
+    values = {name: np.array(r["mteb"]["tasks"]["TinyRetrieval"]["parts"][0]["values"])
+              for name, r in (("gated", gated), ("shrunk", small), ("dense", dense))}
+    np.testing.assert_allclose(values["shrunk"], values["gated"], atol=1e-6)
+    assert np.abs(values["dense"] - values["gated"]).max() > 1e-3  # the cut changed the ranking
+
+
 def test_compare_pairs_the_mteb_items_of_two_result_files(tmp_path, model_dir):
     other = make_tiny_model_dir(tmp_path / "other", init_range=0.2, seed=1)
     files = retrieval_files()
@@ -287,16 +303,17 @@ def test_bad_input_is_refused_in_one_sentence_with_nothing_written(tmp_path, mod
         evaluate_mteb(str(model_dir), tasks="")
 
 
-def test_mteb_with_a_mask_on_an_exported_model_is_refused(tmp_path, model_dir):
-    pytest.importorskip("onnxruntime")
+@pytest.mark.parametrize("engine", ["onnx", "openvino"])
+def test_exported_models_run_mteb_and_refuse_a_mask(tmp_path, model_dir, engine):
+    pytest.importorskip("onnxruntime" if engine == "onnx" else "openvino")
     from sparsecse.exporting.export import export
 
-    exported = export(model_dir, tmp_path / "onnx").out
+    exported = export(model_dir, tmp_path / engine, format=engine).out
     mask = Mask(torch.ones(2, 4, dtype=torch.bool), torch.ones(2, 48, dtype=torch.bool)).save(tmp_path / "m.safetensors")
     task = write_task(tmp_path / "ret", {"name": "TinyRetrieval", "type": "Retrieval"}, **retrieval_files())
     refused(tmp_path, "--model", exported, "--mteb", task, "--mask", mask, match="exported model")
     # without the mask the exported graph runs mteb and gives the torch model's figure
-    exported_results, _ = run_eval(tmp_path, exported, str(task), name="onnx.json")
+    exported_results, _ = run_eval(tmp_path, exported, str(task), name="exported.json")
     torch_results, _ = run_eval(tmp_path, model_dir, str(task), name="torch.json")
     assert exported_results["mteb"]["tasks"]["TinyRetrieval"]["score"] == pytest.approx(
         torch_results["mteb"]["tasks"]["TinyRetrieval"]["score"], abs=1e-6)
