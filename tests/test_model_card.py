@@ -296,3 +296,22 @@ def test_the_l3_prune_recipes_card_on_a_tiny_model_has_every_section(tmp_path, f
     assert "**Recipe:** `l3-prune-0.8`" in card and "Losses" not in card and "kwon2022fast" in card
     assert read_front_matter(card)["sparsecse_recipe"] == "l3-prune-0.8"
     assert run_usage(card, result.model).splitlines()[0] == "(2, 32)"
+
+
+def test_the_target_that_compress_speedup_records_is_rendered():
+    target = {"speedup_target": 2.0, "max_drop": None, "engine": "torch-fp32", "batch_size": 32, "speedup": 1.9412,
+              "met": False, "dev_set": "STS-B dev", "dev_score": 84.5, "reference_dev": 86.25, "drop": 1.75,
+              "latency_ms": {"p50": 12.31, "p95": 14.52}, "reference_latency_ms": {"p50": 23.68, "p95": 27.04},
+              "throughput": 1304.2, "reference_throughput": 672.0, "params": 15_300_000, "file_size_bytes": 61_200_000,
+              "cpu_features": ["avx2", "avx512_vnni"], "candidates_table": "candidates.csv",
+              "candidates_plot": "candidates.png"}
+    card = render_card({"details": {}, "compression": {"target": target}})
+    target_text = card.split("### Target")[1].split("\n## ")[0]
+    assert "Asked for a 2x speed-up on torch-fp32, batch 32: **not met**." in target_text
+    assert "**Measured speed-up:** 1.94x" in target_text
+    assert "**Dev score:** 84.50 against the input model's 86.25 on STS-B dev (drop 1.75)" in target_text
+    assert "**Latency p50 / p95:** 12.3 / 14.5 ms (input model: 23.7 / 27.0 ms)" in target_text
+    assert "**Throughput:** 1304.2 sentences/s (input model: 672.0)" in target_text
+    assert "**File size:** 58.4 MiB" in target_text and "**CPU features:** avx2 avx512_vnni" in target_text
+    assert "`candidates.csv`, plotted in `candidates.png`" in target_text
+    assert_clean(card)

@@ -227,12 +227,38 @@ def compression_section(c: dict[str, Any], base: str | None) -> list[str]:
     return ["## Compression", "", *lines] if lines else []
 
 
+def target_speedups(t: dict[str, Any]) -> tuple[Any, Any]:
+    """(asked, measured) speed-up of a target's facts, in either spelling: ``speedup_target`` asked and
+    ``speedup`` measured (what ``compress --speedup`` records), or ``speedup`` asked and ``measured_speedup``.
+
+    Args:
+        t: the ``target`` facts.
+
+    Returns:
+        The two values (None where missing).
+    """
+    if "speedup_target" in t:
+        return t.get("speedup_target"), t.get("speedup")
+    return t.get("speedup"), t.get("measured_speedup")
+
+
+def _latency(latency: dict[str, Any] | None) -> str | None:
+    latency = latency or {}
+    return f"{latency['p50']:.1f} / {latency['p95']:.1f} ms" if known(latency.get("p50")) and known(
+        latency.get("p95")) else None
+
+
+def _beside(value: str | None, reference: str | None) -> str | None:
+    return f"{value} (input model: {reference})" if value and reference else value
+
+
 def _target(t: dict[str, Any]) -> list[str]:
     if not t:
         return []
+    asked_speedup, measured = target_speedups(t)
     asked = []
-    if known(t.get("speedup")):
-        asked.append(f"a {t['speedup']:g}x speed-up")
+    if known(asked_speedup):
+        asked.append(f"a {asked_speedup:g}x speed-up")
     if known(t.get("max_drop")):
         asked.append(f"at most {t['max_drop']:g} points lost on dev")
     engine = ", ".join(str(x) for x in (t.get("engine"), f"batch {t['batch_size']}" if known(t.get("batch_size"))
@@ -240,12 +266,19 @@ def _target(t: dict[str, Any]) -> list[str]:
     lines = ["### Target", ""]
     if asked:
         met = {True: "met", False: "**not met**"}.get(t.get("met"), "")
-        lines.append(f"Asked for {' and '.join(asked)}" + (f" on {engine}" if engine else "") + (f": {met}." if met else "."))
-        lines.append("")
-    rows = [("Measured speed-up", f"{t['measured_speedup']:.2f}x" if known(t.get("measured_speedup")) else None),
-            ("Latency p50 / p95", f"{t['latency_ms']['p50']:.1f} / {t['latency_ms']['p95']:.1f} ms"
-             if known((t.get("latency_ms") or {}).get("p50")) and known(t["latency_ms"].get("p95")) else None),
-            ("Throughput", f"{t['throughput']:.1f} sentences/s" if known(t.get("throughput")) else None),
+        lines += [f"Asked for {' and '.join(asked)}" + (f" on {engine}" if engine else "") + (f": {met}." if met else "."),
+                  ""]
+    dev = None
+    if known(t.get("dev_score")) and known(t.get("reference_dev")):
+        dev = (f"{t['dev_score']:.2f} against the input model's {t['reference_dev']:.2f}"
+               + (f" on {t['dev_set']}" if known(t.get("dev_set")) else "")
+               + (f" (drop {t['drop']:.2f})" if known(t.get("drop")) else ""))
+    throughput = f"{t['throughput']:.1f} sentences/s" if known(t.get("throughput")) else None
+    reference_throughput = f"{t['reference_throughput']:.1f}" if known(t.get("reference_throughput")) else None
+    rows = [("Measured speed-up", f"{measured:.2f}x" if known(measured) else None),
+            ("Dev score", dev),
+            ("Latency p50 / p95", _beside(_latency(t.get("latency_ms")), _latency(t.get("reference_latency_ms")))),
+            ("Throughput", _beside(throughput, reference_throughput)),
             ("Parameters", count_text(t["params"]) if known(t.get("params")) else None),
             ("File size", size_text(t["file_size_bytes"]) if known(t.get("file_size_bytes")) else None),
             ("CPU features", " ".join(t["cpu_features"]) if known(t.get("cpu_features")) else None),
