@@ -166,7 +166,8 @@ class Bench:
         if "a" in rows:
             sparsity, mask = sparsity_for_flops(scores, budget, 0.5)
             results["a"] = self.shrunk_row(f"{tag}-a-sparsity{sparsity:g}", mask)
-        budget_mask = sparsecse.prune(scores, keep_flops=budget, lam=0.5, criterion="fisher")
+        budget_mask = sparsecse.prune(scores, keep_flops=budget, lam=0.5,
+                                      config=sparsecse.PruningConfig(criterion="fisher"))
         if "b" in rows:
             results["b"] = self.shrunk_row(f"{tag}-b", budget_mask)
         if rows & {"c", "d"}:

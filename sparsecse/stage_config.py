@@ -45,6 +45,37 @@ def configure_all(*pairs: tuple[type, Any], options: dict[str, Any], caller: str
             for cls, config in pairs]
 
 
+def stage_config(cls: type[C], config: C | None, argument: str) -> C:
+    """The config a stage runs with.
+
+    Args:
+        cls: the stage's config class.
+        config: the caller's config (None: ``cls()``, every default).
+        argument: the parameter it came in, for the error.
+
+    Returns:
+        ``config``, or ``cls()``.
+
+    Raises:
+        TypeError: ``config`` is not a ``cls``.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Demo:
+    ...     size: int = 3
+    >>> stage_config(Demo, None, "config")
+    Demo(size=3)
+    >>> stage_config(Demo, "big", "config")
+    Traceback (most recent call last):
+    TypeError: config must be a Demo, not a str
+    """
+    if config is None:
+        return cls()
+    if not isinstance(config, cls):
+        raise TypeError(f"{argument} must be a {cls.__name__}, not a {type(config).__name__}")
+    return config
+
+
 def record(config) -> dict[str, Any]:
     """A config as JSON-ready values (``dataclasses.asdict``; paths and enums as strings, callables by name)."""
     return {k: _plain(v) for k, v in dataclasses.asdict(config).items()}

@@ -12,7 +12,7 @@ from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.flops import count_parameters, flops_per_token
 from sparsecse.pruning.masks import Mask
-from sparsecse.pruning.prune import prune, prune_grid
+from sparsecse.pruning.prune import PruningConfig, prune, prune_grid
 from sparsecse.scoring.scores import GateScores
 from tests.helpers import fake_scores
 
@@ -46,13 +46,13 @@ def test_default_criterion_is_fisher_for_budgets_and_abs_grad_for_sparsity():
     for kw, expected in ((dict(keep_flops=0.5), "fisher"), (dict(keep_params=0.6), "fisher"),
                          (dict(sparsity=0.3), "abs_grad")):
         default = prune(scores, **kw)
-        explicit = prune(scores, criterion=expected, **kw)
+        explicit = prune(scores, config=PruningConfig(criterion=expected), **kw)
         assert (default.manifest["criterion"], default.manifest["criterion_default"]) == (expected, True)
         assert (explicit.manifest["criterion"], explicit.manifest["criterion_default"]) == (expected, False)
         assert torch.equal(default.head_mask, explicit.head_mask)
         assert torch.equal(default.neuron_mask, explicit.neuron_mask)
     # the default is a choice, not a fixed rule: another criterion gives another mask here
-    other = prune(scores, keep_flops=0.5, criterion="abs_grad")
+    other = prune(scores, keep_flops=0.5, config=PruningConfig(criterion="abs_grad"))
     assert other.manifest["criterion_default"] is False
     assert not torch.equal(torch.cat([other.head_mask.flatten(), other.neuron_mask.flatten()]),
                            torch.cat([prune(scores, keep_flops=0.5).head_mask.flatten(),
@@ -96,7 +96,7 @@ def test_prune_keeps_the_best_subset_of_every_subset_within_the_budget():
                                 torch.from_numpy(row[hs.numel():]).view(ns.shape)) for row in subsets])
     for budget in (0.3, 0.5, 0.8):
         best = values[cost <= budget * costs.dense].max()
-        mask = prune(scores, keep_flops=budget, seq_len=16, criterion="abs_grad")
+        mask = prune(scores, keep_flops=budget, config=PruningConfig(seq_len=16, criterion="abs_grad"))
         assert costs.kept(mask.head_mask, mask.neuron_mask) <= budget * costs.dense
         got = float(hs.double()[mask.head_mask].sum() + ns.double()[mask.neuron_mask].sum())
         assert got == pytest.approx(best, rel=1e-12)
@@ -108,7 +108,7 @@ def test_keep_one_head_option_and_emptied_attention():
         t[:, 0] = 0.0  # layer 0's heads are worthless
     emptied = prune(scores, keep_flops=0.6)
     assert emptied.head_mask[0].sum() == 0 and emptied.manifest["keep_one_head"] is False
-    kept = prune(scores, keep_flops=0.6, keep_one_head=True)
+    kept = prune(scores, keep_flops=0.6, config=PruningConfig(keep_one_head=True))
     assert (kept.head_mask.sum(1) >= 1).all()
 
 
@@ -119,11 +119,11 @@ def test_keep_one_head_option_and_emptied_attention():
     (dict(keep_params=-0.1), "must lie in (0, 1]"),
     (dict(keep_flops=1e-7), "keeps no head and no neuron"),
     (dict(keep_params=0.001), "below what the layers' biases and LayerNorms cost"),
-    (dict(keep_flops=0.01, keep_one_head=True), "one head per layer"),
+    (dict(keep_flops=0.01, config=PruningConfig(keep_one_head=True)), "one head per layer"),
     (dict(keep_flops=0.5, sparsity=0.5), "exactly one of"),
     (dict(), "exactly one of"),
-    (dict(keep_flops=0.5, scope="layer"), "scope must be global"),
-    (dict(keep_flops=0.5, criterion="taylor"), "Unknown criterion"),
+    (dict(keep_flops=0.5, config=PruningConfig(scope="layer")), "scope must be global"),
+    (dict(keep_flops=0.5, config=PruningConfig(criterion="taylor")), "Unknown criterion"),
 ])
 def test_bad_budgets_are_refused(kwargs, message):
     with pytest.raises(SparseCSEError, match=message.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]")):
@@ -152,7 +152,7 @@ def test_shrunk_model_counts_what_the_manifest_says(tiny_bert_dir, tiny_scores, 
         scores = GateScores(scores.head_grad_align.clone(), scores.head_grad_uniform.clone(), scores.neuron_grad_align,
                             scores.neuron_grad_uniform, manifest=scores.manifest, batch_sizes=scores.batch_sizes)
         scores.head_grad_align[:, 0] = scores.head_grad_uniform[:, 0] = 0.0
-    mask = prune(scores, keep_flops=budget, seq_len=seq_len)
+    mask = prune(scores, keep_flops=budget, config=PruningConfig(seq_len=seq_len))
     if allow_empty:
         assert mask.head_mask[0].sum() == 0
     dense = SentenceEncoder.load(tiny_bert_dir)

@@ -15,10 +15,10 @@ from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative, sil
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.flops import count_parameters, flops_per_token
-from sparsecse.pruning.prune import prune
+from sparsecse.pruning.prune import PruningConfig, prune
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
-from sparsecse.scoring.score import score
-from sparsecse.shrinking.shrink import shrink
+from sparsecse.scoring.score import ScoringConfig, score
+from sparsecse.shrinking.shrink import ShrinkConfig, shrink
 from tests.helpers import fake_scores
 from tests.tiny import SENTENCES
 
@@ -62,7 +62,8 @@ def test_search_within_allowed_units_is_optimal_and_never_leaves_them():
 def test_prune_within_a_previous_mask():
     scores = fake_scores()
     outer = prune(scores, keep_flops=0.7)
-    inner = prune(scores, keep_flops=0.5, within=outer, criterion="abs_grad")  # abs_grad would choose otherwise
+    # abs_grad would choose otherwise
+    inner = prune(scores, keep_flops=0.5, within=outer, config=PruningConfig(criterion="abs_grad"))
     assert not (inner.head_mask & ~outer.head_mask).any() and not (inner.neuron_mask & ~outer.neuron_mask).any()
     assert inner.manifest["kept_flops_ratio"] <= 0.5
     with pytest.raises(SparseCSEError, match="kept-FLOPs or kept-parameters budget"):
@@ -73,8 +74,9 @@ def test_prune_within_a_previous_mask():
 def test_iterative_meets_the_budget_exactly_and_the_shrunk_model_counts_it(tiny_bert_dir, tiny_stsb_dir, corpus,
                                                                             dense_scores, metric, budget):
     plan = ReconstructionPlan.prepare(corpus, 20)
-    result = iterative_prune(tiny_bert_dir, steps=3, reconstruct=plan, scores=dense_scores, data_dir=tiny_stsb_dir,
-                             batch_size=8, device="cpu", seq_len=64, **{f"keep_{metric}": budget})
+    result = iterative_prune(tiny_bert_dir, steps=3, reconstruct=plan, scores=dense_scores,
+                             score=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=8), prune=PruningConfig(seq_len=64),
+                             device="cpu", **{f"keep_{metric}": budget})
     mask, m = result.mask, result.mask.manifest
     assert [r["step"] for r in result.steps] == [1, 2, 3] and m["method"] == "iterative"
     assert m["iterative"]["budgets"] == pytest.approx(step_budgets(budget, 3))
@@ -90,7 +92,7 @@ def test_iterative_meets_the_budget_exactly_and_the_shrunk_model_counts_it(tiny_
     # the silenced full-size model and the shrunk one compute the same embeddings
     full = result.encoder.encode(SENTENCES)
     dense = SentenceEncoder.load(tiny_bert_dir, device="cpu")
-    shrunk = shrink_iterative(result, align_ffn=1, seq_len=64)
+    shrunk = shrink_iterative(result, config=ShrinkConfig(align_ffn=1, seq_len=64))
     assert abs(shrunk.encoder.encode(SENTENCES) - full).max() < 1e-5
     assert flops_per_token(shrunk.encoder, 64) == m["kept_flops"]
     assert count_parameters(shrunk.encoder, "layers") == m["kept_params"]
@@ -105,7 +107,7 @@ def test_one_step_is_one_shot_pruning_with_reconstruction(tiny_bert_dir, corpus,
     assert torch.equal(result.mask.head_mask, one_shot.head_mask)
     assert torch.equal(result.mask.neuron_mask, one_shot.neuron_mask)
     reference = shrink(tiny_bert_dir, one_shot, reconstruct=plan, align_ffn=1, device="cpu")
-    ours = shrink_iterative(result, out=tmp_path / "out", align_ffn=1)
+    ours = shrink_iterative(result, out=tmp_path / "out", config=ShrinkConfig(align_ffn=1))
     assert abs(reference.encoder.encode(SENTENCES) - ours.encoder.encode(SENTENCES)).max() < 1e-5
     manifest = json.loads((tmp_path / "out" / "sparsecse_config.json").read_text())["manifest"]
     assert manifest["mask_manifest"]["method"] == "iterative" and manifest["method_seconds"] > 0

@@ -18,7 +18,7 @@ from sparsecse.pruning.budget import UnitCosts
 from sparsecse.modeling.flops import count_parameters, flops_per_token, size_report
 from sparsecse.scoring.gates import Gates
 from sparsecse.pruning.masks import Mask
-from sparsecse.pruning.prune import prune
+from sparsecse.pruning.prune import PruningConfig, prune
 from sparsecse.shrinking.shrink import save_model_dir, shrink
 from sparsecse.shrinking.surgery import shrink_encoder
 from sparsecse.errors import SparseCSEError
@@ -292,7 +292,7 @@ def test_score_prune_every_criterion_shrink_eval_on_qwen3(qwen3_dir, tiny_stsb_d
                                   "--batch-size", "8", *data])
     assert result.exit_code == 0, result.output
     for criterion in ("abs_grad", "layer_norm", "fisher"):
-        mask = prune(scores, 0.3, 0.5, criterion=criterion)
+        mask = prune(scores, 0.3, 0.5, config=PruningConfig(criterion=criterion))
         assert mask.heads_pruned == round(0.3 * LAYERS * HEADS) and mask.neurons_pruned == round(0.3 * LAYERS * FFN)
         emptied = (~mask.head_mask).view(LAYERS, KV_HEADS, -1).all(-1)
         assert mask.kv_mask is not None and torch.equal(mask.kv_mask, ~emptied)

@@ -4,7 +4,7 @@ import torch
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.grid import parse_grid
 from sparsecse.pruning.masks import Mask
-from sparsecse.pruning.prune import prune, prune_grid
+from sparsecse.pruning.prune import PruningConfig, prune, prune_grid
 from sparsecse.pruning.selection import round_half_up
 from sparsecse.scoring.scores import GateScores
 from tests.helpers import fake_scores
@@ -34,12 +34,12 @@ def test_keep_one_head_per_layer():
     scores.head_grad_uniform[:, 0] = 0.0
     kept = prune(scores, 0.5, 0.5)  # 6 heads
     assert kept.head_mask[0].sum() == 1 and kept.heads_pruned == 6
-    emptied = prune(scores, 0.5, 0.5, keep_one_head=False)
+    emptied = prune(scores, 0.5, 0.5, config=PruningConfig(keep_one_head=False))
     assert emptied.head_mask[0].sum() == 0
 
 
 def test_layer_scope_prunes_the_same_number_in_every_layer():
-    mask = prune(fake_scores(), 0.25, 0.5, scope="layer")
+    mask = prune(fake_scores(), 0.25, 0.5, config=PruningConfig(scope="layer"))
     assert mask.heads_pruned_per_layer() == [3] * 6
     assert mask.neurons_pruned_per_layer() == [384] * 6
 

@@ -137,12 +137,13 @@ def test_layer_norm_divides_each_layer_by_its_l2_norm():
     assert torch.allclose(normed, torch.tensor([[0.8, 0.6], [0.1 / 0.05 ** 0.5, 0.2 / 0.05 ** 0.5]]))
     assert torch.allclose(s.neuron_scores(0.5, "layer_norm"), torch.full((2, 3), 3 ** -0.5))
     # globally, abs_grad removes both heads of layer 1; layer_norm removes the weaker head of each layer
-    from sparsecse.pruning.prune import prune
+    from sparsecse.pruning.prune import PruningConfig, prune
 
     s.manifest["shape"] = {"layers": 2, "heads": 2, "ffn": 3, "hidden": 8, "head_dim": 4}
-    assert prune(s, 0.5, keep_one_head=False).head_mask.tolist() == [[True, True], [False, False]]
-    assert prune(s, 0.5, keep_one_head=False, criterion="layer_norm").head_mask.tolist() == [[True, False],
-                                                                                             [False, True]]
+    either = PruningConfig(keep_one_head=False)
+    assert prune(s, 0.5, config=either).head_mask.tolist() == [[True, True], [False, False]]
+    layer_norm = PruningConfig(keep_one_head=False, criterion="layer_norm")
+    assert prune(s, 0.5, config=layer_norm).head_mask.tolist() == [[True, False], [False, True]]
 
 
 def test_batch_sizes_round_trip_and_old_files_load_with_equal_weights(tmp_path):

@@ -132,4 +132,4 @@ def test_iterative_pruning_applies_every_field_of_its_pruning_config(tiny_bert_d
     corpus.write_text("a short sentence\nanother one here\n" * 10)
     with pytest.raises(SparseCSEError, match="scope must be global"):  # a budget ranks units across layers
         iterative_prune(tiny_bert_dir, keep_flops=0.5, steps=1, reconstruct=corpus, prune=PruningConfig(scope="layer"),
-                        device="cpu", data_dir=tiny_stsb_dir, batch_size=8)
+                        device="cpu", score=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=8))

@@ -325,7 +325,7 @@ def test_budget_points_default_to_fisher_and_the_criterion_is_part_of_the_finger
     budget, sparse = _mask_file(out, "f0.7-l0.5"), _mask_file(out, "s0.25-l0.5")
     assert (budget.manifest["criterion"], budget.manifest["keep_one_head"]) == ("fisher", False)
     assert (sparse.manifest["criterion"], sparse.manifest["keep_one_head"]) == ("abs_grad", True)
-    expected = prune(out / "scores.safetensors", lam=0.5, keep_flops=0.7, criterion="fisher")
+    expected = prune(out / "scores.safetensors", lam=0.5, keep_flops=0.7, config=PruningConfig(criterion="fisher"))
     assert torch.equal(budget.head_mask, expected.head_mask) and torch.equal(budget.neuron_mask, expected.neuron_mask)
     # another criterion or keep-one-head rule is another sweep; the same settings resume
     for kw in (dict(prune=PruningConfig(criterion="abs_grad")), dict(prune=PruningConfig(keep_one_head=True))):

@@ -22,7 +22,7 @@ from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.selection import masks_from_scores
 from sparsecse.scoring.criteria import check_criterion, check_lambda, default_criterion
 from sparsecse.scoring.scores import GateScores
-from sparsecse.stage_config import configure
+from sparsecse.stage_config import stage_config
 from sparsecse.modeling.kv_groups import kv_keep
 
 TARGET_PREFIX = {"sparsity": "s", "keep_flops": "f", "keep_params": "p"}
@@ -78,9 +78,27 @@ def check_target(kind: str, value: float) -> float:
     return check_sparsity(float(value)) if kind == "sparsity" else check_budget(value, kind.replace("_", "-"))
 
 
+def pruning_config(config: PruningConfig | None, lam: float | None, caller: str) -> PruningConfig:
+    """The config a pruning call runs with.
+
+    Args:
+        config: the caller's :class:`PruningConfig` (None: the defaults).
+        lam: λ given beside it (None: the config's).
+        caller: the function's name, for the error.
+
+    Returns:
+        ``config`` with ``lam`` in place.
+
+    Raises:
+        TypeError: ``config`` is not a :class:`PruningConfig`.
+    """
+    config = stage_config(PruningConfig, config, f"{caller}()'s config")
+    return config if lam is None else dataclasses.replace(config, lam=lam)
+
+
 def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None, lam: float | None = None, *,
           keep_flops: float | None = None, keep_params: float | None = None, within: Mask | None = None,
-          config: PruningConfig | None = None, **options) -> Mask:
+          config: PruningConfig | None = None) -> Mask:
     """A mask from a score file (or :class:`~sparsecse.scoring.scores.GateScores`), for exactly one target:
 
     - ``sparsity`` s: remove the round(s·#units) lowest-scored heads and, separately, neurons (ranked
@@ -91,8 +109,8 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
       search, :mod:`sparsecse.pruning.budget`); a layer's attention or FFN may empty unless ``keep_one_head``;
     - ``keep_params`` B: the same with the layers' parameters as the cost.
 
-    ``config``: a :class:`PruningConfig`, or its fields by name (``lam`` positionally or by name,
-    ``criterion``, ``seq_len``, ``scope``, ``keep_one_head``). The criterion (``abs_grad``, ``layer_norm``,
+    ``config``: a :class:`PruningConfig` (``criterion``, ``seq_len``, ``scope``, ``keep_one_head``; default: its
+    defaults), its ``lam`` replaced by ``lam`` when given. The criterion (``abs_grad``, ``layer_norm``,
     ``fisher``, :mod:`sparsecse.scoring.criteria`) turns the stored gradients into importance; None (the
     default) takes :func:`~sparsecse.scoring.criteria.default_criterion`: the paper's ``abs_grad`` for a
     sparsity, ``fisher`` for a budget, which compares heads with neurons and so needs importances on one scale
@@ -105,7 +123,7 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
     >>> mask.manifest["criterion"], mask.manifest["criterion_default"]  # doctest: +SKIP
     ('fisher', True)
     """
-    c = configure(PruningConfig, config, {**options, **({} if lam is None else {"lam": lam})}, "prune")
+    c = pruning_config(config, lam, "prune")
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
     kind, value = one_target(sparsity, keep_flops, keep_params)
@@ -123,13 +141,13 @@ def prune(scores: GateScores | str | os.PathLike, sparsity: float | None = None,
 
 def prune_grid(scores: GateScores | str | os.PathLike, sparsities: Iterable[float] | str | None = None,
                lambdas: Iterable[float] | str = 0.5, *, keep_flops: Iterable[float] | str | None = None,
-               keep_params: Iterable[float] | str | None = None, config: PruningConfig | None = None,
-               **options) -> dict[tuple[float, float], Mask]:
+               keep_params: Iterable[float] | str | None = None, config: PruningConfig | None = None
+               ) -> dict[tuple[float, float], Mask]:
     """{(target value, λ): mask} for every grid point of one target kind, from one score file, no model run.
 
-    ``config`` (or its fields by name) as in :func:`prune`, each λ of ``lambdas`` replacing its ``lam``
-    (``criterion`` None: :func:`~sparsecse.scoring.criteria.default_criterion` of the target kind)."""
-    c = configure(PruningConfig, config, options, "prune_grid")
+    ``config`` as in :func:`prune`, each λ of ``lambdas`` replacing its ``lam`` (``criterion`` None:
+    :func:`~sparsecse.scoring.criteria.default_criterion` of the target kind)."""
+    c = pruning_config(config, None, "prune_grid")
     if not isinstance(scores, GateScores):
         scores = GateScores.load(scores)
     kind, grid = one_target(sparsities, keep_flops, keep_params)

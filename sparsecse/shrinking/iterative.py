@@ -49,7 +49,7 @@ from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan, token_batches
 from sparsecse.shrinking.reconstruction import reconstruct as refit_layers
 from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult, remove_units, shrink_lineage
-from sparsecse.stage_config import configure, configure_all
+from sparsecse.stage_config import stage_config
 
 DEFAULT_STEPS = 3
 
@@ -120,7 +120,6 @@ def iterative_prune(
     score: ScoringConfig | None = None,
     pooling: str | None = None,
     device: str | None = None,
-    **options,
 ) -> IterativeResult:
     """Prune ``model`` to a kept-FLOPs or kept-parameters budget in ``steps`` steps (module docstring).
 
@@ -129,11 +128,10 @@ def iterative_prune(
     score file of the dense model for the first step; later steps score as ``score`` says (a
     :class:`~sparsecse.scoring.score.ScoringConfig`: STS-B train, as ``sparsecse score`` does). ``prune`` (a
     :class:`~sparsecse.pruning.prune.PruningConfig`: λ, criterion, seq_len, keep_one_head) is that of
-    :func:`sparsecse.pruning.prune.prune`. ``options``: the fields of either config by name (``lam=0.5,
-    split="dev"``). The returned encoder is full size; shrink it with :func:`shrink_iterative`.
+    :func:`sparsecse.pruning.prune.prune`. The returned encoder is full size; shrink it with
+    :func:`shrink_iterative`.
     """
-    rule, scoring = configure_all((PruningConfig, prune), (ScoringConfig, score), options=options,
-                                  caller="iterative_prune")
+    rule, scoring = stage_config(PruningConfig, prune, "prune"), stage_config(ScoringConfig, score, "score")
     kind, budget = one_target(None, keep_flops, keep_params)
     budget = check_target(kind, budget)
     check_lambda(rule.lam)
@@ -177,12 +175,12 @@ def iterative_prune(
 
 
 def shrink_iterative(result: IterativeResult, out: str | os.PathLike | None = None, overwrite: bool = False,
-                     config: ShrinkConfig | None = None, **options) -> ShrinkResult:
+                     config: ShrinkConfig | None = None) -> ShrinkResult:
     """Remove ``result``'s pruned units as :func:`sparsecse.shrinking.shrink.shrink` does and, given ``out``,
     save the model directory; its manifest holds the final mask's manifest and every step. ``config``: a
-    :class:`~sparsecse.shrinking.shrink.ShrinkConfig` or its fields by name, of which ``seq_len`` and
+    :class:`~sparsecse.shrinking.shrink.ShrinkConfig` (default: its defaults), of which ``seq_len`` and
     ``align_ffn`` apply (the encoder is loaded and reconstructed already)."""
-    c = configure(ShrinkConfig, config, options, "shrink_iterative")
+    c = stage_config(ShrinkConfig, config, "config")
     encoder, mask = result.encoder, result.mask
     lineage = shrink_lineage(encoder.source, mask, scored_model=encoder.source)
     return remove_units(encoder, mask, c, lineage, out, overwrite,

@@ -22,7 +22,7 @@ from sparsecse.artifacts.files import sha256_file
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.pruning.grid import check_sparsity, parse_grid
 from sparsecse.pruning.masks import Mask
-from sparsecse.pruning.prune import mask_filename, prune
+from sparsecse.pruning.prune import PruningConfig, mask_filename, prune
 from sparsecse.scoring.criteria import check_lambda
 from sparsecse.shrinking.surgery import shrink_encoder
 from sparsecse.evaluation import evaluate
@@ -211,15 +211,16 @@ class SweepRun:
     def mask(self, s: float, lam: float):
 
         """The mask of sparsity ``s`` at ``lam`` (the sweep's criterion, scope and keep-one-head rule) and its file."""
-        mask = prune(self.scores, s, lam, scope=self.scope, keep_one_head=self.keep_one_head,
-                     criterion=self.pruning["criterion"])
+        mask = prune(self.scores, s, lam, config=PruningConfig(scope=self.scope, keep_one_head=self.keep_one_head,
+                                                               criterion=self.pruning["criterion"]))
         return mask, self._saved(mask, mask_filename(s, lam))
 
     def budget_mask(self, keep_flops: float, lam: float):
 
         """The mask of the kept-FLOPs budget ``keep_flops`` at ``lam`` and its file."""
-        mask = prune(self.scores, lam=lam, keep_flops=keep_flops, criterion=self.pruning["budget_criterion"],
-                     keep_one_head=self.pruning["budget_keep_one_head"])
+        mask = prune(self.scores, lam=lam, keep_flops=keep_flops,
+                     config=PruningConfig(criterion=self.pruning["budget_criterion"],
+                                          keep_one_head=self.pruning["budget_keep_one_head"]))
         return mask, self._saved(mask, mask_filename(keep_flops, lam, "keep_flops"))
 
     def dense_mask(self):
