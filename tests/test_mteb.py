@@ -334,3 +334,23 @@ def test_sts_tasks_and_mteb_in_one_result_file_compare_together(tmp_path, model_
     only, _ = run_eval(tmp_path, model_dir, str(task), name="only.json")
     refused = cli("compare", tmp_path / "only.json", model_dir)
     assert refused.exit_code == 1 and "holds mteb figures only" in refused.output
+
+
+def test_a_decoder_embedder_reads_its_query_prompt(tmp_path):
+    from tests.tiny_modern import make_modern_model_dir
+
+    decoder = make_modern_model_dir(tmp_path / "qwen3", "qwen3")
+    prompt = "Instruct: find the sentence\nQuery: "
+    (decoder / "config_sentence_transformers.json").write_text(json.dumps({"prompts": {"query": prompt,
+                                                                                       "document": ""}}))
+    files = retrieval_files()
+    task = write_task(tmp_path / "ret", {"name": "TinyRetrieval", "type": "Retrieval"}, **files)
+    results, _ = run_eval(tmp_path, decoder, str(task), "--pooling", "last")
+    encoder = SentenceEncoder.load(str(decoder), pooling="last")
+    expected = ranking_metrics(cosine(encoder.encode([prompt + q for q in QUERIES]), encoder.encode(DOCS)), files)
+    assert results["mteb"]["tasks"]["TinyRetrieval"]["score"] == pytest.approx(
+        100 * np.mean([v["ndcg_at_10"] for v in expected.values()]), abs=1e-6)
+    plain = ranking_metrics(cosine(encoder.encode(QUERIES), encoder.encode(DOCS)), files)
+    assert abs(results["mteb"]["tasks"]["TinyRetrieval"]["score"] -
+               100 * np.mean([v["ndcg_at_10"] for v in plain.values()])) > 1e-3
+    assert results["pooling"] == "last" and results["mteb"]["prompts"] == {"query": prompt}
