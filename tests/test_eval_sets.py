@@ -242,15 +242,21 @@ def test_eval_writes_the_sets_and_compare_pairs_them(tiny_bert_dir, tiny_roberta
     assert compared["test"] == direct
     assert compared["test"]["diff"] == pytest.approx(outs[1]["eval_sets"]["test"]["score"] - saved["test"]["score"])
     assert compared["dev"]["metric"] == "mrr@10" and "recall@1" in compared["dev"]
+    # a model as B: it is scored on the sets the result file A names, and pairs the same way
+    run = cli("compare", tmp_path / "r0.json", tiny_roberta_dir, "--data-dir", tiny_stsb_dir, "--device", "cpu",
+              "--bootstrap", 200, "--json", "--quiet")
+    assert run.exit_code == 0, run.output
+    assert json.loads(run.stdout)["eval_sets"] == compared
 
 
 # ----------------------------------------------------------------------------------------- score and train
 def test_score_on_a_dev_task_equals_scoring_that_split(tiny_bert_dir, tiny_stsb_dir):
-    from sparsecse.scoring.score import score
+    from sparsecse.scoring.score import ScoringConfig, score
     from sparsecse.scoring.scores import TENSORS
 
-    by_split = score(str(tiny_bert_dir), data_dir=tiny_stsb_dir, split="dev", batch_size=4, device="cpu")
-    by_dev = score(str(tiny_bert_dir), data_dir=tiny_stsb_dir, dev="STSBenchmark", batch_size=4, device="cpu")
+    by_split = score(str(tiny_bert_dir), ScoringConfig(data_dir=tiny_stsb_dir, split="dev", batch_size=4), device="cpu")
+    by_dev = score(str(tiny_bert_dir), ScoringConfig(data_dir=tiny_stsb_dir, dev="STSBenchmark", batch_size=4),
+                   device="cpu")
     for name in TENSORS:
         assert np.array_equal(getattr(by_split, name).numpy(), getattr(by_dev, name).numpy())
     assert by_dev.batch_sizes.tolist() == by_split.batch_sizes.tolist() and len(by_dev.batch_sizes) >= 2
