@@ -413,3 +413,24 @@ def test_a_recipe_scores_chooses_and_reports_on_its_data_block(tmp_path, fake_se
     assert figures["test_set"]["set"]["sha256"] == hashlib.sha256(test.read_bytes()).hexdigest()
     manifest = json.loads((result.model / "manifest.json").read_text())
     assert manifest["params"]["data"] == {"dev": str(dev), "test": str(test)}
+
+
+def test_rewind_chooses_its_checkpoint_on_a_dev_file(tiny_bert_dir, corpus, tmp_path):
+    from sparsecse.modeling.encoder import SentenceEncoder
+    from tests.helpers import make_mask
+
+    mask_path, _ = make_mask(tmp_path, tiny_bert_dir)
+    rows = scored_rows(16)
+    dev = write_tsv(tmp_path / "dev.tsv", ("sentence1", "sentence2", "score"), rows)
+    out = tmp_path / "rewound"
+    run = cli("rewind", "--mask", mask_path, "--init", tiny_bert_dir, "--corpus", corpus, "--out", out, "--dev", dev,
+              "--batch-size", 8, "--max-steps", 4, "--eval-steps", 2, "--lr", "1e-3", "--device", "cpu", "--json",
+              "--quiet")
+    assert run.exit_code == 0, run.output
+    result = json.loads(run.stdout)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [h["step"] for h in manifest["history"]] == [2, 4]
+    assert result["dev_score"] == max(h["score"] for h in manifest["history"])
+    assert manifest["selected"] == f"best dev set dev.tsv (spearman) at step {result['best_step']}"
+    assert load_eval_set(dev).score(SentenceEncoder.load(out, device="cpu")) == pytest.approx(result["dev_score"],
+                                                                                             abs=1e-6)
