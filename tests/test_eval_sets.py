@@ -167,6 +167,8 @@ def test_task_names_and_unknown_specs(tiny_stsb_dir):
     with pytest.raises(SparseCSEError, match=r"^The test set 'STS-C' is neither a pairs file .* nor a task "
                                              r"sparsecse knows \(STS12, STS13, .*SICKRelatedness\)\.$"):
         load_eval_set("STS-C", "test", tiny_stsb_dir, role="test")
+    with pytest.raises(SparseCSEError, match=r"^The pairs file .*missing\.tsv does not exist\.$"):
+        load_eval_set(tiny_stsb_dir / "missing.tsv")
 
 
 # ----------------------------------------------------------------------------------------- refused files
