@@ -118,7 +118,8 @@ class Bench:
         if self.args.scores:
             return sparsecse.GateScores.load(self.args.scores)
         if not path.is_file():
-            sparsecse.score(self.args.model, data_dir=self.args.data_dir, show_progress=True).save(path)
+            sparsecse.score(self.args.model, sparsecse.ScoringConfig(data_dir=self.args.data_dir,
+                                                                     show_progress=True)).save(path)
         return sparsecse.GateScores.load(path)
 
     def shrunk_row(self, name: str, mask, reconstruct: ReconstructionPlan | None = None) -> dict:

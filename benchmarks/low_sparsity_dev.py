@@ -53,7 +53,7 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     scores_path = out / "scores.safetensors"
     if not scores_path.exists():
-        sparsecse.score(args.model, data_dir=args.data_dir).save(scores_path)
+        sparsecse.score(args.model, sparsecse.ScoringConfig(data_dir=args.data_dir)).save(scores_path)
     scores = sparsecse.GateScores.load(scores_path)
     encoder = SentenceEncoder.load(args.model, device="cpu")
     dev = dict(tasks="STSBenchmark", sts_split="dev", align_uniform=False, data_dir=args.data_dir)

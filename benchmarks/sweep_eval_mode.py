@@ -22,7 +22,7 @@ from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.grid import parse_grid
 from sparsecse.pruning.prune import prune
-from sparsecse.scoring.score import score
+from sparsecse.scoring.score import ScoringConfig, score
 from sparsecse.shrinking.surgery import shrink_encoder
 
 
@@ -54,7 +54,7 @@ def main():
     encoder = SentenceEncoder.load(args.model, device="cpu")
     pairs = read_sts_benchmark(args.data_dir, "test")
     sentences = [p.s1 for p in pairs] + [p.s2 for p in pairs]
-    scores = score(encoder, data_dir=args.data_dir, max_batches=args.score_batches)
+    scores = score(encoder, config=ScoringConfig(data_dir=args.data_dir, max_batches=args.score_batches))
     print(f"{encoder.source}: {len(sentences)} STS-B test sentences, {args.threads} threads, best of {args.repeats}")
     print(f"{'sparsity':>8} {'masked s':>9} {'shrunk s':>9} {'masked/shrunk':>14} {'max |diff|':>11}")
     for s in parse_grid(args.sparsities, "sparsity"):

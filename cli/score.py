@@ -28,13 +28,14 @@ def command(model, data_dir, split, batch_size, max_batches, dev, pooling, devic
     """Score every attention head and FFN neuron of a model by E|dL/dgate| on STS-B (or a --dev set)."""
     from sparsecse.artifacts.files import check_destination
     from sparsecse.artifacts.inputs import read_inputs
-    from sparsecse.scoring.score import score
+    from sparsecse.scoring.score import ScoringConfig, score
 
     check_destination(out, overwrite, inputs=read_inputs(model=model, data_dir=data_dir, dev_set=eval_set_file(dev)),
                       sidecar=True)  # fail before the slow part
 
-    scores = score(model, data_dir=data_dir, split=split, batch_size=batch_size, seed=seed, pooling=pooling,
-                   device=device, max_batches=max_batches, show_progress=not quiet, dev=dev)
+    config = ScoringConfig(data_dir=data_dir, split=split, batch_size=batch_size, seed=seed, max_batches=max_batches,
+                           show_progress=not quiet, dev=dev)
+    scores = score(model, config, pooling=pooling, device=device)
     path = scores.save(out, overwrite=overwrite)
     m = scores.manifest
     if as_json:

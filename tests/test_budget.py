@@ -137,9 +137,9 @@ def test_full_budget_keeps_everything():
 
 @pytest.fixture(scope="module")
 def tiny_scores(tiny_bert_dir, tiny_stsb_dir):
-    from sparsecse.scoring.score import score
+    from sparsecse.scoring.score import ScoringConfig, score
 
-    return score(tiny_bert_dir, data_dir=tiny_stsb_dir, batch_size=8, seed=0)
+    return score(tiny_bert_dir, config=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=8, seed=0))
 
 
 @pytest.mark.parametrize("budget,seq_len,allow_empty", [(0.5, 128, False), (0.35, 16, False), (0.3, 64, True)])

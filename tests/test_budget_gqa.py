@@ -136,8 +136,8 @@ def grouped(request, tmp_path_factory, tiny_stsb_dir):
     """(arch, model directory, dense scores) of a tiny random model with 4 query heads over 2 key/value heads."""
     arch = request.param
     path = make_modern_model_dir(tmp_path_factory.mktemp(f"gqa_{arch}"), arch, heads=HEADS)
-    scores = score(path, data_dir=tiny_stsb_dir, batch_size=8, max_batches=2, seed=0, pooling=POOLING[arch],
-                   device="cpu", show_progress=False)
+    scores = score(path, ScoringConfig(data_dir=tiny_stsb_dir, batch_size=8, max_batches=2, seed=0),
+                   pooling=POOLING[arch], device="cpu")
     return arch, path, scores
 
 

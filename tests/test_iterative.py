@@ -25,7 +25,7 @@ from tests.tiny import SENTENCES
 
 @pytest.fixture(scope="module")
 def dense_scores(tiny_bert_dir, tiny_stsb_dir):
-    return score(tiny_bert_dir, data_dir=tiny_stsb_dir, batch_size=8, seed=0, device="cpu")
+    return score(tiny_bert_dir, device="cpu", config=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=8, seed=0))
 
 
 def test_step_budgets_are_geometric_and_end_at_the_budget():

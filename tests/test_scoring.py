@@ -7,14 +7,14 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.scoring.gates import Gates
 from sparsecse.scoring.gradients import make_batches
-from sparsecse.scoring.score import score
+from sparsecse.scoring.score import ScoringConfig, score
 from sparsecse.scoring.scores import TENSORS, GateScores
 
 
 @pytest.fixture(scope="module")
 def setup(tiny_model_dir, tiny_stsb_dir):
     enc = SentenceEncoder.load(tiny_model_dir, pooling="mean")
-    scores = score(enc, data_dir=tiny_stsb_dir, batch_size=6, seed=3)
+    scores = score(enc, config=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=6, seed=3))
     return enc, scores
 
 
@@ -61,7 +61,7 @@ def test_scoring_freezes_weights_and_uses_eval_mode(setup, tiny_stsb_dir):
     enc, scores = setup
     enc.zero_grad(set_to_none=True)
     enc.train()
-    again = score(enc, data_dir=tiny_stsb_dir, batch_size=6, seed=3)
+    again = score(enc, config=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=6, seed=3))
     assert enc.training  # mode restored
     assert all(p.grad is None for p in enc.parameters())  # no weight gradients computed
     assert all(p.requires_grad for p in enc.parameters())  # flags restored
@@ -97,7 +97,7 @@ def test_too_few_positive_pairs(tiny_bert_dir, tmp_path):
     d.mkdir(parents=True)
     (d / "sts-train.csv").write_text("g\tf\ty\t1\t1.0\ta man\ta dog\n")
     with pytest.raises(SparseCSEError, match="at least 2 positive pairs"):
-        score(str(tiny_bert_dir), data_dir=tmp_path)
+        score(str(tiny_bert_dir), config=ScoringConfig(data_dir=tmp_path))
 
 
 # ---------------------------------------------------------------------------- criteria on hand-made gradients

@@ -26,7 +26,7 @@ from sparsecse.modeling.flops import shape_record
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.scoring.gradients import POSITIVE_THRESHOLD, compute_gradients, make_batches, pair_batches
 from sparsecse.scoring.scores import TENSORS, GateScores
-from sparsecse.stage_config import configure
+from sparsecse.stage_config import stage_config
 
 
 @dataclass(frozen=True)
@@ -49,18 +49,25 @@ class ScoringConfig:
 
 @with_trust_option
 def score(model: str | os.PathLike | SentenceEncoder | None = None, config: ScoringConfig | None = None, *,
-          pooling: str | None = None, device: str | None = None, **options) -> GateScores:
+          pooling: str | None = None, device: str | None = None) -> GateScores:
     """Score every head and FFN neuron of ``model`` (a name, a directory or a loaded
     :class:`~sparsecse.modeling.encoder.SentenceEncoder`; default: the embedded model) on an STS-B split.
 
-    ``config``: a :class:`ScoringConfig`, or its fields by name in ``options`` (``split="dev"``,
-    ``batch_size=32``, ...); ``pooling`` and ``device`` say how a model that is not loaded yet is loaded.
+    Args:
+        model: the model to score.
+        config: how (a :class:`ScoringConfig`: data, split or dev set, batch size, seed, ...; default: its
+            defaults, STS-B train).
+        pooling: how a model not loaded yet is pooled (default: its own).
+        device: where a model not loaded yet runs.
 
-    >>> scores = score("all-MiniLM-L6-v2", split="train")  # doctest: +SKIP
+    Returns:
+        The per-batch gate gradients and their manifest (:class:`~sparsecse.scoring.scores.GateScores`).
+
+    >>> scores = score("all-MiniLM-L6-v2", ScoringConfig(split="dev"))  # doctest: +SKIP
     >>> scores.head_scores(0.5).shape  # doctest: +SKIP
     torch.Size([6, 12])
     """
-    c = configure(ScoringConfig, config, options, "score")
+    c = stage_config(ScoringConfig, config, "score()'s config")
     batches, data_input, data_params = _batches(c)  # the data is checked before the model loads
     encoder = model if isinstance(model, SentenceEncoder) else SentenceEncoder.load(model, pooling=pooling,
                                                                                     device=device)
