@@ -189,7 +189,7 @@ def write_card(model_dir: str | os.PathLike, facts: dict[str, Any] | None = None
 
     Args:
         model_dir: the directory.
-        facts: the card's facts; default :func:`model_facts` of the directory.
+        facts: the card's facts; default :func:`~sparsecse.artifacts.card_facts.model_facts` of the directory.
 
     Returns:
         The card's path.

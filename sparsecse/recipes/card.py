@@ -341,7 +341,7 @@ def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict
         input_model: the recipe's input model.
         corpus: the recipe's corpus file.
         stages: the stage records of the run.
-        figures: :func:`evaluate_final`'s figures (and the lead's ``target``).
+        figures: :func:`evaluate_final`'s figures (and ``compress --speedup``'s ``target``).
         manifest: the recipe run's manifest (its ``command``, ``seconds``, ``versions``).
         model_dir: the final model directory (being assembled).
 
