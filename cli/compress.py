@@ -8,6 +8,7 @@ import click
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_option, device_option, echo_json,
+                                   eval_set_options,
                                    json_option, keep_one_head_option, model_option, overwrite_option, pooling_option,
                                    quiet_option, reconstruction_options, reconstruction_plan, score_hint, scoring_options,
                                    seed_option,
@@ -53,9 +54,13 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
               help="The largest drop of the dev score below --model's own (points); alone: the fastest candidate "
                    "within it.")
 @click.option("--engine", default=None, metavar="ENGINE",
-              help="Where speed is measured: torch-fp32 (default), onnx, openvino or openvino-int8.")
+              help="Where speed is measured: torch-fp32 (default), or an export format with its quantization: onnx, "
+                   "onnx-int8, openvino, openvino-int8.")
 @click.option("--batch-size", "timing_batch_size", type=int, default=None, metavar="N",
               help="With a target: sentences per batch when timing (default 128).")
+@eval_set_options(dev="with --recipe or a target, where candidates, scoring pairs and checkpoints are chosen "
+                      "(default STS-B dev).",
+                  test="with --recipe or a target, scored in the final evaluation and the model card.")
 @click.option("--teacher", default=None, metavar="MODEL",
               help="With a target: the student's teacher (default: --model itself; A+B for an ensemble).")
 @pooling_option
@@ -67,8 +72,8 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
-            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, teacher, pooling, device,
-            seed, overwrite, as_json, quiet):
+            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, dev, test, teacher, pooling,
+            device, seed, overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does.
@@ -81,9 +86,10 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
         return print_recipes(as_json)
     aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
              "teacher": teacher}
+    sets = {"dev": dev, "test": test}
     if any(v is not None for v in aimed.values()):
         return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
-                                  overwrite, as_json, quiet)
+                                  overwrite, as_json, quiet, sets)
     if recipe is not None:
         given = [p.opts[0] for p in ctx.command.params if p.name in SINGLE_STAGE_ONLY
                  and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
@@ -91,10 +97,13 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
             raise SparseCSEError(f"{given[0]} sets the single pruning stage; a recipe sets its own stages (change one "
                                  f"with --set STAGE.KEY=VALUE).")
         return run_recipe_command(recipe, model, recipe_corpus, out, data_dir, overrides, resume, overwrite, as_json,
-                                  quiet)
+                                  quiet, sets=sets)
     for name, flag in (("recipe_corpus", "--corpus"), ("overrides", "--set"), ("resume", "--resume")):
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
             raise SparseCSEError(f"{flag} goes with --recipe; the single pruning stage takes --reconstruct CORPUS.")
+    if test is not None:
+        raise SparseCSEError("--test goes with --recipe or a target; the single pruning stage evaluates nothing "
+                             "(run `sparsecse eval --test` on its model).")
     if corpus is None:
         raise SparseCSEError("compress needs --reconstruct CORPUS (or --recipe NAME to run a recipe).")
     if out is None:
@@ -112,7 +121,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
                       overwrite=overwrite, reconstruct=plan, lam=lam, criterion=criterion, seq_len=seq_len,
                       keep_one_head=keep_one_head, data_dir=data_dir, split=split, batch_size=score_batch_size,
                       max_batches=max_batches, seed=seed, align_ffn=align_ffn, pooling=pooling, device=device,
-                      show_progress=not quiet)
+                      show_progress=not quiet, **({"dev": dev} if dev is not None else {}))
     if as_json:
         echo_json(result.to_dict())
         return
@@ -164,7 +173,7 @@ TARGET_FLAGS = {"speedup": "--speedup", "max_drop": "--max-drop", "engine": "--e
 
 
 def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
-                       quiet) -> None:
+                       quiet, sets) -> None:
     """``compress --speedup X`` / ``--max-drop D``: the target recipe, checked before anything is written."""
     from sparsecse.compression import target_overrides
 
@@ -180,11 +189,18 @@ def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrid
     if corpus is None:
         raise SparseCSEError("A target needs --corpus FILE (the sentences it reconstructs and distils on).")
     run_recipe_command(recipe or "target", model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
-                       quiet, target=aimed)
+                       quiet, target=aimed, sets=sets)
+
+
+def sets_and_target(target: dict | None, sets: dict | None) -> dict:
+    """The keywords of :func:`sparsecse.compress` for the target (``batch_size`` is its ``timing_batch_size``) and
+    the dev/test sets given."""
+    words = {("timing_batch_size" if k == "batch_size" else k): v for k, v in (target or {}).items()}
+    return {**words, **{k: v for k, v in (sets or {}).items() if v is not None}}
 
 
 def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet,
-                       target: dict | None = None) -> None:
+                       target: dict | None = None, sets: dict | None = None) -> None:
     """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
     from sparsecse.compression import compress
     from sparsecse.recipes.spec import parse_set_options
@@ -193,7 +209,7 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
         raise SparseCSEError("compress --recipe needs an output directory (--out).")
     result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
                       overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
-                      show_progress=not quiet, **(target or {}))
+                      show_progress=not quiet, **sets_and_target(target, sets))
     if as_json:
         echo_json(result.to_dict())
         return

@@ -61,7 +61,7 @@ class CompressResult:
         return {**self.shrunk.to_dict(), "mask": self.mask.manifest}
 
 
-RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress")
+RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress", "dev", "test")
 TARGET_RECIPE = "target"  # the shipped recipe a target without --recipe runs
 
 
@@ -72,7 +72,9 @@ def target_overrides(speedup: float | None = None, max_drop: float | None = None
     settings = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": batch_size}
     given = {k: v for k, v in settings.items() if v is not None}
     Target(**given).check()
-    overrides: dict[str, Any] = {f"target.{k}": v for k, v in given.items()}
+    # the two goals replace the recipe's own together (a drop alone is not added to its speed-up)
+    overrides: dict[str, Any] = {"target.speedup": speedup, "target.max_drop": max_drop}
+    overrides.update({f"target.{k}": v for k, v in given.items()})
     if teacher is not None:
         overrides["student.teacher"] = teacher
     return overrides
@@ -83,14 +85,14 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
              recipe: str | os.PathLike | None = None, keep_flops: float | None = None,
              keep_params: float | None = None, steps: int = DEFAULT_STEPS, scores: str | os.PathLike | None = None,
              speedup: float | None = None, max_drop: float | None = None, engine: str | None = None,
-             batch_size: int | None = None, teacher: str | None = None,
+             timing_batch_size: int | None = None, teacher: str | None = None,
              overwrite: bool = False, **options) -> CompressResult | RecipeResult:
     """Prune ``model`` to ``keep_flops`` (or ``keep_params``) of its transformer layers' FLOPs per token (or
     parameters) in ``steps`` geometric steps, reconstructing and rescoring between them, then shrink it and,
     given ``out``, save the smaller model directory. With ``recipe`` (a shipped name or a file), run that
     recipe instead (:func:`run_recipe_mode`).
 
-    With a target instead of a budget (``speedup``: a speed-up measured on ``engine`` at ``batch_size`` against
+    With a target instead of a budget (``speedup``: a speed-up measured on ``engine`` at ``timing_batch_size`` against
     ``model`` itself; ``max_drop``: the largest dev-score drop; either or both), run the shipped ``target`` recipe
     (or ``recipe``, which must hold a budget stage): find the budget that meets the target by timing candidates,
     prune to it with reconstruction, distil from ``model`` itself (or ``teacher``), choose on the dev set
@@ -104,7 +106,7 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     ``reconstruct_sentences``, ``align_ffn``, ``pooling``, ``device``) by name; a name two configs share
     (``seq_len``, ``show_progress``) sets both.
     """
-    aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": batch_size,
+    aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
              "teacher": teacher}
     if any(v is not None for v in aimed.values()):
         for name, value in (("keep_flops", keep_flops), ("keep_params", keep_params), ("scores", scores)):
@@ -113,6 +115,7 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
                                      "it: give one or the other.")
         if speedup is None and max_drop is None:
             given = next(k for k, v in aimed.items() if v is not None)
+            given = "timing_batch_size" if given == "batch_size" else given
             raise SparseCSEError(f"{given} goes with a target: add speedup (e.g. 2.0) or max_drop.")
         overrides = {**target_overrides(**aimed), **(options.pop("overrides", None) or {})}
         return run_recipe_mode(recipe or TARGET_RECIPE, model, out, overwrite, overrides=overrides, **options)
@@ -142,10 +145,12 @@ def run_recipe_mode(recipe: str | os.PathLike, model=None, out=None, overwrite: 
                     **options) -> RecipeResult:
     """``compress --recipe``: :func:`~sparsecse.recipes.runner.run_recipe` on ``model`` into ``out``;
     ``options``: ``corpus`` (the sentences its stages train and reconstruct on), ``data_dir``, ``overrides``
-    (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``."""
+    (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``, ``dev`` and ``test`` (the user's sets, replacing the
+    recipe's ``data:`` block)."""
     unknown = sorted(set(options) - set(RECIPE_OPTIONS))
     if unknown:
         raise TypeError(f"compress() with a recipe got an unexpected keyword argument {unknown[0]!r}")
     return run_recipe(recipe, model, options.get("corpus"), out, data_dir=options.get("data_dir"),
                       overrides=options.get("overrides"), resume=options.get("resume", False), overwrite=overwrite,
-                      show_progress=options.get("show_progress", True))
+                      show_progress=options.get("show_progress", True), dev=options.get("dev"),
+                      test=options.get("test"))

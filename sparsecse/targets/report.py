@@ -13,7 +13,7 @@ from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.flops import size_report
 from sparsecse.targets.engines import on_engine
-from sparsecse.targets.spec import ENGINES, Target
+from sparsecse.targets.spec import Target, engines
 from sparsecse.targets.timing import latency_profile, speedup_over, timing_sentences
 
 
@@ -41,7 +41,7 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
     dense = SentenceEncoder.load(input_model, device="cpu")
     final = SentenceEncoder.load(model_dir, device="cpu")
     sentences = timing_sentences(dev.sentences, dense.tokenizer, dense.max_length)
-    exported = ENGINES[target.engine] is not None
+    exported = engines()[target.engine] is not None
     try:
         reference = on_engine(input_model, target.engine, work / "input", calibration, seed) if exported else dense
         model = on_engine(model_dir, target.engine, work / "model", calibration, seed) if exported else final

@@ -37,7 +37,7 @@ from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, write_plot, write_table
 from sparsecse.targets.engines import on_engine
-from sparsecse.targets.spec import ENGINES, Target
+from sparsecse.targets.spec import Target, engines
 from sparsecse.targets.timing import speedup_over, timing_sentences
 
 SMALLEST_BUDGET = 0.02  # the speed search's floor (a smaller budget keeps almost nothing of any encoder)
@@ -79,13 +79,13 @@ class _Prober:
         self.calibration, self.seed, self.show_progress = calibration, seed, show_progress
         self.dense = SentenceEncoder.load(model, device="cpu")
         self.reference_dev = float(dev.score(self.dense))
-        self.reference = self.dense if ENGINES[target.engine] is None else on_engine(
+        self.reference = self.dense if engines()[target.engine] is None else on_engine(
             model, target.engine, work / "engine" / "input", calibration, seed)
         self.sentences = timing_sentences(dev.sentences, self.dense.tokenizer, self.dense.max_length)
         self.candidates: list[Candidate] = []
 
     def _speed(self, encoder: SentenceEncoder, tag: str) -> float:
-        if ENGINES[self.target.engine] is None:
+        if engines()[self.target.engine] is None:
             timed = encoder
         else:
             model_dir = self.work / "engine" / f"{tag}-model"
@@ -94,7 +94,7 @@ class _Prober:
             encoder.save(model_dir)
             timed = on_engine(model_dir, self.target.engine, self.work / "engine" / tag, self.calibration, self.seed)
         speed = speedup_over(self.reference, {tag: timed}, self.sentences, self.target.batch_size)[tag]
-        if ENGINES[self.target.engine] is not None:
+        if engines()[self.target.engine] is not None:
             shutil.rmtree(self.work / "engine" / tag, ignore_errors=True)
             shutil.rmtree(self.work / "engine" / f"{tag}-model", ignore_errors=True)
         return speed

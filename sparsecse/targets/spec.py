@@ -14,16 +14,25 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from sparsecse.artifacts.export_formats import format_names, get_format
 from sparsecse.errors import SparseCSEError
 
-# engine name -> (export format, quantization); None: the torch model itself, in fp32
-ENGINES: dict[str, tuple[str, str | None] | None] = {
-    "torch-fp32": None,
-    "onnx": ("onnx", None),
-    "openvino": ("openvino", None),
-    "openvino-int8": ("openvino", "int8"),
-}
-DEFAULT_ENGINE = "torch-fp32"
+DEFAULT_ENGINE = "torch-fp32"  # the torch model itself, in fp32
+
+
+def engines() -> dict[str, tuple[str, str | None] | None]:
+    """{engine name: (export format, quantization)}: ``torch-fp32`` (None), then each registered export format
+    (:mod:`sparsecse.artifacts.export_formats`) in fp32 (``onnx``) and each of its quantizations (``openvino-int8``).
+
+    >>> engines()["openvino-int8"]
+    ('openvino', 'int8')
+    """
+    found: dict[str, tuple[str, str | None] | None] = {DEFAULT_ENGINE: None}
+    for name in format_names():
+        found[name] = (name, None)
+        for quantization in get_format(name).quantizations:
+            found[f"{name}-{quantization.name}"] = (name, quantization.name)
+    return found
 DEFAULT_BATCH_SIZE = 128  # the batch size every speed figure of sparsecse is measured at
 DEFAULT_PROBES = 6
 
@@ -47,7 +56,7 @@ class Target:
         max_drop: the largest drop of the dev score (the dev set's metric x 100, e.g. Spearman x 100) below the
             input model's own, measured the same way (>= 0), or None. Alone, it asks for the fastest candidate
             within the bound.
-        engine: where speed is measured: one of :data:`ENGINES`.
+        engine: where speed is measured: one of :func:`engines`.
         batch_size: sentences per batch when timing.
         margin: probes aim ``speedup x (1 + margin)``, since the final model (pruned in steps, distilled) is timed
             again and its speed-up varies a little around the probe's.
@@ -76,8 +85,8 @@ class Target:
             if value is None or not math.isfinite(value) or value < 0:
                 raise SparseCSEError(f"{prefix}The largest dev drop (--max-drop) must be a finite number of at least "
                                      f"0 points; got {self.max_drop!r}.")
-        if self.engine not in ENGINES:
-            raise SparseCSEError(f"{prefix}Unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}.")
+        if self.engine not in engines():
+            raise SparseCSEError(f"{prefix}Unknown engine {self.engine!r}; choose one of {', '.join(engines())}.")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise SparseCSEError(f"{prefix}The timing batch size must be a whole number of at least 1; got "
                                  f"{self.batch_size!r}.")

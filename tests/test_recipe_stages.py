@@ -1,0 +1,68 @@
+"""Recipe stages that wrap the real configs: one default per setting (the stage's is the config's), a training
+stage with any registered objective (its ``@NAME`` arguments resolved to earlier models), an export stage run end
+to end, a budget stage refused without a target and a prune stage refused when it spends a budget no earlier
+stage finds."""
+
+import json
+
+import pytest
+import yaml
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.recipes.runner import run_recipe, stage_dir
+from sparsecse.recipes.spec import DistillStage, PruneStage, load_recipe, parse_recipe
+from sparsecse.shrinking.shrink import ShrinkConfig
+from sparsecse.training.config import TrainingConfig
+from tests.helpers import random_sentences
+from tests.tiny import make_tiny_model_dir
+
+
+def test_a_stage_default_is_its_config_default():
+    assert PruneStage(name="p", keep_flops=0.5).reconstruct_sentences == ShrinkConfig().reconstruct_sentences
+    assert DistillStage(name="d", teacher="t").eval_steps == TrainingConfig().eval_steps
+    # the shipped recipes that ran with 4096 reconstruction sentences still say so
+    assert load_recipe("l3-prune-0.8").stages[0].reconstruct_sentences == 4096
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"stages": [{"type": "train", "objective": "no-such"}]}, "objective must be one of"),
+    ({"stages": [{"type": "train", "objective": "distill", "objective_args": {"teacher": "@later"}}]},
+     "takes a model from @later"),
+    ({"stages": [{"type": "budget"}, {"type": "prune", "keep_flops": "@budget"}]}, r"has a budget stage \(budget\) but no target"),
+    ({"stages": [{"type": "prune", "keep_flops": "@budget"}]}, "which is not an earlier budget stage"),
+    ({"stages": [{"type": "budget"}, {"type": "prune", "keep_flops": "@budget"}], "target": {"speedup": 0}},
+     "above 1"),
+])
+def test_bad_stages_are_refused_in_one_sentence(data, words):
+    with pytest.raises(SparseCSEError, match=words) as caught:
+        parse_recipe({"name": "bad", **data}, "bad.yaml")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_train_stage_with_simcse_then_an_export_stage_run_end_to_end(tmp_path, fake_senteval):
+    model = make_tiny_model_dir(tmp_path / "model", "bert", seed=3, init_range=0.2)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(random_sentences(64, seed=5)) + "\n")
+    recipe = tmp_path / "train-export.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "train-export", "seed": 1, "stages": [
+        {"name": "simcse", "type": "train", "objective": "simcse", "objective_args": {"temperature": 0.1},
+         "lr": 1e-4, "batch_size": 8, "max_steps": 3, "eval_steps": 0},
+        {"name": "student", "type": "train", "objective": "distill",
+         "objective_args": {"teacher": "@input", "loss": "mse"}, "lr": 1e-4, "batch_size": 8, "max_steps": 2,
+         "eval_steps": 0},
+        {"name": "onnx", "type": "export", "format": "onnx", "quantize": None},
+    ], "evaluation": {"bootstrap": 0, "speed": False, "test": False}}))
+    result = run_recipe(str(recipe), str(model), corpus, tmp_path / "run", data_dir=fake_senteval,
+                        show_progress=False)
+    assert [s["stage"] for s in result.stages] == ["simcse", "student", "onnx"]
+    trained = json.loads((stage_dir(result.out, 1, "simcse") / "manifest.json").read_text())["params"]
+    assert trained["objective"] == "simcse" and trained["objective_params"]["temperature"] == 0.1
+    assert trained["max_steps"] == 3 and trained["lr"] == 1e-4
+    distilled = json.loads((stage_dir(result.out, 2, "student") / "manifest.json").read_text())["params"]
+    assert distilled["objective"] == "distill"
+    assert str(model) in json.dumps(distilled["objective_params"])  # @input resolved to the input model
+    exported = stage_dir(result.out, 3, "onnx")
+    from sparsecse.serving.loading import load_encoder
+
+    encoder = load_encoder(exported)
+    assert encoder.encode(["a man is playing a guitar"]).shape == (1, 32)
