@@ -151,6 +151,7 @@ def fake_clock(monkeypatch):
 
 TINY_STAGES = ["--set", "prune.steps=1", "--set", "prune.reconstruct_sentences=32", "--set", "student.sentences=48",
                "--set", "student.max_steps=4", "--set", "student.eval_steps=2", "--set", "student.batch_size=8",
+               "--set", "student.teacher_precision=fp32", "--set", "student.mixed_precision=no",
                "--set", "evaluation.bootstrap=20", "--set", "evaluation.speed=false", "--set", "evaluation.test=false"]
 
 
@@ -186,3 +187,28 @@ def test_a_target_out_of_reach_ends_non_zero_and_keeps_its_candidates(tmp_path, 
     assert "(dev n/a: constant embeddings)" in message  # the 0.02 probe of a tiny model, not "nan"
     assert [c.keep_flops for c in read_table(out / "candidates" / "candidates.csv")] == [0.02]  # FLOPs say 1/50
     assert not (out / "model").exists()
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "gemma3_text"])
+def test_grouped_query_models_reach_a_speed_target(arch, tmp_path, text, fake_senteval, fake_clock):
+    """Tiny Qwen3 / Gemma-3 (4 query heads over 2 key/value heads): the budget search and the grouped budget
+    (whole key/value groups paid once) meet --speedup 1.3; the shrunk model holds what its mask keeps."""
+    from sparsecse.modeling.encoder import SentenceEncoder
+    from tests.tiny_modern import KV_HEADS, LAYERS, make_modern_model_dir
+
+    model_dir = make_modern_model_dir(tmp_path / arch, arch, heads=4)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["compress", "--model", str(model_dir), "--corpus", str(text), "--speedup",
+                                       "1.3", "--data-dir", str(fake_senteval), "--out", str(out), "--quiet",
+                                       *TINY_STAGES])
+    assert result.exit_code == 0, result.output
+    reached = json.loads((out / "model" / "manifest.json").read_text())["figures"]["target"]
+    assert reached["met"] and reached["speedup"] >= 1.3
+    manifest = json.loads((out / "stages" / "2-prune" / "sparsecse_config.json").read_text())["manifest"]
+    mask = manifest["mask"]
+    assert mask["kept_flops_ratio"] <= json.loads((out / "stages" / "1-budget.summary.json").read_text())["keep_flops"]
+    small = SentenceEncoder.load(out / "model", device="cpu")
+    kept_heads, kept_kv = small.model.config.kept_heads, small.model.config.kept_kv_heads
+    assert sum(len(h) for h in kept_heads) == LAYERS * 4 - mask["heads_pruned"]
+    group = 4 // KV_HEADS  # a key/value head stays exactly while a query head of its group does
+    assert [sorted(k) for k in kept_kv] == [sorted({h // group for h in heads}) for heads in kept_heads]

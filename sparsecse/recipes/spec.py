@@ -146,7 +146,7 @@ class DistillStage:
 
     @property
     def makes_model(self) -> bool:
-        """Whether the next stage takes this stage's model (it makes one).
+        """Whether the next stage takes this stage's model; this stage makes one.
 
         Returns:
             True
@@ -228,7 +228,7 @@ class TrainStage:
 
     @property
     def makes_model(self) -> bool:
-        """Whether the next stage takes this stage's model (it makes one).
+        """Whether the next stage takes this stage's model; this stage makes one.
 
         Returns:
             True
@@ -292,7 +292,7 @@ class PruneStage:
 
     @property
     def makes_model(self) -> bool:
-        """Whether the next stage takes this stage's model (it makes one).
+        """Whether the next stage takes this stage's model; this stage makes one.
 
         Returns:
             True
@@ -350,7 +350,8 @@ class ExportStage:
 
     @property
     def makes_model(self) -> bool:
-        """Whether the next stage takes this stage's model (it makes none: the run's model stays the previous stage's).
+        """Whether the next stage takes this stage's model; this stage makes none, so the run's model stays the
+        previous stage's.
 
         Returns:
             False
@@ -391,7 +392,8 @@ class BudgetStage:
 
     @property
     def makes_model(self) -> bool:
-        """Whether the next stage takes this stage's model (it makes none: the run's model stays the previous stage's).
+        """Whether the next stage takes this stage's model; this stage makes none, so the run's model stays the
+        previous stage's.
 
         Returns:
             False
@@ -509,12 +511,18 @@ class Recipe:
 # ------------------------------------------------------------------------------------------- parsing
 @functools.lru_cache(maxsize=None)
 def _yaml_loader():
-    """PyYAML's SafeLoader that also reads ``1e-4`` as a number (YAML 1.2; its 1.1 rules need ``1.0e-4``)."""
+    """PyYAML's SafeLoader with YAML 1.2's numbers and booleans: ``1e-4`` is a number (its 1.1 rules need
+    ``1.0e-4``) and only true/false are booleans (1.1 also reads yes/no/on/off, so ``mixed_precision: no`` became
+    False)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
         pass
 
+    bool_tag = "tag:yaml.org,2002:bool"
+    Loader.yaml_implicit_resolvers = {first: [(tag, regexp) for tag, regexp in resolvers if tag != bool_tag]
+                                      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    Loader.add_implicit_resolver(bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
                                  list("-+0123456789"))
     return Loader
