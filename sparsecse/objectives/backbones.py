@@ -50,7 +50,7 @@ def with_backbone_defaults(objective_cls, config, params: dict[str, Any]) -> dic
         params: the parameters given; they win over the backbone's defaults.
 
     Returns:
-        A new dict: the backbone's defaults updated with ``params``.
+        The backbone's defaults updated with ``params`` (a new dict).
     """
     per_backbone = (getattr(objective_cls, "backbone_defaults", None) or {}).get(backbone_of(config), {})
     return {**per_backbone, **params}

@@ -147,6 +147,6 @@ class Objective(nn.Module):
                 ``uses_sentences`` set, training also passes ``sentences=`` (the batch's texts).
 
         Returns:
-            An :class:`ObjectiveOutput`.
+            An :class:`~sparsecse.objectives.base.ObjectiveOutput`.
         """
         raise NotImplementedError

@@ -69,7 +69,7 @@ def pruning_settings(out: Path, criterion: str | None, keep_one_head: bool | Non
     Args:
         out: the sweep directory.
         criterion: the criterion of every point; None: the one the sweep in ``out`` recorded, else
-            :data:`DEFAULT_PRUNING`'s.
+            ``DEFAULT_PRUNING``'s.
         keep_one_head: whether every point keeps a head per layer; None: as recorded, else the default.
 
     Returns:
