@@ -90,7 +90,8 @@ def paired_transfer_difference(details_a: dict, details_b: dict, replicates: int
         seed: their seed.
 
     Returns:
-        {task: {"diff", and "ci" and "p" (test-set tasks) or "fold_std" and "folds_agree"}}.
+        The differences per task, each with ``diff`` and either ``ci`` and ``p`` (test-set tasks) or
+        ``fold_std`` and ``folds_agree`` (cross-validated tasks).
     """
     out = {}
     for task in FOLD_TASKS + TEST_SET_TASKS:
