@@ -47,7 +47,8 @@ class ToyAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, additive_mask: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
-        q, k, v = (p(x).view(batch, length, self.heads, self.head_size).transpose(1, 2) for p in (self.q, self.k, self.v))
+        shape = (batch, length, self.heads, self.head_size)
+        q, k, v = (p(x).view(shape).transpose(1, 2) for p in (self.q, self.k, self.v))
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_size) + additive_mask
         context = (scores.softmax(-1) @ v).transpose(1, 2).reshape(batch, length, self.heads * self.head_size)
         return self.out(context)

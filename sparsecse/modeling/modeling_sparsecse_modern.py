@@ -1,10 +1,11 @@
 """ModernBERT, Qwen3 and Gemma-3 text encoders whose layers keep different query heads and FFN widths.
 
 Copied into every such shrunk model directory (``auto_map`` in config.json points at it) with its
-siblings :mod:`sparsecse.modeling.modeling_sparsecse` and :mod:`sparsecse.modeling.configuration_sparsecse_modern`; it imports only torch and
-transformers. The layers get their sizes as every family's do (:class:`~sparsecse.modeling.modeling_sparsecse.ShrunkLayersMixin`,
-from the config's ``unit_layout``); this file adds the two attention forms these models need
-(``grouped-query`` and ``fused-qkv`` in :data:`~sparsecse.modeling.modeling_sparsecse.ATTENTION_FORMS`) and their model classes.
+siblings :mod:`sparsecse.modeling.modeling_sparsecse` and :mod:`sparsecse.modeling.configuration_sparsecse_modern`;
+it imports only torch and transformers. The layers get their sizes as every family's do
+(:class:`~sparsecse.modeling.modeling_sparsecse.ShrunkLayersMixin`, from the config's ``unit_layout``); this
+file adds the two attention forms these models need (``grouped-query`` and ``fused-qkv`` in
+:data:`~sparsecse.modeling.modeling_sparsecse.ATTENTION_FORMS`) and their model classes.
 
 - **Grouped-query attention** (Qwen3, Gemma-3): a layer keeps any subset of query heads and the
   key/value heads that serve at least one of them. When the kept query heads no longer split evenly

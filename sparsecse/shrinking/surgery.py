@@ -36,7 +36,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS
 from sparsecse.modeling.adapters import ArchitectureAdapter, UnitLayout, base_model_type, get_adapter
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.modeling.kv_groups import kv_group_size
+from sparsecse.modeling.kv_groups import kv_group_size, kv_keep
 from sparsecse.modeling.modeling_sparsecse import head_feature_index, resolve
 from sparsecse.pruning.masks import Mask, check_mask_kv_groups
 
@@ -154,7 +154,8 @@ def removed_channels(layer: nn.Module, layout: UnitLayout, head_keep: Sequence[b
     head_dim = getattr(resolve(layer, layout.attention), layout.head_dim)
     heads, width = len(head_keep), len(neuron_keep)
     gone = [h for h, keep in enumerate(head_keep) if not keep]
-    gone_kv = [g for g in range(heads // group) if not any(head_keep[g * group:(g + 1) * group])]
+    kept_kv = kv_keep(torch.as_tensor(list(head_keep), dtype=torch.bool)[None], group)[0]
+    gone_kv = (~kept_kv).nonzero().flatten().tolist()
     q, kv = _features(gone, head_dim), _features(gone_kv, head_dim)
     if layout.fused_qkv:
         q_rows, kv_rows = heads * head_dim, heads // group * head_dim
