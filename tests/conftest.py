@@ -71,3 +71,14 @@ def _teacher_cache_in_tmp(tmp_path_factory, monkeypatch):
 
     root = tmp_path_factory.getbasetemp() / "teacher_embeddings"
     monkeypatch.setattr(teacher_cache, "default_cache_dir", lambda: root)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_accelerator_state():
+    """Every test starts with no Accelerate state: a recipe stage that ran under bf16 autocast (where the CPU runs
+    bf16 natively) leaves the process-wide state set, and Accelerate refuses a later ``mixed_precision='no'``."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(True)
+    yield
+    AcceleratorState._reset_state(True)
