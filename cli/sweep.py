@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from sparsecse.cli.options import (criterion_option, data_dir_option, device_option, echo_json, fasttest_option,
@@ -128,7 +130,7 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     from sparsecse.pruning.prune import PruningConfig
     from sparsecse.reporting.report import best_points, report
     from sparsecse.scoring.score import ScoringConfig
-    from sparsecse.sweeps.config import RewindConfig, sweep_spec
+    from sparsecse.sweeps.config import RewindConfig, SweepOptions, sweep_spec
     from sparsecse.sweeps.run import sweep
 
     _check_rewind_flags(ctx, rewind)
@@ -144,7 +146,7 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
                                   fasttest=fasttest, seed=seed),
         rewind=RewindConfig(corpus=corpus, objective=objective, sparsities=rewind_sparsities, lambdas=rewind_lambda,
                             init=rewind_init, args=rewind_args, dense=rewind_dense, seeds=seeds) if rewind else None,
-        eval_mode=eval_mode, overwrite=overwrite, show_progress=not quiet)
+        options=SweepOptions(eval_mode=eval_mode, overwrite=overwrite, show_progress=not quiet))
     _check_launcher_flags(ctx, launcher)
     if launcher:
         spec = sweep_spec(model, sparsities, lambdas, out, **arguments)
@@ -155,7 +157,8 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
         if result is None:
             return
     else:
-        result = sweep(model, sparsities, lambdas, out, make_report=False, **arguments)
+        arguments["options"] = dataclasses.replace(arguments["options"], make_report=False)  # reported below
+        result = sweep(model, sparsities, lambdas, out, **arguments)
     built = report(result.out)
     table = built["table"]
     sts = [t for t in STS_TASKS if t in set(table["task"])]

@@ -13,7 +13,7 @@ import torch
 from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.registry import available_objectives, get_objective
-from sparsecse.sweeps.config import RewindConfig
+from sparsecse.sweeps.config import RewindConfig, SweepOptions
 from tests.helpers import cli, evaluation, scoring
 
 
@@ -470,8 +470,8 @@ def test_sweep_checks_rewinding_settings_before_scoring(tiny_bert_dir, tiny_stsb
 
 def quick_sweep(data) -> dict:
     """``sweep``'s keywords for a quick sweep of the tiny model: one scoring batch, STS-B only, no report."""
-    return dict(score=scoring(data, max_batches=1), evaluate=evaluation(data), show_progress=False,
-                make_report=False)
+    return dict(score=scoring(data, max_batches=1), evaluate=evaluation(data),
+                options=SweepOptions(show_progress=False, make_report=False))
 
 
 def _sweep_in_subprocess(model, data, out, barrier, name):
@@ -482,7 +482,7 @@ def _sweep_in_subprocess(model, data, out, barrier, name):
 import json, os, sys, time
 import torch
 torch.set_num_threads(1)
-from sparsecse import EvaluationConfig, ScoringConfig
+from sparsecse import EvaluationConfig, ScoringConfig, SweepOptions
 from sparsecse.sweeps import run as sweeping
 class Slow:
     def __call__(self, model, mask, tasks, data_dir, seed, **options):
@@ -495,7 +495,7 @@ while len([f for f in os.listdir({str(barrier.parent)!r}) if f.startswith("ready
 r = sweeping.sweep({str(model)!r}, "0.1,0.2,0.3,0.4", "0.5", {str(out)!r},
                    score=ScoringConfig(data_dir={str(data)!r}, batch_size=8, max_batches=1),
                    evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir={str(data)!r}, device="cpu"),
-                   show_progress=False, make_report=False)
+                   options=SweepOptions(show_progress=False, make_report=False))
 print(json.dumps({{"computed": r.computed, "reused": r.reused, "busy": r.busy}}))
 """
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -14,7 +14,7 @@ from sparsecse.sweeps import run as sweep_mod
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.seeds import compare_to_control, config_name, seed_differences
 from sparsecse.reporting.report import point_frame, results_table
-from sparsecse.sweeps.config import RewindConfig
+from sparsecse.sweeps.config import RewindConfig, SweepOptions
 from sparsecse.sweeps.naming import parse_seeds
 from sparsecse.sweeps.run import sweep
 from tests.helpers import evaluation, scoring
@@ -65,7 +65,8 @@ def seeded(monkeypatch):
 def run(model, data, out, corpus, seeds=None, **kw):
     """A one-point sweep rewound with ``seeds`` (STS-B and STS12, the tests' scoring)."""
     args = dict(sparsities="0.5", lambdas="0.5", out=out, score=scoring(data),
-                evaluate=evaluation(data, tasks="STSBenchmark,STS12"), show_progress=False, make_report=True,
+                evaluate=evaluation(data, tasks="STSBenchmark,STS12"),
+                options=SweepOptions(show_progress=False, make_report=True),
                 rewind=RewindConfig(corpus=corpus, args={"max_steps": 1}, seeds=seeds))
     args.update(kw)
     return sweep(model, **args)
@@ -161,7 +162,7 @@ def test_seeds_bad_input(tiny_bert_dir, tiny_stsb_dir, tmp_path, seeded):
         with pytest.raises(SparseCSEError, match=message):
             parse_seeds(bad, 0)
     with pytest.raises(TypeError, match="unexpected keyword argument 'seeds'"):  # a RewindConfig field
-        sweep(tiny_bert_dir, "0.5", "0.5", out=tmp_path / "s", seeds="0,1", show_progress=False)
+        sweep(tiny_bert_dir, "0.5", "0.5", out=tmp_path / "s", seeds="0,1", options=SweepOptions(show_progress=False))
     assert not (tmp_path / "s").exists()
     from sparsecse.cli import main
 

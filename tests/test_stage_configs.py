@@ -67,13 +67,13 @@ def test_bad_settings_are_refused_by_the_config():
         sparsecse.export("m", "out", "tflite")
 
 
-def test_a_sweep_takes_one_config_per_stage_and_its_options_by_keyword():
+def test_a_sweep_takes_one_config_per_stage_and_its_options_as_one():
     spec = sweep_spec("m", "0.1", "0.5", "o", keep_flops="0.5",
                       score=ScoringConfig(data_dir="d", seed=3, split="dev", batch_size=8),
                       prune=PruningConfig(criterion="fisher"),
                       evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir="d", seed=3, precision="bf16"),
                       rewind=RewindConfig(corpus="c.txt", sparsities="0.1", seeds="0,1", args={"max_steps": 5}),
-                      overwrite=True)
+                      options=SweepOptions(overwrite=True))
     assert spec.run == SweepOptions(overwrite=True) and spec.keep_flops == "0.5"
     assert (spec.score.split, spec.prune.criterion, spec.rewind.seeds) == ("dev", "fisher", "0,1")
     assert json.loads(json.dumps(spec.record()))["rewind"]["seeds"] == "0,1"
@@ -84,8 +84,10 @@ def test_a_sweep_takes_one_config_per_stage_and_its_options_by_keyword():
             sweep_spec("m", **flat)
     with pytest.raises(TypeError, match="takes a RewindConfig"):
         sweep_spec("m", rewind=True)
-    with pytest.raises(TypeError, match="takes a PruningConfig"):
+    with pytest.raises(TypeError, match="prune must be a PruningConfig, not a ScoringConfig"):
         sweep_spec("m", prune=ScoringConfig())
+    with pytest.raises(TypeError, match="options must be a SweepOptions, not a dict"):
+        sweep_spec("m", options={"overwrite": True})
 
 
 def _fake_evaluation(model, mask, tasks, data_dir, seed, **options):
@@ -96,13 +98,14 @@ def test_a_sweep_resumes_with_equal_configs_and_records_them(tiny_bert_dir, tiny
     monkeypatch.setattr(sweep_mod, "run_evaluation", _fake_evaluation)
     out = tmp_path / "sweep"
     first = sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out, keep_flops="0.7", score=scoring(tiny_stsb_dir),
-                            evaluate=evaluation(tiny_stsb_dir), show_progress=False, make_report=False)
+                            evaluate=evaluation(tiny_stsb_dir),
+                            options=SweepOptions(show_progress=False, make_report=False))
     assert sorted(first.computed) == ["budget/f0.7-l0.5", "dense", "masked/s0.25-l0.5"]
     again = sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out, keep_flops="0.7",
                             score=ScoringConfig(data_dir=tiny_stsb_dir, max_batches=2, batch_size=8),
                             prune=PruningConfig(scope="global"),
                             evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir=tiny_stsb_dir, device="cpu"),
-                            show_progress=False, make_report=False)
+                            options=SweepOptions(show_progress=False, make_report=False))
     assert again.computed == [] and sorted(again.reused) == sorted(first.computed)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["configs"]["score"]["batch_size"] == 8
@@ -112,7 +115,7 @@ def test_a_sweep_resumes_with_equal_configs_and_records_them(tiny_bert_dir, tiny
     with pytest.raises(SparseCSEError, match="different model or scoring settings"):
         sparsecse.sweep(tiny_bert_dir, "0.25", "0.5", out, score=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=4),
                         evaluate=EvaluationConfig(tasks="STSBenchmark", data_dir=tiny_stsb_dir),
-                        show_progress=False, make_report=False)
+                        options=SweepOptions(show_progress=False, make_report=False))
 
 
 def test_a_sweep_refuses_a_stage_setting_it_would_not_apply():

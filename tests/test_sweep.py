@@ -1,5 +1,6 @@
 """Sweeps on a tiny model with a stand-in evaluator: caching, resume, refusal, summary picks."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -13,7 +14,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.reporting.report import best_points, results_table
 from sparsecse.sweeps import run as sweep_mod
-from sparsecse.sweeps.config import RewindConfig
+from sparsecse.sweeps.config import RewindConfig, SweepOptions
 from sparsecse.sweeps.run import sweep
 from tests.helpers import evaluation, scoring
 
@@ -56,18 +57,22 @@ def evaluator(monkeypatch):
     return fake
 
 
+QUIET = SweepOptions(show_progress=False, make_report=False)
+REPORTED = dataclasses.replace(QUIET, make_report=True)
+
+
 def run(model, data, out, **kw):
     """A 2 x 2 sweep of ``model`` with the tests' scoring and evaluation (STS-B and STS12) unless ``kw`` says
     otherwise."""
     args = dict(sparsities="0.25,0.5", lambdas="0.25,0.75", out=out, score=scoring(data),
-                evaluate=evaluation(data, tasks="STSBenchmark,STS12"), show_progress=False, make_report=False)
+                evaluate=evaluation(data, tasks="STSBenchmark,STS12"), options=QUIET)
     args.update(kw)
     return sweep(model, **args)
 
 
 def test_sweep_writes_every_point_and_the_report(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
     out = tmp_path / "sweep"
-    result = run(tiny_bert_dir, tiny_stsb_dir, out, make_report=True)
+    result = run(tiny_bert_dir, tiny_stsb_dir, out, options=REPORTED)
     assert len(evaluator.calls) == 1 + 4  # dense + 2 sparsities x 2 lambdas
     assert sorted(result.computed) == ["dense", "masked/s0.25-l0.25", "masked/s0.25-l0.75", "masked/s0.5-l0.25",
                                        "masked/s0.5-l0.75"]
@@ -114,7 +119,8 @@ def test_resume_recomputes_nothing_done(tiny_bert_dir, tiny_stsb_dir, tmp_path, 
     assert len(evaluator.calls) - calls_before == 2
     calls_before = len(evaluator.calls)
     run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.25",
-        evaluate=evaluation(tiny_stsb_dir, tasks="STSBenchmark,STS12,STS13"), dense=False)
+        evaluate=evaluation(tiny_stsb_dir, tasks="STSBenchmark,STS12,STS13"),
+        options=dataclasses.replace(QUIET, dense=False))
     assert evaluator.calls[calls_before:] == [((2, 24), ("STS13",))]
     point = json.loads((out / "points" / "masked" / "s0.25-l0.25.json").read_text())
     assert set(point["scores"]) == {"STSBenchmark", "STS12", "STS13"}
@@ -163,7 +169,7 @@ def test_rewinding_uses_the_best_lambda_and_is_cached(tiny_bert_dir, tiny_stsb_d
     corpus.write_text("a man is playing\na dog runs\n")
     out = tmp_path / "sweep"
     run(tiny_bert_dir, tiny_stsb_dir, out, rewind=RewindConfig(corpus=corpus, sparsities="0.5", args={"max_steps": 3}),
-        make_report=True)
+        options=REPORTED)
     table = results_table([json.loads(p.read_text()) for p in (out / "points").rglob("*.json")])
     masked = table[(table["variant"] == "masked") & (table["sparsity"] == 0.5)].drop_duplicates("lambda")
     best_lam = masked.sort_values(["avg_sts", "lambda"], ascending=[False, True]).iloc[0]["lambda"]
@@ -188,8 +194,10 @@ def test_rewinding_uses_the_best_lambda_and_is_cached(tiny_bert_dir, tiny_stsb_d
 def test_shrunk_evaluation_matches_masked(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
     """The physically shrunk model embeds every sentence as the gated one does. (Not its Spearman: the
     tiny model's cosines all lie within 1e-5 of 1, so rounding decides their ranks.)"""
-    run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "m", sparsities="0.5", lambdas="0.5", eval_mode="masked")
-    run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "s", sparsities="0.5", lambdas="0.5", eval_mode="shrunk")
+    run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "m", sparsities="0.5", lambdas="0.5",
+        options=dataclasses.replace(QUIET, eval_mode="masked"))
+    run(tiny_bert_dir, tiny_stsb_dir, tmp_path / "s", sparsities="0.5", lambdas="0.5",
+        options=dataclasses.replace(QUIET, eval_mode="shrunk"))
     assert evaluator.calls[1][0] == (4, 48) and evaluator.calls[3][0] is None  # gated vs physically removed
     (ma, mb), (sa, sb), (da, _) = evaluator.embeddings[1], evaluator.embeddings[3], evaluator.embeddings[0]
     assert torch.allclose(ma, sa, atol=1e-5) and torch.allclose(mb, sb, atol=1e-5)
@@ -244,7 +252,7 @@ def test_best_points_ties_go_to_the_lower_sparsity():
 
 def test_report_rebuilds_without_recomputing(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
     out = tmp_path / "sweep"
-    run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", make_report=True)
+    run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", options=REPORTED)
     (out / "summary.md").unlink()
     for f in (out / "figures").iterdir():
         f.unlink()
@@ -284,14 +292,14 @@ def test_shrunk_evaluation_needs_a_shrinkable_architecture(tmp_path, tiny_stsb_d
 
     distil = make_tiny_model_dir(tmp_path / "distil", "distilbert")
     with pytest.raises(SparseCSEError, match="'distilbert' models do not support"):
-        run(distil, tiny_stsb_dir, tmp_path / "sweep", eval_mode="shrunk")
+        run(distil, tiny_stsb_dir, tmp_path / "sweep", options=dataclasses.replace(QUIET, eval_mode="shrunk"))
     assert not (tmp_path / "sweep").exists() and not evaluator.calls
 
 
 def test_budget_points_next_to_sparsities_and_alone(tiny_bert_dir, tiny_stsb_dir, tmp_path, evaluator):
     out = tmp_path / "sweep"
     result = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities="0.25", lambdas="0.5", keep_flops="0.9,0.7",
-                 make_report=True)
+                 options=REPORTED)
     assert sorted(result.computed) == ["budget/f0.7-l0.5", "budget/f0.9-l0.5", "dense", "masked/s0.25-l0.5"]
     point = json.loads((out / "points" / "budget" / "f0.7-l0.5.json").read_text())
     assert point["keep_flops"] == 0.7 and point["kept_flops_ratio"] <= 0.7 and point["sparsity"] is None
@@ -371,7 +379,7 @@ def test_reconstructed_budget_points(tiny_bert_dir, tiny_stsb_dir, tmp_path, eva
     corpus.write_text("\n".join(p.s1 for p in read_sts_benchmark(tiny_stsb_dir, "train")) + "\n")
     out = tmp_path / "sweep"
     result = run(tiny_bert_dir, tiny_stsb_dir, out, sparsities=None, lambdas="0.5", keep_flops="0.7",
-                 reconstruct=str(corpus), make_report=True)
+                 reconstruct=str(corpus), options=REPORTED)
     recon = [name for name in result.computed if name.startswith("reconstructed/")]
     assert len(recon) == 1 and recon[0].endswith("/f0.7-l0.5")
     point = json.loads((out / "points" / f"{recon[0]}.json").read_text())

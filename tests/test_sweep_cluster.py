@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.sweeps.cluster.config import load_resources, parse_sbatch_args, parse_time
-from sparsecse.sweeps.config import RewindConfig, sweep_spec
+from sparsecse.sweeps.config import RewindConfig, SweepOptions, sweep_spec
 from sparsecse.sweeps.run import sweep
 from tests.helpers import evaluation, scoring
 from tests.support import local_slurm
@@ -57,7 +57,7 @@ def reference(tiny_bert_dir, tiny_stsb_dir, corpus, tmp_path_factory):
     sweep(tiny_bert_dir, sparsities="0.25,0.5", lambdas="0.25,0.75", out=out, score=scoring(tiny_stsb_dir),
           evaluate=evaluation(tiny_stsb_dir),
           rewind=RewindConfig(corpus=corpus, args={"max_steps": 2, "batch_size": 4, "eval_steps": 0}),
-          show_progress=False)
+          options=SweepOptions(show_progress=False))
     return out
 
 
@@ -247,7 +247,8 @@ def test_a_failing_task_is_reported_with_its_log_and_the_others_finish(slurm, ti
                                                                        tmp_path):
     out = tmp_path / "sweep"
     sweep(tiny_bert_dir, sparsities="0.25", lambdas="0.5", out=out, score=scoring(tiny_stsb_dir),
-          evaluate=evaluation(tiny_stsb_dir), show_progress=False, make_report=False)  # scored, opened
+          evaluate=evaluation(tiny_stsb_dir),
+          options=SweepOptions(show_progress=False, make_report=False))  # scored, opened
     (out / "masks" / "mask-s0.5-l0.5.safetensors").write_bytes(b"not a mask")  # bad data for one rewind
     result = invoke([*common_args(tiny_bert_dir, tiny_stsb_dir, out, corpus), "--sparsities", "0.25,0.5",
                      "--lambdas", "0.5", "--rewind-lambda", "0.5", "--no-rewind-dense", "--launcher", "slurm",
@@ -291,7 +292,7 @@ def test_a_task_reaching_its_time_limit_is_requeued_with_the_same_point():
     computes the same point, and a rewind resumes from its checkpoint (``rewind(resume=True)``)."""
     from sparsecse.sweeps.prepared import Point
 
-    task = PointTask(sweep_spec(out="x", overwrite=True, show_progress=True))
+    task = PointTask(sweep_spec(out="x", options=SweepOptions(overwrite=True, show_progress=True)))
     assert task.spec.run.overwrite is False  # a task never replaces the sweep directory
     again = task.checkpoint(Point("rewound", 0.5, "best", 1))
     assert again.function is task and again.args == (Point("rewound", 0.5, "best", 1),)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparsecse.sweeps import prepared, run as sweep_mod
+from sparsecse.sweeps.config import SweepOptions
 from sparsecse.sweeps.run import sweep
 from tests.helpers import evaluation, scoring
 
@@ -40,7 +41,7 @@ def test_an_old_sweep_directory_resumes_without_recomputing(old_sweep, tiny_bert
 
     result = sweep(tiny_bert_dir, sparsities="0.25,0.5", lambdas="0.25,0.75", keep_flops="0.7", out=old_sweep,
                    score=scoring(tiny_stsb_dir), evaluate=evaluation(tiny_stsb_dir, tasks="STSBenchmark,STS12"),
-                   show_progress=False, make_report=False)
+                   options=SweepOptions(show_progress=False, make_report=False))
 
     assert result.computed == []
     assert sorted(result.reused) == ["budget/f0.7-l0.25", "budget/f0.7-l0.75", "dense", "masked/s0.25-l0.25",

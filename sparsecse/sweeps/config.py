@@ -2,8 +2,8 @@
 :class:`~sparsecse.sweeps.config.SweepOptions`, gathered in a :class:`~sparsecse.sweeps.config.SweepSpec`.
 
 ``sweep(model, "0.1,0.2", "0.25,0.5", "runs/sweep", score=ScoringConfig(split="dev"),
-evaluate=EvaluationConfig(tasks="sts"), rewind=RewindConfig(corpus="wiki.txt"), overwrite=True)`` is the whole
-call: each stage is configured by its config only, the sweep's own options (``SweepOptions``) by keyword. The
+evaluate=EvaluationConfig(tasks="sts"), rewind=RewindConfig(corpus="wiki.txt"), options=SweepOptions(overwrite=True))``
+is the whole call: each stage is configured by its config, how the sweep runs by its ``SweepOptions``. The
 directory's fingerprint comes from the scoring and pruning configs (:func:`sparsecse.sweeps.directory.fingerprint`,
 the same keys as before the configs, so older directories resume); the manifest records every config
 (:meth:`SweepSpec.record`).
@@ -21,7 +21,7 @@ from sparsecse.evaluation.config import EvaluationConfig
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
-from sparsecse.stage_config import configure, field_names, record
+from sparsecse.stage_config import field_names, record, stage_config
 
 DEFAULT_SPARSITIES = "0.01:0.10:0.01,0.2:0.5:0.1"
 DEFAULT_LAMBDAS = "0.25,0.5,0.75"
@@ -100,19 +100,19 @@ APPLIED = {"evaluate": ("tasks", "data_dir", "pooling", "device", "precision", "
 def sweep_spec(model=None, sparsities=DEFAULT_SPARSITIES, lambdas=DEFAULT_LAMBDAS, out="sweep", *,
                keep_flops=None, score: ScoringConfig | None = None, prune: PruningConfig | None = None,
                evaluate: EvaluationConfig | None = None, rewind: RewindConfig | None = None,
-               reconstruct=None, **options) -> SweepSpec:
-    """A :class:`SweepSpec` from :func:`~sparsecse.sweeps.run.sweep`'s arguments: the stage configs given
-    (default: each config's defaults) and the :class:`SweepOptions` fields by name in ``options``. A stage
-    setting the sweep would not apply is refused, as is a ``rewind`` that is not a :class:`RewindConfig`."""
+               reconstruct=None, options: SweepOptions | None = None) -> SweepSpec:
+    """A :class:`SweepSpec` from :func:`~sparsecse.sweeps.run.sweep`'s arguments: the stage configs and the
+    :class:`SweepOptions` given (default: each one's defaults). A stage setting the sweep would not apply is
+    refused, as is a ``rewind`` that is not a :class:`RewindConfig`."""
     if rewind is not None and not isinstance(rewind, RewindConfig):
         raise TypeError(f"sweep() takes a RewindConfig as rewind (None: no rewinding), not {rewind!r}")
-    configs = {"score": configure(ScoringConfig, score, {}, "sweep"),
-               "prune": configure(PruningConfig, prune, {}, "sweep"),
-               "evaluate": configure(EvaluationConfig, evaluate, {}, "sweep")}
+    configs = {"score": stage_config(ScoringConfig, score, "sweep()'s score"),
+               "prune": stage_config(PruningConfig, prune, "sweep()'s prune"),
+               "evaluate": stage_config(EvaluationConfig, evaluate, "sweep()'s evaluate")}
     for stage, applied in APPLIED.items():
         _refuse_unapplied(configs[stage], applied)
     return SweepSpec(model, sparsities, lambdas, out, keep_flops, rewind=rewind, reconstruct=reconstruct,
-                     run=configure(SweepOptions, None, options, "sweep"), **configs)
+                     run=stage_config(SweepOptions, options, "sweep()'s options"), **configs)
 
 
 def _refuse_unapplied(config, applied: tuple[str, ...]) -> None:

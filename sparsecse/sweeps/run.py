@@ -32,7 +32,7 @@ from sparsecse.pruning.prune import PruningConfig
 from sparsecse.reporting.report import report
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
-from sparsecse.sweeps.config import DEFAULT_LAMBDAS, DEFAULT_SPARSITIES, RewindConfig, sweep_spec
+from sparsecse.sweeps.config import DEFAULT_LAMBDAS, DEFAULT_SPARSITIES, RewindConfig, SweepOptions, sweep_spec
 from sparsecse.sweeps.points import SweepResult, run_evaluation, run_rewind
 from sparsecse.sweeps.prepared import prepare_sweep, run_sweep
 
@@ -43,7 +43,7 @@ def sweep(model=None, sparsities: str | Iterable[float] | None = DEFAULT_SPARSIT
           keep_flops: str | Iterable[float] | None = None, score: ScoringConfig | None = None,
           prune: PruningConfig | None = None, evaluate: EvaluationConfig | None = None,
           rewind: RewindConfig | None = None, reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None,
-          **options) -> SweepResult:
+          options: SweepOptions | None = None) -> SweepResult:
     """Score once, then prune and evaluate every (sparsity, λ) and (kept-FLOPs budget, λ); rewind the chosen
     points if asked.
 
@@ -55,8 +55,8 @@ def sweep(model=None, sparsities: str | Iterable[float] | None = DEFAULT_SPARSIT
     :class:`~sparsecse.sweeps.config.RewindConfig`: which points are retrained and how, each seed once; None:
     no rewinding), ``reconstruct`` (a corpus file or a
     :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan`: every budget point again after
-    retraining-free reconstruction). ``options``: the fields of :class:`~sparsecse.sweeps.config.SweepOptions`
-    by name (``eval_mode``, ``dense``, ``overwrite``, ``make_report``, ``show_progress``, ``log``).
+    retraining-free reconstruction). ``options`` (a :class:`~sparsecse.sweeps.config.SweepOptions`: ``eval_mode``,
+    ``dense``, ``overwrite``, ``make_report``, ``show_progress``, ``log``) says how it runs.
 
     Several processes may run the same sweep on one directory: each point is locked while computed
     (``<point>.json.lock``, see :mod:`sparsecse.artifacts.locks`) and the others skip it. A directory made
@@ -68,7 +68,7 @@ def sweep(model=None, sparsities: str | Iterable[float] | None = DEFAULT_SPARSIT
               rewind=RewindConfig(corpus="wiki.txt", seeds="0,1,2"))
     """
     spec = sweep_spec(model, sparsities, lambdas, out, keep_flops=keep_flops, score=score, prune=prune,
-                      evaluate=evaluate, rewind=rewind, reconstruct=reconstruct, **options)
+                      evaluate=evaluate, rewind=rewind, reconstruct=reconstruct, options=options)
     prep = prepare_sweep(spec)
     prep.run.evaluate_fn, prep.run.rewind_fn = run_evaluation, run_rewind  # this module's seams (tests replace them)
     run_sweep(prep)
