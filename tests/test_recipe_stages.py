@@ -10,7 +10,8 @@ import yaml
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes.runner import run_recipe, stage_dir
-from sparsecse.recipes.spec import DistillStage, PruneStage, load_recipe, parse_recipe
+from sparsecse.recipes.spec import load_recipe, parse_recipe
+from sparsecse.recipes.stage_types import DistillStage, PruneStage
 from sparsecse.shrinking.shrink import ShrinkConfig
 from sparsecse.training.config import TrainingConfig
 from tests.helpers import random_sentences

@@ -36,8 +36,8 @@ from sparsecse.modeling.encoder import resolve_model
 from sparsecse.objectives.teachers import teacher_names
 from sparsecse.recipes import card
 from sparsecse.data.eval_data import known_task
-from sparsecse.recipes.spec import (CORPUS, INPUT_REF, BudgetStage, Data, DistillStage, PruneStage, Recipe, TrainStage,
-                                   load_recipe)
+from sparsecse.recipes.spec import Data, Recipe, load_recipe
+from sparsecse.recipes.stage_types import CORPUS, INPUT_REF, BudgetStage, DistillStage, PruneStage, TrainStage
 from sparsecse.recipes.stages import StageContext, run_stage
 from sparsecse.targets.report import measure_target
 from sparsecse.targets.search import TargetOutOfReach

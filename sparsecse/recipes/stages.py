@@ -17,7 +17,7 @@ from sparsecse.data.corpus import read_corpus
 from sparsecse.exporting.export import export
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.prune import PruningConfig
-from sparsecse.recipes.spec import CORPUS, BudgetStage, DistillStage, ExportStage, PruneStage, TrainStage
+from sparsecse.recipes.stage_types import CORPUS, BudgetStage, DistillStage, ExportStage, PruneStage, TrainStage
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
