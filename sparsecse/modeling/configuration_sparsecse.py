@@ -46,7 +46,7 @@ class ShrunkConfigMixin:
 
     @property
     def kept_kv_heads(self) -> list[list[int]]:
-        """The source key/value heads each layer keeps: those serving at least one kept query head."""
+        """The source key/value heads each layer keeps (those serving at least one kept query head)."""
         group = self.query_heads_per_kv_head
         return [sorted({h // group for h in row}) for row in self.kept_heads]
 

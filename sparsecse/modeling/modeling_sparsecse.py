@@ -179,9 +179,10 @@ def _relative_bias(layer: nn.Module, layout: dict, heads: Sequence[int], group: 
     replace_module(layer, layout["attention"], ShrunkMPNetSelfAttention(resolve(layer, layout["attention"]), heads))
 
 
-#: How a family's attention runs with fewer heads, or none: name -> finish(layer, layout, kept source query
-#: heads, query heads per key/value head), called once the layer's projections have their sizes (a family's
-#: ``UnitLayout.attention_form`` names one); modeling_sparsecse_modern adds the forms of today's encoders.
+#: The attention forms by name (a family's ``UnitLayout.attention_form`` names one). Each is called as
+#: ``finish(layer, layout, kept source query heads, query heads per key/value head)`` once the layer's
+#: projections have their sizes, and makes its attention run with that many heads (or none);
+#: modeling_sparsecse_modern adds the forms of today's encoders.
 ATTENTION_FORMS: dict[str, Callable[[nn.Module, dict, Sequence[int], int], None]] = {
     "head-count": _set_head_count,
     "self-attention": _self_attention,

@@ -1,6 +1,6 @@
-"""Gates on whole key/value groups (grouped-query attention): :class:`KVGroupGates`, beside the head and
-neuron gates of :mod:`sparsecse.scoring.gates`; :func:`check_gate_unit` refuses a gate the architecture has no
-module for."""
+"""Gates on whole key/value groups under grouped-query attention, beside the head and neuron gates of
+:mod:`sparsecse.scoring.gates` (:class:`~sparsecse.scoring.kv_gates.KVGroupGates`), and the refusal of a gate
+the architecture has no module for (:func:`~sparsecse.scoring.kv_gates.check_gate_unit`)."""
 
 from __future__ import annotations
 
