@@ -130,7 +130,12 @@ def run_export(stage: ExportStage, index: int, model: str, out: Path, ctx: Stage
 def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
     """Search the budget that meets ``ctx.target`` (:func:`sparsecse.targets.search.search_budget`); the table and
     plot of the candidates go to ``ctx.work/candidates`` (kept even when the target is out of reach), the chosen
-    budget to the stage's summary."""
+    budget to the stage's summary.
+
+    The dense model is scored once. A quality probe is pruned in one step from those scores with the reconstruction
+    of the prune stage that spends the budget: a cheaper and slightly pessimistic stand-in for that stage's steps
+    (rescoring between steps only helps), so the budget it passes keeps the bound; the final model is checked
+    against the bound again."""
     from sparsecse.scoring.score import score as score_model
     from sparsecse.shrinking.iterative import DEFAULT_STEPS
     from sparsecse.targets.search import search_budget
@@ -138,18 +143,16 @@ def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: Stage
     spender = next((s for s in ctx.stages if isinstance(s, PruneStage) and s.budget_ref == stage.name),
                    PruneStage(name="prune", keep_flops=f"@{stage.name}", steps=DEFAULT_STEPS))
     plan, pruning, scoring = _prune_settings(spender, ctx)
-    target = ctx.target
-    scores = score_model(model, scoring) if target.speedup is not None else None
+    scores = score_model(model, scoring)
 
-    def prune_as_the_stage(budget: float):
-        result = iterative_prune(model, keep_flops=budget, steps=spender.steps, reconstruct=plan, prune=pruning,
+    def prune_once(budget: float):
+        result = iterative_prune(model, keep_flops=budget, steps=1, reconstruct=plan, scores=scores, prune=pruning,
                                  score=scoring)
         shrunk = shrink_iterative(result)
         return shrunk.encoder, int(result.mask.head_mask.sum()), int(result.mask.neuron_mask.sum())
 
-    found = search_budget(model, ctx.dev_set(), target, ctx.work / "candidates", scores=scores, pruning=pruning,
-                          prune_fn=prune_as_the_stage, calibration=ctx.corpus, seed=ctx.seed,
-                          show_progress=ctx.show_progress)
+    found = search_budget(model, ctx.dev_set(), ctx.target, ctx.work / "candidates", scores=scores, pruning=pruning,
+                          prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed, show_progress=ctx.show_progress)
     with atomic_dir(out) as tmp:
         for path in (found.table, found.plot):
             shutil.copy2(path, tmp / path.name)

@@ -35,7 +35,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
 
     Returns:
         A JSON-ready dict: ``speedup`` (measured), ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
-        p50/p95 (ms) and throughput (sentences/s) on the engine, ``params`` and ``file_size_bytes``, the CPU.
+        p50/p95 (ms) and throughput (sentences/s) on the engine, ``params`` and ``file_size_bytes`` (the exported
+        graph's on an exported engine, else the weights'), the CPU.
     """
     work = Path(work)
     dense = SentenceEncoder.load(input_model, device="cpu")
@@ -49,6 +50,7 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
                                show_progress)["model"]
         profile = latency_profile(model, sentences, target.batch_size)
         reference_profile = latency_profile(reference, sentences, target.batch_size)
+        graph_bytes = _graph_bytes(model) if exported else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     reference_dev, dev_score = float(dev.score(dense)), float(dev.score(final))
@@ -66,8 +68,17 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         "reference_latency_ms": {"p50": round(reference_profile["latency_ms_p50"], 3),
                                  "p95": round(reference_profile["latency_ms_p95"], 3)},
         "throughput": round(profile["throughput"], 1), "reference_throughput": round(reference_profile["throughput"], 1),
-        "params": int(size["parameters"]), "file_size_bytes": size.get("weights_bytes"),
+        "params": int(size["parameters"]), "file_size_bytes": graph_bytes or size.get("weights_bytes"),
         "timed_sentences": len(sentences), "cpu": describe_cpu(),
         "cpu_features": [name for name, on in cpu_features().items() if on],
         "candidates_table": "candidates.csv", "candidates_plot": "candidates.png",
     }
+
+
+def _graph_bytes(encoder) -> int | None:
+    """Bytes of the graph file an exported encoder runs, with its companions (OpenVINO's weights beside its .xml)."""
+    graph = Path(encoder.source) / encoder.file if getattr(encoder, "file", None) else None
+    if graph is None or not graph.is_file():
+        return None
+    companions = [graph.with_suffix(".bin")] if graph.suffix == ".xml" else []
+    return sum(f.stat().st_size for f in [graph, *companions] if f.is_file())

@@ -11,8 +11,9 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   the two nearest probes in (budget, 1/speed-up) (the first guess from FLOPs alone), so three or four probes
   usually land within a few percent of the aim ``speedup x (1 + margin)``. The largest budget that reaches the
   aim wins. A target no probe reaches, down to the smallest budget that keeps a unit, is out of reach.
-- **quality** (``Target.max_drop`` alone): a probe is pruned exactly as the prune stage prunes (in steps, with
-  reconstruction), scored on the dev set and timed; bisection over the budget finds the smallest (fastest) one
+- **quality** (``Target.max_drop`` alone): a probe is pruned from the dense model's scores with reconstruction
+  (``prune_fn``: the recipe's budget stage prunes in one step, a cheaper and slightly pessimistic stand-in for the
+  prune stage's steps), scored on the dev set and timed; bisection over the budget finds the smallest (fastest) one
   whose dev score is within ``max_drop`` of the input model's, measured the same way.
 
 Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates`).
