@@ -17,6 +17,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.bootstrap import TaskPairs, interval, replicate_scores
 from sparsecse.evaluation.eval_sets import load_eval_set, paired_difference, reciprocal_ranks
 from tests.helpers import cli
+from sparsecse.evaluation.config import EvaluationConfig
 
 
 class FixedEncoder:
@@ -153,8 +154,8 @@ def test_a_file_scores_as_sparsecse_eval_does(fake_senteval, tiny_bert_dir, tmp_
     pairs = read_sick(fake_senteval, "test")
     path = write_tsv(tmp_path / "sick.tsv", ("sentence1", "sentence2", "score"),
                      [(p.s1, p.s2, repr(p.score)) for p in pairs])
-    result = evaluate(str(tiny_bert_dir), tasks="SICKRelatedness", data_dir=fake_senteval, device="cpu",
-                      test=str(path), align_uniform=False)
+    result = evaluate(str(tiny_bert_dir), config=EvaluationConfig(tasks="SICKRelatedness", data_dir=fake_senteval,
+        device="cpu", test=str(path), align_uniform=False))
     assert result["eval_sets"]["test"]["score"] == pytest.approx(result["scores"]["SICKRelatedness"], abs=1e-9)
     assert "items" not in result["eval_sets"]["test"]  # kept only with keep_pairs
     encoder = SentenceEncoder.load(tiny_bert_dir, device="cpu")
@@ -318,6 +319,7 @@ def test_train_refuses_a_bad_dev_file_before_writing(tiny_bert_dir, corpus, tmp_
 # ----------------------------------------------------------------------------------------- recipes
 def test_recipe_data_block(tmp_path, monkeypatch):
     from sparsecse.recipes.runner import with_data
+    from sparsecse.recipes.spec import Data
     from sparsecse.recipes.spec import load_recipe
 
     (tmp_path / "sets").mkdir()
@@ -333,7 +335,7 @@ def test_recipe_data_block(tmp_path, monkeypatch):
     assert recipe.digest() == load_recipe(recipe_file, {"data.test": "STS12"}).digest()
     assert load_recipe(plain).digest() == load_recipe(plain, {"data.test": "STS12"}).digest()
     monkeypatch.chdir(tmp_path)
-    replaced = with_data(recipe, dev="other.csv")
+    replaced = with_data(recipe, Data(dev="other.csv"))
     assert replaced.data.dev == str(tmp_path / "other.csv") and replaced.data.test == "SICKRelatedness"
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\ndata: {dev: notes.txt}\nstages:\n  - {name: prune, type: prune, keep_flops: 0.5}\n")

@@ -38,12 +38,13 @@ from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.mteb_items import item_interval, plain_parts, task_items
 from sparsecse.evaluation.mteb_local import is_local_task, local_task
+from sparsecse.evaluation.mteb_model import MtebEncoder, model_prompts
 from sparsecse.evaluation.runner import _gated, _pooling
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_precision
 from sparsecse.pruning.masks import model_for_mask
 from sparsecse.serving.loading import load_encoder
 from sparsecse.serving.runtime import is_encoder
-from sparsecse.stage_config import configure
+from sparsecse.stage_config import stage_config
 
 MTEB_REQUIREMENT = "mteb>=2"
 
@@ -172,13 +173,13 @@ def model_identity(model, encoder, mask) -> tuple[str, str]:
 
 
 @with_trust_option
-def evaluate_mteb(model=None, mask=None, config: MtebConfig | None = None, **options) -> dict[str, Any]:
+def evaluate_mteb(model=None, mask=None, config: MtebConfig | None = None) -> dict[str, Any]:
     """Evaluate ``model`` (None = the embedded default, a name/directory, or a loaded encoder) on mteb tasks.
 
     Args:
         model: what ``sparsecse eval --model`` takes, or an encoder.
         mask: None, a mask file or a Mask, attached as gates for the evaluation (torch models only).
-        config: an :class:`MtebConfig`; ``options`` are its fields by name.
+        config: an :class:`MtebConfig` (None: its defaults).
 
     Returns:
         A dictionary with ``model``, ``mask``, ``pooling``, ``settings``, ``timing`` and ``mteb``: per task
@@ -188,7 +189,7 @@ def evaluate_mteb(model=None, mask=None, config: MtebConfig | None = None, **opt
         and ``prompts``.
     """
     start = time.perf_counter()
-    c = configure(MtebConfig, config, options, "evaluate_mteb")
+    c = stage_config(MtebConfig, config, "evaluate_mteb()'s config")
     tasks = resolve_mteb_tasks(c.tasks)
     load_task_data(tasks)
     if mask is not None and model is None:
@@ -204,7 +205,6 @@ def evaluate_mteb(model=None, mask=None, config: MtebConfig | None = None, **opt
     name, revision = model_identity(model, encoder, mask)
     precision = resolve_precision(c.precision, c.device) if isinstance(encoder, SentenceEncoder) else c.precision
     with _gated(encoder, mask) as mask_info, _pooling(encoder, c.pooling):
-        from sparsecse.evaluation.mteb_model import MtebEncoder
 
         wrapped = MtebEncoder(encoder, name=name, revision=revision, prompts=prompts, batch_size=c.batch_size,
                               precision=precision, show_progress=c.show_progress)
@@ -223,7 +223,6 @@ def evaluate_mteb(model=None, mask=None, config: MtebConfig | None = None, **opt
 
 def model_prompts_of(encoder, model) -> dict[str, str]:
     """The sentence-transformers prompts the model's directory declares (none for a hub name or object)."""
-    from sparsecse.evaluation.mteb_model import model_prompts
 
     source = encoder.source if encoder.source else model
     return model_prompts(source if isinstance(source, (str, os.PathLike)) else None)

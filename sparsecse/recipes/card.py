@@ -33,6 +33,8 @@ from sparsecse.modeling.cpu_features import describe_cpu
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes.spec import Recipe, load_recipe
+from sparsecse.evaluation.compare import ComparisonConfig
+from sparsecse.evaluation.config import EvaluationConfig
 
 CARD = "README.md"
 RESULTS = "sts_results.json"
@@ -44,8 +46,9 @@ SKIPPED = {"manifest.json", "README.md"}  # the final stage's own, replaced by t
 
 def _evaluate(model: str, data_dir, replicates: int, split: str = "test", tasks: str = "sts",
               show_progress: bool = False):
-    return evaluate(model, tasks=tasks, data_dir=data_dir, sts_split=split, bootstrap=replicates if split == "test" else 0,
-                    keep_pairs=split == "test", align_uniform=False, show_progress=show_progress)
+    return evaluate(model, config=EvaluationConfig(tasks=tasks, data_dir=data_dir, sts_split=split,
+        bootstrap=replicates if split == "test" else 0, keep_pairs=split == "test", align_uniform=False,
+        show_progress=show_progress))
 
 
 def _results_file(path: Path, model: str, data_dir, replicates: int, show_progress: bool) -> Path:
@@ -112,7 +115,7 @@ def _test_figures(recipe: Recipe, model_dir: str, work: Path, data_dir, show_pro
     if ev.compare_with:
         reference = _results_file(work / "reference_sts_results.json", ev.compare_with, data_dir, ev.bootstrap,
                                   show_progress)
-        paired = compare(str(reference), str(mine), replicates=max(ev.bootstrap, 1))
+        paired = compare(str(reference), str(mine), config=ComparisonConfig(replicates=max(ev.bootstrap, 1)))
         avg = paired["avg_sts"]
         figures["versus"] = {"model": ev.compare_with, "sts_avg": round(float(avg["a"]), 4),
                              "difference": round(float(avg["diff"]), 4), "paired_ci": [round(float(x), 4) for x in avg["ci"]],
@@ -124,8 +127,9 @@ def _transfer_file(path: Path, model: str, data_dir, recipe: Recipe, show_progre
     """``model``'s transfer results, per fold and per test item, saved at ``path`` (computed once)."""
     ev = recipe.evaluation
     if not path.is_file():
-        results = evaluate(model, tasks="transfer", data_dir=data_dir, fasttest=ev.transfer_fasttest,
-                           bootstrap=ev.bootstrap, seed=recipe.seed, align_uniform=False, show_progress=show_progress)
+        results = evaluate(model, config=EvaluationConfig(tasks="transfer", data_dir=data_dir,
+            fasttest=ev.transfer_fasttest, bootstrap=ev.bootstrap, seed=recipe.seed, align_uniform=False,
+            show_progress=show_progress))
         save_results(path, results, make_manifest("eval_results", inputs={"model": model},
                                                   params={"tasks": "transfer", "fasttest": ev.transfer_fasttest,
                                                           "bootstrap": ev.bootstrap}), overwrite=True)
@@ -265,13 +269,10 @@ def _as_set_value(value: Any) -> str:
 
 
 def finish(recipe: Recipe, input_model: str, corpus: Path, out: Path, final_dir: str, stages: list[dict],
-           data_dir, show_progress: bool, evaluate: bool, times: Callable[[], dict],
-           extra_figures: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Evaluate the last model (``evaluate``) and write ``out/model`` atomically; returns the figures.
-    ``extra_figures`` (e.g. ``target``: the final model measured against the recipe's target) join them; a
-    budget search's candidates table and plot (``out/candidates``) are copied beside the model."""
-    figures = evaluate_final(recipe, input_model, final_dir, out / "eval", data_dir, show_progress) if evaluate else {}
-    figures.update(extra_figures or {})
+           figures: dict[str, Any], times: Callable[[], dict]) -> dict[str, Any]:
+    """Write ``out/model`` atomically: the last model with its ``figures`` (:func:`evaluate_final`'s, and a
+    target's measurement), the result files, the recipe, the manifest and the card; a budget search's candidates
+    table and plot (``out/candidates``) are copied beside the model. Returns the figures."""
     target = out / "model"
     with atomic_dir(target, overwrite=True) as tmp:
         for item in Path(final_dir).iterdir():
@@ -279,7 +280,7 @@ def finish(recipe: Recipe, input_model: str, corpus: Path, out: Path, final_dir:
                 _link_or_copy(item, tmp / item.name)
         for item in sorted((out / "candidates").glob("candidates.*")):
             shutil.copy2(item, tmp / item.name)
-        if evaluate and recipe.evaluation.test:
+        if recipe.evaluation.test:
             for name in (RESULTS, TRANSFER_RESULTS):
                 if (out / "eval" / name).is_file():
                     _link_or_copy(out / "eval" / name, tmp / name)

@@ -142,14 +142,15 @@ def _minutes(seconds: float) -> str:
 
 def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=None, *, data_dir=None,
                overrides: dict[str, Any] | None = None, resume: bool = False, overwrite: bool = False,
-               show_progress: bool = True, evaluate_final: bool = True, dev=None, test=None) -> RecipeResult:
+               show_progress: bool = True, data: Data | None = None) -> RecipeResult:
     """Run ``recipe`` (a shipped name, a file, or a :class:`~sparsecse.recipes.spec.Recipe`) on ``model``
     (default: the recipe's own, else all-MiniLM-L6-v2) with ``corpus`` (one sentence per line) into ``out``.
 
     ``overrides``: ``{"STAGE.KEY": value}`` settings replacing the recipe's (recorded with it). ``resume``
     continues an unfinished run in ``out`` with the same recipe, model and corpus (refused otherwise);
-    ``overwrite`` starts over. ``dev``/``test`` (a pairs file, relative to the working directory, or a task
-    name) replace the recipe's ``data:`` block. Returns a :class:`RecipeResult`; the final model is ``out/model``.
+    ``overwrite`` starts over. ``data`` (a :class:`~sparsecse.recipes.spec.Data`: its dev and test sets, each a
+    pairs file relative to the working directory or a task name) replaces the recipe's ``data:`` block where it
+    names a set. Returns a :class:`RecipeResult`; the final model is ``out/model``.
 
     Example::
 
@@ -157,7 +158,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     """
     started = time.perf_counter()
     recipe = recipe if isinstance(recipe, Recipe) else load_recipe(recipe, overrides)
-    recipe = with_data(recipe, dev, test)
+    recipe = with_data(recipe, data)
     if out is None:
         raise SparseCSEError("A recipe run needs an output directory (--out).")
     if corpus is None:
@@ -181,7 +182,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
             write_json(out / RUN, {"fingerprint": fingerprint, "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
         # on a resume too: the fingerprint matched, and what differs (evaluation.test) is the run that finishes
         _write_recipe(out / "recipe.yaml", recipe)
-        return _run(recipe, model, corpus, out, data_dir, show_progress, evaluate_final, started)
+        return _run(recipe, model, corpus, out, data_dir, show_progress, started)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"Interrupted; the finished stages and the last checkpoint are kept in {out}: rerun "
                                 "the same command with --resume to continue.") from None
@@ -196,9 +197,10 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
             _discard_if_nothing_done(out)
 
 
-def with_data(recipe: Recipe, dev=None, test=None) -> Recipe:
-    """``recipe`` with its ``data:`` block's dev and/or test set replaced (files made absolute, from the working
-    directory), checked as the recipe file's would be."""
+def with_data(recipe: Recipe, data: Data | None = None) -> Recipe:
+    """``recipe`` with its ``data:`` block's dev and/or test set replaced by those ``data`` names (files made
+    absolute, from the working directory), checked as the recipe file's would be."""
+    dev, test = (data.dev, data.test) if data is not None else (None, None)
     if dev is None and test is None:
         return recipe
     import dataclasses
@@ -283,7 +285,7 @@ def _expected(recipe: Recipe, name: str) -> str:
     return f"; about {_minutes(float(seconds))} on the machine its figures come from" if seconds else ""
 
 
-def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_progress: bool, evaluate_final: bool,
+def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_progress: bool,
          started: float) -> RecipeResult:
     quiet = not show_progress
     ctx = StageContext(corpus=corpus, work=out, data_dir=data_dir, seed=recipe.seed,
@@ -315,14 +317,13 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
             ctx.budgets[stage.name] = float(summary["keep_flops"])
     result = RecipeResult(out=out, model=out / MODEL, stages=records)
     t0 = time.perf_counter()
-    extra = {}
-    if recipe.target is not None and evaluate_final:
+    figures = card.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress)
+    if recipe.target is not None:
         _log(f"measuring the model against the target ({recipe.target.describe()}) ...", quiet)
-        extra["target"] = measure_target(recipe.target, model, current, ctx.dev_set(), out / "eval" / "engine",
-                                         corpus, recipe.seed, show_progress=show_progress)
-    result.evaluation = card.finish(recipe, model, corpus, out, current, records, data_dir, show_progress, evaluate_final,
-                               lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)},
-                               extra_figures=extra)
+        figures["target"] = measure_target(recipe.target, model, current, ctx.dev_set(), out / "eval" / "engine",
+                                           corpus, recipe.seed, show_progress=show_progress)
+    result.evaluation = card.finish(recipe, model, corpus, out, current, records, figures,
+                                    lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)})
     _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
     result.seconds = round(time.perf_counter() - started, 3)
     times = stage_times(out)

@@ -14,6 +14,7 @@ from typing import Any
 from sparsecse.artifacts.export_formats import format_names, get_format
 from sparsecse.errors import SparseCSEError
 from sparsecse.exporting.config import CALIBRATION_SIZE
+from sparsecse.objectives.registry import available_objectives
 from sparsecse.scoring.criteria import CRITERIA
 from sparsecse.shrinking.shrink import ShrinkConfig
 from sparsecse.training.config import TrainingConfig
@@ -164,8 +165,6 @@ class TrainStage:
         Raises:
             SparseCSEError: a setting of the wrong type or out of range.
         """
-        from sparsecse.objectives.registry import available_objectives
-
         check_choice("objective", self.objective, where, tuple(available_objectives()))
         if not isinstance(self.objective_args, dict):
             raise SparseCSEError(f"{where}: objective_args must be a mapping of settings, not {self.objective_args!r}.")

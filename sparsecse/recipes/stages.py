@@ -18,12 +18,17 @@ from sparsecse.exporting.export import export
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.recipes.stage_types import CORPUS, BudgetStage, DistillStage, ExportStage, PruneStage, TrainStage
+from sparsecse.evaluation.eval_sets import load_eval_set
 from sparsecse.scoring.score import ScoringConfig
-from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative
+from sparsecse.scoring.score import score as score_model
+from sparsecse.shrinking.iterative import DEFAULT_STEPS, iterative_prune, shrink_iterative
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
+from sparsecse.targets.search import search_budget
 from sparsecse.targets.spec import Target
 from sparsecse.training.api import train
 from sparsecse.training.rundir import RunDir
+from sparsecse.exporting.config import ExportConfig
+from sparsecse.training.config import TrainingConfig
 
 
 @dataclass
@@ -46,8 +51,6 @@ class StageContext:
 
     def dev_set(self):
         """The dev set candidates and checkpoints are chosen on (the user's, else STS-B dev)."""
-        from sparsecse.evaluation.eval_sets import load_eval_set
-
         return load_eval_set(self.dev or "STSBenchmark", "dev", self.data_dir)
 
 
@@ -92,10 +95,11 @@ def _train(stage: DistillStage | TrainStage, objective: str, args: dict[str, Any
     """``sparsecse train`` with the stage's settings on its sample of the corpus (one path for every training stage)."""
     corpus = sampled_corpus(ctx, index, stage.sentences)
     result = train(model=model, corpus=str(corpus), out=str(out), objective=objective, objective_args=args,
-                   seed=ctx.seed, lr=stage.lr, batch_size=stage.batch_size, epochs=stage.epochs,
-                   max_steps=stage.max_steps, eval_steps=stage.eval_steps, max_length=stage.max_length,
-                   data_dir=ctx.data_dir, resume=RunDir(out).path.exists(), bucket_by_length=stage.bucket_by_length,
-                   mixed_precision=stage.mixed_precision, show_progress=ctx.show_progress, dev=ctx.dev)
+                   seed=ctx.seed, config=TrainingConfig(lr=stage.lr, batch_size=stage.batch_size, epochs=stage.epochs,
+                       max_steps=stage.max_steps, eval_steps=stage.eval_steps, max_length=stage.max_length,
+                       data_dir=ctx.data_dir, resume=RunDir(out).path.exists(),
+                       bucket_by_length=stage.bucket_by_length, mixed_precision=stage.mixed_precision,
+                       show_progress=ctx.show_progress, dev=ctx.dev))
     return {"stsb_dev" if ctx.dev is None else "dev_score": result.best_score, "best_step": result.best_step, "steps": result.steps,
             "corpus": str(corpus), "steps_per_second": result.steps_per_second}
 
@@ -121,9 +125,9 @@ def run_prune(stage: PruneStage, index: int, model: str, out: Path, ctx: StageCo
 
 
 def run_export(stage: ExportStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    result = export(model, str(out), stage.format, quantize=stage.quantize,
-                    calibration=str(ctx.corpus) if stage.quantize else None,
-                    calibration_size=stage.calibration_size, calibration_seed=ctx.seed)
+    result = export(model, str(out), stage.format, config=ExportConfig(quantize=stage.quantize,
+        calibration=str(ctx.corpus) if stage.quantize else None, calibration_size=stage.calibration_size,
+        calibration_seed=ctx.seed))
     return {"format": stage.format, "quantize": stage.quantize, "files": [str(f) for f in getattr(result, "files", [])]}
 
 
@@ -136,10 +140,6 @@ def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: Stage
     of the prune stage that spends the budget: a cheaper and slightly pessimistic stand-in for that stage's steps
     (rescoring between steps only helps), so the budget it passes keeps the bound; the final model is checked
     against the bound again."""
-    from sparsecse.scoring.score import score as score_model
-    from sparsecse.shrinking.iterative import DEFAULT_STEPS
-    from sparsecse.targets.search import search_budget
-
     spender = next((s for s in ctx.stages if isinstance(s, PruneStage) and s.budget_ref == stage.name),
                    PruneStage(name="prune", keep_flops=f"@{stage.name}", steps=DEFAULT_STEPS))
     plan, pruning, scoring = _prune_settings(spender, ctx)

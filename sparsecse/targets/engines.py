@@ -7,6 +7,10 @@ import os
 import shutil
 from pathlib import Path
 
+from sparsecse.exporting.config import ExportConfig
+from sparsecse.exporting.export import export
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.serving.loading import load_encoder
 from sparsecse.targets.spec import engines
 
 
@@ -25,11 +29,6 @@ def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike
         The torch :class:`~sparsecse.modeling.encoder.SentenceEncoder` (fp32, CPU) or the exported graph's runtime
         encoder.
     """
-    from sparsecse.exporting.export import export
-    from sparsecse.exporting.config import ExportConfig
-    from sparsecse.serving.loading import load_encoder
-    from sparsecse.modeling.encoder import SentenceEncoder
-
     spec = engines()[engine]
     if spec is None:
         return SentenceEncoder.load(model_dir, device="cpu")
