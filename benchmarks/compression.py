@@ -109,8 +109,8 @@ class Bench:
         return record
 
     def evaluate(self, model_dir) -> dict:
-        r = sparsecse.evaluate(model=str(model_dir), tasks="sts", data_dir=self.args.data_dir,
-                               align_uniform=False, show_progress=False)
+        r = sparsecse.evaluate(model=str(model_dir), config=sparsecse.EvaluationConfig(tasks="sts",
+            data_dir=self.args.data_dir, align_uniform=False, show_progress=False))
         return {"avg_sts": r["avg_sts"], "scores": r["scores"]}
 
     def scores(self):
@@ -126,8 +126,8 @@ class Bench:
         def compute():
             out = self.work / name
             t0 = time.perf_counter()
-            result = sparsecse.shrink(self.args.model, mask, out=out, overwrite=True, reconstruct=reconstruct,
-                                      show_progress=True)
+            result = sparsecse.shrink(self.args.model, mask, out=out, overwrite=True, config=sparsecse.ShrinkConfig(
+                reconstruct=reconstruct, show_progress=True))
             seconds = time.perf_counter() - t0
             record = {"model_dir": str(out), "method_s": seconds if reconstruct else None,
                       "mask": {k: mask.manifest.get(k) for k in ("sparsity", "budget", "criterion", "lambda",
@@ -145,8 +145,8 @@ class Bench:
             t0 = time.perf_counter()
             sparsecse.train(str(start_dir), corpus=self.args.corpus, out=out, objective="distill",
                             objective_args={"teacher": self.args.model or "all-MiniLM-L6-v2"},
-                            epochs=self.args.epochs, data_dir=self.args.data_dir, overwrite=True,
-                            show_progress=True, seed=self.args.seed)
+                            config=sparsecse.TrainingConfig(epochs=self.args.epochs, data_dir=self.args.data_dir,
+                                overwrite=True, show_progress=True), seed=self.args.seed)
             return {"model_dir": str(out), "method_s": time.perf_counter() - t0, "start": str(start_dir),
                     **self.evaluate(out)}
         return self.cached(name, compute)

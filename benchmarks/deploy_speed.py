@@ -37,6 +37,8 @@ from sparsecse.modeling.encoder import cpu_has_native_bf16, resolve_model  # noq
 from sparsecse.evaluation import evaluate  # noqa: E402
 from sparsecse.exporting.export import export  # noqa: E402
 from sparsecse.serving.onnx_encoder import FP32_FILE, INT8_FILE, STATIC_INT8_FILE  # noqa: E402
+from sparsecse.evaluation.config import EvaluationConfig  # noqa: E402
+from sparsecse.exporting.config import ExportConfig  # noqa: E402
 
 SMALL = "/work/shared/models/paraphrase-MiniLM-L3-v2"
 CALIBRATION = "/work/shared/data/wiki/wiki1m_sample.txt"
@@ -98,17 +100,17 @@ def build_rows(name: str, source: str, work: Path, args, engines: list[str]) -> 
     """The rows of one model on ``engines`` (label, directory, graph file or None for torch, precision),
     exporting only what those engines need."""
     calib = dict(calibration=args.calibration, calibration_size=args.calibration_size, calibration_seed=0)
-    exports = {"onnx": (work / f"{name}-onnx", dict(quantize="int8")),
-               "static": (work / f"{name}-onnx-static", dict(quantize="int8", **calib)),
-               "ov": (work / f"{name}-openvino", dict(format="openvino", quantize="int8", **calib))}
+    exports = {"onnx": (work / f"{name}-onnx", ExportConfig(quantize="int8")),
+               "static": (work / f"{name}-onnx-static", ExportConfig(quantize="int8", **calib)),
+               "ov": (work / f"{name}-openvino", ExportConfig(format="openvino", quantize="int8", **calib))}
     rows = []
     for key in engines:
         _, folder, file, precision = ENGINES[key]
         path = source
         if folder is not None:
-            path, options = exports[folder]
+            path, config = exports[folder]
             if not path.exists():
-                export(source, path, **options)
+                export(source, path, config=config)
         rows.append({"model": row_label(name, key), "group": name, "source": str(path), "file": file,
                      "precision": precision, "model_dir": str(source)})
     return rows
@@ -136,9 +138,9 @@ def quality(row: dict, work: Path, args) -> dict:
             return record
     encoder = open_encoder(row, args.threads)
     target = encoder.encoder if isinstance(encoder, AtPrecision) else encoder
-    result = evaluate(model=target, tasks=args.tasks, data_dir=args.data_dir, batch_size=args.batch_size,
-                      precision=row["precision"], align_uniform=False, show_progress=True, bootstrap=REPLICATES,
-                      keep_pairs=True)
+    result = evaluate(model=target, config=EvaluationConfig(tasks=args.tasks, data_dir=args.data_dir,
+        batch_size=args.batch_size, precision=row["precision"], align_uniform=False, show_progress=True,
+        bootstrap=REPLICATES, keep_pairs=True))
     record = {"scores": result["scores"], "avg_sts": result.get("avg_sts"),
               "ci": result.get("bootstrap", {}).get("avg"), "pairs": pairs_record(result.get("pairs", {}))}
     cache.parent.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.evaluation import STS_TASKS, evaluate
 from sparsecse.evaluation.embedding import normalize_text
 from sparsecse.evaluation.sts import cosine_rows, load_sts_task, spearman100
+from sparsecse.evaluation.config import EvaluationConfig
 
 PLAIN_BATCH = 64
 
@@ -74,8 +75,8 @@ def main() -> None:
         plain_times.append(time.perf_counter() - t)
         plain_cpu = time.process_time() - cpu
         t, cpu = time.perf_counter(), time.process_time()
-        result = evaluate(encoder, tasks="sts", data_dir=args.data_dir, precision=args.precision,
-                          batch_size=args.batch_size, align_uniform=False)
+        result = evaluate(encoder, config=EvaluationConfig(tasks="sts", data_dir=args.data_dir,
+            precision=args.precision, batch_size=args.batch_size, align_uniform=False))
         fast_times.append(time.perf_counter() - t)
         fast_cpu = time.process_time() - cpu
         # CPU seconds / threads approximates the wall time on an idle machine (spinning threads inflate it)

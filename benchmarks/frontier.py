@@ -182,8 +182,8 @@ def weights_key(model_dir: str) -> dict:
 def evaluate_encoder(model_dir: str, data_dir) -> dict:
     import sparsecse
 
-    r = sparsecse.evaluate(model=model_dir, tasks="sts", data_dir=data_dir, align_uniform=False, bootstrap=REPLICATES,
-                           keep_pairs=True)
+    r = sparsecse.evaluate(model=model_dir, config=sparsecse.EvaluationConfig(tasks="sts", data_dir=data_dir,
+        align_uniform=False, bootstrap=REPLICATES, keep_pairs=True))
     return {"avg_sts": r["avg_sts"], "scores": r["scores"], "ci": r["bootstrap"]["avg"],
             "pairs": pairs_record(r["pairs"])}
 

@@ -56,13 +56,13 @@ def main(argv=None) -> None:
         sparsecse.score(args.model, sparsecse.ScoringConfig(data_dir=args.data_dir)).save(scores_path)
     scores = sparsecse.GateScores.load(scores_path)
     encoder = SentenceEncoder.load(args.model, device="cpu")
-    dev = dict(tasks="STSBenchmark", sts_split="dev", align_uniform=False, data_dir=args.data_dir)
-    dense = sparsecse.evaluate(encoder, **dev)["scores"]["STSBenchmark"]
+    dev = sparsecse.EvaluationConfig(tasks="STSBenchmark", sts_split="dev", align_uniform=False, data_dir=args.data_dir)
+    dense = sparsecse.evaluate(encoder, config=dev)["scores"]["STSBenchmark"]
     rows = [{"sparsity": 0.0, "lambda": None, "dev": dense}]
     for s in map(float, args.sparsities.split(",")):
         for lam in map(float, args.lambdas.split(",")):
             mask = sparsecse.prune(scores, s, lam)
-            score = sparsecse.evaluate(encoder, mask=mask, **dev)["scores"]["STSBenchmark"]
+            score = sparsecse.evaluate(encoder, mask=mask, config=dev)["scores"]["STSBenchmark"]
             rows.append({"sparsity": s, "lambda": lam, "dev": score, "kept_flops": mask.manifest["kept_flops_ratio"]})
             print(rows[-1], flush=True)
     chosen = max(rows[1:], key=lambda r: r["dev"])

@@ -23,6 +23,7 @@ import torch  # noqa: E402
 from sparsecse.data.sts import read_sick  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.evaluation.sts import cosine_rows, spearman100  # noqa: E402
+from sparsecse.evaluation.config import EvaluationConfig  # noqa: E402
 
 # MTEB results repository (embeddings-benchmark/results, sentence-transformers__all-mpnet-base-v2):
 # cosine_spearman x100 of the test split.
@@ -53,7 +54,8 @@ def main() -> None:
     if sts:
         from sparsecse.evaluation import evaluate
 
-        ours.update(evaluate(encoder, tasks=sts, data_dir=args.data_dir, show_progress=True)["scores"])
+        ours.update(evaluate(encoder, config=EvaluationConfig(tasks=sts, data_dir=args.data_dir,
+            show_progress=True))["scores"])
     if "SICK-R-all" in tasks:
         ours["SICK-R-all"] = sick_all(encoder, args.data_dir)
     print(f"{'task':14} {'sparsecse':>10} {'MTEB':>8} {'diff':>7}")

@@ -34,6 +34,7 @@ import torch  # noqa: E402
 from sparsecse.data.corpus import read_corpus  # noqa: E402
 from sparsecse.modeling.cpu_features import describe_cpu  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder, cpu_has_native_bf16  # noqa: E402
+from sparsecse.training.config import TrainingConfig  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CORPUS = SHARED / "data" / "unlabeled" / "train_sentences.txt"
@@ -71,9 +72,9 @@ def train_once(corpus: Path, out: Path, steps: int, bucket: bool, mixed_precisio
     from sparsecse.training.api import train
 
     result = train(None, str(corpus), str(out), objective="distill",
-                   objective_args={"teacher": str(L3), "loss": "mse"}, max_steps=steps, eval_steps=0,
-                   batch_size=64, lr=1e-4, show_progress=False, bucket_by_length=bucket,
-                   mixed_precision=mixed_precision, overwrite=True, device="cpu")
+                   objective_args={"teacher": str(L3), "loss": "mse"}, config=TrainingConfig(max_steps=steps,
+                       eval_steps=0, batch_size=64, lr=1e-4, show_progress=False, bucket_by_length=bucket,
+                       mixed_precision=mixed_precision, overwrite=True, device="cpu"))
     return {"steps_per_second": result.steps_per_second, "losses": [result.losses[s] for s in sorted(result.losses)]}
 
 

@@ -43,6 +43,7 @@ from sparsecse.pruning.prune import prune  # noqa: E402
 from sparsecse.pruning.selection import masks_from_scores  # noqa: E402
 from sparsecse.training import rewind  # noqa: E402
 from sparsecse.training.loop import CorpusSampler  # noqa: E402
+from sparsecse.training.config import TrainingConfig  # noqa: E402
 
 PRUNED_TARGET = 1.4
 ST_TARGET = 1.0
@@ -95,8 +96,9 @@ def time_rewind(mask: Mask, corpus: Path, model_dir: str, steps: int, warmup: in
     SimCSE.forward = timed_forward
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            rewind(mask, corpus, Path(tmp) / "out", init=model_dir, max_steps=steps + warmup + 1,
-                   batch_size=batch, max_length=32, eval_steps=0, save_steps=0, show_progress=False, device="cpu")
+            rewind(mask, corpus, Path(tmp) / "out", init=model_dir, config=TrainingConfig(
+                max_steps=steps + warmup + 1, batch_size=batch, max_length=32, eval_steps=0, save_steps=0,
+                show_progress=False, device="cpu"))
     finally:
         SimCSE.forward = forward
     return clock.rates(warmup)

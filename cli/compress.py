@@ -111,17 +111,22 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     from sparsecse.artifacts.files import check_destination
     from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.compression import compress
+    from sparsecse.pruning.prune import PruningConfig
+    from sparsecse.scoring.score import ScoringConfig
+    from sparsecse.shrinking.shrink import ShrinkConfig
 
     # before the corpus is read (compress checks again, for its Python callers)
     check_destination(out, overwrite,
                       inputs=read_inputs(model=model, corpus=corpus, scores=scores_path, data_dir=data_dir))
     plan = reconstruction_plan(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target,
                                reconstruct_ridge, reconstruct_weighting)
+    scoring = ScoringConfig(data_dir=data_dir, split=split, batch_size=score_batch_size, max_batches=max_batches,
+                            seed=seed, show_progress=not quiet, dev=dev)
+    pruning = PruningConfig(lam=lam, criterion=criterion, seq_len=seq_len, keep_one_head=keep_one_head)
+    shrinking = ShrinkConfig(reconstruct=plan, seq_len=seq_len, align_ffn=align_ffn, pooling=pooling, device=device,
+                             show_progress=not quiet)
     result = compress(model, out, keep_flops=keep_flops, keep_params=keep_params, steps=steps, scores=scores_path,
-                      overwrite=overwrite, reconstruct=plan, lam=lam, criterion=criterion, seq_len=seq_len,
-                      keep_one_head=keep_one_head, data_dir=data_dir, split=split, batch_size=score_batch_size,
-                      max_batches=max_batches, seed=seed, align_ffn=align_ffn, pooling=pooling, device=device,
-                      show_progress=not quiet, **({"dev": dev} if dev is not None else {}))
+                      score=scoring, prune=pruning, shrink=shrinking, overwrite=overwrite)
     if as_json:
         echo_json(result.to_dict())
         return

@@ -5,7 +5,7 @@ The Python API mirrors the command line::
     import sparsecse
     scores = sparsecse.score()                       # default model, STS-B train
     mask = sparsecse.prune(scores, sparsity=0.02, lam=0.5)
-    results = sparsecse.evaluate(mask=mask, tasks="sts")
+    results = sparsecse.evaluate(mask=mask, config=sparsecse.EvaluationConfig(tasks="sts"))
 """
 
 __version__ = "0.1.0"

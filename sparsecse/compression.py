@@ -2,17 +2,18 @@
 
 - One pruning stage: a model is pruned to a kept-FLOPs or kept-parameters budget in steps, reconstructed and
   rescored between them (:func:`~sparsecse.shrinking.iterative.iterative_prune`), then shrunk and saved
-  (:func:`~sparsecse.shrinking.iterative.shrink_iterative`). The command's options are plain keywords
-  (``lam=``, ``criterion=``, ``reconstruct=``, ``align_ffn=``, ``batch_size=``, ...), each landing in the
-  config of the stage it sets (scoring, pruning, shrinking); the building blocks take the configs themselves.
+  (:func:`~sparsecse.shrinking.iterative.shrink_iterative`). Its settings come as the configs of the stages
+  it runs, as :func:`~sparsecse.sweeps.run.sweep` takes them: ``score=`` (a
+  :class:`~sparsecse.scoring.score.ScoringConfig`), ``prune=`` (a :class:`~sparsecse.pruning.prune.PruningConfig`)
+  and ``shrink=`` (a :class:`~sparsecse.shrinking.shrink.ShrinkConfig`, whose ``reconstruct`` corpus is required).
 - A recipe (``recipe=``): a list of stages (distil, prune, export) run as one, resumable
   (:func:`~sparsecse.recipes.runner.run_recipe`).
 
 This module sits above every stage and above :mod:`sparsecse.recipes`.
 
     >>> import sparsecse
-    >>> result = sparsecse.compress("all-MiniLM-L6-v2", "small", keep_flops=0.5,
-    ...                             reconstruct="wiki1m_sample.txt")  # doctest: +SKIP
+    >>> shrink = sparsecse.ShrinkConfig(reconstruct="wiki1m_sample.txt")
+    >>> result = sparsecse.compress("all-MiniLM-L6-v2", "small", keep_flops=0.5, shrink=shrink)  # doctest: +SKIP
     >>> result.out, result.mask.manifest["kept_flops_ratio"] <= 0.5  # doctest: +SKIP
     (PosixPath('small'), True)
     >>> sparsecse.compress(out="runs/f2x", recipe="frontier-2x", corpus="train.txt").model  # doctest: +SKIP
@@ -33,11 +34,12 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.recipes.runner import RecipeResult, run_recipe
+from sparsecse.recipes.spec import Data
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.shrinking.iterative import DEFAULT_STEPS, iterative_prune, shrink_iterative
 from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
 from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult
-from sparsecse.stage_config import configure_all
+from sparsecse.stage_config import stage_config
 from sparsecse.targets.spec import Target
 
 
@@ -62,6 +64,7 @@ class CompressResult:
 
 
 RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress", "dev", "test")
+TARGET_OPTIONS = ("speedup", "max_drop", "engine", "timing_batch_size", "teacher")
 TARGET_RECIPE = "target"  # the shipped recipe a target without --recipe runs
 
 
@@ -82,11 +85,10 @@ def target_overrides(speedup: float | None = None, max_drop: float | None = None
 
 @with_trust_option
 def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | None = None, *,
-             recipe: str | os.PathLike | None = None, keep_flops: float | None = None,
-             keep_params: float | None = None, steps: int = DEFAULT_STEPS, scores: str | os.PathLike | None = None,
-             speedup: float | None = None, max_drop: float | None = None, engine: str | None = None,
-             timing_batch_size: int | None = None, teacher: str | None = None,
-             overwrite: bool = False, **options) -> CompressResult | RecipeResult:
+             keep_flops: float | None = None, keep_params: float | None = None, steps: int = DEFAULT_STEPS,
+             scores: str | os.PathLike | None = None, score: ScoringConfig | None = None,
+             prune: PruningConfig | None = None, shrink: ShrinkConfig | None = None, overwrite: bool = False,
+             **mode) -> CompressResult | RecipeResult:
     """Prune ``model`` to ``keep_flops`` (or ``keep_params``) of its transformer layers' FLOPs per token (or
     parameters) in ``steps`` geometric steps, reconstructing and rescoring between them, then shrink it and,
     given ``out``, save the smaller model directory. With ``recipe`` (a shipped name or a file), run that
@@ -98,21 +100,35 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     prune to it with reconstruction, distil from ``model`` itself (or ``teacher``), choose on the dev set
     (:mod:`sparsecse.targets`). ``corpus`` is required there.
 
-    ``scores``: a score file of the dense model for the first step (default: scored here). ``options``: the
-    fields of :class:`~sparsecse.scoring.score.ScoringConfig` (rescoring: ``data_dir``, ``batch_size``,
-    ``max_batches``, ``seed``, ...), :class:`~sparsecse.pruning.prune.PruningConfig` (``lam``, ``criterion``,
-    ``seq_len``, ``keep_one_head``) and :class:`~sparsecse.shrinking.shrink.ShrinkConfig` (``reconstruct``, a
-    corpus file or a :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan`, required;
-    ``reconstruct_sentences``, ``align_ffn``, ``pooling``, ``device``) by name; a name two configs share
-    (``seq_len``, ``show_progress``) sets both.
+    ``scores``: a score file of the dense model for the first step (default: scored here). The single stage's
+    settings: ``score`` (a :class:`~sparsecse.scoring.score.ScoringConfig`: how each step rescores, ``data_dir``,
+    ``batch_size``, ``max_batches``, ``seed``, ...), ``prune`` (a :class:`~sparsecse.pruning.prune.PruningConfig`:
+    ``lam``, ``criterion``, ``seq_len``, ``keep_one_head``) and ``shrink`` (a
+    :class:`~sparsecse.shrinking.shrink.ShrinkConfig`: ``reconstruct``, a corpus file or a
+    :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan`, required; ``reconstruct_sentences``,
+    ``align_ffn``, ``pooling``, ``device``); None: a config's defaults. ``prune`` and ``shrink`` count FLOPs at
+    the same ``seq_len``.
+
+    ``mode``, the keywords of the other two modes: ``recipe``; a target's ``speedup``, ``max_drop``, ``engine``,
+    ``timing_batch_size`` and ``teacher``; and the run's ``corpus``, ``data_dir``, ``overrides``
+    (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``, ``dev`` and ``test`` (:func:`run_recipe_mode`).
+    Any other name is refused as an unexpected keyword.
     """
-    aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
-             "teacher": teacher}
+    unknown = sorted(set(mode) - {"recipe", *TARGET_OPTIONS, *RECIPE_OPTIONS})
+    if unknown:
+        raise TypeError(f"compress() got an unexpected keyword argument {unknown[0]!r}")
+    recipe = mode.pop("recipe", None)
+    aimed = {("batch_size" if k == "timing_batch_size" else k): mode.pop(k, None) for k in TARGET_OPTIONS}
+    speedup, max_drop, options = aimed["speedup"], aimed["max_drop"], mode
+    configs = [name for name, value in (("score", score), ("prune", prune), ("shrink", shrink)) if value is not None]
     if any(v is not None for v in aimed.values()):
         for name, value in (("keep_flops", keep_flops), ("keep_params", keep_params), ("scores", scores)):
             if value is not None:
                 raise SparseCSEError(f"{name} fixes the budget; a target (speedup, max_drop) lets the search find "
                                      "it: give one or the other.")
+        if configs:
+            raise SparseCSEError(f"{configs[0]} configures the single pruning stage; a target runs the stages of "
+                                 "its recipe (change one with overrides={'STAGE.KEY': value}).")
         if speedup is None and max_drop is None:
             given = next(k for k, v in aimed.items() if v is not None)
             given = "timing_batch_size" if given == "batch_size" else given
@@ -121,13 +137,20 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
         return run_recipe_mode(recipe or TARGET_RECIPE, model, out, overwrite, overrides=overrides, **options)
     if recipe is not None:
         single = [name for name, value in (("keep_flops", keep_flops), ("keep_params", keep_params),
-                                           ("scores", scores)) if value is not None]
+                                           ("scores", scores)) if value is not None] + configs
         if single or steps != DEFAULT_STEPS:
             raise SparseCSEError(f"{(single or ['steps'])[0]} sets the single pruning stage; a recipe sets its own "
                                  "stages (change one with overrides={'STAGE.KEY': value}).")
         return run_recipe_mode(recipe, model, out, overwrite, **options)
-    scoring, pruning, shrinking = configure_all((ScoringConfig, None), (PruningConfig, None), (ShrinkConfig, None),
-                                                options=options, caller="compress")
+    if options:
+        raise TypeError(f"compress() takes {sorted(options)[0]!r} with a recipe or a target; the single pruning "
+                        "stage takes its settings as configs (score=, prune=, shrink=)")
+    scoring = stage_config(ScoringConfig, score, "compress()'s score")
+    pruning = stage_config(PruningConfig, prune, "compress()'s prune")
+    shrinking = stage_config(ShrinkConfig, shrink, "compress()'s shrink")
+    if pruning.seq_len != shrinking.seq_len:
+        raise SparseCSEError(f"prune counts FLOPs at seq_len {pruning.seq_len} and shrink at {shrinking.seq_len}: "
+                             "give both configs the same seq_len.")
     corpus = shrinking.reconstruct
     if out is not None:  # before any work
         check_destination(out, overwrite, inputs=read_inputs(
@@ -152,5 +175,5 @@ def run_recipe_mode(recipe: str | os.PathLike, model=None, out=None, overwrite: 
         raise TypeError(f"compress() with a recipe got an unexpected keyword argument {unknown[0]!r}")
     return run_recipe(recipe, model, options.get("corpus"), out, data_dir=options.get("data_dir"),
                       overrides=options.get("overrides"), resume=options.get("resume", False), overwrite=overwrite,
-                      show_progress=options.get("show_progress", True), dev=options.get("dev"),
-                      test=options.get("test"))
+                      show_progress=options.get("show_progress", True),
+                      data=Data(options.get("dev"), options.get("test")))

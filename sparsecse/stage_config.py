@@ -1,10 +1,8 @@
-"""The frozen config each stage takes: built once (by the CLI from its options, or from an API call's
-keywords) and recorded in manifests as it was used.
+"""The frozen config each stage takes: built once (by the CLI from its options, or by the API's caller) and
+recorded in manifests as it was used. A stage takes its config whole, never its fields as loose keywords
+(``evaluate(model, config=EvaluationConfig(tasks="sts"))``)::
 
-A stage function takes its config and, for the scripts written before configs existed, the config's fields
-as keywords (``evaluate(model, tasks="sts")`` is ``evaluate(model, config=EvaluationConfig(tasks="sts"))``)::
-
-    config = configure(EvaluationConfig, None, {"tasks": "sts"}, "evaluate")
+    config = stage_config(EvaluationConfig, None, "evaluate()'s config")  # None: every default
     record(config)  # {"tasks": "sts", "data_dir": None, ...}, JSON-ready
 """
 
@@ -21,28 +19,6 @@ C = TypeVar("C")
 
 def field_names(cls) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
-
-
-def configure(cls: type[C], config: C | None, options: dict[str, Any], caller: str) -> C:
-    """``config`` (default: ``cls()``) with the fields named in ``options`` replaced; a name that is not a
-    field of ``cls`` is refused as Python refuses an unknown keyword."""
-    if config is not None and not isinstance(config, cls):
-        raise TypeError(f"{caller}() takes a {cls.__name__} as its config, not a {type(config).__name__}")
-    unknown = sorted(set(options) - set(field_names(cls)))
-    if unknown:
-        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
-    return dataclasses.replace(config if config is not None else cls(), **options)
-
-
-def configure_all(*pairs: tuple[type, Any], options: dict[str, Any], caller: str) -> list:
-    """One config per ``(cls, config)`` pair, each with the ``options`` that name its fields (a name that
-    several configs have, e.g. ``seed``, sets it in each); a name no config has is refused."""
-    known = {name for cls, _ in pairs for name in field_names(cls)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
-    return [configure(cls, config, {k: v for k, v in options.items() if k in field_names(cls)}, caller)
-            for cls, config in pairs]
 
 
 def stage_config(cls: type[C], config: C | None, argument: str) -> C:
@@ -72,8 +48,12 @@ def stage_config(cls: type[C], config: C | None, argument: str) -> C:
     if config is None:
         return cls()
     if not isinstance(config, cls):
-        raise TypeError(f"{argument} must be a {cls.__name__}, not a {type(config).__name__}")
+        raise TypeError(f"{argument} must be {_a(cls.__name__)}, not {_a(type(config).__name__)}")
     return config
+
+
+def _a(name: str) -> str:
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
 
 
 def record(config) -> dict[str, Any]:

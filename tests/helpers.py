@@ -16,6 +16,7 @@ from sparsecse.cli import main
 from sparsecse.evaluation.config import EvaluationConfig
 from sparsecse.scoring.gates import Gates
 from sparsecse.scoring.score import ScoringConfig
+from sparsecse.training.config import TrainingConfig
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.selection import masks_from_scores
 from sparsecse.scoring.scores import GateScores
@@ -63,10 +64,10 @@ def evaluation(data, **changes) -> EvaluationConfig:
 
 
 def quick(**overrides):
-    """Tiny-model settings: small batch, few steps, no progress bar."""
+    """``train``/``rewind``'s ``config=``: tiny-model settings (small batch, few steps, no progress bar)."""
     settings = dict(batch_size=8, max_steps=6, eval_steps=0, show_progress=False, lr=1e-3, device="cpu")
     settings.update(overrides)
-    return settings
+    return {"config": TrainingConfig(**settings)}
 
 
 def make_mask(model_dir, scored_model, pooling="cls_before_pooler"):

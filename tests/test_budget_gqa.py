@@ -203,9 +203,11 @@ def test_compress_in_python_removes_what_the_enumeration_removes(grouped, metric
     the saved, reloaded shrunk model compute the same embeddings; the budget is met and counted."""
     arch, path, scores = grouped
     score_file = scores.save(tmp_path / "scores.safetensors")
-    result = compress(path, tmp_path / "small", steps=1, scores=score_file, reconstruct=corpus,
-                      reconstruct_sentences=20, seq_len=SEQ_LEN, data_dir=tiny_stsb_dir, pooling=POOLING[arch],
-                      device="cpu", align_ffn=1, show_progress=False, **{f"keep_{metric}": 0.5})
+    result = compress(path, tmp_path / "small", steps=1, scores=score_file,
+                      score=ScoringConfig(data_dir=tiny_stsb_dir), prune=PruningConfig(seq_len=SEQ_LEN),
+                      shrink=ShrinkConfig(reconstruct=corpus, reconstruct_sentences=20, seq_len=SEQ_LEN,
+                                          pooling=POOLING[arch], device="cpu", align_ffn=1),
+                      **{f"keep_{metric}": 0.5})
     one_shot = prune(scores, config=PruningConfig(seq_len=SEQ_LEN), **{f"keep_{metric}": 0.5})
     assert torch.equal(result.mask.head_mask, one_shot.head_mask)
     assert torch.equal(result.mask.neuron_mask, one_shot.neuron_mask)
@@ -295,9 +297,12 @@ def test_compress_refuses_a_budget_that_keeps_nothing_before_scoring(grouped, co
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
     errors = [line for line in result.output.splitlines() if line.startswith("Error: ")]
     assert len(errors) == 1 and errors[0].endswith(".") and ". " not in errors[0]  # one sentence
+    budget = dict(budget)
+    rule = PruningConfig(seq_len=SEQ_LEN, keep_one_head=budget.pop("keep_one_head", None))
     with pytest.raises(SparseCSEError, match=message):
-        compress(path, out, reconstruct=corpus, seq_len=SEQ_LEN, data_dir=tmp_path / "no-such-data",
-                 pooling=POOLING[arch], device="cpu", **budget)
+        compress(path, out, score=ScoringConfig(data_dir=tmp_path / "no-such-data"), prune=rule,
+                 shrink=ShrinkConfig(reconstruct=corpus, seq_len=SEQ_LEN, pooling=POOLING[arch], device="cpu"),
+                 **budget)
     assert not out.exists()
 
 

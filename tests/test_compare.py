@@ -52,11 +52,13 @@ def test_result_file_records_pairs_and_the_data_fingerprint(result_files, fake_s
 
 
 def test_a_model_against_itself_is_exactly_zero(tiny_bert_dir, fake_senteval, result_files):
-    same = sparsecse.compare(tiny_bert_dir, tiny_bert_dir, data_dir=fake_senteval, replicates=200, device="cpu")
+    same = sparsecse.compare(tiny_bert_dir, tiny_bert_dir, config=sparsecse.ComparisonConfig(data_dir=fake_senteval,
+        replicates=200, device="cpu"))
     for row in [*same["tasks"].values(), same["avg_sts"]]:
         assert row["diff"] == 0.0 and row["ci"] == [0.0, 0.0] and row["p"] == 1.0
     # a model against its own result file: the stored similarities are the same numbers
-    mixed = sparsecse.compare(result_files[0], tiny_bert_dir, data_dir=fake_senteval, replicates=200, device="cpu")
+    mixed = sparsecse.compare(result_files[0], tiny_bert_dir, config=sparsecse.ComparisonConfig(
+        data_dir=fake_senteval, replicates=200, device="cpu"))
     assert mixed["avg_sts"]["ci"] == [0.0, 0.0] and mixed["avg_sts"]["p"] == 1.0
 
 
@@ -129,5 +131,5 @@ def test_all_minilm_on_stsb_interval_and_self_comparison(minilm_dir, senteval_di
     payload = json.loads(r.stdout)
     lo, hi = payload["bootstrap"]["tasks"]["STSBenchmark"]
     assert lo < payload["scores"]["STSBenchmark"] < hi and 0.5 < hi - lo < 10  # 1379 pairs: a few points wide
-    same = sparsecse.compare(out, out, replicates=200)
+    same = sparsecse.compare(out, out, config=sparsecse.ComparisonConfig(replicates=200))
     assert same["avg_sts"]["ci"] == [0.0, 0.0] and same["avg_sts"]["p"] == 1.0

@@ -13,6 +13,7 @@ from sparsecse.data import (
 )
 from sparsecse.data.text import read_lines
 from sparsecse.errors import SparseCSEError
+from sparsecse.evaluation.config import EvaluationConfig
 
 
 
@@ -181,7 +182,7 @@ def test_non_finite_gold_score_fails_eval_instead_of_printing_nan(tmp_path, tiny
 
     root = _stsb_dir(tmp_path, ["3.0", "nan", "1.0"])
     with pytest.raises(SparseCSEError, match="not a finite number"):
-        evaluate(tiny_bert_dir, tasks="STSBenchmark", data_dir=root, device="cpu")
+        evaluate(tiny_bert_dir, config=EvaluationConfig(tasks="STSBenchmark", data_dir=root, device="cpu"))
 
 
 def test_gold_scores_outside_the_scale_are_read_with_one_warning(tmp_path, capsys):

@@ -27,6 +27,7 @@ from sparsecse.exporting.export import export  # noqa: E402
 from sparsecse.serving.onnx_encoder import FP32_FILE, STATIC_INT8_FILE, OnnxEncoder  # noqa: E402
 from tests.helpers import TEST_SENTENCES, shrunk_dir  # noqa: E402
 from tests.tiny import make_tiny_model_dir  # noqa: E402
+from sparsecse.exporting.config import ExportConfig
 
 CALIBRATION_SIZE = 40
 
@@ -40,10 +41,10 @@ def deployed(request, tmp_path_factory, corpus):
     source = make_tiny_model_dir(root / "model", arch, pooling="mean")
     if kind == "shrunk":
         source = shrunk_dir(source, root / "shrunk")  # layer 0 without heads
-    openvino = export(source, root / "ov", format="openvino", quantize="int8", calibration=corpus,
-                      calibration_size=CALIBRATION_SIZE, calibration_seed=3)
-    static = export(source, root / "onnx", quantize="int8", calibration=corpus, calibration_size=CALIBRATION_SIZE,
-                    calibration_seed=3)
+    openvino = export(source, root / "ov", format="openvino", config=ExportConfig(quantize="int8", calibration=corpus,
+        calibration_size=CALIBRATION_SIZE, calibration_seed=3))
+    static = export(source, root / "onnx", config=ExportConfig(quantize="int8", calibration=corpus,
+        calibration_size=CALIBRATION_SIZE, calibration_seed=3))
     return source, openvino, static
 
 
@@ -151,15 +152,17 @@ def test_refusals_write_nothing(tiny_bert_dir, corpus, tmp_path, monkeypatch):
     (tmp_path / "empty.txt").write_text("\n  \n")
     for fmt in ("onnx", "openvino"):
         with pytest.raises(SparseCSEError, match="calibration corpus.*no sentences"):
-            export(tiny_bert_dir, tmp_path / "out", format=fmt, quantize="int8", calibration=tmp_path / "empty.txt")
+            export(tiny_bert_dir, tmp_path / "out", format=fmt, config=ExportConfig(quantize="int8",
+                calibration=tmp_path / "empty.txt"))
         with pytest.raises(SparseCSEError, match="--calibration only serves --quantize int8"):
-            export(tiny_bert_dir, tmp_path / "out", format=fmt, calibration=corpus)
+            export(tiny_bert_dir, tmp_path / "out", format=fmt, config=ExportConfig(calibration=corpus))
     with pytest.raises(SparseCSEError, match="pass --calibration CORPUS"):
-        export(tiny_bert_dir, tmp_path / "out", format="openvino", quantize="int8")
+        export(tiny_bert_dir, tmp_path / "out", format="openvino", config=ExportConfig(quantize="int8"))
     with pytest.raises(SparseCSEError, match="Unknown export format 'tflite'"):
         export(tiny_bert_dir, tmp_path / "out", format="tflite")
     with pytest.raises(SparseCSEError, match="at least 1 sentence"):
-        export(tiny_bert_dir, tmp_path / "out", quantize="int8", calibration=corpus, calibration_size=0)
+        export(tiny_bert_dir, tmp_path / "out", config=ExportConfig(quantize="int8", calibration=corpus,
+            calibration_size=0))
     runner = CliRunner()
     run = runner.invoke(main, ["export", "--model", str(tiny_bert_dir), "--out", str(tmp_path / "out"),
                                "--format", "onnx", "--quantize", "int8", "--calibration", str(tmp_path / "empty.txt")])

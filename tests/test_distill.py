@@ -12,6 +12,7 @@ from sparsecse.objectives.registry import get_objective
 from sparsecse.training import rewind, train
 from tests.helpers import make_mask, quick
 from tests.tiny import SENTENCES, make_tiny_model_dir
+from sparsecse.shrinking.shrink import ShrinkConfig
 
 
 def student_of(model_dir):
@@ -115,6 +116,6 @@ def test_train_on_a_shrunk_model_takes_the_teacher_from_its_lineage(tiny_bert_di
     from sparsecse.shrinking.shrink import shrink
 
     mask_path, _ = make_mask(tmp_path, tiny_bert_dir, pooling="mean")
-    shrink(tiny_bert_dir, mask_path, tmp_path / "small", pooling="mean")
+    shrink(tiny_bert_dir, mask_path, tmp_path / "small", config=ShrinkConfig(pooling="mean"))
     objective = Distill(student_of(tmp_path / "small"))
     assert objective.params["teacher"] == str(tiny_bert_dir)

@@ -8,6 +8,7 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.distill import Distill, parse_layer_map
 from tests.tiny import SENTENCES, make_tiny_model_dir
+from sparsecse.shrinking.shrink import ShrinkConfig
 
 
 def student_of(model_dir):
@@ -50,7 +51,7 @@ def test_layer_loss_on_a_shrunk_student_uses_the_identity_map(tiny_bert_dir, tmp
     from tests.helpers import make_mask
 
     mask_path, _ = make_mask(tmp_path, tiny_bert_dir, pooling="mean")
-    shrink(tiny_bert_dir, mask_path, tmp_path / "small", pooling="mean")
+    shrink(tiny_bert_dir, mask_path, tmp_path / "small", config=ShrinkConfig(pooling="mean"))
     student = student_of(tmp_path / "small")
     objective = Distill(student, layer_weight=1.0)  # the teacher comes from the lineage
     assert objective.layer_pairs == [(1, 1), (2, 2)]

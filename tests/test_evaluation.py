@@ -18,6 +18,7 @@ from sparsecse.evaluation.transfer import (
     stratified_folds,
 )
 from sparsecse.pruning.masks import Mask
+from sparsecse.evaluation.config import EvaluationConfig
 
 
 
@@ -180,7 +181,8 @@ def test_embedding_table_encodes_each_normalised_sentence_once(tiny_bert_dir):
 
 # ------------------------------------------------------------------ evaluate()
 def test_evaluate_all_tasks_on_tiny_model(tiny_bert_dir, fake_senteval):
-    result = evaluate(tiny_bert_dir, tasks="all", data_dir=fake_senteval, pooling="mean", fasttest=True, device="cpu")
+    result = evaluate(tiny_bert_dir, config=EvaluationConfig(tasks="all", data_dir=fake_senteval, pooling="mean",
+        fasttest=True, device="cpu"))
     assert list(result["scores"]) == list(ALL_TASKS)
     assert all(-100 <= result["scores"][t] <= 100 for t in STS_TASKS)
     assert all(0 <= result["scores"][t] <= 100 for t in TRANSFER_TASKS)
@@ -194,35 +196,36 @@ def test_evaluate_all_tasks_on_tiny_model(tiny_bert_dir, fake_senteval):
 def test_evaluate_with_mask_gates_then_detaches(tiny_bert_dir, fake_senteval, tmp_path):
     enc = SentenceEncoder.load(tiny_bert_dir, pooling="mean", device="cpu")
     probe = enc.encode(["a man is playing the guitar"])
-    plain = evaluate(enc, tasks="STSBenchmark,STS12", data_dir=fake_senteval)
+    plain = evaluate(enc, config=EvaluationConfig(tasks="STSBenchmark,STS12", data_dir=fake_senteval))
     full = Mask.for_model(enc.model)
-    assert evaluate(enc, mask=full, tasks="STSBenchmark,STS12", data_dir=fake_senteval)["scores"] == plain["scores"]
+    assert evaluate(enc, mask=full, config=EvaluationConfig(tasks="STSBenchmark,STS12",
+        data_dir=fake_senteval))["scores"] == plain["scores"]
     pruned = Mask(full.head_mask.clone(), full.neuron_mask.clone())
     pruned.head_mask[:, :3] = False
     pruned.neuron_mask[:, ::2] = False
     path = pruned.save(tmp_path / "mask.safetensors")
-    masked = evaluate(enc, mask=path, tasks="STSBenchmark,STS12", data_dir=fake_senteval)
+    masked = evaluate(enc, mask=path, config=EvaluationConfig(tasks="STSBenchmark,STS12", data_dir=fake_senteval))
     assert masked["scores"] != plain["scores"]
     assert masked["mask"]["heads_pruned"] == 6 and masked["mask"]["path"] == str(path)
     np.testing.assert_array_equal(enc.encode(["a man is playing the guitar"]), probe)  # gates are gone
     with pytest.raises(SparseCSEError, match="mask is for a model"):
-        evaluate(enc, mask=Mask.full(3, 4, 48), tasks="STS12", data_dir=fake_senteval)
+        evaluate(enc, mask=Mask.full(3, 4, 48), config=EvaluationConfig(tasks="STS12", data_dir=fake_senteval))
 
 
 def test_evaluate_bad_input(tiny_bert_dir, fake_senteval, tmp_path):
     with pytest.raises(SparseCSEError, match="Unknown task 'STS99'"):
-        evaluate(tiny_bert_dir, tasks="STS99", data_dir=fake_senteval)
+        evaluate(tiny_bert_dir, config=EvaluationConfig(tasks="STS99", data_dir=fake_senteval))
     with pytest.raises(SparseCSEError, match="data directory"):
-        evaluate(tiny_bert_dir, data_dir=tmp_path / "nowhere")
+        evaluate(tiny_bert_dir, config=EvaluationConfig(data_dir=tmp_path / "nowhere"))
     with pytest.raises(SparseCSEError, match="SICKRelatedness data is missing"):
-        evaluate(tiny_bert_dir, tasks="SICKRelatedness", data_dir=tmp_path)
+        evaluate(tiny_bert_dir, config=EvaluationConfig(tasks="SICKRelatedness", data_dir=tmp_path))
 
 
 # ------------------------------------------------------------------ the real model (slow)
 @pytest.mark.integration
 def test_minilm_stsb_matches_published(minilm_dir, senteval_dir):
     torch.manual_seed(0)
-    result = evaluate(minilm_dir, tasks="STSBenchmark", data_dir=senteval_dir)
+    result = evaluate(minilm_dir, config=EvaluationConfig(tasks="STSBenchmark", data_dir=senteval_dir))
     # MTEB leaderboard, all-MiniLM-L6-v2, STSBenchmark test cosine Spearman: 82.03
     assert round(result["scores"]["STSBenchmark"], 2) == 82.03
     assert result["alignment"] < 0.5 and result["uniformity"] < -3

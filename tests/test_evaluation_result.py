@@ -8,6 +8,7 @@ import pytest
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.result import EvaluationResult
 from sparsecse.evaluation.results_file import load_results, save_results
+from sparsecse.evaluation.config import EvaluationConfig
 
 
 def _result(**extra):
@@ -28,8 +29,8 @@ def test_reads_like_the_dictionary_it_replaces():
 
 
 def test_evaluate_returns_it_and_a_result_file_round_trips(tiny_bert_dir, fake_senteval, tmp_path):
-    result = evaluate(tiny_bert_dir, tasks="STS12,STSBenchmark", data_dir=fake_senteval, pooling="mean",
-                      device="cpu", keep_pairs=True)
+    result = evaluate(tiny_bert_dir, config=EvaluationConfig(tasks="STS12,STSBenchmark", data_dir=fake_senteval,
+        pooling="mean", device="cpu", keep_pairs=True))
     assert isinstance(result, EvaluationResult)
     assert result.avg_sts == pytest.approx(sum(result.scores.values()) / 2)
     assert result.alignment is not None and result.avg_transfer is None and "avg_transfer" not in result

@@ -25,6 +25,8 @@ from sparsecse.shrinking.shrink import save_model_dir  # noqa: E402
 from sparsecse.shrinking.surgery import shrink_encoder  # noqa: E402
 from tests.tiny import SENTENCES, make_tiny_model_dir  # noqa: E402
 from tests.helpers import TEST_SENTENCES, shrunk_dir
+from sparsecse.evaluation.config import EvaluationConfig  # noqa: E402
+from sparsecse.exporting.config import ExportConfig  # noqa: E402
 
 # Longer than anything traced at export (2 sentences), of many lengths, plus one with repeated words.
 @pytest.fixture(scope="module", params=["bert-dense", "bert-shrunk", "roberta-dense", "roberta-shrunk"])
@@ -35,7 +37,7 @@ def exported(request, tmp_path_factory):
     source = make_tiny_model_dir(root / "model", arch, pooling="mean")
     if kind == "shrunk":
         source = shrunk_dir(source, root / "shrunk")
-    result = export(source, root / "onnx", quantize="int8")
+    result = export(source, root / "onnx", config=ExportConfig(quantize="int8"))
     return source, result
 
 
@@ -83,7 +85,7 @@ def test_cls_pooler_and_normalize_are_in_the_graph(tiny_bert_dir, tmp_path):
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
                {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
     (source / "modules.json").write_text(json.dumps(modules))
-    result = export(source, tmp_path / "onnx", pooling="cls")
+    result = export(source, tmp_path / "onnx", config=ExportConfig(pooling="cls"))
     expected = SentenceEncoder.load(source, pooling="cls", device="cpu").encode(TEST_SENTENCES, normalize=True)
     got = load_encoder(result.out).encode(TEST_SENTENCES)
     assert result.normalize and result.file == FP32_FILE
@@ -101,7 +103,7 @@ def test_eval_runs_the_exported_graph_through_the_same_evaluator(exported, tiny_
     batches = []
     monkeypatch.setattr(OnnxEncoder, "run_batch", lambda self, feeds: batches.append(len(feeds["input_ids"])) or
                         run_batch(self, feeds))
-    scores = evaluate(model=str(result.out), tasks="STSBenchmark", data_dir=tiny_stsb_dir)
+    scores = evaluate(model=str(result.out), config=EvaluationConfig(tasks="STSBenchmark", data_dir=tiny_stsb_dir))
     assert scores["model"] == str(result.out) and np.isfinite(scores["scores"]["STSBenchmark"])
     assert sum(batches) == scores["timing"]["sentences_encoded"] > 0
 
@@ -135,7 +137,7 @@ def test_bad_input_is_refused_before_anything_is_written(tiny_bert_dir, tmp_path
     with pytest.raises(SparseCSEError, match="does not exist"):
         export(tmp_path / "nowhere", tmp_path / "out")
     with pytest.raises(SparseCSEError, match="Unknown quantization"):
-        export(tiny_bert_dir, tmp_path / "out", quantize="int4")
+        export(tiny_bert_dir, tmp_path / "out", config=ExportConfig(quantize="int4"))
     (tmp_path / "taken").mkdir()
     with pytest.raises(SparseCSEError, match="already exists"):
         export(tiny_bert_dir, tmp_path / "taken")
@@ -167,14 +169,14 @@ def test_cli_export_json_and_overwrite(tiny_roberta_dir, tmp_path):
 def test_minilm_export_matches_sentence_transformers(minilm_dir, senteval_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    result = export(minilm_dir, tmp_path / "onnx", quantize="int8")
+    result = export(minilm_dir, tmp_path / "onnx", config=ExportConfig(quantize="int8"))
     expected = SentenceTransformer(str(minilm_dir), device="cpu").encode(TEST_SENTENCES)  # normalized
     got = OnnxEncoder.load(result.out, file=FP32_FILE).encode(TEST_SENTENCES)
     assert result.normalize and np.abs(got - expected).max() <= 1e-4
     assert cosines(load_encoder(result.out).encode(TEST_SENTENCES), expected).min() >= 0.98
-    kwargs = dict(tasks="STSBenchmark", data_dir=senteval_dir, align_uniform=False)
-    onnx_score = evaluate(model=OnnxEncoder.load(result.out, file=FP32_FILE), **kwargs)["scores"]["STSBenchmark"]
-    assert onnx_score == pytest.approx(evaluate(model=minilm_dir, **kwargs)["scores"]["STSBenchmark"], abs=0.01)
+    config = EvaluationConfig(tasks="STSBenchmark", data_dir=senteval_dir, align_uniform=False)
+    onnx_score = evaluate(model=OnnxEncoder.load(result.out, file=FP32_FILE), config=config)["scores"]["STSBenchmark"]
+    assert onnx_score == pytest.approx(evaluate(model=minilm_dir, config=config)["scores"]["STSBenchmark"], abs=0.01)
 
 
 def test_plain_onnxruntime_and_tokenizer_as_the_readme_shows(exported):

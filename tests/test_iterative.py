@@ -106,7 +106,7 @@ def test_one_step_is_one_shot_pruning_with_reconstruction(tiny_bert_dir, corpus,
     one_shot = prune(dense_scores, keep_flops=0.5)
     assert torch.equal(result.mask.head_mask, one_shot.head_mask)
     assert torch.equal(result.mask.neuron_mask, one_shot.neuron_mask)
-    reference = shrink(tiny_bert_dir, one_shot, reconstruct=plan, align_ffn=1, device="cpu")
+    reference = shrink(tiny_bert_dir, one_shot, config=ShrinkConfig(reconstruct=plan, align_ffn=1, device="cpu"))
     ours = shrink_iterative(result, out=tmp_path / "out", config=ShrinkConfig(align_ffn=1))
     assert abs(reference.encoder.encode(SENTENCES) - ours.encoder.encode(SENTENCES)).max() < 1e-5
     manifest = json.loads((tmp_path / "out" / "sparsecse_config.json").read_text())["manifest"]

@@ -22,6 +22,7 @@ from sparsecse.recipes.spec import load_recipe
 from tests.helpers import load_benchmark, make_mask, quick, random_sentences
 from tests.test_recipes import tiny_recipe
 from tests.tiny import make_tiny_model_dir
+from sparsecse.shrinking.shrink import ShrinkConfig
 
 ALL_SECTIONS = ["Model Details", "Usage", "Evaluation", "Compression", "Training Details", "Framework Versions",
                 "Citation"]
@@ -125,8 +126,8 @@ def written_models(tmp_path_factory):
     corpus.write_text("\n".join(random_sentences(48, seed=2)) + "\n")
     trained = train(source, corpus, tmp / "trained", objective="simcse", **quick(max_steps=3))
     mask_path, mask = make_mask(tmp, trained.out)
-    shrunk = shrink(model=trained.out, mask=mask_path, out=tmp / "shrunk", reconstruct=corpus,
-                    reconstruct_sentences=16)
+    shrunk = shrink(model=trained.out, mask=mask_path, out=tmp / "shrunk", config=ShrinkConfig(reconstruct=corpus,
+        reconstruct_sentences=16))
     rewound = rewind(mask_path, corpus, tmp / "rewound", **quick(max_steps=2))
     return {"source": source, "trained": trained, "shrunk": shrunk, "rewound": rewound, "mask": mask}
 

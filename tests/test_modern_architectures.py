@@ -28,6 +28,7 @@ from sparsecse.scoring.kv_gates import KVGroupGates, check_gate_unit
 from tests.helpers import assert_same_embeddings, assert_trains, random_mask, random_sentences
 from tests.tiny import SENTENCES
 from tests.tiny_modern import ARCHS, FFN, HEAD_DIM, HEADS, HIDDEN, KV_HEADS, LAYERS, make_modern_model_dir
+from sparsecse.shrinking.shrink import ShrinkConfig
 
 HELD_OUT = random_sentences(12, seed=37)  # sentences no test built or chose anything on
 POOLING = {"modernbert": "mean", "qwen3": "last", "gemma3_text": "mean"}
@@ -238,7 +239,7 @@ def test_shrunk_directory_loads_everywhere_without_its_code(arch_dir, tmp_path):
     mask = masks_for(arch)["structured"]
     mask.manifest = {"kind": "mask", "model": str(path)}
     mask_path = mask.save(tmp_path / "mask.safetensors")
-    result = shrink(model=path, mask=mask_path, out=tmp_path / "small", pooling=POOLING[arch])
+    result = shrink(model=path, mask=mask_path, out=tmp_path / "small", config=ShrinkConfig(pooling=POOLING[arch]))
     expected = gated(load(path, arch), mask)
     assert_same_embeddings(result.encoder.encode(HELD_OUT), expected)
     config = json.loads((result.out / "config.json").read_text())

@@ -29,7 +29,7 @@ def test_modules_import_at_the_top():
 
 def test_no_function_takes_more_than_ten_parameters():
     """Stages take one config each instead of a flag per setting (CLI commands, which click calls with one
-    argument per option, are outside ``sparsecse/``). ``**options`` (a config's fields by name) is not counted."""
+    argument per option, are outside ``sparsecse/``). ``**options`` is not counted."""
     import ast
 
     too_many = {}

@@ -28,6 +28,7 @@ from sparsecse.shrinking.surgery import shrink_encoder
 from tests.helpers import fake_part_wheels, assert_gate_gradients_match_finite_differences
 from tests.helpers import assert_same_embeddings, assert_trains, gated_embeddings, random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
+from sparsecse.shrinking.shrink import ShrinkConfig
 
 LAYERS, HEADS, HIDDEN, FFN = 3, 4, 32, 48
 
@@ -149,7 +150,7 @@ def test_shrunk_directory_round_trips_through_the_three_loaders(mpnet_dir, tmp_p
 
     mask = random_mask(load(mpnet_dir).model, 0.4, seed=7)
     mask_path = mask.save(tmp_path / "mask.safetensors")
-    result = shrink(model=mpnet_dir, mask=mask_path, out=tmp_path / "small", pooling="mean")
+    result = shrink(model=mpnet_dir, mask=mask_path, out=tmp_path / "small", config=ShrinkConfig(pooling="mean"))
     expected = result.encoder.encode(SENTENCES)
     config = json.loads((result.out / "config.json").read_text())
     assert config["model_type"] == "sparsecse-mpnet" and set(config["auto_map"]) == {"AutoConfig", "AutoModel"}

@@ -23,6 +23,7 @@ from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.pruning.masks import Mask  # noqa: E402
 from tests.helpers import cli, random_sentences, shrunk_dir  # noqa: E402
 from tests.tiny import make_tiny_model_dir  # noqa: E402
+from sparsecse.evaluation.mteb_run import MtebConfig
 
 SEED = 42  # mteb's default task seed: its classification shuffle and clustering draws use it
 DOCS = random_sentences(30, seed=3)
@@ -272,7 +273,7 @@ def test_compare_pairs_the_mteb_items_of_two_result_files(tmp_path, model_dir):
 def test_the_python_api_takes_task_objects(tmp_path, model_dir):
     task = local_task(write_task(tmp_path / "ret", {"name": "TinyRetrieval", "type": "Retrieval"},
                                  **retrieval_files()))
-    result = evaluate_mteb(str(model_dir), tasks=[task])
+    result = evaluate_mteb(str(model_dir), config=MtebConfig(tasks=[task]))
     assert list(result["mteb"]["tasks"]) == ["TinyRetrieval"] and result["mteb"]["results_dir"] is None
     assert split_names("STS12, MTEB(eng, v2),x") == ["STS12", "MTEB(eng, v2)", "x"]
 
@@ -300,7 +301,7 @@ def test_bad_input_is_refused_in_one_sentence_with_nothing_written(tmp_path, mod
     good = write_task(tmp_path / "good", {"name": "Good", "type": "Retrieval"}, **retrieval_files())
     refused(tmp_path, "--model", model_dir, "--mteb", good, "--mteb-prompt", "noequals", match="must be NAME=TEXT")
     with pytest.raises(SparseCSEError, match="names no task"):
-        evaluate_mteb(str(model_dir), tasks="")
+        evaluate_mteb(str(model_dir), config=MtebConfig(tasks=""))
 
 
 @pytest.mark.parametrize("engine", ["onnx", "openvino"])

@@ -19,6 +19,7 @@ from sparsecse.shrinking.shrink import shrink
 from sparsecse.shrinking.surgery import shrink_encoder
 from tests.helpers import random_mask
 from tests.tiny import SENTENCES, make_tiny_model_dir
+from sparsecse.shrinking.shrink import ShrinkConfig
 
 
 def duplicated_model(path):
@@ -98,7 +99,8 @@ def test_shrink_records_the_reconstruction_and_reloads(tiny_bert_dir, corpus, tm
     mask_path = tmp_path / "mask.safetensors"
     encoder = SentenceEncoder.load(tiny_bert_dir, device="cpu")
     random_mask(encoder.model, 0.5).save(mask_path)
-    result = shrink(tiny_bert_dir, mask_path, out=tmp_path / "out", reconstruct=corpus, reconstruct_sentences=20)
+    result = shrink(tiny_bert_dir, mask_path, out=tmp_path / "out", config=ShrinkConfig(reconstruct=corpus,
+        reconstruct_sentences=20))
     manifest = json.loads((tmp_path / "out" / "sparsecse_config.json").read_text())["manifest"]
     rec = manifest["reconstruction"]
     assert rec["corpus"] == str(corpus) and rec["sentences"] == 20 and len(rec["corpus_sha256"]) == 64

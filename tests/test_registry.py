@@ -12,6 +12,7 @@ from sparsecse.objectives import registry
 from sparsecse.objectives.registry import (available_objectives, build_objective, get_objective,
                                            parse_objective_args, register_objective)
 from sparsecse.objectives.simcse import SimCSE
+from sparsecse.training.config import TrainingConfig
 
 
 def test_simcse_is_built_in():
@@ -52,7 +53,7 @@ def test_registered_objective_is_found_and_trains(monkeypatch, tiny_bert_dir, tm
     from sparsecse.training import train
 
     result = train(tiny_bert_dir, corpus, tmp_path / "out", objective="hotter_simcse", objective_args="temperature=0.2",
-                   batch_size=4, max_steps=2, eval_steps=0, show_progress=False, device="cpu")
+                   config=TrainingConfig(batch_size=4, max_steps=2, eval_steps=0, show_progress=False, device="cpu"))
     assert result.hyperparameters["objective_params"] == {"temperature": 0.2, "mlp": False}
 
 

@@ -15,6 +15,8 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.registry import available_objectives, get_objective
 from sparsecse.sweeps.config import RewindConfig, SweepOptions
 from tests.helpers import cli, evaluation, scoring
+from sparsecse.evaluation.config import EvaluationConfig
+from sparsecse.training.config import TrainingConfig
 
 
 def one_sentence_error(result, *fragments):
@@ -263,7 +265,7 @@ def test_bad_device_refused_by_the_python_api(tiny_bert_dir, corpus, tmp_path):
     with pytest.raises(SparseCSEError, match="Unknown device"):
         SentenceEncoder.load(tiny_bert_dir, device="foo")
     with pytest.raises(SparseCSEError, match="Unknown device"):
-        train(tiny_bert_dir, corpus, tmp_path / "t", device="foo")
+        train(tiny_bert_dir, corpus, tmp_path / "t", config=TrainingConfig(device="foo"))
 
 
 # ---------------------------------------------------------------------------------- precision
@@ -288,8 +290,8 @@ def test_eval_records_what_auto_precision_chose(tiny_bert_dir, tiny_stsb_dir, mo
     from sparsecse.evaluation import evaluate
 
     monkeypatch.setattr(enc, "cpu_has_native_bf16", lambda cpuinfo=None: False)
-    result = evaluate(tiny_bert_dir, tasks="STSBenchmark", data_dir=tiny_stsb_dir, precision="auto", device="cpu",
-                      align_uniform=False)
+    result = evaluate(tiny_bert_dir, config=EvaluationConfig(tasks="STSBenchmark", data_dir=tiny_stsb_dir,
+        precision="auto", device="cpu", align_uniform=False))
     assert result["settings"]["precision"] == "fp32"
 
 
@@ -342,8 +344,8 @@ def test_failed_check_in_train_leaves_no_partial_directory(tiny_bert_dir, corpus
 
     out = tmp_path / "t"
     with pytest.raises(SparseCSEError, match="fewer than one batch"):  # the corpus holds 160 sentences
-        train(tiny_bert_dir, corpus, out, batch_size=256, max_steps=2, eval_steps=0, show_progress=False,
-              device="cpu")
+        train(tiny_bert_dir, corpus, out, config=TrainingConfig(batch_size=256, max_steps=2, eval_steps=0,
+            show_progress=False, device="cpu"))
     assert not out.exists() and not (tmp_path / "t.partial").exists()
 
 
@@ -352,8 +354,8 @@ def test_weights_that_become_non_finite_are_never_saved(tiny_bert_dir, corpus, t
 
     out = tmp_path / "t"  # 1e39 is a finite float64 but overflows float32 weights in one step
     with pytest.raises(SparseCSEError, match="weights became non-finite"):
-        train(tiny_bert_dir, corpus, out, batch_size=8, lr=1e39, max_steps=1, eval_steps=0, show_progress=False,
-              device="cpu")
+        train(tiny_bert_dir, corpus, out, config=TrainingConfig(batch_size=8, lr=1e39, max_steps=1, eval_steps=0,
+            show_progress=False, device="cpu"))
     assert not out.exists() and not (tmp_path / "t.partial").exists()
 
 
@@ -393,8 +395,8 @@ def test_rewind_checks_the_recorded_initial_checkpoint(tiny_bert_dir, tiny_stsb_
 
     init = tmp_path / "init"
     shutil.copytree(tiny_bert_dir, init)
-    trained = train(init, corpus, tmp_path / "trained", batch_size=8, max_steps=1, eval_steps=0,
-                    show_progress=False, device="cpu", lr=1e-4).out
+    trained = train(init, corpus, tmp_path / "trained", config=TrainingConfig(batch_size=8, max_steps=1, eval_steps=0,
+        show_progress=False, device="cpu", lr=1e-4)).out
     mask = Mask.full(2, 4, 48)
     mask.manifest = {"kind": "mask", "model": str(trained)}
     assert resolve_init(mask, None)[0] == str(init)

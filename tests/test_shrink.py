@@ -20,6 +20,7 @@ from sparsecse.shrinking.shrink import save_model_dir, shrink
 from sparsecse.shrinking.surgery import shrink_encoder
 from tests.tiny import SENTENCES, make_tiny_model_dir
 from tests.helpers import random_mask, assert_same_embeddings, gated_embeddings
+from sparsecse.shrinking.shrink import ShrinkConfig
 
 SPARSITIES = [0.1, 0.3, 0.5, 0.9]
 
@@ -99,7 +100,7 @@ def test_save_reload_through_all_three_loaders(tiny_model_dir, tmp_path):
 
     mask = random_mask(SentenceEncoder.load(tiny_model_dir, device="cpu").model, 0.3, seed=3)
     mask_path = mask.save(tmp_path / "mask.safetensors")
-    result = shrink(model=tiny_model_dir, mask=mask_path, out=tmp_path / "small", pooling="mean")
+    result = shrink(model=tiny_model_dir, mask=mask_path, out=tmp_path / "small", config=ShrinkConfig(pooling="mean"))
     expected = result.encoder.encode(SENTENCES)
 
     ours = SentenceEncoder.load(result.out, device="cpu")

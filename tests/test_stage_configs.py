@@ -1,5 +1,5 @@
-"""Each stage takes one frozen config (or its fields by keyword); a sweep takes one config per stage and its own
-options by keyword, and nothing else."""
+"""Each stage takes one frozen config, never its fields as loose keywords; a sweep and compress take one config per
+stage, and nothing else."""
 
 import dataclasses
 import json
@@ -12,7 +12,7 @@ from sparsecse.evaluation.config import EvaluationConfig
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.shrinking.shrink import ShrinkConfig
-from sparsecse.stage_config import configure, configure_all, record
+from sparsecse.stage_config import record
 from sparsecse.sweeps import run as sweep_mod
 from sparsecse.sweeps.config import RewindConfig, SweepOptions, sweep_spec
 from sparsecse.training.config import TrainingConfig
@@ -26,17 +26,56 @@ def test_configs_are_frozen_and_record_as_json():
     assert json.loads(json.dumps(record(config)))["bootstrap"] == 10
 
 
-def test_configure_replaces_fields_and_refuses_unknown_names():
-    base = TrainingConfig(lr=1e-5, max_steps=10)
-    assert configure(TrainingConfig, base, {"max_steps": 20}, "train") == TrainingConfig(lr=1e-5, max_steps=20)
-    assert base.max_steps == 10  # the caller's config is not changed
-    with pytest.raises(TypeError, match="train\\(\\) got an unexpected keyword argument 'learning_rate'"):
-        configure(TrainingConfig, None, {"learning_rate": 1e-5}, "train")
-    with pytest.raises(TypeError, match="takes a TrainingConfig"):
-        configure(TrainingConfig, EvaluationConfig(), {}, "train")
-    scoring, shrinking = configure_all((ScoringConfig, None), (ShrinkConfig, None), options={"seq_len": 64,
-                                       "split": "dev"}, caller="x")
-    assert (scoring.split, shrinking.seq_len) == ("dev", 64)
+@pytest.mark.parametrize("call", [
+    lambda: sparsecse.evaluate("m", tasks="sts"),
+    lambda: sparsecse.compare("a.json", "b.json", replicates=10),
+    lambda: sparsecse.train("m", "c.txt", "out", max_steps=5),
+    lambda: sparsecse.rewind("mask.safetensors", "c.txt", "out", lr=1e-5),
+    lambda: sparsecse.shrink("m", "mask.safetensors", align_ffn=8),
+    lambda: sparsecse.export("m", "out", quantize="int8"),
+    lambda: sparsecse.compress("m", "out", keep_flops=0.5, lam=0.5),
+    lambda: sparsecse.compress("m", "out", keep_flops=0.5, reconstruct="c.txt"),
+])
+def test_a_configs_field_is_not_a_keyword_of_its_stage(call):
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        call()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: sparsecse.evaluate("m", config=ScoringConfig()), "evaluate\\(\\)'s config must be an EvaluationConfig"),
+    (lambda: sparsecse.compare("a.json", "b.json", config=EvaluationConfig()),
+     "compare\\(\\)'s config must be a ComparisonConfig"),
+    (lambda: sparsecse.train("m", "c.txt", "out", config={"max_steps": 5}),
+     "train\\(\\)'s config must be a TrainingConfig, not a dict"),
+    (lambda: sparsecse.rewind("m.safetensors", "c.txt", "out", config=EvaluationConfig()),
+     "rewind\\(\\)'s config must be a TrainingConfig"),
+    (lambda: sparsecse.shrink("m", "mask.safetensors", config=PruningConfig()),
+     "shrink\\(\\)'s config must be a ShrinkConfig"),
+    (lambda: sparsecse.export("m", "out", config=ShrinkConfig()), "export\\(\\)'s config must be an ExportConfig"),
+    (lambda: sparsecse.compress("m", "out", keep_flops=0.5, prune=ScoringConfig()),
+     "compress\\(\\)'s prune must be a PruningConfig"),
+])
+def test_a_stage_refuses_another_stages_config_before_any_work(call, message):
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
+def test_compress_takes_recipe_keywords_only_with_a_recipe_and_configs_only_without():
+    with pytest.raises(SparseCSEError, match="speed-up target must be a finite number above 1"):
+        sparsecse.compress("m", "out", speedup=0.5, corpus="c.txt")  # a target's keywords reach the target
+    with pytest.raises(SparseCSEError, match="timing_batch_size goes with a target"):
+        sparsecse.compress("m", "out", timing_batch_size=8, corpus="c.txt")
+    with pytest.raises(SparseCSEError, match="No shipped recipe is called 'no-such-recipe'"):
+        sparsecse.compress("m", "out", recipe="no-such-recipe", corpus="c.txt")
+    with pytest.raises(TypeError, match="takes 'corpus' with a recipe or a target"):
+        sparsecse.compress("m", "out", keep_flops=0.5, corpus="c.txt")
+    with pytest.raises(SparseCSEError, match="shrink sets the single pruning stage"):
+        sparsecse.compress("m", "out", recipe="frontier-2x", shrink=ShrinkConfig(reconstruct="c.txt"))
+    with pytest.raises(SparseCSEError, match="prune configures the single pruning stage"):
+        sparsecse.compress("m", "out", speedup=2.0, prune=PruningConfig(lam=0.25))
+    with pytest.raises(SparseCSEError, match="same seq_len"):
+        sparsecse.compress("m", "out", keep_flops=0.5, prune=PruningConfig(seq_len=64),
+                           shrink=ShrinkConfig(reconstruct="c.txt"))
 
 
 @pytest.mark.parametrize("call", [

@@ -17,6 +17,7 @@ from sparsecse.shrinking.surgery import shrink_encoder
 from tests.helpers import assert_same_embeddings, random_mask, random_sentences
 from tests.tiny import make_tokenizer
 from tests.toy_family import TOY_ADAPTER, TOY_LAYOUT, ToyConfig, ToyModel
+from sparsecse.shrinking.shrink import ShrinkConfig
 
 SENTENCES = random_sentences(10, seed=48)
 LAYERS, HEADS, FFN = 3, 4, 24
@@ -96,7 +97,7 @@ def test_the_shrunk_directory_reloads_everywhere_without_its_code(toy_dir, tmp_p
     mask.manifest = {"kind": "mask", "model": str(toy_dir)}
     mask_path = mask.save(tmp_path / "mask.safetensors")
     expected = gated(SentenceEncoder.load(toy_dir, device="cpu"), mask)
-    result = shrink(model=toy_dir, mask=mask_path, out=tmp_path / "small", pooling="mean")
+    result = shrink(model=toy_dir, mask=mask_path, out=tmp_path / "small", config=ShrinkConfig(pooling="mean"))
     assert_same_embeddings(result.encoder.encode(SENTENCES), expected)
     config = json.loads((result.out / "config.json").read_text())
     assert config["model_type"] == "sparsecse-toy-encoder" and config["unit_layout"] == TOY_LAYOUT.to_dict()

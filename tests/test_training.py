@@ -82,8 +82,8 @@ class Killed(Exception):
 
 def test_killed_and_resumed_run_equals_an_uninterrupted_run(tiny_bert_dir, corpus, tiny_stsb_dir, tmp_path,
                                                             monkeypatch):
-    settings = quick(max_steps=10, eval_steps=4, save_steps=3, data_dir=tiny_stsb_dir, seed=3)
-    reference = train(tiny_bert_dir, corpus, tmp_path / "reference", **settings)
+    settings = dict(max_steps=10, eval_steps=4, save_steps=3, data_dir=tiny_stsb_dir, seed=3)
+    reference = train(tiny_bert_dir, corpus, tmp_path / "reference", **quick(**settings))
 
     calls, forward = [], SimCSE.forward
 
@@ -95,15 +95,15 @@ def test_killed_and_resumed_run_equals_an_uninterrupted_run(tiny_bert_dir, corpu
 
     monkeypatch.setattr(SimCSE, "forward", dies_at_step_8)
     with pytest.raises(Killed):
-        train(tiny_bert_dir, corpus, tmp_path / "run", **settings)
+        train(tiny_bert_dir, corpus, tmp_path / "run", **quick(**settings))
     monkeypatch.setattr(SimCSE, "forward", forward)
     partial = tmp_path / "run.partial"
     assert not (tmp_path / "run").exists()  # nothing half-written in OUT
     assert [p.name for p in (partial / "checkpoints").iterdir()] == ["step-000006"]
 
     with pytest.raises(SparseCSEError, match="--resume"):
-        train(tiny_bert_dir, corpus, tmp_path / "run", **settings)
-    resumed = train(tiny_bert_dir, corpus, tmp_path / "run", resume=True, **settings)
+        train(tiny_bert_dir, corpus, tmp_path / "run", **quick(**settings))
+    resumed = train(tiny_bert_dir, corpus, tmp_path / "run", **quick(resume=True, **settings))
     assert sorted(resumed.losses) == [7, 8, 9, 10]
     for step in resumed.losses:
         assert resumed.losses[step] == reference.losses[step]
@@ -128,7 +128,7 @@ def test_resume_refuses_a_different_run(tiny_bert_dir, corpus, tmp_path, monkeyp
         train(tiny_bert_dir, corpus, tmp_path / "run", **quick(save_steps=2))
     monkeypatch.undo()
     with pytest.raises(SparseCSEError, match="different settings.*lr"):
-        train(tiny_bert_dir, corpus, tmp_path / "run", resume=True, **quick(save_steps=2, lr=5e-4))
+        train(tiny_bert_dir, corpus, tmp_path / "run", **quick(resume=True, save_steps=2, lr=5e-4))
 
 
 def test_finished_output_is_not_overwritten(tiny_bert_dir, corpus, tmp_path):
@@ -310,5 +310,5 @@ def test_rewind_without_shrink_support_keeps_zeroed_units_at_zero(tmp_path, corp
 
 def test_tensorboard_logs_land_in_the_output(tiny_bert_dir, corpus, tmp_path):
     pytest.importorskip("tensorboard")
-    result = train(tiny_bert_dir, corpus, tmp_path / "out", tensorboard=True, **quick(max_steps=2))
+    result = train(tiny_bert_dir, corpus, tmp_path / "out", **quick(tensorboard=True, max_steps=2))
     assert any((result.out / "tensorboard").glob("events.out.tfevents.*"))

@@ -7,6 +7,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.transfer_intervals import (accuracy_interval, fold_spread,
                                                      paired_accuracy_difference)
+from sparsecse.evaluation.config import EvaluationConfig
 
 
 def test_fold_spread_exact():
@@ -50,8 +51,8 @@ def test_bad_input_refused():
 
 
 def test_evaluate_records_intervals(tiny_bert_dir, fake_senteval):
-    result = evaluate(tiny_bert_dir, tasks="transfer", data_dir=fake_senteval, pooling="mean", fasttest=True,
-                      device="cpu", transfer_protocol="fast")
+    result = evaluate(tiny_bert_dir, config=EvaluationConfig(tasks="transfer", data_dir=fake_senteval, pooling="mean",
+        fasttest=True, device="cpu", transfer_protocol="fast"))
     for task in ("SST2", "TREC", "MRPC"):
         d = result["details"][task]
         assert len(d["correct"]) == d["n_test"]

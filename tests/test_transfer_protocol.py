@@ -1,6 +1,7 @@
 """SentEval's transfer protocols: the PyTorch logistic regression (default) and scikit-learn's grids."""
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import torch
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation import evaluate
+from sparsecse.evaluation.config import EvaluationConfig
 from sparsecse.evaluation.transfer import (C_GRID, KFOLD_C_GRID, L2_GRID, SENTEVAL_FASTTEST, SentEvalLogReg,
                                            SklearnLogReg, TorchLogRegSettings, cv_then_test, dev_then_test,
                                            initial_weights, make_classifier, nested_cv_accuracy)
@@ -110,15 +112,16 @@ def test_senteval_protocol_grids_and_schemes():
 
 
 def test_evaluate_transfer_protocol_option(tiny_bert_dir, fake_senteval):
-    common = dict(tasks="MR,TREC,MRPC,SST2", data_dir=fake_senteval, pooling="mean", fasttest=True, device="cpu")
-    default = evaluate(tiny_bert_dir, **common)
+    common = EvaluationConfig(tasks="MR,TREC,MRPC,SST2", data_dir=fake_senteval, pooling="mean", fasttest=True,
+                              device="cpu")
+    default = evaluate(tiny_bert_dir, config=common)
     assert default["settings"]["transfer_protocol"] == "senteval"
     assert all(default["details"][t]["protocol"] == "senteval" for t in ("MR", "TREC", "MRPC", "SST2"))
     assert set(default["details"]["MR"]["C"]) <= set(L2_GRID)
-    fast = evaluate(tiny_bert_dir, transfer_protocol="fast", **common)
+    fast = evaluate(tiny_bert_dir, config=replace(common, transfer_protocol="fast"))
     assert fast["details"]["TREC"]["protocol"] == "fast" and fast["details"]["TREC"]["C"] in KFOLD_C_GRID
     with pytest.raises(SparseCSEError, match="transfer protocol"):
-        evaluate(tiny_bert_dir, transfer_protocol="pytorch", **common)
+        evaluate(tiny_bert_dir, config=replace(common, transfer_protocol="pytorch"))
 
 
 def test_cli_transfer_protocol_flag(tiny_bert_dir, fake_senteval):

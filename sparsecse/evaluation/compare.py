@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.evaluation.config import EvaluationConfig
 from sparsecse.evaluation.bootstrap import LEVEL, P_VALUE_TEST, check_replicates, paired_comparison
 from sparsecse.evaluation.eval_sets import paired_difference, same_set
 from sparsecse.evaluation.mteb_items import compare_items, has_items_only
@@ -22,7 +23,7 @@ from sparsecse.evaluation.tasks import STS_TASKS, resolve_tasks
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.evaluation.runner import evaluate
 from sparsecse.evaluation.runner import task_pairs
-from sparsecse.stage_config import configure
+from sparsecse.stage_config import stage_config
 
 SIDES = ("A", "B")
 
@@ -91,13 +92,12 @@ class ComparisonConfig:
 
 
 @with_trust_option
-def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig | None = None,
-            **options) -> dict[str, Any]:
+def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig | None = None) -> dict[str, Any]:
     """B - A per STS task and for the average, with paired-bootstrap intervals and p-values.
 
     ``a`` and ``b``: a model (None = the embedded default, a name or directory; ``mask_a``/``mask_b``
-    gate it) or a result file from ``sparsecse eval --out``. ``config`` (a :class:`ComparisonConfig`, or
-    its fields by name in ``options``) gives the tasks, the bootstrap and how models are evaluated; models
+    gate it) or a result file from ``sparsecse eval --out``. ``config`` (a :class:`ComparisonConfig`; None:
+    its defaults) gives the tasks, the bootstrap and how models are evaluated; models
     are evaluated on the result file's split and aggregation when the other side is a file. Returns
     ``{"tasks": {task: {"a", "b", "diff", "ci", "p", "ci_unpaired"}}, "avg_sts": {...}, "a", "b",
     "replicates", "seed", "level", "test", "data"}``. Two result files of ``eval --mteb --out`` also give
@@ -106,9 +106,9 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig |
 
     Example::
 
-        compare("dense.json", "pruned.json", replicates=1000)["avg_sts"]["ci"]
+        compare("dense.json", "pruned.json", config=ComparisonConfig(replicates=1000))["avg_sts"]["ci"]
     """
-    c = configure(ComparisonConfig, config, options, "compare")
+    c = stage_config(ComparisonConfig, config, "compare()'s config")
     tasks, data_dir, replicates, seed, level = c.tasks, c.data_dir, c.replicates, c.seed, c.level
     names = _sts_only(tasks)
     check_replicates(replicates)
@@ -137,12 +137,12 @@ def compare(a=None, b=None, mask_a=None, mask_b=None, config: ComparisonConfig |
             continue
 
         data = reference["data"] if reference else None
-        loaded[side] = evaluate(
-            model=sources[side], mask=masks[side], tasks=data["tasks"] if data else names or "sts",
-            data_dir=data_dir, pooling=c.pooling, batch_size=c.batch_size, device=c.device,
+        loaded[side] = evaluate(model=sources[side], mask=masks[side], config=EvaluationConfig(
+            tasks=data["tasks"] if data else names or "sts", data_dir=data_dir, pooling=c.pooling,
+            batch_size=c.batch_size, device=c.device,
             sts_aggregation=data["aggregation"] if data else c.sts_aggregation,
             sts_split=data["split"] if data else c.sts_split, show_progress=c.show_progress, align_uniform=False,
-            keep_pairs=True, **(eval_set_specs(reference) if reference else {}))
+            keep_pairs=True, **(eval_set_specs(reference) if reference else {})))
         reference = reference or loaded[side]
     _check_same_data(loaded["A"], loaded["B"], sources)
 

@@ -18,7 +18,7 @@ from sparsecse.evaluation.embedding import EmbeddingTable
 from sparsecse.evaluation.eval_sets import load_eval_sets
 from sparsecse.evaluation.result import EvaluationResult
 from sparsecse.evaluation.config import EvaluationConfig
-from sparsecse.stage_config import configure
+from sparsecse.stage_config import stage_config
 from sparsecse.evaluation.bootstrap import LEVEL, TaskPairs, score_intervals
 from sparsecse.evaluation.transfer_intervals import TEST_SET_TASKS
 from sparsecse.evaluation.sts import data_digest, evaluate_sts, load_sts_task, sentences_of
@@ -30,12 +30,12 @@ from sparsecse.pruning.masks import model_for_mask
 
 
 @with_trust_option
-def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **options) -> EvaluationResult:
+def evaluate(model=None, mask=None, config: EvaluationConfig | None = None) -> EvaluationResult:
     """Evaluate ``model`` (None = the embedded default, a name/directory, or a SentenceEncoder).
 
-    ``config`` (an :class:`~sparsecse.evaluation.config.EvaluationConfig`) says which tasks and how;
-    ``options`` are its fields by name (``evaluate(model, tasks="sts", bootstrap=1000)``) and replace
-    the config's. ``mask`` (None, a mask file or a :class:`~sparsecse.pruning.masks.Mask`) is attached
+    ``config`` (an :class:`~sparsecse.evaluation.config.EvaluationConfig`; None: its defaults) says which
+    tasks and how (``evaluate(model, config=EvaluationConfig(tasks="sts",
+        bootstrap=1000))``). ``mask`` (None, a mask file or a :class:`~sparsecse.pruning.masks.Mask`) is attached
     as 0/1 gates for the evaluation and detached afterwards. Returns an
     :class:`~sparsecse.evaluation.result.EvaluationResult` (``scores``: {task: Spearman or accuracy x 100},
     ``avg_sts``, ``avg_transfer``, ``alignment``, ``uniformity``, ``details``, ``settings``, ``timing``, ...;
@@ -53,10 +53,10 @@ def evaluate(model=None, mask=None, config: EvaluationConfig | None = None, **op
 
     Example::
 
-        evaluate("all-MiniLM-L6-v2", tasks="STSBenchmark", sts_split="dev")["avg_sts"]
+        evaluate("all-MiniLM-L6-v2", config=EvaluationConfig(tasks="STSBenchmark", sts_split="dev"))["avg_sts"]
     """
     start = time.perf_counter()
-    c = configure(EvaluationConfig, config, options, "evaluate").check()
+    c = stage_config(EvaluationConfig, config, "evaluate()'s config").check()
     names = resolve_tasks(c.tasks)
     precision = resolve_precision(c.precision, c.device)  # "auto" is recorded as what it chose
     root = resolve_data_dir(c.data_dir)

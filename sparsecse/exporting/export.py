@@ -8,11 +8,14 @@ error) with the tokenizer, a base-architecture ``config.json``, sentence-transfo
 ``sparsecse_config.json``, every graph checked against the torch model through the format's own loader
 (minimum cosine in the manifest; the fp32 graph must reproduce it), and the manifest.
 
-    >>> export("small", "small-onnx", quantize="int8", calibration="corpus.txt").files  # doctest: +SKIP
+    >>> from sparsecse.exporting.config import ExportConfig
+    >>> config = ExportConfig(quantize="int8", calibration="corpus.txt")
+    >>> export("small", "small-onnx", config=config).files  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -30,14 +33,14 @@ from sparsecse.exporting.result import ExportResult
 from sparsecse.exporting.source import base_architecture_config, load_source
 from sparsecse.modeling.st_dense import write_sentence_transformers_config
 from sparsecse.serving.graph import CHECK_SENTENCES
-from sparsecse.stage_config import configure
+from sparsecse.stage_config import stage_config
 
 FP32_MIN_COSINE = 0.9999  # below this the graph does not compute the model: a bug, not rounding
 
 
 @with_trust_option
 def export(model: str | os.PathLike | None = None, out: str | os.PathLike | None = None, format: str | None = None,
-           *, overwrite: bool = False, config: ExportConfig | None = None, **options) -> ExportResult:
+           *, overwrite: bool = False, config: ExportConfig | None = None) -> ExportResult:
     """Export ``model`` (a dense or shrunk directory, or the default model) to the directory ``out``.
 
     ONNX (fp32, or int8 dynamic or, with a ``calibration`` corpus, static), OpenVINO (fp32, or NNCF int8 on a
@@ -49,7 +52,7 @@ def export(model: str | os.PathLike | None = None, out: str | os.PathLike | None
         out: the directory to write (refused if it exists, unless ``overwrite``).
         format: a registered format's name; replaces the config's own.
         overwrite: replace ``out``.
-        config: an :class:`~sparsecse.exporting.config.ExportConfig`, or its fields by name in ``options``.
+        config: an :class:`~sparsecse.exporting.config.ExportConfig` (None: its defaults).
 
     Returns:
         An :class:`~sparsecse.exporting.result.ExportResult`: the files, their kinds and sizes, the graph
@@ -57,9 +60,10 @@ def export(model: str | os.PathLike | None = None, out: str | os.PathLike | None
 
     Example::
 
-        export("small", "small-onnx", quantize="int8", calibration="corpus.txt").files
+        export("small", "small-onnx", config=ExportConfig(quantize="int8", calibration="corpus.txt")).files
     """
-    c = configure(ExportConfig, config, {**options, **({"format": format} if format else {})}, "export").check()
+    c = stage_config(ExportConfig, config, "export()'s config")
+    c = (dataclasses.replace(c, format=format) if format else c).check()
     return write_export(model, out, c, overwrite)
 
 

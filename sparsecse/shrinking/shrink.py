@@ -19,7 +19,7 @@ from sparsecse.modeling.flops import size_report
 from sparsecse.pruning.masks import Mask, model_for_mask
 from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
 from sparsecse.shrinking.surgery import ffn_padding, mask_digest, shrink_encoder
-from sparsecse.stage_config import configure
+from sparsecse.stage_config import stage_config
 
 
 def save_model_dir(
@@ -89,22 +89,23 @@ class ShrinkConfig:
 
 @with_trust_option
 def shrink(model: str | os.PathLike | None = None, mask: Mask | str | os.PathLike | None = None,
-           out: str | os.PathLike | None = None, overwrite: bool = False, config: ShrinkConfig | None = None,
-           **options) -> ShrinkResult:
+           out: str | os.PathLike | None = None, overwrite: bool = False,
+           config: ShrinkConfig | None = None) -> ShrinkResult:
     """Load ``model``, remove ``mask``'s units and (given ``out``) save the smaller model directory.
 
     ``mask`` is a :class:`~sparsecse.pruning.masks.Mask` or a mask file; ``config`` a :class:`ShrinkConfig`
-    (or its fields by name in ``options``: ``pooling``, ``device``, ``seq_len``, ``align_ffn``,
-    ``reconstruct``, ``reconstruct_sentences``, ``show_progress``). The directory's ``sparsecse_config.json``
+    (None: its defaults; ``pooling``, ``device``, ``seq_len``, ``align_ffn``, ``reconstruct``,
+    ``reconstruct_sentences``, ``show_progress``). The directory's ``sparsecse_config.json``
     records the pooling, a manifest and the lineage (source model and its hash, mask and its hash); its
     config.json records each layer's kept heads and FFN width. Reconstruction:
     :mod:`sparsecse.shrinking.reconstruction`.
 
     Example::
 
-        shrink("all-MiniLM-L6-v2", "mask-f0.5-l0.5.safetensors", "small", reconstruct="corpus.txt").ratios()
+        shrink("all-MiniLM-L6-v2", "mask-f0.5-l0.5.safetensors", "small",
+               config=ShrinkConfig(reconstruct="corpus.txt")).ratios()
     """
-    c = configure(ShrinkConfig, config, options, "shrink")
+    c = stage_config(ShrinkConfig, config, "shrink()'s config")
     if mask is None:
         raise SparseCSEError("shrink needs a mask (--mask).")
     mask_path = None if isinstance(mask, Mask) else str(mask)

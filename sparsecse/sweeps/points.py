@@ -26,8 +26,10 @@ from sparsecse.pruning.prune import PruningConfig, mask_filename, prune
 from sparsecse.scoring.criteria import check_lambda
 from sparsecse.shrinking.surgery import shrink_encoder
 from sparsecse.evaluation import evaluate
+from sparsecse.evaluation.config import EvaluationConfig
 from sparsecse.evaluation.results_file import load_pairs, save_pairs
 from sparsecse.modeling.encoder import resolve_model
+from sparsecse.training.config import TrainingConfig
 from sparsecse.training import rewind
 from sparsecse.training.api import check_inputs, teacher_inputs
 from sparsecse.artifacts.remote_code import allow_code
@@ -83,10 +85,11 @@ def mask_record(mask) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- evaluation
 def run_evaluation(model, mask, tasks: Sequence[str], data_dir, seed: int, **options) -> dict[str, Any]:
     """``sparsecse.evaluation.evaluate`` on the given tasks, keeping the per-pair STS similarities (tests
-    swap this function out); ``options``: device, precision, fasttest."""
+    swap this function out); ``options``: the other fields of its
+    :class:`~sparsecse.evaluation.config.EvaluationConfig` (device, precision, fasttest)."""
 
-    return evaluate(model=model, mask=mask, tasks=",".join(tasks), data_dir=data_dir, seed=seed, keep_pairs=True,
-                    **options)
+    return evaluate(model=model, mask=mask, config=EvaluationConfig(
+        tasks=",".join(tasks), data_dir=data_dir, seed=seed, keep_pairs=True, **options))
 
 
 def evaluate_pruned(encoder, mask, tasks, data_dir, seed: int, eval_mode: str, evaluate: Callable | None = None,
@@ -374,7 +377,9 @@ class SweepRun:
 
 def run_rewind(mask_path, corpus, out, init=None, objective="simcse", seed=0, data_dir=None, show_progress=False,
                **kwargs):
-    """``sparsecse.training.rewind`` (tests swap this function out); resumes a killed rewind."""
-
-    return rewind(mask_path, corpus, out, init=init, objective=objective, seed=seed, data_dir=data_dir, resume=True,
-                  show_progress=show_progress, **kwargs)
+    """``sparsecse.training.rewind`` (tests swap this function out); resumes a killed rewind. ``kwargs``: the
+    rewind's ``objective_args`` and ``pooling``, and fields of its
+    :class:`~sparsecse.training.config.TrainingConfig` (max_steps, batch_size, lr, ...)."""
+    explicit = {k: kwargs.pop(k) for k in ("objective_args", "pooling") if k in kwargs}
+    return rewind(mask_path, corpus, out, init=init, objective=objective, seed=seed, **explicit,
+                  config=TrainingConfig(data_dir=data_dir, resume=True, show_progress=show_progress, **kwargs))

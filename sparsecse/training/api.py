@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -31,7 +32,7 @@ from sparsecse.artifacts.signals import Terminated, interrupts_as_keyboard
 from sparsecse.modeling.encoder import check_device
 from sparsecse.training.dev_eval import dev_set
 from sparsecse.training.config import TrainingConfig
-from sparsecse.stage_config import configure
+from sparsecse.stage_config import stage_config
 
 
 @dataclass
@@ -349,11 +350,10 @@ def _hash_sentences(sentences: Sequence[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------- train
-def training_config(config: TrainingConfig | None, options: dict[str, Any], caller: str,
-                    **given) -> TrainingConfig:
-    """``config`` with ``options`` and the ``given`` arguments that are not None."""
-    return configure(TrainingConfig, config, {**options, **{k: v for k, v in given.items() if v is not None}},
-                     caller)
+def training_config(config: TrainingConfig | None, caller: str, **given) -> TrainingConfig:
+    """``config`` (None: the defaults) with the ``given`` arguments that are not None."""
+    return dataclasses.replace(stage_config(TrainingConfig, config, f"{caller}()'s config"),
+                               **{k: v for k, v in given.items() if v is not None})
 
 
 def check_inputs(kind: str, corpus, objective: str, objective_args=None, lr=None, device=None) -> None:
@@ -382,19 +382,18 @@ def check_lr(lr) -> None:
 
 @with_trust_option
 def train(model=None, corpus=None, out=None, objective: str | None = None, objective_args=None, *,
-          pooling: str | None = None, seed: int | None = None, config: TrainingConfig | None = None,
-          **options) -> TrainResult:
+          pooling: str | None = None, seed: int | None = None, config: TrainingConfig | None = None) -> TrainResult:
     """Train ``model`` (a name or directory, default all-MiniLM-L6-v2, or a loaded
     :class:`~sparsecse.modeling.encoder.SentenceEncoder`, trained in place) on ``corpus`` with ``objective``.
 
-    ``options``: the fields of :class:`~sparsecse.training.config.TrainingConfig` (max_steps, batch_size,
-    lr, max_length, epochs, eval_steps, save_steps, resume, overwrite, data_dir, device, mixed_precision,
-    tensorboard, show_progress), or ``config=`` one (``objective``, ``objective_args`` and ``seed``, when
-    given, replace its own). The best STS-B dev checkpoint (else the last weights) is saved to ``out``.
+    ``config``: a :class:`~sparsecse.training.config.TrainingConfig` (max_steps, batch_size, lr, max_length,
+    epochs, eval_steps, save_steps, resume, overwrite, data_dir, device, mixed_precision, tensorboard,
+    show_progress; None: its defaults); ``objective``, ``objective_args`` and ``seed``, when given, replace
+    its own. The best STS-B dev checkpoint (else the last weights) is saved to ``out``.
     """
     from accelerate.utils import set_seed
 
-    config = training_config(config, options, "train", objective=objective, objective_args=objective_args, seed=seed)
+    config = training_config(config, "train", objective=objective, objective_args=objective_args, seed=seed)
     objective, objective_args = config.objective, config.objective_args
     check_out("train", out, config.resume, config.overwrite,
               inputs=run_inputs(model, objective, objective_args, config.data_dir,

@@ -118,18 +118,17 @@ def init_origin(init, scored: str | None) -> str:
 
 @with_trust_option
 def rewind(mask, corpus=None, out=None, init=None, objective: str | None = None, objective_args=None, *,
-           pooling: str | None = None, seed: int | None = None, config: TrainingConfig | None = None,
-           **options) -> TrainResult:
+           pooling: str | None = None, seed: int | None = None, config: TrainingConfig | None = None) -> TrainResult:
     """Reset to ``init``'s weights, remove ``mask``'s pruned units and retrain with ``objective``.
 
     ``mask`` is a :class:`~sparsecse.pruning.masks.Mask` or a mask file. ``init`` left out: the initial checkpoint in the
     scored model's lineage, else the scored model. The pooling is the scored model's (as recorded in
-    the mask) unless given. Options as for :func:`sparsecse.training.api.train`.
+    the mask) unless given. ``config`` as for :func:`sparsecse.training.api.train`.
     """
     from accelerate.utils import set_seed
 
 
-    config = training_config(config, options, "rewind", objective=objective, objective_args=objective_args, seed=seed)
+    config = training_config(config, "rewind", objective=objective, objective_args=objective_args, seed=seed)
     objective, objective_args, seed = config.objective, config.objective_args, config.seed
     check_out("rewind", out, config.resume, config.overwrite,
               inputs=run_inputs(None, objective, objective_args, config.data_dir, default_model=False,
