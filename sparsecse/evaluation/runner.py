@@ -34,9 +34,9 @@ def evaluate(model=None, mask=None, config: EvaluationConfig | None = None) -> E
     """Evaluate ``model`` (None = the embedded default, a name/directory, or a SentenceEncoder).
 
     ``config`` (an :class:`~sparsecse.evaluation.config.EvaluationConfig`; None: its defaults) says which
-    tasks and how (``evaluate(model, config=EvaluationConfig(tasks="sts",
-        bootstrap=1000))``). ``mask`` (None, a mask file or a :class:`~sparsecse.pruning.masks.Mask`) is attached
-    as 0/1 gates for the evaluation and detached afterwards. Returns an
+    tasks and how (``evaluate(model, config=EvaluationConfig(tasks="sts", bootstrap=1000))``). ``mask``
+    (None, a mask file or a :class:`~sparsecse.pruning.masks.Mask`) is attached as 0/1 gates for the evaluation
+    and detached afterwards. Returns an
     :class:`~sparsecse.evaluation.result.EvaluationResult` (``scores``: {task: Spearman or accuracy x 100},
     ``avg_sts``, ``avg_transfer``, ``alignment``, ``uniformity``, ``details``, ``settings``, ``timing``, ...;
     it also reads like that dictionary); the averages cover the tasks that ran. Alignment/uniformity

@@ -1,6 +1,7 @@
-"""Where a launched sweep's tasks run: :class:`SlurmBackend` (job arrays on SLURM through submitit) and
-:class:`LocalBackend` (processes on this machine). :func:`~sparsecse.sweeps.cluster.launch.launch_sweep` calls the
-same four methods of either: ``submit``, ``refresh``, ``state`` and ``cancel``."""
+"""Where a launched sweep's tasks run: SLURM job arrays through submitit, or processes on this machine.
+
+:func:`~sparsecse.sweeps.cluster.launch.launch_sweep` calls the same four methods of either backend
+(:class:`SlurmBackend`, :class:`LocalBackend`): ``submit``, ``refresh``, ``state`` and ``cancel``."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ MAX_REQUEUES = {"evaluate": 3, "rewind": 20}  # a rewind requeued at its time li
 class SlurmBackend:
     """Job arrays on SLURM; the rewinding array waits for the evaluation jobs (afterany).
 
-    A launcher backend is four methods that :func:`launch_sweep` calls: :meth:`submit` (points as jobs),
+    A launcher backend is four methods that :func:`~sparsecse.sweeps.cluster.launch.launch_sweep` calls: :meth:`submit` (points as jobs),
     :meth:`refresh` (once per poll), :meth:`state` (a job's state) and :meth:`cancel`; :class:`LocalBackend` is
     the other one.
 
