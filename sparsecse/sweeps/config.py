@@ -97,13 +97,19 @@ APPLIED = {"evaluate": ("tasks", "data_dir", "pooling", "device", "precision", "
            "prune": ("criterion", "scope", "keep_one_head")}
 
 
+STAGES = ("score", "prune", "evaluate", "rewind", "reconstruct")  # the stage configs sweep() takes by name
+
+
 def sweep_spec(model=None, sparsities=DEFAULT_SPARSITIES, lambdas=DEFAULT_LAMBDAS, out="sweep", *,
-               keep_flops=None, score: ScoringConfig | None = None, prune: PruningConfig | None = None,
-               evaluate: EvaluationConfig | None = None, rewind: RewindConfig | None = None,
-               reconstruct=None, options: SweepOptions | None = None) -> SweepSpec:
-    """A :class:`SweepSpec` from :func:`~sparsecse.sweeps.run.sweep`'s arguments: the stage configs and the
-    :class:`SweepOptions` given (default: each one's defaults). A stage setting the sweep would not apply is
+               keep_flops=None, options: SweepOptions | None = None, **stages) -> SweepSpec:
+    """A :class:`SweepSpec` from :func:`~sparsecse.sweeps.run.sweep`'s arguments: the stage configs ``stages``
+    (``score``, ``prune``, ``evaluate``, ``rewind``, ``reconstruct``: see :func:`~sparsecse.sweeps.run.sweep`) and
+    the :class:`SweepOptions` given (default: each one's defaults). A stage setting the sweep would not apply is
     refused, as is a ``rewind`` that is not a :class:`RewindConfig`."""
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown:
+        raise TypeError(f"sweep() got an unexpected keyword argument {unknown[0]!r}")
+    score, prune, evaluate, rewind, reconstruct = (stages.get(name) for name in STAGES)
     if rewind is not None and not isinstance(rewind, RewindConfig):
         raise TypeError(f"sweep() takes a RewindConfig as rewind (None: no rewinding), not {rewind!r}")
     configs = {"score": stage_config(ScoringConfig, score, "sweep()'s score"),

@@ -27,12 +27,8 @@ import os
 from typing import Iterable
 
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.evaluation.config import EvaluationConfig
-from sparsecse.pruning.prune import PruningConfig
 from sparsecse.reporting.report import report
-from sparsecse.scoring.score import ScoringConfig
-from sparsecse.shrinking.reconstruction import ReconstructionPlan
-from sparsecse.sweeps.config import DEFAULT_LAMBDAS, DEFAULT_SPARSITIES, RewindConfig, SweepOptions, sweep_spec
+from sparsecse.sweeps.config import DEFAULT_LAMBDAS, DEFAULT_SPARSITIES, SweepOptions, sweep_spec
 from sparsecse.sweeps.points import SweepResult, run_evaluation, run_rewind
 from sparsecse.sweeps.prepared import prepare_sweep, run_sweep
 
@@ -40,15 +36,13 @@ from sparsecse.sweeps.prepared import prepare_sweep, run_sweep
 @with_trust_option
 def sweep(model=None, sparsities: str | Iterable[float] | None = DEFAULT_SPARSITIES,
           lambdas: str | Iterable[float] = DEFAULT_LAMBDAS, out: str | os.PathLike = "sweep", *,
-          keep_flops: str | Iterable[float] | None = None, score: ScoringConfig | None = None,
-          prune: PruningConfig | None = None, evaluate: EvaluationConfig | None = None,
-          rewind: RewindConfig | None = None, reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None,
-          options: SweepOptions | None = None) -> SweepResult:
+          keep_flops: str | Iterable[float] | None = None, options: SweepOptions | None = None,
+          **stages) -> SweepResult:
     """Score once, then prune and evaluate every (sparsity, λ) and (kept-FLOPs budget, λ); rewind the chosen
     points if asked.
 
     The grid: ``sparsities``, ``lambdas`` and ``keep_flops`` (budget points, pruned as ``prune --keep-flops``).
-    One config per stage (:mod:`sparsecse.sweeps.config`): ``score`` (a
+    One config per stage, by name in ``stages`` (:mod:`sparsecse.sweeps.config`): ``score`` (a
     :class:`~sparsecse.scoring.score.ScoringConfig`: how gate scores are computed), ``prune`` (a
     :class:`~sparsecse.pruning.prune.PruningConfig`: criterion, scope, keep-one-head rule), ``evaluate`` (an
     :class:`~sparsecse.evaluation.config.EvaluationConfig`: tasks, precision, device), ``rewind`` (a
@@ -67,8 +61,7 @@ def sweep(model=None, sparsities: str | Iterable[float] | None = DEFAULT_SPARSIT
         sweep("all-MiniLM-L6-v2", "0.1,0.2", "0.5", "runs/sweep", evaluate=EvaluationConfig(tasks="sts"),
               rewind=RewindConfig(corpus="wiki.txt", seeds="0,1,2"))
     """
-    spec = sweep_spec(model, sparsities, lambdas, out, keep_flops=keep_flops, score=score, prune=prune,
-                      evaluate=evaluate, rewind=rewind, reconstruct=reconstruct, options=options)
+    spec = sweep_spec(model, sparsities, lambdas, out, keep_flops=keep_flops, options=options, **stages)
     prep = prepare_sweep(spec)
     prep.run.evaluate_fn, prep.run.rewind_fn = run_evaluation, run_rewind  # this module's seams (tests replace them)
     run_sweep(prep)
