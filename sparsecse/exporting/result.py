@@ -1,5 +1,5 @@
-"""What an export returns (:class:`ExportResult`) and what a format's writer hands back to the steps every
-format shares (:class:`WrittenGraphs`)."""
+"""What an export returns (:class:`~sparsecse.exporting.result.ExportResult`) and what a format's writer hands
+back to the steps every format shares (:class:`~sparsecse.exporting.result.WrittenGraphs`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The stage types a recipe chains, each a small frozen dataclass that checks its own settings and describes
-itself in one line: ``distill`` and ``train`` (:func:`sparsecse.train`), ``prune`` (``compress`` to a budget),
-``budget`` (the budget a target needs, :mod:`sparsecse.targets`) and ``export`` (:func:`sparsecse.export`). A
+itself in one line: ``distill`` and ``train`` (:func:`~sparsecse.training.api.train`), ``prune`` (``compress`` to a budget),
+``budget`` (the budget a target needs, :mod:`sparsecse.targets`) and ``export`` (:func:`~sparsecse.exporting.export.export`). A
 setting's default is the default of the config it lands in (:class:`~sparsecse.shrinking.shrink.ShrinkConfig`,
 :class:`~sparsecse.training.config.TrainingConfig`), so a recipe and the command it wraps never disagree.
 """

@@ -34,7 +34,7 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         show_progress: a progress bar while timing.
 
     Returns:
-        A JSON-ready dict: ``speedup`` (measured), ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
+        dict: JSON-ready, ``speedup`` (measured), ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
         p50/p95 (ms) and throughput (sentences/s) on the engine, ``params`` and ``file_size_bytes`` (the exported
         graph's on an exported engine, else the weights'), the CPU.
     """
