@@ -32,8 +32,8 @@ def test_bad_engines_are_refused(deploy_speed, text, message):
 def test_only_the_exports_the_engines_need_are_made(deploy_speed, monkeypatch, tmp_path):
     made = []
 
-    def fake_export(source, out, **options):
-        made.append((Path(out).name, options.get("format", "onnx")))
+    def fake_export(source, out, format=None, *, config=None, overwrite=False):
+        made.append((Path(out).name, format or config.format))
         Path(out).mkdir()
 
     monkeypatch.setattr(deploy_speed, "export", fake_export)
