@@ -53,6 +53,19 @@ def check_choice(name: str, value: Any, where: str, choices: tuple[str, ...]) ->
     return value
 
 
+def training_amount(stage) -> str:
+    """How long a training stage trains, as its one-line description says it: ``2 epochs of 32000 sentences``.
+
+    Args:
+        stage: a :class:`DistillStage` or :class:`TrainStage`.
+
+    Returns:
+        ``N steps`` or ``N epoch(s)``, then ``of N sentences`` when it trains on a sample.
+    """
+    amount = f"{stage.max_steps} steps" if stage.max_steps else f"{stage.epochs} epoch{'s' * (stage.epochs > 1)}"
+    return amount + (f" of {stage.sentences} sentences" if stage.sentences else "")
+
+
 @dataclass(frozen=True)
 class DistillStage:
     """Train the current model to match ``teacher``'s embeddings (``sparsecse train --objective distill``).
@@ -121,9 +134,7 @@ class DistillStage:
         Returns:
             The line ``--list-recipes`` prints and the model card states.
         """
-        amount = f"{self.max_steps} steps" if self.max_steps else f"{self.epochs} epoch{'s' * (self.epochs > 1)}"
-        sample = f" of {self.sentences} sentences" if self.sentences else ""
-        return f"distil from {self.teacher} ({self.loss}, lr {self.lr:g}, {amount}{sample})"
+        return f"distil from {self.teacher} ({self.loss}, lr {self.lr:g}, {training_amount(self)})"
 
 
 @dataclass(frozen=True)
@@ -201,10 +212,8 @@ class TrainStage:
         Returns:
             The line ``--list-recipes`` prints and the model card states.
         """
-        amount = f"{self.max_steps} steps" if self.max_steps else f"{self.epochs} epoch{'s' * (self.epochs > 1)}"
-        sample = f" of {self.sentences} sentences" if self.sentences else ""
         args = ", ".join(f"{k}={v}" for k, v in self.objective_args.items())
-        return f"train with {self.objective}{f' ({args})' if args else ''}, {amount}{sample}"
+        return f"train with {self.objective}{f' ({args})' if args else ''}, {training_amount(self)}"
 
 
 @dataclass(frozen=True)
