@@ -128,7 +128,7 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     from sparsecse.evaluation.config import EvaluationConfig
     from sparsecse.evaluation.tasks import STS_TASKS
     from sparsecse.pruning.prune import PruningConfig
-    from sparsecse.reporting.report import best_points, report
+    from sparsecse.reporting.report import best_points
     from sparsecse.scoring.score import ScoringConfig
     from sparsecse.sweeps.config import RewindConfig, SweepOptions, sweep_spec
     from sparsecse.sweeps.run import sweep
@@ -159,7 +159,7 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     else:
         arguments["options"] = dataclasses.replace(arguments["options"], make_report=False)  # reported below
         result = sweep(model, sparsities, lambdas, out, **arguments)
-    built = report(result.out)
+    built = _report_after(result)
     table = built["table"]
     sts = [t for t in STS_TASKS if t in set(table["task"])]
     picks = best_points(table, sts) if sts else None
@@ -227,10 +227,24 @@ def _launch(spec, launcher, config, overrides, workers, detach, as_json, poll):
     return result
 
 
-def _raise_failed(result) -> None:
+def _report_after(result) -> dict:
+    """The sweep's report; when points failed and the report cannot be built either, one error says both."""
+    from sparsecse.errors import SparseCSEError
+    from sparsecse.reporting.report import report
+
+    try:
+        return report(result.out)
+    except SparseCSEError as exc:
+        if not getattr(result, "failed", None):
+            raise
+        _raise_failed(result, also=f" The report could not be built either: {exc}")
+
+
+def _raise_failed(result, also: str = "") -> None:
     failed = getattr(result, "failed", None)
     if failed:
         from sparsecse.errors import SparseCSEError
 
         lines = "; ".join(f"{label} ({reason}; log {log})" for label, reason, log in failed)
-        raise SparseCSEError(f"{len(failed)} sweep points failed: {lines}. Run the same sweep again to retry them.")
+        raise SparseCSEError(f"{len(failed)} sweep points failed: {lines}. Run the same sweep again to retry them."
+                             + also)
