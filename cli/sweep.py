@@ -124,7 +124,6 @@ def command(ctx, model, sparsities, keep_flops, reconstruct, lambdas, tasks, out
     SLURM job array (the rewinds a second array after it); a failed, cancelled or timed-out task is
     resubmitted by the next run of the same command, and finished points are never recomputed.
     """
-    from sparsecse.errors import SparseCSEError
     from sparsecse.evaluation.config import EvaluationConfig
     from sparsecse.evaluation.tasks import STS_TASKS
     from sparsecse.pruning.prune import PruningConfig

@@ -36,8 +36,8 @@ from sparsecse.pruning.prune import PruningConfig
 from sparsecse.recipes.runner import RecipeResult, run_recipe
 from sparsecse.recipes.spec import Data
 from sparsecse.scoring.score import ScoringConfig
-from sparsecse.shrinking.iterative import DEFAULT_STEPS, iterative_prune, shrink_iterative
-from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
+from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
+from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult
 from sparsecse.stage_config import stage_config
 from sparsecse.targets.spec import Target
@@ -156,11 +156,9 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
         check_destination(out, overwrite, inputs=read_inputs(
             model=model, scores=scores, data_dir=scoring.data_dir,
             corpus=corpus.calibration.corpus if isinstance(corpus, ReconstructionPlan) else corpus))
-    plan = reconstruction_plan(corpus, shrinking.reconstruct_sentences)
-    result = iterative_prune(model, keep_flops=keep_flops, keep_params=keep_params, steps=steps, reconstruct=plan,
-                             scores=scores, prune=pruning, score=scoring, pooling=shrinking.pooling,
-                             device=shrinking.device)
-    shrunk = shrink_iterative(result, out, overwrite, config=shrinking)
+    result, shrunk = prune_and_shrink(model, out, keep_flops=keep_flops, keep_params=keep_params, steps=steps,
+                                      scores=scores, prune=pruning, score=scoring, shrink=shrinking,
+                                      overwrite=overwrite)
     return CompressResult(result.mask, shrunk, result.steps, result.seconds)
 
 

@@ -67,3 +67,31 @@ def test_a_train_stage_with_simcse_then_an_export_stage_run_end_to_end(tmp_path,
 
     encoder = load_encoder(exported)
     assert encoder.encode(["a man is playing a guitar"]).shape == (1, 32)
+
+
+def test_a_one_stage_prune_recipe_makes_the_model_compress_makes(tmp_path, fake_senteval):
+    """``compress --keep-flops`` and a recipe's prune stage run one routine (prune_and_shrink): same weights."""
+    import torch
+    from safetensors.torch import load_file
+
+    import sparsecse
+    from sparsecse.scoring.score import ScoringConfig
+
+    model = make_tiny_model_dir(tmp_path / "model", "bert", seed=3, init_range=0.2)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(random_sentences(64, seed=5)) + "\n")
+    recipe = tmp_path / "prune.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "prune-only", "seed": 1, "stages": [
+        {"name": "prune", "type": "prune", "keep_flops": 0.5, "steps": 2, "reconstruct_sentences": 64}],
+        "evaluation": {"bootstrap": 0, "speed": False, "test": False}}))
+    staged = run_recipe(str(recipe), str(model), corpus, tmp_path / "run", data_dir=fake_senteval,
+                        show_progress=False)
+    single = sparsecse.compress(str(model), tmp_path / "single", keep_flops=0.5, steps=2,
+                                score=ScoringConfig(data_dir=fake_senteval, seed=1, show_progress=False),
+                                shrink=ShrinkConfig(reconstruct=str(corpus), reconstruct_sentences=64))
+    from_recipe = load_file(stage_dir(staged.out, 1, "prune") / "model.safetensors")
+    from_compress = load_file(single.out / "model.safetensors")
+    assert from_recipe.keys() == from_compress.keys()
+    assert all(from_recipe[k].shape == from_compress[k].shape for k in from_recipe)
+    assert all(torch.allclose(from_recipe[k], from_compress[k], atol=1e-6) for k in from_recipe)
+    assert single.mask.heads_pruned > 0  # the budget removed something: the comparison is not of two dense models

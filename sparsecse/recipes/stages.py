@@ -21,8 +21,9 @@ from sparsecse.recipes.stage_types import CORPUS, BudgetStage, DistillStage, Exp
 from sparsecse.evaluation.eval_sets import load_eval_set
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.scoring.score import score as score_model
-from sparsecse.shrinking.iterative import DEFAULT_STEPS, iterative_prune, shrink_iterative
+from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
+from sparsecse.shrinking.shrink import ShrinkConfig
 from sparsecse.targets.search import search_budget
 from sparsecse.targets.spec import Target
 from sparsecse.training.api import train
@@ -104,20 +105,19 @@ def _train(stage: DistillStage | TrainStage, objective: str, args: dict[str, Any
             "corpus": str(corpus), "steps_per_second": result.steps_per_second}
 
 
-def _prune_settings(stage: PruneStage, ctx: StageContext) -> tuple[ReconstructionPlan, PruningConfig, ScoringConfig]:
+def _prune_settings(stage: PruneStage, ctx: StageContext) -> tuple[ShrinkConfig, PruningConfig, ScoringConfig]:
     corpus = ctx.corpus if stage.reconstruct == CORPUS else Path(stage.reconstruct)
-    plan = ReconstructionPlan.prepare(str(corpus), stage.reconstruct_sentences)
+    shrinking = ShrinkConfig(reconstruct=ReconstructionPlan.prepare(str(corpus), stage.reconstruct_sentences))
     pruning = PruningConfig(lam=stage.lam, criterion=stage.criterion)
     scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress, dev=ctx.dev)
-    return plan, pruning, scoring
+    return shrinking, pruning, scoring
 
 
 def run_prune(stage: PruneStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    plan, pruning, scoring = _prune_settings(stage, ctx)
+    shrinking, pruning, scoring = _prune_settings(stage, ctx)
     keep_flops = ctx.budgets[stage.budget_ref] if stage.budget_ref else stage.keep_flops
-    result = iterative_prune(model, keep_flops=keep_flops, keep_params=stage.keep_params, steps=stage.steps,
-                             reconstruct=plan, prune=pruning, score=scoring)
-    shrunk = shrink_iterative(result, out=str(out))
+    result, shrunk = prune_and_shrink(model, str(out), keep_flops=keep_flops, keep_params=stage.keep_params,
+                                      steps=stage.steps, prune=pruning, score=scoring, shrink=shrinking)
     return {"kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
             "kept_params_ratio": result.mask.manifest["kept_params_ratio"],
             "heads_pruned": result.mask.heads_pruned, "neurons_pruned": result.mask.neurons_pruned,
@@ -142,13 +142,12 @@ def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: Stage
     against the bound again."""
     spender = next((s for s in ctx.stages if isinstance(s, PruneStage) and s.budget_ref == stage.name),
                    PruneStage(name="prune", keep_flops=f"@{stage.name}", steps=DEFAULT_STEPS))
-    plan, pruning, scoring = _prune_settings(spender, ctx)
+    shrinking, pruning, scoring = _prune_settings(spender, ctx)
     scores = score_model(model, scoring)
 
     def prune_once(budget: float):
-        result = iterative_prune(model, keep_flops=budget, steps=1, reconstruct=plan, scores=scores, prune=pruning,
-                                 score=scoring)
-        shrunk = shrink_iterative(result)
+        result, shrunk = prune_and_shrink(model, keep_flops=budget, steps=1, scores=scores, prune=pruning,
+                                          score=scoring, shrink=shrinking)
         return shrunk.encoder, int(result.mask.head_mask.sum()), int(result.mask.neuron_mask.sum())
 
     found = search_budget(model, ctx.dev_set(), ctx.target, ctx.work / "candidates", scores=scores, pruning=pruning,

@@ -186,3 +186,36 @@ def shrink_iterative(result: IterativeResult, out: str | os.PathLike | None = No
     return remove_units(encoder, mask, c, lineage, out, overwrite,
                         reconstruction={"iterative": mask.manifest["iterative"], **result.to_dict()},
                         mask_manifest=mask.manifest, method_seconds=round(result.seconds, 3))
+
+
+def prune_and_shrink(model: str | os.PathLike | SentenceEncoder | None, out: str | os.PathLike | None = None, *,
+                     keep_flops: float | None = None, keep_params: float | None = None, steps: int = DEFAULT_STEPS,
+                     scores: GateScores | str | os.PathLike | None = None, prune: PruningConfig | None = None,
+                     score: ScoringConfig | None = None, shrink: ShrinkConfig | None = None,
+                     overwrite: bool = False) -> tuple[IterativeResult, ShrinkResult]:
+    """The prune stage, written once: :func:`iterative_prune` to the budget, reconstructing on ``shrink``'s
+    ``reconstruct`` (a corpus file or a ready plan, ``reconstruct_sentences`` of it) with its ``pooling`` and
+    ``device``, then :func:`shrink_iterative` (saved to ``out`` when given). ``compress``'s single stage, a
+    recipe's prune stage and the target search's probes all run it.
+
+    Args:
+        model: a model directory, a name, or a loaded encoder.
+        out: where the shrunk model is saved; None keeps it in memory.
+        keep_flops: the kept fraction of the layers' FLOPs (or ``keep_params`` of their parameters).
+        keep_params: the kept fraction of the layers' parameters.
+        steps: geometric steps to the budget.
+        scores: a score file of the dense model for the first step (default: scored here).
+        prune: the :class:`~sparsecse.pruning.prune.PruningConfig` of every step.
+        score: the :class:`~sparsecse.scoring.score.ScoringConfig` of every rescoring.
+        shrink: the :class:`~sparsecse.shrinking.shrink.ShrinkConfig`; its ``reconstruct`` is required.
+        overwrite: replace an existing ``out``.
+
+    Returns:
+        The pruning (mask, steps, time) and the shrunk model.
+    """
+    shrinking = stage_config(ShrinkConfig, shrink, "shrink")
+    plan = reconstruction_plan(shrinking.reconstruct, shrinking.reconstruct_sentences)
+    result = iterative_prune(model, keep_flops=keep_flops, keep_params=keep_params, steps=steps, reconstruct=plan,
+                             scores=scores, prune=prune, score=score, pooling=shrinking.pooling,
+                             device=shrinking.device)
+    return result, shrink_iterative(result, out, overwrite, config=shrinking)
