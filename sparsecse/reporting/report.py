@@ -22,7 +22,8 @@ from sparsecse.reporting.control_comparisons import comparison_table, control_co
 from sparsecse.reporting.dense_comparisons import dense_comparison_lines, dense_comparison_table, dense_comparisons
 from sparsecse.reporting.formatting import AVG_STS, AVG_TRANSFER
 from sparsecse.reporting.figures import make_figures
-from sparsecse.reporting.tables import (best_points, load_points, model_label, point_frame, picks_table, average_grid,
+from sparsecse.artifacts.model_names import model_label
+from sparsecse.reporting.tables import (best_points, load_points, point_frame, picks_table, average_grid,
                                      results_table)
 from sparsecse.artifacts.sweep_layout import RESULTS_CSV, RESULTS_JSON, SUMMARY_FILE
 

@@ -13,7 +13,6 @@ from sparsecse.evaluation.tasks import STS_TASKS, TRANSFER_TASKS
 from sparsecse.artifacts.sweep_layout import Variant, read_point
 from sparsecse.reporting.formatting import AVG_STS, AVG_TRANSFER, SHORT_NAMES, format_cell, seed_std, where_found
 from sparsecse.evaluation.seeds import config_name
-from sparsecse.modeling.encoder import DEFAULT_MODEL_NAME, default_model_path
 from sparsecse.artifacts.sweep_layout import POINTS_DIR
 
 COLUMNS = ["model", "variant", "objective", "rewind_id", "sparsity", "lambda", "seed", "task", "score", "avg_sts",
@@ -208,15 +207,3 @@ def _rewound_cell(frame, rid, s, key) -> str:
         return "–"
     lam = hit.iloc[0]["lambda"]
     return format_cell(float(hit.iloc[0][key]), std=seed_std(hit.iloc[0], key)) + ("" if pd.isna(lam) else f" (λ={lam:g})")
-
-
-def model_label(model) -> str:
-    """A short name for a model path: the embedded default by its name, else the directory's name."""
-
-    try:
-        if str(model) == str(default_model_path()):
-            return DEFAULT_MODEL_NAME
-    except SparseCSEError:
-        pass
-    path = Path(str(model))
-    return path.parent.name if path.name in ("model", "") else path.name

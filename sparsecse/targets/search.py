@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from sparsecse.artifacts.model_names import model_label
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.prune import PruningConfig
@@ -235,7 +236,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         chosen.chosen = True
     finally:
         table = write_table(prober.candidates, work / TABLE) if prober.candidates else work / TABLE
-        plot = write_plot(prober.candidates, work / PLOT, summary, f"{Path(str(model)).name}: "
+        plot = write_plot(prober.candidates, work / PLOT, summary, f"{model_label(model)}: "
                           f"{target.describe()}") if prober.candidates else work / PLOT
         shutil.rmtree(work / "engine", ignore_errors=True)
     return SearchResult(chosen.keep_flops, prober.candidates, prober.reference_dev, table, plot, summary)
