@@ -3,7 +3,7 @@
 PyTorch allocates its CPU tensors outside Python's allocator, so ``tracemalloc`` does not see them; what
 the operating system counts is the honest figure. :func:`peak_encode_memory` starts a new Python process
 that imports torch and sparsecse, loads the model and encodes the sentences, and reads that process's peak
-resident set size (``getrusage``'s ``ru_maxrss``) three times: after the imports, after loading, after
+resident set size (``VmHWM`` on Linux, else ``getrusage``'s ``ru_maxrss``) three times: after the imports, after loading, after
 encoding. The peak includes the Python interpreter and torch themselves; the difference between the last
 two is what encoding added on top of the loaded model (0 when loading itself peaked higher). On its own::
 
@@ -24,6 +24,15 @@ from sparsecse.modeling.encoder import SentenceEncoder
 
 
 def _peak_rss_bytes() -> int:
+    # Linux: VmHWM, the high-water mark of this process's own memory. getrusage's ru_maxrss survives execve and
+    # starts at the parent's resident size, so a child of a large process would report the parent's.
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     import resource
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -66,7 +75,7 @@ def peak_encode_memory(model: str | os.PathLike, sentences: Sequence[str], batch
     peaks = json.loads(done.stdout.strip().splitlines()[-1])
     return {**peaks, "encode_extra_bytes": max(0, peaks["peak_rss_bytes"] - peaks["loaded_rss_bytes"]),
             "sentences": len(sentences), "batch_size": batch_size,
-            "method": (f"peak resident set size (getrusage) of a fresh process that loads the model and encodes "
+            "method": (f"peak resident set size (VmHWM) of a fresh process that loads the model and encodes "
                        f"{len(sentences):,} sentences in batches of {batch_size}, torch fp32; it includes Python "
                        f"and torch ({peaks['runtime_rss_bytes'] / 2 ** 20:.0f} MiB before the model was loaded)")}
 

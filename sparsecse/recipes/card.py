@@ -257,6 +257,10 @@ def changed_settings(recipe: Recipe, name: str) -> list[tuple[str, str]]:
                     if stage["name"] in stages and value != stages[stage["name"]].get(key)]
     changes += [(f"evaluation.{key}", value) for key, value in ran["evaluation"].items()
                 if value != written["evaluation"].get(key)]
+    for block in ("target", "data"):  # a target's --speedup/--engine/..., the user's --dev/--test
+        ran_block, written_block = ran.get(block) or {}, written.get(block) or {}
+        changes += [(f"{block}.{key}", value) for key, value in ran_block.items()
+                    if value != written_block.get(key)]
     return [(key, _as_set_value(value)) for key, value in changes]
 
 
