@@ -296,6 +296,11 @@ def test_bad_input_is_refused_in_one_sentence_with_nothing_written(tmp_path, mod
     bad = write_task(tmp_path / "bad", {"name": "Bad", "type": "Retrieval"}, corpus=[{"id": "d0"}],
                      queries=[{"id": "q0", "text": "x"}], qrels=[{"query-id": "q0", "corpus-id": "d0", "score": 1}])
     refused(tmp_path, "--model", model_dir, "--mteb", bad, match="line 1 lacks text")
+    (bad / "corpus.jsonl").write_text('{"id": "d0", "text": "a document"}\n')
+    (bad / "queries.jsonl").write_bytes(b'{"id": "q0", "text": "caf\xe9"}\n')  # Latin-1, as the pairs files refuse it
+    refused(tmp_path, "--model", model_dir, "--mteb", bad, match=":1: the local mteb task file is not valid UTF-8")
+    (bad / "queries.jsonl").write_text('["q0", "x"]\n')
+    refused(tmp_path, "--model", model_dir, "--mteb", bad, match=":1: each line must be a JSON object, not list")
     unknown_type = write_task(tmp_path / "odd", {"name": "Odd", "type": "Summarization"})
     refused(tmp_path, "--model", model_dir, "--mteb", unknown_type, match='"type" must be one of')
     good = write_task(tmp_path / "good", {"name": "Good", "type": "Retrieval"}, **retrieval_files())

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Iterator
 
 from sparsecse.data.sts import Pair
+from sparsecse.data.text_files import json_lines, read_text
 from sparsecse.errors import SparseCSEError
 
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}
@@ -82,22 +83,6 @@ def pairs_format(path: str | os.PathLike) -> str:
     return FORMATS[suffix]
 
 
-def _read(path: Path) -> tuple[str, bytes]:
-    """The file as text and bytes: strict UTF-8 (BOM dropped), no NUL byte; the line of the first fault is named."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SparseCSEError(f"Cannot read the pairs file {path} ({exc.strerror or exc}).") from None
-    if b"\0" in raw:
-        line = raw[:raw.index(b"\0")].count(b"\n") + 1
-        raise SparseCSEError(f"{path}:{line}: the pairs file holds a NUL byte, so it is not a text file.")
-    try:
-        return raw.decode("utf-8-sig"), raw
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise SparseCSEError(f"{path}:{line}: the pairs file is not valid UTF-8 (byte {exc.start}).") from None
-
-
 def _delimited_rows(path: Path, text: str, delimiter: str, quoting: int) -> Iterator[tuple[int, dict]]:
     """(line, {column: value}) per non-blank data row of a TSV or CSV text with a header row."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting, strict=True)
@@ -127,17 +112,7 @@ def _delimited_rows(path: Path, text: str, delimiter: str, quoting: int) -> Iter
 def _jsonl_rows(path: Path, text: str) -> Iterator[tuple[int, dict]]:
     """(line, {column: value}) per non-blank line of a JSONL text (keys lower-cased); the first yield
     names the columns seen in the whole file."""
-    rows = []
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SparseCSEError(f"{path}:{lineno}: the line is not valid JSON ({exc.msg}).") from None
-        if not isinstance(obj, dict):
-            raise SparseCSEError(f"{path}:{lineno}: each line must be a JSON object, not {type(obj).__name__}.")
-        rows.append((lineno, {str(k).strip().lower(): v for k, v in obj.items()}))
+    rows = [(lineno, {str(k).strip().lower(): v for k, v in obj.items()}) for lineno, obj in json_lines(path, text)]
     yield 0, {name: None for _, row in rows for name in row}
     yield from rows
 
@@ -203,7 +178,7 @@ def read_pairs_file(path: str | os.PathLike) -> PairsFile:
     fmt = pairs_format(path)
     if not path.is_file():
         raise SparseCSEError(f"The pairs file {path} does not exist.")
-    text, raw = _read(path)
+    text, raw = read_text(path, "pairs file"), path.read_bytes()
     rows = _rows(path, fmt, text)
     _, columns = next(rows)
     if not columns:  # JSONL: the columns are those of its objects

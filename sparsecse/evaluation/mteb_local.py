@@ -33,6 +33,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sparsecse.data.text_files import json_lines, read_text
 from sparsecse.errors import SparseCSEError
 
 TASK_FILE = "task.json"
@@ -71,19 +72,12 @@ def read_jsonl(path: Path, fields: tuple[str, ...]) -> list[dict[str, Any]]:
     if not path.is_file():
         raise SparseCSEError(f"The local mteb task file {path} does not exist.")
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SparseCSEError(f"{path} line {number} is not a JSON object ({exc.msg}).") from None
-            missing = [f for f in fields if not isinstance(row, dict) or f not in row]
-            if missing:
-                raise SparseCSEError(f"{path} line {number} lacks {', '.join(missing)} (each line needs "
-                                     f"{', '.join(fields)}).")
-            rows.append(row)
+    for number, row in json_lines(path, read_text(path, "local mteb task file")):
+        missing = [f for f in fields if f not in row]
+        if missing:
+            raise SparseCSEError(f"{path} line {number} lacks {', '.join(missing)} (each line needs "
+                                 f"{', '.join(fields)}).")
+        rows.append(row)
     if not rows:
         raise SparseCSEError(f"{path} holds no rows.")
     return rows
