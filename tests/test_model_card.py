@@ -329,3 +329,12 @@ def test_the_target_that_compress_speedup_records_is_rendered():
     assert "**File size:** 58.4 MiB" in target_text and "**CPU features:** avx2 avx512_vnni" in target_text
     assert "`candidates.csv`, plotted in `candidates.png`" in target_text
     assert_clean(card)
+
+
+def test_a_card_does_not_time_the_input_model_against_itself(tmp_path):
+    """l3-prune-0.8 compares with paraphrase-MiniLM-L3-v2, its own input: no second, meaningless 1.0x."""
+    from sparsecse.artifacts.model_names import default_model_path
+    from sparsecse.recipes.card import _same_model
+
+    assert _same_model("all-MiniLM-L6-v2", default_model_path())
+    assert not _same_model("all-MiniLM-L6-v2", str(make_tiny_model_dir(tmp_path / "m", "bert")))

@@ -30,6 +30,7 @@ from sparsecse.evaluation.speed import speedups
 from sparsecse.evaluation.tasks import TRANSFER_TASKS
 from sparsecse.evaluation.transfer_intervals import paired_transfer_difference
 from sparsecse.modeling.cpu_features import describe_cpu
+from sparsecse.artifacts.model_names import resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes.spec import Recipe, load_recipe
@@ -205,6 +206,8 @@ def measure_speed(input_model: str, model_dir: str, reference: str | None, data_
     measured side by side on the distinct STS-B test sentences, with the machine's CPU features."""
     import torch
 
+    if reference and _same_model(reference, input_model):
+        reference = None  # compared with itself: the input model's own 1.0x, timed twice, says nothing
     models = {"input": SentenceEncoder.load(input_model, device="cpu"),
               "model": SentenceEncoder.load(model_dir, device="cpu")}
     if reference:
@@ -215,6 +218,13 @@ def measure_speed(input_model: str, model_dir: str, reference: str | None, data_
             "seconds": {k: v["seconds"] for k, v in speed.items()}, "threads": torch.get_num_threads(),
             "cpu": describe_cpu(), "engine": "torch fp32",
             "sentences": "distinct STS-B test sentences, interleaved batch by batch, best of 3"}
+
+
+def _same_model(a: str, b: str) -> bool:
+    try:
+        return os.path.realpath(resolve_model(a)) == os.path.realpath(resolve_model(b))
+    except SparseCSEError:
+        return False
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
