@@ -178,7 +178,7 @@ def read_pairs_file(path: str | os.PathLike) -> PairsFile:
     fmt = pairs_format(path)
     if not path.is_file():
         raise SparseCSEError(f"The pairs file {path} does not exist.")
-    text, raw = read_text(path, "pairs file"), path.read_bytes()
+    text, raw = read_text(path, "pairs file")
     rows = _rows(path, fmt, text)
     _, columns = next(rows)
     if not columns:  # JSONL: the columns are those of its objects

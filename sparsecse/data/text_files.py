@@ -5,7 +5,7 @@ as one object per non-blank line. The pairs files (:mod:`sparsecse.data.pairs_fi
     >>> import pathlib, tempfile
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "rows.jsonl"
     >>> _ = path.write_text('{"text": "a"}\\n\\n{"text": "b"}\\n')
-    >>> json_lines(path, read_text(path, "task file"))
+    >>> json_lines(path, read_text(path, "task file")[0])
     [(1, {'text': 'a'}), (3, {'text': 'b'})]
 """
 
@@ -17,15 +17,15 @@ from pathlib import Path
 from sparsecse.errors import SparseCSEError
 
 
-def read_text(path: Path, what: str) -> str:
-    """The file's text: strict UTF-8 (a BOM dropped), no NUL byte.
+def read_text(path: Path, what: str) -> tuple[str, bytes]:
+    """The file's text, strict UTF-8 (a BOM dropped) with no NUL byte, and its bytes (read once).
 
     Args:
         path: the file.
         what: what the file is, for the error's sentence ("pairs file").
 
     Returns:
-        The decoded text.
+        The decoded text and the raw bytes (what a caller hashes).
 
     Raises:
         SparseCSEError: unreadable, a NUL byte, or invalid UTF-8 (naming the line).
@@ -38,7 +38,7 @@ def read_text(path: Path, what: str) -> str:
         line = raw[:raw.index(b"\0")].count(b"\n") + 1
         raise SparseCSEError(f"{path}:{line}: the {what} holds a NUL byte, so it is not a text file.")
     try:
-        return raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig"), raw
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise SparseCSEError(f"{path}:{line}: the {what} is not valid UTF-8 (byte {exc.start}).") from None

@@ -3,8 +3,8 @@
 PyTorch allocates its CPU tensors outside Python's allocator, so ``tracemalloc`` does not see them; what
 the operating system counts is the honest figure. :func:`peak_encode_memory` starts a new Python process
 that imports torch and sparsecse, loads the model and encodes the sentences, and reads that process's peak
-resident set size (``VmHWM`` on Linux, else ``getrusage``'s ``ru_maxrss``) three times: after the imports, after loading, after
-encoding. The peak includes the Python interpreter and torch themselves; the difference between the last
+resident set size (``VmHWM`` on Linux, else ``getrusage``'s ``ru_maxrss``) three times: after the imports, after
+loading, after encoding. The peak includes the Python interpreter and torch themselves; the difference between the last
 two is what encoding added on top of the loaded model (0 when loading itself peaked higher). On its own::
 
     python -m sparsecse.evaluation.memory MODEL SENTENCES.json BATCH_SIZE   # prints the three peaks as JSON

@@ -72,7 +72,7 @@ def read_jsonl(path: Path, fields: tuple[str, ...]) -> list[dict[str, Any]]:
     if not path.is_file():
         raise SparseCSEError(f"The local mteb task file {path} does not exist.")
     rows = []
-    for number, row in json_lines(path, read_text(path, "local mteb task file")):
+    for number, row in json_lines(path, read_text(path, "local mteb task file")[0]):
         missing = [f for f in fields if f not in row]
         if missing:
             raise SparseCSEError(f"{path} line {number} lacks {', '.join(missing)} (each line needs "
