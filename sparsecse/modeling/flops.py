@@ -14,7 +14,8 @@ cost of its shrunk model are the same numbers:
   4·n·d_h (its scores q·k and weighted sum of v: 2·n·d_h multiply-adds); 4·d·d_h + 3·d_h parameters;
 - an FFN neuron: 4·d (its input row and output column); 2·d + 1 parameters;
 - every layer also holds 6·d parameters that no unit owns (attention-output and FFN-output biases,
-  two LayerNorms) and that stay when all its units go.
+  two LayerNorms) and that stay when all its units go;
+- a layer removed whole costs nothing: its units and what no unit owns go with it.
 """
 
 from __future__ import annotations
@@ -146,8 +147,10 @@ def _bias(linear: nn.Linear) -> int:
 def unit_costs_of_model(model) -> dict[str, int]:
     """Parameters of one query head, one key/value head (0 where each head has its own key and value,
     which then count in the head), one FFN neuron, and of what no unit owns in all layers together,
-    read from a dense model's real module shapes (biases included where the model has them). For the
-    score manifest's shape of today's encoders (ModernBERT, Qwen3, Gemma-3)."""
+    read from a dense model's real module shapes (biases included where the model has them); where layers
+    differ in what no unit owns (ModernBERT's first layer has no attention norm), also that part per layer
+    (``layer_fixed_params``: what a removed layer takes with it). For the score manifest's shape of today's
+    encoders (ModernBERT, Qwen3, Gemma-3)."""
     model = _module(model)
     parts = layer_parts(model)
     part = parts[0]
@@ -163,9 +166,11 @@ def unit_costs_of_model(model) -> dict[str, int]:
             head, kv = head + kv, 0
     # its output column, and its input row(s) with their biases: gate and value rows in a gated FFN
     neuron = d + (d + _bias(part.ffn_in)) * (2 if part.ffn_gate is not None else 1)
-    units = sum(p.num_heads * head + p.num_kv_heads * kv + p.ffn_size * neuron for p in parts)
-    return {"head_params": head, "kv_head_params": kv, "neuron_params": neuron,
-            "fixed_params": count_parameters(model, "layers") - units}
+    layer_fixed = [sum(t.numel() for t in layer.parameters()) - (p.num_heads * head + p.num_kv_heads * kv
+                                                                 + p.ffn_size * neuron)
+                   for layer, p in zip(layer_modules(model), parts)]
+    return {"head_params": head, "kv_head_params": kv, "neuron_params": neuron, "fixed_params": sum(layer_fixed),
+            **({"layer_fixed_params": layer_fixed} if len(set(layer_fixed)) > 1 else {})}
 
 
 def flops_per_token(model, seq_len: int = 128) -> int:
