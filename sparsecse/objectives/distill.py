@@ -40,7 +40,8 @@ is slower than fp32).
 
 ``layer_weight`` > 0 adds layer-wise distillation (TinyBERT, CoFi): the MSE between the student's
 hidden states and the teacher's, over the real tokens, for each pair of ``layer_map`` (``auto``: student
-layer i of S to teacher layer round(i*T/S); or pairs ``s:t`` joined by ``/`` or ``;``, e.g.
+layer i of S to teacher layer round(i*T/S), or, for a student whose whole layers were removed, each kept
+layer to the teacher layer it was cut from, :func:`parse_layer_map`; or pairs ``s:t`` joined by ``/`` or ``;``, e.g.
 ``1:2/2:4/3:6``; layer 0 is the embedding output). It compares token by token, so it needs the
 teacher's tokenizer and hidden width.
 """
@@ -141,12 +142,39 @@ def num_layers(encoder) -> int:
     return int(encoder.config.num_hidden_layers)
 
 
-def parse_layer_map(spec: Any, student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
-    """``auto`` -> student layer i (1..S) to teacher layer round(i*T/S); else ``"s:t/s:t;..."`` checked
-    against the layer counts (0 is the embedding output)."""
+def source_depths(encoder) -> tuple[list[int], int]:
+    """Where each of the encoder's layers sat in the model it was cut from: (for layer i = 1..S, the
+    1-based index of that layer in the source, the source's layer count). A model whose whole layers were
+    removed records them (``kept_layers``, ``source_layers`` in its config); any other model is its own
+    source (1..S of S)."""
+    config = encoder.config
+    kept, source = getattr(config, "kept_layers", None), getattr(config, "source_layers", None)
+    if kept and source:
+        return [int(k) + 1 for k in kept], int(source)
+    return list(range(1, num_layers(encoder) + 1)), num_layers(encoder)
+
+
+def parse_layer_map(spec: Any, student_layers: int, teacher_layers: int,
+                    depths: tuple[list[int], int] | None = None) -> list[tuple[int, int]]:
+    """The (student layer, teacher layer) pairs of a ``layer_map`` (0 is the embedding output).
+
+    Args:
+        spec: ``auto``, or ``"s:t/s:t;..."`` checked against the layer counts.
+        student_layers: the student's layer count S.
+        teacher_layers: the teacher's layer count T.
+        depths: where the student's layers sat in the model it was cut from (:func:`source_depths`); None:
+            the student is its own source.
+
+    Returns:
+        ``auto``: student layer i (1..S) to the teacher layer at the same relative depth, round(p_i*T/S0),
+        where p_i is layer i's position among the S0 layers of the student's source: a student whose
+        layers were removed learns each kept layer from the teacher layer it was cut from (with the
+        teacher as its source, T = S0 and p_i itself), skipping the removed ones; otherwise round(i*T/S).
+    """
     spec = str(spec).strip()
     if spec == "auto":
-        return [(i, max(1, round(i * teacher_layers / student_layers))) for i in range(1, student_layers + 1)]
+        positions, source = depths or (list(range(1, student_layers + 1)), student_layers)
+        return [(i, max(1, round(p * teacher_layers / source))) for i, p in enumerate(positions, 1)]
     pairs: list[tuple[int, int]] = []
     for item in filter(None, (p.strip() for p in spec.replace(";", "/").split("/"))):
         s, sep, t = item.partition(":")
@@ -248,7 +276,8 @@ class Distill(Objective):
         if teacher.hidden_size != student.hidden_size:
             raise SparseCSEError(f"Layer-wise distillation (layer_weight) needs the same hidden width; the teacher "
                                  f"{teacher.source} has {teacher.hidden_size}, the student {student.hidden_size}.")
-        return parse_layer_map(self.params["layer_map"], num_layers(student), num_layers(teacher))
+        return parse_layer_map(self.params["layer_map"], num_layers(student), num_layers(teacher),
+                               source_depths(student))
 
     @staticmethod
     def _attach_projection(encoder, teacher_dim: int) -> nn.Linear:
