@@ -141,8 +141,20 @@ def layer_scores(encoder, sentences: Sequence[str], criterion: str = "block_infl
     return chosen.normalize(total / count)
 
 
+def removal_ranking(scores: "torch.Tensor") -> list[int]:
+    """Every layer, least important first (lowest score; ties: the later layer first)."""
+    return sorted(range(len(scores)), key=lambda i: (float(scores[i]), -i))
+
+
+def check_removable(layers: int, k: int) -> int:
+    """``k`` if a model of ``layers`` layers can lose that many (0 to layers − 1; one must stay)."""
+    if not 0 <= int(k) < layers:
+        raise SparseCSEError(f"A model with {layers} layers can lose 0 to {layers - 1} of them, not {k}.")
+    return int(k)
+
+
 def layers_to_remove(scores: "torch.Tensor", k: int) -> list[int]:
-    """The ``k`` least important layers (lowest score first; ties: the later layer first), sorted by index.
+    """The ``k`` least important layers (:func:`removal_ranking`), sorted by index.
 
     Args:
         scores: one importance per layer (:func:`layer_scores`).
@@ -151,8 +163,4 @@ def layers_to_remove(scores: "torch.Tensor", k: int) -> list[int]:
     Returns:
         Their indices, increasing.
     """
-    layers = len(scores)
-    if not 0 <= int(k) < layers:
-        raise SparseCSEError(f"A model with {layers} layers can lose 0 to {layers - 1} of them, not {k}.")
-    order = sorted(range(layers), key=lambda i: (float(scores[i]), -i))
-    return sorted(order[:int(k)])
+    return sorted(removal_ranking(scores)[:check_removable(len(scores), k)])

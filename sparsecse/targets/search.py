@@ -16,6 +16,12 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   prune stage's steps), scored on the dev set and timed; bisection over the budget finds the smallest (fastest) one
   whose dev score is within ``max_drop`` of the input model's, measured the same way.
 
+- **depth** (``depth`` > 0, with a speed-up): the speed search runs once for each number k = 0..depth of whole
+  layers removed (:mod:`sparsecse.targets.depth`: the k layers of lowest Block Influence, then the width budget
+  of the remaining layers), each timed on the engine like any probe; each k's largest budget that reaches the
+  aim is a finalist, and the finalist with the best dev score wins, judged right after the cut or, given
+  ``recover``, after a short recovery (the one-shot dev score misjudges depth cuts: the targets guide).
+
 Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates`).
 """
 
@@ -38,6 +44,7 @@ from sparsecse.pruning.prune import prune as prune_scores
 from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, write_plot, write_table
+from sparsecse.targets.depth import depth_width_probe, layers_removed, removal_order
 from sparsecse.targets.engines import on_engine
 from sparsecse.targets.spec import Target, engines
 from sparsecse.targets.timing import speedup_over, timing_sentences
@@ -62,13 +69,16 @@ class SearchResult:
     table: Path
     plot: Path
     target: dict[str, Any] = field(default_factory=dict)
+    layers_removed: list[int] = field(default_factory=list)  # removed whole first; keep_flops is then of the rest
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the stage summary and the card read it)."""
         chosen = next(c for c in self.candidates if c.chosen)
-        return {"keep_flops": self.keep_flops, "reference_dev": round(self.reference_dev, 4),
+        return {"keep_flops": self.keep_flops, "layers_removed": self.layers_removed,
+                "reference_dev": round(self.reference_dev, 4),
                 "chosen": {"keep_flops": chosen.keep_flops, "speedup": round(chosen.speedup, 4),
-                           "dev_score": round(chosen.dev_score, 4), "stage": chosen.stage},
+                           "dev_score": round(chosen.dev_score, 4), "stage": chosen.stage,
+                           "layers_removed": chosen.layers_removed, "dev_recovered": chosen.dev_recovered},
                 "candidates": len(self.candidates), "table": str(self.table), "plot": str(self.plot),
                 "target": self.target}
 
@@ -101,20 +111,32 @@ class _Prober:
             shutil.rmtree(self.work / "engine" / f"{tag}-model", ignore_errors=True)
         return speed
 
-    def add(self, budget: float, encoder: SentenceEncoder, heads: int, neurons: int, stage: str) -> Candidate:
+    def add(self, budget: float, encoder: SentenceEncoder, heads: int, neurons: int, stage: str,
+            layers_removed: int = 0) -> Candidate:
         dev = float(self.dev.score(encoder))
         speed = self._speed(encoder, f"probe{len(self.candidates) + 1}")
-        candidate = Candidate(round(budget, 4), heads, neurons, speed, dev, self.reference_dev - dev, stage)
+        candidate = Candidate(round(budget, 4), heads, neurons, speed, dev, self.reference_dev - dev, stage,
+                              layers_removed=layers_removed)
         self.candidates.append(candidate)
         if self.show_progress:
             print(f"  candidate {len(self.candidates)}: {candidate.describe()}", file=sys.stderr, flush=True)
         return candidate
 
-    def one_shot(self, scores: GateScores, pruning: PruningConfig, budget: float) -> Candidate:
-        mask = prune_scores(scores, keep_flops=budget, config=pruning)
-        encoder = copy.deepcopy(self.dense)
-        remove_units(encoder, mask, ShrinkConfig(), shrink_lineage(self.dense.source, mask))
-        return self.add(budget, encoder, int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), "speed")
+    def one_shot(self, scores: GateScores, pruning: PruningConfig, budget: float, removed=()) -> Candidate:
+        if removed:  # whole layers first, then the budget of the rest
+            encoder, mask = depth_width_probe(self.dense, scores, pruning, removed, budget)
+        else:
+            mask = prune_scores(scores, keep_flops=budget, config=pruning)
+            encoder = copy.deepcopy(self.dense)
+            remove_units(encoder, mask, ShrinkConfig(), shrink_lineage(self.dense.source, mask))
+        return self.add(budget, encoder, int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), "speed",
+                        layers_removed=len(removed))
+
+    def recovered_dev(self, scores: GateScores, pruning: PruningConfig, removed: list[int], budget: float,
+                      recover: Callable[[SentenceEncoder], SentenceEncoder]) -> float:
+        """The dev score of the one-shot candidate (``removed`` layers, ``budget`` of the rest) after ``recover``."""
+        encoder, _ = depth_width_probe(self.dense, scores, pruning, removed, budget)
+        return float(self.dev.score(recover(encoder)))
 
 
 def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) -> float:
@@ -134,24 +156,32 @@ def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) ->
     return min(0.98, max(floor, b))
 
 
-def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float) -> Candidate:
-    """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring)."""
+def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float,
+                 removed: list[int] | tuple = ()) -> Candidate:
+    """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring); with
+    ``removed`` layers, the budget of the remaining layers of candidates that remove them first."""
     target = prober.target
     aim = target.aim
-    budget = min(0.95, max(floor, 1.0 / aim))  # FLOPs alone: the first guess
+    layers = scores.head_grad_align.shape[1] if removed else 1
+    budget = min(0.95, max(floor, layers / (layers - len(removed)) / aim))  # FLOPs alone: the first guess
     tried: list[float] = []
+    mine = lambda c: c.stage == "speed" and c.layers_removed == len(removed)  # noqa: E731
     for _ in range(target.probes):
-        candidate = prober.one_shot(scores, pruning, budget)
+        candidate = prober.one_shot(scores, pruning, budget, removed) if removed else \
+            prober.one_shot(scores, pruning, budget)
         tried.append(candidate.keep_flops)
         if aim <= candidate.speedup <= aim * (1 + CLOSE_ENOUGH):
             break
         if candidate.speedup < aim and budget <= floor:
             break  # the smallest budget is too slow: out of reach
-        points = [(c.keep_flops, c.speedup) for c in prober.candidates if c.stage == "speed"]
-        budget = round(_next_budget(points, aim, floor), 4)
+        points = [(c.keep_flops, c.speedup) for c in prober.candidates if mine(c)]
+        if removed and len(points) == 1:  # the line through (1, 1) would not hold: the rest's full model is faster
+            budget = round(min(0.98, max(floor, budget * math.sqrt(candidate.speedup / aim))), 4)
+        else:
+            budget = round(_next_budget(points, aim, floor), 4)
         if any(abs(budget - b) < 0.002 for b in tried):
             break
-    speed = [c for c in prober.candidates if c.stage == "speed"]
+    speed = [c for c in prober.candidates if mine(c)]
     for c in speed:
         c.meets = c.speedup >= float(target.speedup)
     ok = [c for c in speed if c.speedup >= aim] or [c for c in speed if c.meets]
@@ -159,9 +189,30 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
         fastest = max(speed, key=lambda c: c.speedup)
         raise TargetOutOfReach(
             f"A {float(target.speedup):g}x speed-up on {target.engine} is out of reach for {prober.model}: the fastest "
-            f"candidate tried keeps {fastest.keep_flops:g} of its layer FLOPs and runs {fastest.speedup:.2f}x "
-            f"({fastest.dev_text}); the candidates are in {prober.work / TABLE}.")
+            f"candidate tried keeps {fastest.keep_flops:g} of its {'remaining ' if removed else ''}layer FLOPs and "
+            f"runs {fastest.speedup:.2f}x ({fastest.dev_text}); the candidates are in {prober.work / TABLE}.")
     return max(ok, key=lambda c: c.keep_flops)
+
+
+def depth_speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float, order: list[int],
+                       depth: int, recover: Callable[[SentenceEncoder], SentenceEncoder] | None = None) -> Candidate:
+    """The best of each depth's speed-search finalist (0..``depth`` layers of ``order`` removed): by dev score
+    right after the cut, or, given ``recover``, after it (``recover`` trains the rebuilt finalist briefly)."""
+    finalists, missed = [], None
+    for k in range(depth + 1):
+        try:
+            finalists.append(speed_search(prober, scores, pruning, floor, layers_removed(order, k)))
+        except TargetOutOfReach as exc:
+            missed = missed or exc
+    if not finalists:
+        raise missed
+    if recover is not None and len(finalists) > 1:
+        for c in finalists:
+            c.dev_recovered = prober.recovered_dev(scores, pruning, layers_removed(order, c.layers_removed),
+                                                   c.keep_flops, recover)
+            if prober.show_progress:
+                print(f"  finalist: {c.describe()}", file=sys.stderr, flush=True)
+    return max(finalists, key=lambda c: c.dev_score if c.dev_recovered is None else c.dev_recovered)
 
 
 def quality_search(prober: _Prober, prune_fn: Callable[[float], tuple[SentenceEncoder, int, int]]) -> Candidate:
@@ -195,7 +246,8 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
                   scores: GateScores | None = None, pruning: PruningConfig | None = None,
                   prune_fn: Callable[[float], tuple[SentenceEncoder, int, int]] | None = None,
                   calibration: str | os.PathLike | None = None, seed: int = 0,
-                  show_progress: bool = True) -> SearchResult:
+                  show_progress: bool = True, depth: int = 0,
+                  recover: Callable[[SentenceEncoder], SentenceEncoder] | None = None) -> SearchResult:
     """The kept-FLOPs budget that meets ``target`` for ``model`` (see the module docstring).
 
     Args:
@@ -211,12 +263,20 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         calibration: the corpus int8 engines calibrate on.
         seed: the calibration sample's seed.
         show_progress: print each candidate as it is measured.
+        depth: with a speed-up, also try candidates that remove 1..``depth`` whole layers (0: width only).
+        recover: with ``depth``, judge the finalists after this short recovery (an encoder -> the encoder
+            trained briefly) instead of right after the cut.
 
     Returns:
         A :class:`SearchResult`; the table and plot are written even when the target is out of reach
         (:class:`TargetOutOfReach`, raised after writing them).
     """
     target = target.check()
+    if depth and target.speedup is None:
+        raise SparseCSEError("Removing whole layers (depth) is searched for a speed-up target; give --speedup.")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise SparseCSEError(f"depth (the most whole layers a candidate may remove) must be a whole number >= 0, "
+                             f"not {depth!r}.")
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     prober = _Prober(str(model), dev, target, work, calibration, seed, show_progress)
@@ -228,8 +288,12 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         if target.speedup is not None:
             if scores is None:
                 raise ValueError("A speed-up target needs the dense model's scores.")
-            chosen = speed_search(prober, scores, pruning, SMALLEST_BUDGET)
+            order = removal_order(prober.dense, prober.sentences) if depth else []
+            summary["removal_order"] = order
+            chosen = depth_speed_search(prober, scores, pruning, SMALLEST_BUDGET, order, depth, recover)
+            removed = layers_removed(order, chosen.layers_removed) if depth else []
         else:
+            removed = []
             if prune_fn is None:
                 raise ValueError("A quality-only target needs prune_fn.")
             chosen = quality_search(prober, prune_fn)
@@ -239,4 +303,4 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         plot = write_plot(prober.candidates, work / PLOT, summary, f"{model_label(model)}: "
                           f"{target.describe()}") if prober.candidates else work / PLOT
         shutil.rmtree(work / "engine", ignore_errors=True)
-    return SearchResult(chosen.keep_flops, prober.candidates, prober.reference_dev, table, plot, summary)
+    return SearchResult(chosen.keep_flops, prober.candidates, prober.reference_dev, table, plot, summary, removed)

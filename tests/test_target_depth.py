@@ -1,0 +1,165 @@
+"""Depth in the target search: candidates remove k whole layers (lowest Block Influence first) and then spend a
+width budget of the remaining layers; every depth's finalist is timed on the engine (here a latency model in
+which each layer has a fixed cost no width cut removes), and the best dev score wins, right after the cut or
+after a short recovery."""
+
+import numpy as np
+import pytest
+import torch
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.flops import flops_per_token, shape_record
+from sparsecse.pruning.budget import UnitCosts
+from sparsecse.pruning.prune import PruningConfig
+from sparsecse.scoring.scores import GateScores
+from sparsecse.targets import search as search_module
+from sparsecse.targets.candidates import TABLE, Candidate, read_table, write_table
+from sparsecse.targets.depth import (depth_width_probe, layers_removed, overall_keep_flops, removal_order,
+                                     scores_without_layers, without_layers)
+from sparsecse.targets.search import depth_speed_search, search_budget
+from sparsecse.targets.spec import Target
+from tests.helpers import random_sentences
+from tests.tiny import make_tiny_model_dir
+
+LAYERS = 4
+PER_LAYER, VARIABLE = 0.3, 0.7  # the fake engine: time = 0.3 x layers kept / 4 + 0.7 x kept FLOPs (dense: 1)
+
+
+@pytest.fixture(scope="module")
+def deep_dir(tmp_path_factory):
+    return make_tiny_model_dir(tmp_path_factory.mktemp("deep"), "bert", layers=LAYERS, init_range=0.2,
+                               pooling="mean")
+
+
+def random_scores(encoder, batches=2, seed=0) -> GateScores:
+    shape = shape_record(encoder.model)
+    g = torch.Generator().manual_seed(seed)
+    heads, neurons = (batches, shape["layers"], shape["heads"]), (batches, shape["layers"], shape["ffn"])
+    return GateScores(*(torch.randn(*s, generator=g) for s in (heads, heads, neurons, neurons)),
+                      manifest={"kind": "scores", "shape": shape, "model": "tiny"})
+
+
+class FakeDev:
+    """A dev set whose score is 100 x the mean cosine of a model's embeddings with the input model's."""
+
+    def __init__(self, dense):
+        self.sentences = random_sentences(24, seed=3)
+        self._target = dense.encode(self.sentences)
+
+    def score(self, encoder):
+        got = encoder.encode(self.sentences)
+        cos = (got * self._target).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(self._target, axis=1))
+        return float(100 * cos.mean())
+
+
+def fake_speedup_over(reference, candidates, sentences, batch_size, repeats=3, show_progress=False):
+    def time_of(encoder):
+        return (PER_LAYER * encoder.config.num_hidden_layers / LAYERS
+                + VARIABLE * flops_per_token(encoder.model) / flops_per_token(reference.model))
+
+    return {name: time_of(reference) / time_of(enc) for name, enc in candidates.items()}
+
+
+def test_a_depth_and_width_probe_keeps_what_its_budget_says(deep_dir):
+    dense = SentenceEncoder.load(deep_dir, device="cpu")
+    scores = random_scores(dense)
+    order = removal_order(dense, random_sentences(16, seed=1), batch_size=8)
+    assert sorted(order) == list(range(LAYERS))
+    removed = layers_removed(order, 2)
+    assert removed == sorted(order[:2]) and layers_removed(order, 0) == []
+    with pytest.raises(SparseCSEError, match="can lose 0 to 3 of them, not 4"):
+        layers_removed(order, 4)
+    rest = scores_without_layers(scores, removed)
+    kept = [i for i in range(LAYERS) if i not in removed]
+    assert torch.equal(rest.head_grad_align, scores.head_grad_align[:, kept]) and rest.manifest["shape"]["layers"] == 2
+    assert scores.manifest["shape"]["layers"] == LAYERS  # the input's scores are left as they were
+
+    probe, mask = depth_width_probe(dense, scores, PruningConfig(), removed, 0.6)
+    assert probe.config.num_hidden_layers == 2 and probe.config.kept_layers == kept
+    assert dense.config.num_hidden_layers == LAYERS  # the input model is left as it was
+    rest_model = without_layers(dense, removed)
+    costs = UnitCosts.from_shape(shape_record(rest_model.model), "flops")
+    assert flops_per_token(probe) == costs.kept(mask.head_mask, mask.neuron_mask) <= 0.6 * costs.dense
+    assert costs.dense * 2 == flops_per_token(dense)  # two of four equal layers
+    assert overall_keep_flops(0.6, 2, LAYERS) == pytest.approx(0.3)
+
+
+def test_the_search_times_every_depth_and_keeps_the_best_finalist(deep_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "speedup_over", fake_speedup_over)
+    dense = SentenceEncoder.load(deep_dir, device="cpu")
+    dev = FakeDev(dense)
+    recovered = []
+
+    def recover(encoder):
+        recovered.append(encoder.config.num_hidden_layers)
+        return encoder
+
+    result = search_budget(deep_dir, dev, Target(speedup=1.6, probes=4), tmp_path / "work",
+                           scores=random_scores(dense), depth=2, recover=recover, show_progress=False)
+    depths = {c.layers_removed for c in result.candidates}
+    assert depths == {0, 1, 2}  # every depth was timed
+    finalists = [c for c in result.candidates if c.dev_recovered is not None]
+    assert sorted(recovered) == sorted(LAYERS - c.layers_removed for c in finalists) and len(finalists) >= 2
+    chosen = next(c for c in result.candidates if c.chosen)
+    assert chosen.dev_recovered == max(c.dev_recovered for c in finalists)  # judged after recovery
+    assert chosen.dev_recovered == pytest.approx(chosen.dev_score)  # this recovery changes nothing
+    assert chosen.speedup >= 1.6 and result.keep_flops == chosen.keep_flops
+    order = result.target["removal_order"]
+    assert result.layers_removed == sorted(order[:chosen.layers_removed])
+    summary = result.to_dict()
+    assert summary["layers_removed"] == result.layers_removed and summary["chosen"]["layers_removed"] == \
+        chosen.layers_removed
+    back = read_table(result.table)
+    assert [c.layers_removed for c in back] == [c.layers_removed for c in result.candidates]
+    assert [c.dev_recovered for c in back] == [None if c.dev_recovered is None else pytest.approx(c.dev_recovered,
+                                                                                                  abs=1e-4)
+                                               for c in result.candidates]  # the table keeps 4 decimals
+
+
+class FakeProber:
+    """Probes from a latency model in which a removed layer takes its fixed cost with it; the dev score right
+    after the cut punishes depth (3 per layer) more than it does after recovery (0.2 per layer)."""
+
+    def __init__(self, target):
+        self.target, self.model, self.candidates, self.show_progress = target.check(), "tiny", [], False
+
+    def one_shot(self, scores, pruning, budget, removed=()):
+        k = len(removed)
+        rest = (LAYERS - k) / LAYERS
+        speed = 1 / (PER_LAYER * rest + VARIABLE * budget * rest)
+        dev = 80 - 4 * (1 - budget * rest) - 3 * k
+        candidate = Candidate(round(budget, 4), 0, 0, speed, dev, 80 - dev, "speed", layers_removed=k)
+        self.candidates.append(candidate)
+        return candidate
+
+    def recovered_dev(self, scores, pruning, removed, budget, recover):
+        rest = (LAYERS - len(removed)) / LAYERS
+        return 80 - 4 * (1 - budget * rest) - 0.2 * len(removed)
+
+
+def test_recovery_can_change_which_finalist_wins():
+    scores = GateScores(*(torch.zeros(1, LAYERS, 2) for _ in range(4)))
+    before = depth_speed_search(FakeProber(Target(speedup=2.0)), scores, None, 0.02, [3, 2, 1, 0], 2)
+    assert before.layers_removed == 0 and before.dev_recovered is None  # one-shot: width only looks best
+    prober = FakeProber(Target(speedup=2.0))
+    after = depth_speed_search(prober, scores, None, 0.02, [3, 2, 1, 0], 2, recover=lambda e: e)
+    assert after.layers_removed == 2 and after.speedup >= 2.0  # after recovery the deepest cut keeps the most
+    assert {c.layers_removed for c in prober.candidates} == {0, 1, 2}
+
+
+def test_depth_is_refused_without_a_speed_target_or_when_negative(deep_dir, tmp_path):
+    with pytest.raises(SparseCSEError, match="searched for a speed-up target"):
+        search_budget(deep_dir, None, Target(max_drop=1.0), tmp_path / "w", depth=1)
+    with pytest.raises(SparseCSEError, match="whole number >= 0"):
+        search_budget(deep_dir, None, Target(speedup=2.0), tmp_path / "w", depth=-1)
+    assert not (tmp_path / "w").exists()
+
+
+def test_the_candidates_table_keeps_depth_and_recovery(tmp_path):
+    rows = [Candidate(0.5, 10, 20, 1.5, 80.0, 0.5, "speed", True, False),
+            Candidate(0.8, 5, 10, 2.1, 78.0, 2.5, "speed", True, True, layers_removed=2, dev_recovered=79.5)]
+    back = read_table(write_table(rows, tmp_path / TABLE))
+    assert [(c.layers_removed, c.dev_recovered) for c in back] == [(0, None), (2, 79.5)]
+    assert back[1].describe() == ("2 layers removed, kept FLOPs of the rest 0.800: 2.10x, dev 78.00 (drop +2.50), "
+                                  "dev 79.50 after recovery")
