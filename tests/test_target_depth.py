@@ -163,3 +163,47 @@ def test_the_candidates_table_keeps_depth_and_recovery(tmp_path):
     assert [(c.layers_removed, c.dev_recovered) for c in back] == [(0, None), (2, 79.5)]
     assert back[1].describe() == ("2 layers removed, kept FLOPs of the rest 0.800: 2.10x, dev 78.00 (drop +2.50), "
                                   "dev 79.50 after recovery")
+
+
+def test_compress_with_depth_removes_the_chosen_layers_before_spending_the_budget(deep_dir, tmp_path, fake_senteval,
+                                                                                  monkeypatch):
+    """On an engine where every layer costs 0.9/4 of the time whatever its width, only a depth candidate reaches
+    1.3x: the budget stage chooses one, and the prune stage removes exactly its layers, then spends its budget on
+    the rest; the final model records the layers it kept."""
+    import json
+
+    from click.testing import CliRunner
+
+    from sparsecse.cli import main
+    from sparsecse.targets import report as report_module
+
+    def layer_bound(reference, candidates, sentences, batch_size, repeats=3, show_progress=False):
+        def time_of(encoder):
+            return (0.9 * encoder.config.num_hidden_layers / LAYERS
+                    + 0.1 * flops_per_token(encoder.model) / flops_per_token(reference.model))
+        return {name: time_of(reference) / time_of(enc) for name, enc in candidates.items()}
+
+    monkeypatch.setattr(search_module, "speedup_over", layer_bound)
+    monkeypatch.setattr(report_module, "speedup_over", layer_bound)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(random_sentences(96, seed=7)) + "\n")
+    out = tmp_path / "run"
+    stages = ["--set", "budget.depth=2", "--set", "budget.recovery_steps=2", "--set", "prune.steps=1",
+              "--set", "prune.reconstruct_sentences=32", "--set", "student.sentences=48",
+              "--set", "student.max_steps=2", "--set", "student.eval_steps=2", "--set", "student.batch_size=8",
+              "--set", "student.teacher_precision=fp32", "--set", "student.mixed_precision=no",
+              "--set", "evaluation.bootstrap=20", "--set", "evaluation.speed=false", "--set", "evaluation.test=false"]
+    result = CliRunner().invoke(main, ["compress", "--model", str(deep_dir), "--corpus", str(corpus), "--speedup",
+                                       "1.3", "--data-dir", str(fake_senteval), "--out", str(out), "--quiet", *stages])
+    assert result.exit_code == 0, result.output
+    budget = json.loads((out / "stages" / "1-budget.summary.json").read_text())
+    pruned = json.loads((out / "stages" / "2-prune.summary.json").read_text())
+    removed = budget["layers_removed"]
+    assert removed and pruned["layers_removed"] == removed
+    assert budget["chosen"]["dev_recovered"] is not None  # judged after the short recovery
+    config = json.loads((out / "model" / "config.json").read_text())
+    kept = [i for i in range(LAYERS) if i not in removed]
+    assert (config["num_hidden_layers"], config["kept_layers"], config["source_layers"]) == (len(kept), kept, LAYERS)
+    assert pruned["kept_flops_ratio"] <= budget["keep_flops"] + 1e-9  # the budget of the remaining layers
+    table = read_table(out / "model" / "candidates.csv")
+    assert {c.layers_removed for c in table} == {0, 1, 2}

@@ -315,6 +315,7 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
             ctx.models[stage.name] = current
         if isinstance(stage, BudgetStage):
             ctx.budgets[stage.name] = float(summary["keep_flops"])
+            ctx.removed_layers[stage.name] = list(summary.get("layers_removed") or [])
     result = RecipeResult(out=out, model=out / MODEL, stages=records)
     t0 = time.perf_counter()
     figures = card.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress)

@@ -340,9 +340,16 @@ class ExportStage:
 class BudgetStage:
     """Find the kept-FLOPs budget that meets the recipe's ``target`` (:mod:`sparsecse.targets.search`):
     candidates are shrunk, timed against the input model on the target's engine and scored on the dev set;
-    a later prune stage spends the budget with ``keep_flops: "@NAME"``. Makes no model."""
+    a later prune stage spends the budget with ``keep_flops: "@NAME"``. Makes no model.
+
+    ``depth`` (a speed-up target): candidates may also remove up to that many whole layers (those of lowest Block
+    Influence), the prune stage then removing the chosen ones before it spends the budget on the remaining
+    layers; ``recovery_steps`` > 0 judges each depth's finalist by its dev score after that many distillation
+    steps from the input model (0: right after the cut)."""
 
     name: str
+    depth: int = 0
+    recovery_steps: int = 0
     type: str = "budget"
 
     def check(self, where: str) -> "BudgetStage":
@@ -357,6 +364,10 @@ class BudgetStage:
         Raises:
             SparseCSEError: a setting of the wrong type or out of range.
         """
+        for name in ("depth", "recovery_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SparseCSEError(f"{where}: {name} must be a whole number >= 0, not {value!r}.")
         return self
 
     @property
@@ -375,7 +386,10 @@ class BudgetStage:
         Returns:
             The line ``--list-recipes`` prints and the model card states.
         """
-        return "find the budget that meets the target (candidates shrunk, timed and scored on dev)"
+        depth = f", up to {self.depth} whole layers removed" if self.depth else ""
+        judged = f", finalists judged after {self.recovery_steps} recovery steps" if self.depth and \
+            self.recovery_steps else ""
+        return f"find the budget that meets the target (candidates shrunk, timed and scored on dev{depth}{judged})"
 
 
 STAGE_TYPES = {"distill": DistillStage, "train": TrainStage, "prune": PruneStage, "export": ExportStage,

@@ -4,6 +4,7 @@ resuming what an interrupted run of it left (``train`` from its last checkpoint)
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from sparsecse.scoring.score import score as score_model
 from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.targets.depth import without_layers
 from sparsecse.targets.search import search_budget
 from sparsecse.targets.spec import Target
 from sparsecse.training.api import train
@@ -36,7 +39,8 @@ from sparsecse.training.config import TrainingConfig
 class StageContext:
     """What every stage of one run shares: the corpus, the evaluation data, the seed, where the models of
     earlier stages are (``models``: stage name, or ``input``, to directory), the recipe's ``target`` and the
-    budgets its budget stages found (``budgets``: stage name to kept-FLOPs fraction)."""
+    budgets its budget stages found (``budgets``: stage name to kept-FLOPs fraction; ``removed_layers``: stage
+    name to the whole layers removed before that budget is spent)."""
 
     corpus: Path
     work: Path
@@ -46,6 +50,7 @@ class StageContext:
     show_progress: bool = True
     target: Target | None = None
     budgets: dict[str, float] = field(default_factory=dict)
+    removed_layers: dict[str, list[int]] = field(default_factory=dict)
     stages: tuple = ()
     dev: str | None = None  # the user's dev set (a pairs file or a task name; None: STS-B dev)
     test: str | None = None  # the user's test set, scored in the final evaluation
@@ -116,9 +121,12 @@ def _prune_settings(stage: PruneStage, ctx: StageContext) -> tuple[ShrinkConfig,
 def run_prune(stage: PruneStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
     shrinking, pruning, scoring = _prune_settings(stage, ctx)
     keep_flops = ctx.budgets[stage.budget_ref] if stage.budget_ref else stage.keep_flops
+    removed = ctx.removed_layers.get(stage.budget_ref) or []
+    if removed:  # the budget is that of the remaining layers
+        model = without_layers(SentenceEncoder.load(model, device=shrinking.device), removed)
     result, shrunk = prune_and_shrink(model, str(out), keep_flops=keep_flops, keep_params=stage.keep_params,
                                       steps=stage.steps, prune=pruning, score=scoring, shrink=shrinking)
-    return {"kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
+    return {"layers_removed": removed, "kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
             "kept_params_ratio": result.mask.manifest["kept_params_ratio"],
             "heads_pruned": result.mask.heads_pruned, "neurons_pruned": result.mask.neurons_pruned,
             "out": str(shrunk.out)}
@@ -151,11 +159,31 @@ def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: Stage
         return shrunk.encoder, int(result.mask.head_mask.sum()), int(result.mask.neuron_mask.sum())
 
     found = search_budget(model, ctx.dev_set(), ctx.target, ctx.work / "candidates", scores=scores, pruning=pruning,
-                          prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed, show_progress=ctx.show_progress)
+                          prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed, show_progress=ctx.show_progress,
+                          depth=stage.depth, recover=_recovery(stage, index, model, ctx))
     with atomic_dir(out) as tmp:
         for path in (found.table, found.plot):
             shutil.copy2(path, tmp / path.name)
     return found.to_dict()
+
+
+def _recovery(stage: BudgetStage, index: int, model: str, ctx: StageContext):
+    """The short recovery the budget stage judges depth finalists after: ``recovery_steps`` steps of MSE
+    distillation from the input ``model`` on a sample of the corpus (None: judged right after the cut)."""
+    if not (stage.depth and stage.recovery_steps):
+        return None
+    batch = 32
+    corpus = sampled_corpus(ctx, index, stage.recovery_steps * batch)
+    runs = itertools.count(1)
+
+    def recover(encoder: SentenceEncoder) -> SentenceEncoder:
+        train(model=encoder, corpus=str(corpus), out=str(ctx.work / "recovery" / f"finalist{next(runs)}"),
+              objective="distill", objective_args={"teacher": model}, seed=ctx.seed,
+              config=TrainingConfig(max_steps=stage.recovery_steps, batch_size=batch, lr=5e-5, eval_steps=0,
+                                    data_dir=ctx.data_dir, overwrite=True, show_progress=False))
+        return encoder
+
+    return recover
 
 
 RUNNERS = {DistillStage: run_distill, TrainStage: run_train, PruneStage: run_prune, ExportStage: run_export,
