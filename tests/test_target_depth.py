@@ -3,6 +3,8 @@ width budget of the remaining layers; every depth's finalist is timed on the eng
 which each layer has a fixed cost no width cut removes), and the best dev score wins, right after the cut or
 after a short recovery."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -17,7 +19,8 @@ from sparsecse.targets import search as search_module
 from sparsecse.targets.candidates import TABLE, Candidate, read_table, write_table
 from sparsecse.targets.depth import (depth_width_probe, layers_removed, overall_keep_flops, removal_order,
                                      scores_without_layers, without_layers)
-from sparsecse.targets.search import depth_speed_search, search_budget
+from sparsecse.targets.search import TargetOutOfReach as SearchOutOfReach
+from sparsecse.targets.search import depth_speed_search, judge_after_recovery, search_budget
 from sparsecse.targets.spec import Target
 from tests.helpers import random_sentences
 from tests.tiny import make_tiny_model_dir
@@ -85,44 +88,46 @@ def test_a_depth_and_width_probe_keeps_what_its_budget_says(deep_dir):
     assert overall_keep_flops(0.6, 2, LAYERS) == pytest.approx(0.3)
 
 
-def test_the_search_times_every_depth_and_keeps_the_best_finalist(deep_dir, tmp_path, monkeypatch):
+def test_the_search_times_every_depth_and_recovery_can_change_the_choice(deep_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "speedup_over", fake_speedup_over)
     dense = SentenceEncoder.load(deep_dir, device="cpu")
-    dev = FakeDev(dense)
+    dev, scores = FakeDev(dense), random_scores(dense)
+    result = search_budget(deep_dir, dev, Target(speedup=1.6, probes=4, depth=2), tmp_path / "work", scores=scores,
+                           show_progress=False)
+    assert {c.layers_removed for c in result.candidates} == {0, 1, 2}  # every depth was timed
+    finalists = result.finalists
+    assert len(finalists) >= 2 and all(c.speedup >= 1.6 for c in finalists)
+    chosen = next(c for c in result.candidates if c.chosen)
+    assert chosen is finalists[0] and chosen.dev_score == max(c.dev_score for c in finalists)  # right after the cut
+    order = result.target["removal_order"]
+    assert result.layers_removed == sorted(order[:chosen.layers_removed]) and result.keep_flops == chosen.keep_flops
+    assert result.to_dict()["layers_removed"] == result.layers_removed
+
+    deepest = max(finalists, key=lambda c: c.layers_removed)
     recovered = []
 
-    def recover(encoder):
+    def recover(encoder):  # a recovery that restores only the deepest cut completely
         recovered.append(encoder.config.num_hidden_layers)
-        return encoder
+        return dense if encoder.config.num_hidden_layers == LAYERS - deepest.layers_removed else encoder
 
-    result = search_budget(deep_dir, dev, Target(speedup=1.6, probes=4), tmp_path / "work",
-                           scores=random_scores(dense), depth=2, recover=recover, show_progress=False)
-    depths = {c.layers_removed for c in result.candidates}
-    assert depths == {0, 1, 2}  # every depth was timed
-    finalists = [c for c in result.candidates if c.dev_recovered is not None]
-    assert sorted(recovered) == sorted(LAYERS - c.layers_removed for c in finalists) and len(finalists) >= 2
-    chosen = next(c for c in result.candidates if c.chosen)
-    assert chosen.dev_recovered == max(c.dev_recovered for c in finalists)  # judged after recovery
-    assert chosen.dev_recovered == pytest.approx(chosen.dev_score)  # this recovery changes nothing
-    assert chosen.speedup >= 1.6 and result.keep_flops == chosen.keep_flops
-    order = result.target["removal_order"]
-    assert result.layers_removed == sorted(order[:chosen.layers_removed])
-    summary = result.to_dict()
-    assert summary["layers_removed"] == result.layers_removed and summary["chosen"]["layers_removed"] == \
-        chosen.layers_removed
-    back = read_table(result.table)
-    assert [c.layers_removed for c in back] == [c.layers_removed for c in result.candidates]
-    assert [c.dev_recovered for c in back] == [None if c.dev_recovered is None else pytest.approx(c.dev_recovered,
-                                                                                                  abs=1e-4)
-                                               for c in result.candidates]  # the table keeps 4 decimals
+    judged = judge_after_recovery(result, deep_dir, dev, scores, PruningConfig(), recover)
+    assert sorted(recovered) == sorted(LAYERS - c.layers_removed for c in finalists)
+    now = [c for c in judged.candidates if c.chosen]
+    assert now == [deepest] and deepest.dev_recovered == pytest.approx(100.0, abs=1e-4)
+    assert judged.layers_removed == sorted(order[:deepest.layers_removed])
+    assert judged.keep_flops == deepest.keep_flops and judged.to_dict()["chosen"]["dev_recovered"] is not None
+    back = read_table(judged.table)  # rewritten with the new choice and the recovered scores
+    assert [c.layers_removed for c in back] == [c.layers_removed for c in judged.candidates]
+    assert [c.chosen for c in back] == [c.chosen for c in judged.candidates]
+    assert [c.dev_recovered is None for c in back] == [c.dev_recovered is None for c in judged.candidates]
 
 
 class FakeProber:
-    """Probes from a latency model in which a removed layer takes its fixed cost with it; the dev score right
-    after the cut punishes depth (3 per layer) more than it does after recovery (0.2 per layer)."""
+    """Probes from a latency model in which a removed layer takes its fixed cost with it."""
 
     def __init__(self, target):
         self.target, self.model, self.candidates, self.show_progress = target.check(), "tiny", [], False
+        self.work = Path("work")
 
     def one_shot(self, scores, pruning, budget, removed=()):
         k = len(removed)
@@ -133,27 +138,31 @@ class FakeProber:
         self.candidates.append(candidate)
         return candidate
 
-    def recovered_dev(self, scores, pruning, removed, budget, recover):
-        rest = (LAYERS - len(removed)) / LAYERS
-        return 80 - 4 * (1 - budget * rest) - 0.2 * len(removed)
 
-
-def test_recovery_can_change_which_finalist_wins():
+def test_each_depth_has_its_finalist_at_the_largest_budget_that_reaches_the_aim():
     scores = GateScores(*(torch.zeros(1, LAYERS, 2) for _ in range(4)))
-    before = depth_speed_search(FakeProber(Target(speedup=2.0)), scores, None, 0.02, [3, 2, 1, 0], 2)
-    assert before.layers_removed == 0 and before.dev_recovered is None  # one-shot: width only looks best
-    prober = FakeProber(Target(speedup=2.0))
-    after = depth_speed_search(prober, scores, None, 0.02, [3, 2, 1, 0], 2, recover=lambda e: e)
-    assert after.layers_removed == 2 and after.speedup >= 2.0  # after recovery the deepest cut keeps the most
-    assert {c.layers_removed for c in prober.candidates} == {0, 1, 2}
+    prober = FakeProber(Target(speedup=2.0, depth=2))
+    finalists = depth_speed_search(prober, scores, None, 0.02, [3, 2, 1, 0], 2)
+    assert [c.layers_removed for c in finalists] == [0, 1, 2]  # best dev first: depth costs 3 points a layer here
+    for c in finalists:
+        tried = [p for p in prober.candidates if p.layers_removed == c.layers_removed]
+        reached = [p for p in tried if p.speedup >= 2.06] or [p for p in tried if p.speedup >= 2.0]
+        assert c.meets and c.keep_flops == max(p.keep_flops for p in reached)
+    deeper = [c.keep_flops for c in finalists]
+    assert deeper == sorted(deeper)  # the fewer layers, the more of each remaining layer's width the aim leaves
+    far = FakeProber(Target(speedup=3.3, depth=2))  # width alone cannot reach 3.3x (0.3 fixed): depth can
+    assert [c.layers_removed for c in depth_speed_search(far, scores, None, 0.02, [3, 2, 1, 0], 2)] == [1, 2]
+    with pytest.raises(SearchOutOfReach):
+        depth_speed_search(FakeProber(Target(speedup=50.0, depth=1)), scores, None, 0.02, [3, 2, 1, 0], 1)
 
 
-def test_depth_is_refused_without_a_speed_target_or_when_negative(deep_dir, tmp_path):
+def test_depth_is_refused_without_a_speed_target_or_when_negative():
     with pytest.raises(SparseCSEError, match="searched for a speed-up target"):
-        search_budget(deep_dir, None, Target(max_drop=1.0), tmp_path / "w", depth=1)
-    with pytest.raises(SparseCSEError, match="whole number >= 0"):
-        search_budget(deep_dir, None, Target(speedup=2.0), tmp_path / "w", depth=-1)
-    assert not (tmp_path / "w").exists()
+        Target(max_drop=1.0, depth=1).check()
+    for bad in (-1, 1.5, True):
+        with pytest.raises(SparseCSEError, match="whole number of at least 0"):
+            Target(speedup=2.0, depth=bad).check()
+    assert Target(speedup=2.0, depth=2).check().describe() == "2x on torch-fp32 (batch 128, up to 2 layers removed)"
 
 
 def test_the_candidates_table_keeps_depth_and_recovery(tmp_path):
@@ -188,7 +197,7 @@ def test_compress_with_depth_removes_the_chosen_layers_before_spending_the_budge
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(random_sentences(96, seed=7)) + "\n")
     out = tmp_path / "run"
-    stages = ["--set", "budget.depth=2", "--set", "budget.recovery_steps=2", "--set", "prune.steps=1",
+    stages = ["--set", "target.depth=2", "--set", "budget.recovery_steps=2", "--set", "prune.steps=1",
               "--set", "prune.reconstruct_sentences=32", "--set", "student.sentences=48",
               "--set", "student.max_steps=2", "--set", "student.eval_steps=2", "--set", "student.batch_size=8",
               "--set", "student.teacher_precision=fp32", "--set", "student.mixed_precision=no",

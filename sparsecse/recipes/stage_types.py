@@ -342,13 +342,12 @@ class BudgetStage:
     candidates are shrunk, timed against the input model on the target's engine and scored on the dev set;
     a later prune stage spends the budget with ``keep_flops: "@NAME"``. Makes no model.
 
-    ``depth`` (a speed-up target): candidates may also remove up to that many whole layers (those of lowest Block
-    Influence), the prune stage then removing the chosen ones before it spends the budget on the remaining
-    layers; ``recovery_steps`` > 0 judges each depth's finalist by its dev score after that many distillation
-    steps from the input model (0: right after the cut)."""
+    With the target's ``depth`` candidates may also remove whole layers (those of lowest Block Influence), the
+    prune stage then removing the chosen ones before it spends the budget on the remaining layers;
+    ``recovery_steps`` > 0 judges each depth's finalist by its dev score after that many distillation steps from
+    the input model (0: right after the cut)."""
 
     name: str
-    depth: int = 0
     recovery_steps: int = 0
     type: str = "budget"
 
@@ -364,10 +363,9 @@ class BudgetStage:
         Raises:
             SparseCSEError: a setting of the wrong type or out of range.
         """
-        for name in ("depth", "recovery_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise SparseCSEError(f"{where}: {name} must be a whole number >= 0, not {value!r}.")
+        value = self.recovery_steps
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SparseCSEError(f"{where}: recovery_steps must be a whole number >= 0, not {value!r}.")
         return self
 
     @property
@@ -386,10 +384,8 @@ class BudgetStage:
         Returns:
             The line ``--list-recipes`` prints and the model card states.
         """
-        depth = f", up to {self.depth} whole layers removed" if self.depth else ""
-        judged = f", finalists judged after {self.recovery_steps} recovery steps" if self.depth and \
-            self.recovery_steps else ""
-        return f"find the budget that meets the target (candidates shrunk, timed and scored on dev{depth}{judged})"
+        judged = f"; depth finalists judged after {self.recovery_steps} recovery steps" if self.recovery_steps else ""
+        return f"find the budget that meets the target (candidates shrunk, timed and scored on dev{judged})"
 
 
 STAGE_TYPES = {"distill": DistillStage, "train": TrainStage, "prune": PruneStage, "export": ExportStage,

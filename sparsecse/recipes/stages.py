@@ -27,7 +27,7 @@ from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.targets.depth import without_layers
-from sparsecse.targets.search import search_budget
+from sparsecse.targets.search import judge_after_recovery, search_budget
 from sparsecse.targets.spec import Target
 from sparsecse.training.api import train
 from sparsecse.training.rundir import RunDir
@@ -158,9 +158,11 @@ def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: Stage
                                           score=scoring, shrink=shrinking)
         return shrunk.encoder, int(result.mask.head_mask.sum()), int(result.mask.neuron_mask.sum())
 
-    found = search_budget(model, ctx.dev_set(), ctx.target, ctx.work / "candidates", scores=scores, pruning=pruning,
-                          prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed, show_progress=ctx.show_progress,
-                          depth=stage.depth, recover=_recovery(stage, index, model, ctx))
+    dev = ctx.dev_set()
+    found = search_budget(model, dev, ctx.target, ctx.work / "candidates", scores=scores, pruning=pruning,
+                          prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed, show_progress=ctx.show_progress)
+    if stage.recovery_steps:
+        found = judge_after_recovery(found, model, dev, scores, pruning, _recovery(stage, index, model, ctx))
     with atomic_dir(out) as tmp:
         for path in (found.table, found.plot):
             shutil.copy2(path, tmp / path.name)
@@ -169,9 +171,7 @@ def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: Stage
 
 def _recovery(stage: BudgetStage, index: int, model: str, ctx: StageContext):
     """The short recovery the budget stage judges depth finalists after: ``recovery_steps`` steps of MSE
-    distillation from the input ``model`` on a sample of the corpus (None: judged right after the cut)."""
-    if not (stage.depth and stage.recovery_steps):
-        return None
+    distillation from the input ``model`` on a sample of the corpus."""
     batch = 32
     corpus = sampled_corpus(ctx, index, stage.recovery_steps * batch)
     runs = itertools.count(1)

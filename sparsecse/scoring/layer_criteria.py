@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.adapters import layer_modules
 
 if TYPE_CHECKING:
     import torch
@@ -109,8 +110,6 @@ def layer_scores(encoder, sentences: Sequence[str], criterion: str = "block_infl
         float64 [layers]: higher is more important.
     """
     import torch
-
-    from sparsecse.modeling.adapters import layer_modules
 
     chosen = get_layer_criterion(criterion)
     if not sentences:

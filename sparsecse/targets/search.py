@@ -16,11 +16,12 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   prune stage's steps), scored on the dev set and timed; bisection over the budget finds the smallest (fastest) one
   whose dev score is within ``max_drop`` of the input model's, measured the same way.
 
-- **depth** (``depth`` > 0, with a speed-up): the speed search runs once for each number k = 0..depth of whole
-  layers removed (:mod:`sparsecse.targets.depth`: the k layers of lowest Block Influence, then the width budget
-  of the remaining layers), each timed on the engine like any probe; each k's largest budget that reaches the
-  aim is a finalist, and the finalist with the best dev score wins, judged right after the cut or, given
-  ``recover``, after a short recovery (the one-shot dev score misjudges depth cuts: the targets guide).
+- **depth** (``Target.depth`` > 0, with a speed-up): the speed search runs once for each number k = 0..depth of
+  whole layers removed (:mod:`sparsecse.targets.depth`: the k layers of lowest Block Influence, then the width
+  budget of the remaining layers), each timed on the engine like any probe; each k's largest budget that
+  reaches the aim is a finalist, and the finalist with the best dev score right after the cut wins.
+  :func:`judge_after_recovery` judges the finalists again after a short recovery instead (the dev score right
+  after the cut misjudges depth cuts: the targets guide).
 
 Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates`).
 """
@@ -70,6 +71,8 @@ class SearchResult:
     plot: Path
     target: dict[str, Any] = field(default_factory=dict)
     layers_removed: list[int] = field(default_factory=list)  # removed whole first; keep_flops is then of the rest
+    finalists: list[Candidate] = field(default_factory=list)  # each depth's best (one: the chosen)
+    title: str = ""  # the plot's
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the stage summary and the card read it)."""
@@ -132,12 +135,6 @@ class _Prober:
         return self.add(budget, encoder, int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), "speed",
                         layers_removed=len(removed))
 
-    def recovered_dev(self, scores: GateScores, pruning: PruningConfig, removed: list[int], budget: float,
-                      recover: Callable[[SentenceEncoder], SentenceEncoder]) -> float:
-        """The dev score of the one-shot candidate (``removed`` layers, ``budget`` of the rest) after ``recover``."""
-        encoder, _ = depth_width_probe(self.dense, scores, pruning, removed, budget)
-        return float(self.dev.score(recover(encoder)))
-
 
 def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) -> float:
     """The budget where the line through the two probes nearest the aim (in 1/speed-up, with the dense model at
@@ -195,9 +192,9 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
 
 
 def depth_speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float, order: list[int],
-                       depth: int, recover: Callable[[SentenceEncoder], SentenceEncoder] | None = None) -> Candidate:
-    """The best of each depth's speed-search finalist (0..``depth`` layers of ``order`` removed): by dev score
-    right after the cut, or, given ``recover``, after it (``recover`` trains the rebuilt finalist briefly)."""
+                       depth: int) -> list[Candidate]:
+    """Each depth's speed-search finalist (0..``depth`` layers of ``order`` removed, those out of reach left out),
+    best dev score first; the target is out of reach when no depth reaches it."""
     finalists, missed = [], None
     for k in range(depth + 1):
         try:
@@ -206,13 +203,38 @@ def depth_speed_search(prober: _Prober, scores: GateScores, pruning: PruningConf
             missed = missed or exc
     if not finalists:
         raise missed
-    if recover is not None and len(finalists) > 1:
-        for c in finalists:
-            c.dev_recovered = prober.recovered_dev(scores, pruning, layers_removed(order, c.layers_removed),
-                                                   c.keep_flops, recover)
-            if prober.show_progress:
-                print(f"  finalist: {c.describe()}", file=sys.stderr, flush=True)
-    return max(finalists, key=lambda c: c.dev_score if c.dev_recovered is None else c.dev_recovered)
+    return sorted(finalists, key=lambda c: -c.dev_score if math.isfinite(c.dev_score) else math.inf)
+
+
+def judge_after_recovery(result: SearchResult, model: str | os.PathLike, dev, scores: GateScores,
+                         pruning: PruningConfig, recover: Callable[[SentenceEncoder], SentenceEncoder]) -> SearchResult:
+    """Choose among ``result``'s depth finalists by their dev score after a short recovery, not right after the cut.
+
+    Args:
+        result: a depth search's result (fewer than two finalists: returned as it is).
+        model: the input model.
+        dev: the dev set the search scored on.
+        scores: the input model's gate scores the search pruned from.
+        pruning: the pruning rule it used.
+        recover: an encoder -> the encoder after the short recovery (e.g. a few hundred distillation steps).
+
+    Returns:
+        ``result``, its finalists' ``dev_recovered`` set, the best of them chosen, its table and plot rewritten.
+    """
+    if len(result.finalists) < 2:
+        return result
+    dense = SentenceEncoder.load(model, device="cpu")
+    order = result.target["removal_order"]
+    for c in result.finalists:
+        encoder, _ = depth_width_probe(dense, scores, pruning, layers_removed(order, c.layers_removed), c.keep_flops)
+        c.dev_recovered = float(dev.score(recover(encoder)))
+    best = max(result.finalists, key=lambda c: c.dev_recovered if math.isfinite(c.dev_recovered) else -math.inf)
+    for c in result.candidates:
+        c.chosen = c is best
+    result.keep_flops, result.layers_removed = best.keep_flops, layers_removed(order, best.layers_removed)
+    write_table(result.candidates, result.table)
+    write_plot(result.candidates, result.plot, result.target, result.title)
+    return result
 
 
 def quality_search(prober: _Prober, prune_fn: Callable[[float], tuple[SentenceEncoder, int, int]]) -> Candidate:
@@ -246,8 +268,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
                   scores: GateScores | None = None, pruning: PruningConfig | None = None,
                   prune_fn: Callable[[float], tuple[SentenceEncoder, int, int]] | None = None,
                   calibration: str | os.PathLike | None = None, seed: int = 0,
-                  show_progress: bool = True, depth: int = 0,
-                  recover: Callable[[SentenceEncoder], SentenceEncoder] | None = None) -> SearchResult:
+                  show_progress: bool = True) -> SearchResult:
     """The kept-FLOPs budget that meets ``target`` for ``model`` (see the module docstring).
 
     Args:
@@ -263,20 +284,12 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         calibration: the corpus int8 engines calibrate on.
         seed: the calibration sample's seed.
         show_progress: print each candidate as it is measured.
-        depth: with a speed-up, also try candidates that remove 1..``depth`` whole layers (0: width only).
-        recover: with ``depth``, judge the finalists after this short recovery (an encoder -> the encoder
-            trained briefly) instead of right after the cut.
 
     Returns:
         A :class:`SearchResult`; the table and plot are written even when the target is out of reach
         (:class:`TargetOutOfReach`, raised after writing them).
     """
     target = target.check()
-    if depth and target.speedup is None:
-        raise SparseCSEError("Removing whole layers (depth) is searched for a speed-up target; give --speedup.")
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-        raise SparseCSEError(f"depth (the most whole layers a candidate may remove) must be a whole number >= 0, "
-                             f"not {depth!r}.")
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     prober = _Prober(str(model), dev, target, work, calibration, seed, show_progress)
@@ -288,19 +301,22 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         if target.speedup is not None:
             if scores is None:
                 raise ValueError("A speed-up target needs the dense model's scores.")
-            order = removal_order(prober.dense, prober.sentences) if depth else []
-            summary["removal_order"] = order
-            chosen = depth_speed_search(prober, scores, pruning, SMALLEST_BUDGET, order, depth, recover)
-            removed = layers_removed(order, chosen.layers_removed) if depth else []
+            order = removal_order(prober.dense, prober.sentences) if target.depth else []
+            summary.update(depth=target.depth, removal_order=order)
+            finalists = depth_speed_search(prober, scores, pruning, SMALLEST_BUDGET, order, target.depth)
+            chosen = finalists[0]
+            removed = layers_removed(order, chosen.layers_removed)
         else:
             removed = []
             if prune_fn is None:
                 raise ValueError("A quality-only target needs prune_fn.")
             chosen = quality_search(prober, prune_fn)
+            finalists = [chosen]
         chosen.chosen = True
     finally:
         table = write_table(prober.candidates, work / TABLE) if prober.candidates else work / TABLE
-        plot = write_plot(prober.candidates, work / PLOT, summary, f"{model_label(model)}: "
-                          f"{target.describe()}") if prober.candidates else work / PLOT
+        title = f"{model_label(model)}: {target.describe()}"
+        plot = write_plot(prober.candidates, work / PLOT, summary, title) if prober.candidates else work / PLOT
         shutil.rmtree(work / "engine", ignore_errors=True)
-    return SearchResult(chosen.keep_flops, prober.candidates, prober.reference_dev, table, plot, summary, removed)
+    return SearchResult(chosen.keep_flops, prober.candidates, prober.reference_dev, table, plot, summary, removed,
+                        finalists, title)

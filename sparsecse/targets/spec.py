@@ -61,6 +61,8 @@ class Target:
         margin: probes aim ``speedup x (1 + margin)``, since the final model (pruned in steps, distilled) is timed
             again and its speed-up varies a little around the probe's.
         probes: the most candidate budgets the search tries.
+        depth: with a speed-up, candidates may also remove up to this many whole layers (0: width only;
+            :mod:`sparsecse.targets.depth`).
     """
 
     speedup: float | None = None
@@ -69,6 +71,7 @@ class Target:
     batch_size: int = DEFAULT_BATCH_SIZE
     margin: float = 0.03
     probes: int = DEFAULT_PROBES
+    depth: int = 0
 
     def check(self, where: str = "") -> "Target":
         """The target itself once every setting is valid (one sentence naming the setting otherwise)."""
@@ -95,6 +98,12 @@ class Target:
             raise SparseCSEError(f"{prefix}The target's margin must be in [0, 1); got {self.margin!r}.")
         if isinstance(self.probes, bool) or not isinstance(self.probes, int) or not 2 <= self.probes <= 30:
             raise SparseCSEError(f"{prefix}The target's probes must be a whole number in [2, 30]; got {self.probes!r}.")
+        if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 0:
+            raise SparseCSEError(f"{prefix}The target's depth (the most whole layers a candidate removes) must be a "
+                                 f"whole number of at least 0; got {self.depth!r}.")
+        if self.depth and self.speedup is None:
+            raise SparseCSEError(f"{prefix}Removing whole layers (depth) is searched for a speed-up target; give "
+                                 "--speedup.")
         return self
 
     @property
@@ -106,7 +115,8 @@ class Target:
         """One line, e.g. ``2x on torch-fp32 (batch 128)`` or ``a dev drop of at most 0.3``."""
         parts = []
         if self.speedup is not None:
-            parts.append(f"{float(self.speedup):g}x on {self.engine} (batch {self.batch_size})")
+            depth = f", up to {self.depth} layers removed" if self.depth else ""
+            parts.append(f"{float(self.speedup):g}x on {self.engine} (batch {self.batch_size}{depth})")
         if self.max_drop is not None:
             parts.append(f"a dev drop of at most {float(self.max_drop):g}")
         return " with ".join(parts) if self.speedup is not None else (parts[0] + f" (speed on {self.engine})")
