@@ -106,11 +106,11 @@ def main() -> None:
             speed = {f"batch{b}": round(speedup_over(dense, {"c": encoder}, timed[:256 if b == 1 else 512], b)["c"], 3)
                      for b in (1, 128)}
         t1 = time.perf_counter()
-        train(model=encoder, corpus=corpus, out=os.path.join(tempfile.mkdtemp(prefix="depth-recovery-"), "run"), objective="distill",
+        recovered = train(model=encoder, corpus=corpus, out=os.path.join(tempfile.mkdtemp(prefix="depth-recovery-"), "run"), objective="distill",
               objective_args={"teacher": model},
                        config=TrainingConfig(objective="distill", max_steps=args.steps, batch_size=args.batch_size,
                                              lr=args.lr, eval_steps=0, show_progress=False, data_dir=data_dir))
-        after = float(dev.score(encoder))  # trained in place
+        after = float(dev.score(SentenceEncoder.load(recovered.out, device="cpu")))  # the model the run saved
         row = {"layers_removed": removed, "keep_flops_of_rest": float(keep),
                "overall_keep_flops": round(overall_keep_flops(float(keep), len(removed), layers), 4),
                "dev_before": round(before, 2), "dev_after": round(after, 2), "recovery_seconds":

@@ -216,3 +216,12 @@ def test_compress_with_depth_removes_the_chosen_layers_before_spending_the_budge
     assert pruned["kept_flops_ratio"] <= budget["keep_flops"] + 1e-9  # the budget of the remaining layers
     table = read_table(out / "model" / "candidates.csv")
     assert {c.layers_removed for c in table} == {0, 1, 2}
+
+
+def test_a_depth_the_model_cannot_lose_is_refused_before_any_probe(deep_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "speedup_over", fake_speedup_over)
+    dense = SentenceEncoder.load(deep_dir, device="cpu")
+    with pytest.raises(SparseCSEError, match="A model with 4 layers can lose 0 to 3 of them, not 4"):
+        search_budget(deep_dir, FakeDev(dense), Target(speedup=1.6, depth=4), tmp_path / "work",
+                      scores=random_scores(dense), show_progress=False)
+    assert not (tmp_path / "work" / TABLE).exists()

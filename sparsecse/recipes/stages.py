@@ -169,19 +169,23 @@ def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: Stage
     return found.to_dict()
 
 
+RECOVERY_BATCH, RECOVERY_LR = 32, 1e-4  # a depth finalist's short recovery (distill's own lr)
+
+
 def _recovery(stage: BudgetStage, index: int, model: str, ctx: StageContext):
     """The short recovery the budget stage judges depth finalists after: ``recovery_steps`` steps of MSE
-    distillation from the input ``model`` on a sample of the corpus."""
-    batch = 32
-    corpus = sampled_corpus(ctx, index, stage.recovery_steps * batch)
+    distillation from the input ``model`` (batch ``RECOVERY_BATCH``, lr ``RECOVERY_LR``) on a sample of the
+    corpus."""
+    corpus = sampled_corpus(ctx, index, stage.recovery_steps * RECOVERY_BATCH)
     runs = itertools.count(1)
 
     def recover(encoder: SentenceEncoder) -> SentenceEncoder:
-        train(model=encoder, corpus=str(corpus), out=str(ctx.work / "recovery" / f"finalist{next(runs)}"),
-              objective="distill", objective_args={"teacher": model}, seed=ctx.seed,
-              config=TrainingConfig(max_steps=stage.recovery_steps, batch_size=batch, lr=5e-5, eval_steps=0,
-                                    data_dir=ctx.data_dir, overwrite=True, show_progress=False))
-        return encoder
+        result = train(model=encoder, corpus=str(corpus), out=str(ctx.work / "recovery" / f"finalist{next(runs)}"),
+                       objective="distill", objective_args={"teacher": model}, seed=ctx.seed,
+                       config=TrainingConfig(max_steps=stage.recovery_steps, batch_size=RECOVERY_BATCH, lr=RECOVERY_LR,
+                                             eval_steps=0,
+                                             data_dir=ctx.data_dir, overwrite=True, show_progress=False))
+        return SentenceEncoder.load(result.out, device="cpu")  # the model the recovery saved
 
     return recover
 

@@ -36,7 +36,7 @@ def removal_order(encoder: SentenceEncoder, sentences: Sequence[str], criterion:
     Args:
         encoder: the input model.
         sentences: the sentences the layer criterion averages over (the dev sentences).
-        criterion: a name in :data:`~sparsecse.scoring.layer_criteria.LAYER_CRITERIA`.
+        criterion: a name in ``LAYER_CRITERIA`` (:mod:`sparsecse.scoring.layer_criteria`).
         batch_size: sentences per forward pass.
 
     Returns:

@@ -302,6 +302,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             if scores is None:
                 raise ValueError("A speed-up target needs the dense model's scores.")
             order = removal_order(prober.dense, prober.sentences) if target.depth else []
+            layers_removed(order, target.depth)  # a depth the model cannot lose is refused before any probe
             summary.update(depth=target.depth, removal_order=order)
             finalists = depth_speed_search(prober, scores, pruning, SMALLEST_BUDGET, order, target.depth)
             chosen = finalists[0]
