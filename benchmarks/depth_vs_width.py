@@ -106,7 +106,8 @@ def main() -> None:
             speed = {f"batch{b}": round(speedup_over(dense, {"c": encoder}, timed[:256 if b == 1 else 512], b)["c"], 3)
                      for b in (1, 128)}
         t1 = time.perf_counter()
-        recovered = train(model=encoder, corpus=corpus, out=os.path.join(tempfile.mkdtemp(prefix="depth-recovery-"), "run"), objective="distill",
+        out = os.path.join(tempfile.mkdtemp(prefix="depth-recovery-"), "run")
+        recovered = train(model=encoder, corpus=corpus, out=out, objective="distill",
               objective_args={"teacher": model},
                        config=TrainingConfig(objective="distill", max_steps=args.steps, batch_size=args.batch_size,
                                              lr=args.lr, eval_steps=0, show_progress=False, data_dir=data_dir))

@@ -6,9 +6,9 @@ architecture's own config, so the base model code reads every usual field unchan
 ``num_attention_heads`` and ``intermediate_size`` keep the source model's values (they fix the head
 size), while ``kept_heads`` and ``intermediate_sizes`` give the real per-layer shapes, ``num_hidden_layers``
 the layers kept (``kept_layers``: their indices among the source model's ``source_layers``; a model whose
-whole layers were removed has fewer, and per-layer fields such as ``layer_types`` list the kept ones), and ``unit_layout``
-(written by sparsecse's architecture adapter) says where in a layer those heads and neurons live, so one
-modeling file (:mod:`sparsecse.modeling.modeling_sparsecse`) builds every family's layers at those sizes.
+whole layers were removed has fewer, and per-layer fields such as ``layer_types`` list the kept ones), and
+``unit_layout`` (written by sparsecse's architecture adapter) says where in a layer those heads and neurons
+live, so one modeling file (:mod:`sparsecse.modeling.modeling_sparsecse`) builds every family's layers at those sizes.
 """
 
 from __future__ import annotations

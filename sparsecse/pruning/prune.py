@@ -47,7 +47,8 @@ class PruningConfig:
 def encoder_param_counts(shape: dict[str, int], mask: Mask) -> dict[str, Any]:
     """Parameters of the transformer layers (no embeddings) before and after removing the masked units."""
     costs = UnitCosts.from_shape(shape, "params")
-    removed = costs.dense - costs.kept(mask.head_mask, mask.neuron_mask, mask.layer_mask)  # key/value heads of emptied groups too
+    # key/value heads of emptied groups too, and whole removed layers
+    removed = costs.dense - costs.kept(mask.head_mask, mask.neuron_mask, mask.layer_mask)
     return {"encoder_params": costs.dense, "encoder_params_removed": removed,
             "encoder_param_sparsity": removed / costs.dense}
 

@@ -108,7 +108,8 @@ def shrunk_config(model: nn.Module, mask: Mask, padding: list[int] | None = None
             fields[name] = [fields[name][i] for i in kept]
     widths = [n + pad for n, pad in zip(mask.neuron_mask.sum(1).tolist(), padding or [0] * layers)]
     new = SHRUNK_CONFIGS[base].from_dict({
-        **fields, "num_hidden_layers": len(kept), "kept_heads": kept_heads, "intermediate_sizes": [widths[i] for i in kept],
+        **fields, "num_hidden_layers": len(kept), "kept_heads": kept_heads,
+        "intermediate_sizes": [widths[i] for i in kept],
         "kept_layers": [prior_layers[i] for i in kept],
         "source_layers": getattr(config, "source_layers", None) or layers,
         "unit_layout": get_adapter(model).layout.to_dict(), "has_pooler": getattr(model, "pooler", None) is not None})
