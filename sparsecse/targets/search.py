@@ -20,8 +20,8 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   whole layers removed (:mod:`sparsecse.targets.depth`: the k layers of lowest Block Influence, then the width
   budget of the remaining layers), each timed on the engine like any probe; each k's largest budget that
   reaches the aim is a finalist, and the finalist with the best dev score right after the cut wins.
-  :func:`judge_after_recovery` judges the finalists again after a short recovery instead (the dev score right
-  after the cut misjudges depth cuts: the targets guide).
+  :func:`judge_after_recovery` judges the finalists again after a short recovery instead (whether the dev score
+  right after the cut misjudges depth cuts is measured in the targets guide).
 
 Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates`).
 """
@@ -164,8 +164,7 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     tried: list[float] = []
     mine = lambda c: c.stage == "speed" and c.layers_removed == len(removed)  # noqa: E731
     for _ in range(target.probes):
-        candidate = prober.one_shot(scores, pruning, budget, removed) if removed else \
-            prober.one_shot(scores, pruning, budget)
+        candidate = prober.one_shot(scores, pruning, budget, removed)
         tried.append(candidate.keep_flops)
         if aim <= candidate.speedup <= aim * (1 + CLOSE_ENOUGH):
             break
