@@ -161,7 +161,7 @@ def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: Stage
     dev = ctx.dev_set()
     found = search_budget(model, dev, ctx.target, ctx.work / "candidates", scores=scores, pruning=pruning,
                           prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed, show_progress=ctx.show_progress)
-    if stage.recovery_steps:
+    if stage.recovery_steps and len(found.finalists) > 1:  # depth finalists to judge again
         found = judge_after_recovery(found, model, dev, scores, pruning, _recovery(stage, index, model, ctx))
     with atomic_dir(out) as tmp:
         for path in (found.table, found.plot):
