@@ -116,3 +116,25 @@ def test_layer_maps():
 def test_bad_layer_maps_are_refused(spec, message):
     with pytest.raises(SparseCSEError, match=message):
         parse_layer_map(spec, 3, 6)
+
+
+@pytest.mark.parametrize("arch", ["modernbert", "qwen3", "gemma3_text"])
+def test_the_layer_map_of_a_student_with_removed_layers_holds_in_todays_families(arch, tmp_path):
+    """The hidden states the map pairs are the same layers' in every family: the student's first layer is the
+    teacher's (loss 0), its embeddings too."""
+    from sparsecse.pruning.masks import Mask
+    from sparsecse.shrinking.shrink import shrink
+    from tests.tiny_modern import make_modern_model_dir
+
+    teacher_dir = make_modern_model_dir(tmp_path / arch, arch, layers=4)
+    shrink(teacher_dir, Mask.for_model(student_of(teacher_dir).model).without_layers([1]), tmp_path / "small",
+           config=ShrinkConfig(pooling="mean", align_ffn=1))
+    student = student_of(tmp_path / "small")
+    objective = Distill(student, teacher=str(teacher_dir), layer_weight=1.0)
+    assert objective.layer_pairs == [(1, 1), (2, 3), (3, 4)]
+    batch = student.tokenize(SENTENCES[:5])
+    with torch.no_grad():
+        hidden = objective._student_hidden(batch)[1]
+        for pair, zero in (((0, 0), True), ((1, 1), True), ((2, 3), False)):
+            objective.layer_pairs = [pair]
+            assert (float(objective.layer_loss(hidden, batch)) < 1e-10) == zero, pair
