@@ -154,7 +154,7 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     corpus = shrinking.reconstruct
     if out is not None:  # before any work
         check_destination(out, overwrite, inputs=read_inputs(
-            model=model, scores=scores, data_dir=scoring.data_dir,
+            model=model, scores=scores, data_dir=scoring.data_dir, dev=scoring.dev,
             corpus=corpus.calibration.corpus if isinstance(corpus, ReconstructionPlan) else corpus))
     result, shrunk = prune_and_shrink(model, out, keep_flops=keep_flops, keep_params=keep_params, steps=steps,
                                       scores=scores, prune=pruning, score=scoring, shrink=shrinking,
