@@ -253,7 +253,8 @@ def test_one_field_limit_for_every_format(tmp_path, suffix):
 
 def test_a_huge_jsonl_sentence_is_refused_in_bounded_memory(tmp_path):
     path = tmp_path / "huge.jsonl"
-    path.write_text(json.dumps({"sentence1": "w " * 2_500_000, "sentence2": "b", "score": 1}) + "\n")
+    path.write_text(json.dumps({"sentence1": "w " * 2_500_000, "sentence2": "b", "score": 1}) + "\n"
+                    + json.dumps({"sentence1": "a", "sentence2": "c", "score": 2}) + "\n")
     tracemalloc.start()
     try:
         with pytest.raises(SparseCSEError, match="more than 131,072 characters"):
