@@ -95,7 +95,7 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     recipe instead (:func:`run_recipe_mode`).
 
     With a target instead of a budget (``speedup``: a speed-up measured on ``engine`` at ``timing_batch_size`` against
-    ``model`` itself; ``max_drop``: the largest dev-score drop; either or both), run the shipped ``target`` recipe
+    ``model`` itself; ``max_drop``: the largest dev-score drop; one of the two), run the shipped ``target`` recipe
     (or ``recipe``, which must hold a budget stage): find the budget that meets the target by timing candidates,
     prune to it with reconstruction, distil from ``model`` itself (or ``teacher``), choose on the dev set
     (:mod:`sparsecse.targets`). ``corpus`` is required there.
@@ -154,7 +154,7 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     corpus = shrinking.reconstruct
     if out is not None:  # before any work
         check_destination(out, overwrite, inputs=read_inputs(
-            model=model, scores=scores, data_dir=scoring.data_dir,
+            model=model, scores=scores, data_dir=scoring.data_dir, dev=scoring.dev,
             corpus=corpus.calibration.corpus if isinstance(corpus, ReconstructionPlan) else corpus))
     result, shrunk = prune_and_shrink(model, out, keep_flops=keep_flops, keep_params=keep_params, steps=steps,
                                       scores=scores, prune=pruning, score=scoring, shrink=shrinking,

@@ -14,7 +14,7 @@ import platform
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import torch
 
@@ -126,7 +126,8 @@ def _same_or_inside(path: Path, container: Path) -> bool:
         return False
 
 
-NEW_FILES_ALLOWED_INSIDE = ("data directory",)  # inputs a new output may be written into (never over a file)
+NEW_FILES_ALLOWED_INSIDE = ("data directory", "model store")  # inputs a new output may be written into (never over a file)
+ANYTHING_ALLOWED_INSIDE = ("model folder",)  # folders of many models: only the folder itself (and what holds it) is kept
 
 
 def _input_paths(inputs: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -136,52 +137,82 @@ def _input_paths(inputs: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                 yield name, os.fspath(item)
 
 
+def _over_input(name: str, source: Path, target: Path) -> bool:
+    """Whether writing ``target`` would replace or write into the input ``source`` (a ``name`` input)."""
+    if _same_or_inside(source, target):  # the input itself, or a directory holding it
+        return True
+    inside = source.is_dir() and _same_or_inside(target, source)
+    if not inside or name in ANYTHING_ALLOWED_INSIDE:
+        return False
+    return not (name in NEW_FILES_ALLOWED_INSIDE and target != source and not os.path.lexists(target))
+
+
 def check_destination(
     out: str | os.PathLike,
     overwrite: bool = False,
     inputs: Mapping[str, Any] | None = None,
     option: str = "--out",
     sidecar: bool = False,
+    also: Iterable[str | os.PathLike] = (),
 ) -> Path:
     """Everything about an output that can be checked before the work starts (every command calls
     this first): it does not exist unless ``overwrite``, it is none of the ``inputs`` (nor a directory
     holding one, nor inside an input directory) once symlinks are resolved, and its nearest existing
     ancestor is a writable directory, so the result can be written when the work is done.
 
-    ``inputs``: {what it is: a path or a list of paths}; :func:`sparsecse.artifacts.inputs.read_inputs`
-    spells out everything a command reads (the default model, a mask's model, teachers, ...)."""
+    Args:
+        out: the output path (``--out``).
+        overwrite: whether an existing output may be replaced.
+        inputs: {what it is: a path or a list of paths};
+            :func:`sparsecse.artifacts.inputs.read_inputs` spells out everything a command reads (the
+            default model, a mask's model, teachers, dev and test files, local task directories, the
+            model store, ...).
+        option: the option's name, for the message.
+        sidecar: a tensor file's JSON manifest is written beside ``out`` too.
+        also: every other path the command writes that derives from ``out`` (e.g. ``eval --mteb``'s
+            ``OUT_mteb`` directory), checked exactly as ``out`` is.
+
+    Returns:
+        ``out`` as a :class:`~pathlib.Path`.
+    """
     out = Path(out)
-    check_not_dangling(out, option)
-    resolved = real_path(out)
-    targets = [resolved] + ([real_path(sidecar_path(out))] if sidecar else [])
+    written = [(out, option), *[(Path(p), f"{option}'s {Path(p).name}") for p in also]]
+    if sidecar:
+        written.append((sidecar_path(out), f"{option}'s manifest {sidecar_path(out).name}"))
+    for path, _ in written:
+        check_not_dangling(path, option)
     for name, value in _input_paths(inputs or {}):
         source = real_path(value)
-        for target in targets:
-            inside = source.is_dir() and _same_or_inside(target, source)
-            if inside and name in NEW_FILES_ALLOWED_INSIDE and target != source and not os.path.lexists(target):
-                continue  # a new file among the data replaces nothing that is read
-            if _same_or_inside(source, target) or inside:
-                raise SparseCSEError(f"{option} {out} would overwrite the {name} it reads ({value}); choose "
+        for path, what in written:
+            if _over_input(name, source, real_path(path)):
+                raise SparseCSEError(f"{what} {path} would overwrite the {name} it reads ({value}); choose "
                                      f"another {option}.")
     refuse_existing(out, overwrite)
-    if sidecar and sidecar_path(out).exists() and not overwrite:  # a tensor file's JSON manifest
-        raise SparseCSEError(f"{sidecar_path(out)} (the manifest written beside {out.name}) already exists; "
-                             f"choose another {option} or pass --overwrite.")
-    ancestor = resolved.parent
+    for path, _ in written[1:]:
+        if os.path.lexists(path) and not overwrite:
+            raise SparseCSEError(f"{path} (written beside {out.name}) already exists; choose another {option} or "
+                                 "pass --overwrite.")
+    for path, what in written:
+        _check_writable(path, what)
+    return out
+
+
+def _check_writable(path: Path, option: str) -> None:
+    """The nearest existing ancestor of ``path`` is a directory where files can be created."""
+    ancestor = real_path(path).parent
     while not ancestor.exists() and not ancestor.is_symlink():
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise SparseCSEError(f"Cannot write {option} {out}: {ancestor} is a file, not a directory.")
+        raise SparseCSEError(f"Cannot write {option} {path}: {ancestor} is a file, not a directory.")
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise SparseCSEError(f"Cannot write {option} {out}: the directory {ancestor} is not writable.")
+        raise SparseCSEError(f"Cannot write {option} {path}: the directory {ancestor} is not writable.")
     try:  # os.access says yes to root and on read-only or pseudo file systems; a real create does not
-        fd, probe = tempfile.mkstemp(prefix=_temp_prefix(out), suffix=".probe", dir=ancestor)
+        fd, probe = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".probe", dir=ancestor)
         os.close(fd)
         Path(probe).unlink(missing_ok=True)
     except OSError as exc:
-        raise SparseCSEError(f"Cannot write {option} {out}: files cannot be created in {ancestor} "
+        raise SparseCSEError(f"Cannot write {option} {path}: files cannot be created in {ancestor} "
                              f"({exc.strerror or exc}).") from None
-    return out
 
 
 def _umask() -> int:

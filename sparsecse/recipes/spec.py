@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.data.eval_data import KNOWN_TASKS, is_pairs_file, known_task
+from sparsecse.data.text_files import what_is
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes.stage_types import (INPUT_REF, STAGE_TYPES, BudgetStage, DistillStage, ExportStage, PruneStage,
                                            TrainStage, check_text)
@@ -260,7 +261,7 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         target = _build(Target, target, f"The target of the recipe {source}").check(f"The recipe {source}")
     _check_budget_refs(stages, target, source)
     sets = _build(Data, data.pop("data", None) or {}, f"The data block of the recipe {source}")
-    sets.check(f"The data block of the recipe {source}")
+    check_sets(stages, sets.check(f"The data block of the recipe {source}"), source)
     recipe = _build(Recipe, {**data, "stages": tuple(stages), "evaluation": evaluation, "target": target,
                              "data": sets},
                     f"The recipe {source}", fixed={"source": source})
@@ -272,9 +273,26 @@ def parse_recipe(data: Any, source: str) -> Recipe:
     return recipe
 
 
+def check_sets(stages, data: Data, source: str) -> Data:
+    """``data`` once no stage contradicts it: a dev set picks each training stage's best checkpoint, so a train or
+    distill stage with ``eval_steps: 0`` (no checkpoint chosen) is refused with it, before any stage runs."""
+    if data.dev is not None:
+        for stage in stages:
+            if isinstance(stage, (DistillStage, TrainStage)) and not stage.eval_steps:
+                raise SparseCSEError(f"The recipe {source}'s stage {stage.name} has eval_steps 0, so the dev set "
+                                     f"{data.dev} would choose nothing there; set {stage.name}.eval_steps to N or leave "
+                                     "the dev set out.")
+    return data
+
+
 def _check_budget_refs(stages: list, target: Target | None, source: str) -> None:
-    """A prune stage's ``keep_flops: "@NAME"`` names an earlier budget stage, and a budget stage has a target."""
+    """A prune stage's ``keep_flops: "@NAME"`` names an earlier budget stage, a budget stage has a target, and a
+    target has a budget stage."""
     budgets = set()
+    if target is not None and not any(isinstance(s, BudgetStage) for s in stages):
+        raise SparseCSEError(f"The recipe {source} has no budget stage, so a target (--speedup, --max-drop or its "
+                             "target: block) has nothing to set; add a `type: budget` stage and a prune stage with "
+                             "keep_flops: \"@budget\", or run the shipped target recipe.")
     for stage in stages:
         if isinstance(stage, BudgetStage):
             if target is None:
@@ -300,7 +318,7 @@ def recipe_path(name_or_path: str | os.PathLike) -> Path:
     path = Path(text)
     if path.suffix in SUFFIXES or os.sep in text or path.exists():
         if not path.is_file():
-            raise SparseCSEError(f"The recipe file {text} does not exist.")
+            raise SparseCSEError(f"The recipe file {text} {what_is(path)}.")
         if path.suffix not in SUFFIXES:
             raise SparseCSEError(f"The recipe file {text} must end in .yaml, .yml or .toml.")
         return path

@@ -1,4 +1,4 @@
-"""What a user aims at: a measured speed-up on an engine, a largest dev-score drop, or both.
+"""What a user aims at: a measured speed-up on an engine, or a largest dev-score drop (one of the two).
 
     >>> Target(speedup=2.0).check().engine
     'torch-fp32'
@@ -48,14 +48,14 @@ def _number(value: Any) -> float | None:
 
 @dataclass(frozen=True)
 class Target:
-    """A compression target.
+    """A compression target: a speed-up or a largest dev drop (the two together are refused).
 
     Args:
         speedup: the encode speed-up over the input model to reach, measured on ``engine`` at ``batch_size``
             on the dev sentences (> 1), or None.
         max_drop: the largest drop of the dev score (the dev set's metric x 100, e.g. Spearman x 100) below the
-            input model's own, measured the same way (>= 0), or None. Alone, it asks for the fastest candidate
-            within the bound.
+            input model's own, measured the same way (>= 0), or None. It asks for the fastest candidate within
+            the bound; it cannot go with ``speedup``.
         engine: where speed is measured: one of :func:`engines`.
         batch_size: sentences per batch when timing.
         margin: probes aim ``speedup x (1 + margin)``, since the final model (pruned in steps, distilled) is timed
@@ -75,6 +75,10 @@ class Target:
         prefix = f"{where}: " if where else ""
         if self.speedup is None and self.max_drop is None:
             raise SparseCSEError(f"{prefix}a target needs a speed-up (--speedup) or a largest dev drop (--max-drop).")
+        if self.speedup is not None and self.max_drop is not None:
+            raise SparseCSEError(f"{prefix}Give a speed-up (--speedup) or a largest dev drop (--max-drop), not both: "
+                                 "the speed search judges candidates before they are distilled, so it cannot hold a "
+                                 "dev bound (check the drop on the model's card).")
         if self.speedup is not None:
             value = _number(self.speedup)
             if value is None or not math.isfinite(value) or value <= 1:

@@ -396,7 +396,7 @@ def train(model=None, corpus=None, out=None, objective: str | None = None, objec
     config = training_config(config, "train", objective=objective, objective_args=objective_args, seed=seed)
     objective, objective_args = config.objective, config.objective_args
     check_out("train", out, config.resume, config.overwrite,
-              inputs=run_inputs(model, objective, objective_args, config.data_dir,
+              inputs=run_inputs(model, objective, objective_args, config.data_dir, dev=config.dev,
                                 corpus=corpus if isinstance(corpus, (str, os.PathLike)) else None))
     check_inputs("train", corpus, objective, objective_args, config.lr, config.device)
     checked_dev_set(config)  # before the model loads
