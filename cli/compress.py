@@ -4,6 +4,12 @@ reconstruction and rescoring between them, and write the shrunk model (K-prune s
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
 import click
 
 from sparsecse.errors import SparseCSEError
@@ -63,6 +69,9 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
                   test="with --recipe or a target, scored in the final evaluation and the model card.")
 @click.option("--teacher", default=None, metavar="MODEL",
               help="With a target: the student's teacher (default: --model itself; A+B for an ensemble).")
+@click.option("--store", default=None, type=click.Path(file_okay=False), metavar="DIR",
+              help="With --recipe or a target: also write the run's final measurement as one entry of this results "
+                   "store (docs/results/store), named after --out's folder and this machine.")
 @pooling_option
 @device_option
 @seed_option
@@ -72,8 +81,8 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
-            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, dev, test, teacher, pooling,
-            device, seed, overwrite, as_json, quiet):
+            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, dev, test, teacher, store,
+            pooling, device, seed, overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does.
@@ -86,7 +95,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
         return print_recipes(as_json)
     aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
              "teacher": teacher}
-    sets = {"dev": dev, "test": test}
+    sets = {"dev": dev, "test": test, "store": store}
     if any(v is not None for v in aimed.values()):
         return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
                                   overwrite, as_json, quiet, sets)
@@ -101,6 +110,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     for name, flag in (("recipe_corpus", "--corpus"), ("overrides", "--set"), ("resume", "--resume")):
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
             raise SparseCSEError(f"{flag} goes with --recipe; the single pruning stage takes --reconstruct CORPUS.")
+    if store is not None:
+        raise SparseCSEError("--store goes with --recipe or a target; the single pruning stage measures nothing.")
     if test is not None:
         raise SparseCSEError("--test goes with --recipe or a target; the single pruning stage evaluates nothing "
                              "(run `sparsecse eval --test` on its model).")
@@ -213,9 +224,15 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
 
     if out is None:
         raise SparseCSEError("compress --recipe needs an output directory (--out).")
+    sets = dict(sets or {})
+    store = sets.pop("store", None)
+    if store is not None and Path(store).exists() and not Path(store).is_dir():
+        raise SparseCSEError(f"--store {store} is a file; the results store is a folder.")
     result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
                       overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
                       show_progress=not quiet, **sets_and_target(target, sets))
+    if store is not None:
+        write_store_entry(store, out, result.model)
     if as_json:
         echo_json(result.to_dict())
         return
@@ -244,3 +261,14 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
                       f"drops {reached['drop']:.2f} on dev, more than {reached['max_drop']:g}")
             raise SparseCSEError(f"The model in {result.model} {missed} on {reached['engine']}; its card and "
                                  "candidates table say what was tried.")
+
+
+def write_store_entry(store, out, model_dir) -> None:
+    """The run's final measurement as one entry of the results store ``store`` (id: the --out folder's name and
+    this machine)."""
+    from sparsecse.reporting.store import machine_slug, run_entry, write_entry
+
+    manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
+    command = shlex.join(["sparsecse", *sys.argv[1:]])
+    ident = re.sub(r"[^a-z0-9.]+", "-", f"{Path(out).name}.{machine_slug()}".lower()).strip("-.")
+    click.echo(f"wrote {write_entry(store, run_entry(ident, manifest, command))}")
