@@ -178,6 +178,8 @@ def print_recipes(as_json: bool) -> None:
         if reached.get("sts_avg") is not None:
             click.echo(f"  reached: STS avg {reached['sts_avg']:.2f}"
                        + (f", {reached['speedup']:.2f}x" if reached.get("speedup") else "")
+                       + (f" over {reached['speedup_over']}" if reached.get("speedup") and reached.get("speedup_over")
+                          else "")
                        + (f", transfer avg {reached['transfer_avg']:.2f}" if reached.get("transfer_avg") else "")
                        + (f", {reached['minutes']:.0f} min" if reached.get("minutes") else "")
                        + (f" ({reached['machine']})" if reached.get("machine") else ""))

@@ -21,10 +21,11 @@ sys.path.insert(0, str(ROOT))
 from sparsecse.reporting.store import Entry, load_store  # noqa: E402
 
 STORE = ROOT / "docs" / "results" / "store"
-BEGIN = re.compile(r"^(?:<!-- |# )BEGIN figures: ([\w.-]+)(?: -->)?$")
+BEGIN = re.compile(r"^(<!-- |# )BEGIN figures: ([\w.-]+)(?: -->| \(.*\))?$")  # YAML: "# BEGIN ... (a note)"
 # the documents whose every speed figure must come from the store (history pages and model cards are records)
 CHECKED = ["README.md", "docs/getting-started.md", "docs/index.md", "docs/guides/*.md", "docs/results/frontier.md",
-           "docs/results/minilm.md", "docs/results/mpnet.md", "docs/results/evidence.md"]
+           "docs/results/minilm.md", "docs/results/mpnet.md", "docs/results/evidence.md",
+           "sparsecse/recipes/shipped/*.yaml"]
 # 1.94×, 2.04x; not frontier-2x, not a shape (12 × 768)
 SPEED = re.compile(r"(?<![\w.=-])\d+(?:\.\d+)?[×x](?![\w-])")
 SHAPE = "2,552 distinct STS-B test sentences in batches of 128, best of 3 interleaved runs"
@@ -212,7 +213,7 @@ def deploy_engines(store: dict[str, Entry]) -> str:
     d = store["deploy-speed.amd-epyc-avx-512-vnni"]
     row = lambda model, engine: d.get(f"rows/{model}/{engine}")  # noqa: E731
     dense8, l38, p8, p5 = (row(m, "openvino-int8") for m in (L6, L3, "l3-0.8", "l3-0.5"))
-    return (f"On {cpu(d)} ({where(d)}; {SHAPE}; speed-ups over dense all-MiniLM-L6-v2 in torch fp32):\n\n"
+    return (f"Measured by {where(d)}; {SHAPE}; speed-ups over dense all-MiniLM-L6-v2 in torch fp32:\n\n"
             f"- OpenVINO int8 is the fastest engine by far ({x(dense8['speedup'])} dense, {x(l38['speedup'])} L3), and "
             f"pruning stacks on it: L3 pruned to 0.8 of its layer FLOPs runs at {x(p8['speedup'])} "
             f"({x(p8['cpu_speedup'])} in CPU time) at {p8['sts_avg']:.2f} (L3 in int8: {l38['sts_avg']:.2f}; in torch "
@@ -247,11 +248,63 @@ def reached(store: dict[str, Entry], recipe: str) -> str:
         f"{cpu(entry)}"
     out.append(f"  machine: {where_}, torch fp32, batch {p['batch_size']}")
     out.append("  seconds: {" + ", ".join(f"{k}: {v}" for k, v in f["seconds"].items()) + "}")
-    out.append(f"  store: {entry.id}" + (f" (transfer_avg: {TRANSFER})" if transfer else ""))
+    out.append(f"  store: [{entry.id}" + (f", {TRANSFER}]" if transfer else "]"))  # the entries it was read from
     return "\n".join(out)
 
 
-BLOCKS = {"frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
+def targets_intro(store: dict[str, Entry]) -> str:
+    """The targets guide's opening figures: what a FLOPs fraction ran on one CPU."""
+    l6, l3 = store[RECIPE_RUNS["frontier-2x"]], store[RECIPE_RUNS["l3-prune-0.5"]]
+    return (f"No recipe to copy, no FLOPs fraction to guess: on {cpu(l6)}, 0.45 of all-MiniLM-L6-v2's layer FLOPs ran "
+            f"{x(l6.figures['speedup'])} (its `frontier-2x` run), 0.5 of paraphrase-MiniLM-L3-v2's only "
+            f"{x(l3.figures['speedup'])} (its `l3-prune-0.5` run), because embeddings, LayerNorms, softmax and "
+            "tokenization cost the same however many heads and neurons go.")
+
+
+def targets_flops(store: dict[str, Entry]) -> str:
+    """The targets guide's point that a FLOPs fraction does not predict a speed-up, per CPU."""
+    amx, avx2 = store["recipe.frontier-2x.intel-xeon-avx-512-vnni-amx"], store[RECIPE_RUNS["frontier-2x"]]
+    ov = store["target.t2x-ov.intel-xeon-avx-512-vnni-amx"]
+    return (f"- **A FLOPs fraction does not predict a speed-up.** 0.45 of L6's layer FLOPs ran {x(amx.figures['speedup'])} "
+            f"in torch fp32 on {cpu(amx)} and {x(avx2.figures['speedup'])} on {cpu(avx2)}; in OpenVINO int8, where the "
+            f"transformer layers are cheap next to tokenization and the rest, the same target needed "
+            f"{ov.figures['keep_flops']:.2f} of them on {cpu(ov)}. That is why the search times candidates on the "
+            "engine.")
+
+
+def stored_table(entry: Entry) -> str:
+    """An entry that holds a table as its run printed it (``columns``, ``rows``), with its machine and command."""
+    f = entry.figures
+    return "\n".join([f"Measured by {where(entry)}" + (f" ({entry.provenance['note']})" if entry.provenance.get("note")
+                                                        else "") + ":", "",
+                      "| " + " | ".join(f["columns"]) + " |", "|" + "---|" * len(f["columns"]),
+                      *("| " + " | ".join(row) + " |" for row in f["rows"])])
+
+
+def round6_assistant(store: dict[str, Entry]) -> str:
+    """The budgets guide's sentence on pruning the ensemble-distilled L6 to 0.45."""
+    run = store["frontier-round6.amd-epyc-avx-512-vnni"]
+    pruned = run.get("rows/L6 kept FLOPs 0.45 (iterative, from the distilled L6, self-distilled 3 epochs)")
+    l3 = run.get("rows/paraphrase-MiniLM-L3-v2 dense")
+    return (f"  At 0.45, pruning the ensemble-distilled dense model and distilling the pruned one from it gives "
+            f"{pruned['sts_avg']:.2f} at {x(pruned['speedup'])}, above paraphrase-MiniLM-L3-v2 ({l3['sts_avg']:.2f} at "
+            f"{x(l3['speedup'])}), both measured by {where(run)}.")
+
+
+def recipe_levers(store: dict[str, Entry]) -> str:
+    """The recipes guide's figures for teacher precision and length bucketing."""
+    t, b = store["teacher-precision.amd-epyc-avx2-only"].figures, store["recipe-speed.amd-epyc-avx2-only"]
+    tcpu = cpu(store["teacher-precision.amd-epyc-avx2-only"])
+    return (f"- Measured on {tcpu}: all-mpnet-base-v2's teacher embeddings ran {t['bf16_slowdown']:.0f}× slower in "
+            f"emulated bf16 than in fp32; its OpenVINO int8 graph ran {x(t['int8_speedup'])} as fast as torch fp32, "
+            f"but its smallest cosine to fp32 was {t['int8_min_cosine']:.2f} (mean {t['int8_mean_cosine']:.3f}), so "
+            f"`teacher_precision: int8` refuses it at the 0.99 bound and no shipped recipe uses it. Length-bucketed "
+            f"batches ran {b.figures['steps_per_second']['bucketed']:.2f} steps/s against "
+            f"{b.figures['steps_per_second']['unbucketed']:.2f} unbucketed ({x(b.figures['speedup'])}; {where(b)}, "
+            f"distilling all-MiniLM-L6-v2, batch {b.provenance['batch_size']}, rounds interleaved).")
+
+
+BLOCKS = {"round6-assistant": round6_assistant, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
           "mpnet-summary": mpnet_summary, "target-run": target_run, "targets-table": targets_table,
           "headline": headline, "deploy-engines": deploy_engines}
 
@@ -276,8 +329,8 @@ def render(path: Path, text: str, store: dict[str, Entry]) -> str:
         i += 1
         if not m:
             continue
-        name = m.group(1)
-        end = lines[i - 1].replace("BEGIN", "END")
+        name = m.group(2)
+        end = f"<!-- END figures: {name} -->" if m.group(1) == "<!-- " else f"# END figures: {name}"
         try:
             j = lines.index(end, i)
         except ValueError:
@@ -286,6 +339,8 @@ def render(path: Path, text: str, store: dict[str, Entry]) -> str:
             if name != "reached":
                 raise ValueError(f"{path}: a recipe's only generated block is 'reached', not {name}")
             body = reached(store, path.stem)
+        elif name.startswith("table.") and name[6:] in store:
+            body = stored_table(store[name[6:]])
         elif name in BLOCKS:
             body = BLOCKS[name](store)
             body = body.replace("](docs/", "](") if path.parent.name in ("guides", "results") and \
@@ -300,7 +355,7 @@ def render(path: Path, text: str, store: dict[str, Entry]) -> str:
 def outside_blocks(text: str) -> str:
     """``text`` without its generated blocks and code fences (commands, and a command's output shown as an
     example of its format)."""
-    text = re.sub(r"(?ms)^(?:<!-- |# )BEGIN figures: ([\w.-]+).*?END figures: \1(?: -->)?$", "", text)
+    text = re.sub(r"(?ms)^(?:<!-- |# )BEGIN figures: ([\w.-]+).*?^(?:<!-- |# )END figures: \1(?: -->)?$", "", text)
     return re.sub(r"(?ms)^(```+).*?^\1\s*$", "", text)
 
 
