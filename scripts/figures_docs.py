@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.reporting.store import Entry, load_store  # noqa: E402
 
 STORE = ROOT / "docs" / "results" / "store"
@@ -310,10 +311,11 @@ BLOCKS = {"round6-assistant": round6_assistant, "recipe-levers": recipe_levers, 
 
 
 # ------------------------------------------------------------------------------------------------ the files
-def documents() -> list[Path]:
-    """Every file that may hold a generated block: the Markdown docs, the README and the shipped recipes."""
-    return sorted({ROOT / "README.md", *(ROOT / "docs").rglob("*.md"),
-                   *(ROOT / "sparsecse" / "recipes" / "shipped").glob("*.yaml")} - set((ROOT / "docs" / "_build").rglob("*")))
+def documents(root: Path = ROOT) -> list[Path]:
+    """Every file under ``root`` that may hold a generated block: the Markdown docs, the README and the shipped
+    recipes."""
+    return sorted({root / "README.md", *(root / "docs").rglob("*.md"),
+                   *(root / "sparsecse" / "recipes" / "shipped").glob("*.yaml")} - set((root / "docs" / "_build").rglob("*")))
 
 
 def render(path: Path, text: str, store: dict[str, Entry]) -> str:
@@ -359,20 +361,36 @@ def outside_blocks(text: str) -> str:
     return re.sub(r"(?ms)^(```+).*?^\1\s*$", "", text)
 
 
-def problems(store_dir: Path = STORE) -> list[str]:
-    """Each generated block that differs from the store, and each speed figure of a checked document written
-    outside a block (a figure with no entry behind it)."""
-    store, found = load_store(store_dir), []
-    for path in documents():
+def _first_changed_block(old: str, new: str) -> str:
+    """The name of the first generated block whose lines differ between ``old`` and ``new``."""
+    name = "?"
+    for a, b in zip(old.split("\n"), new.split("\n")):
+        m = BEGIN.match(a)
+        name = m.group(2) if m else name
+        if a != b:
+            return name
+    return name
+
+
+def problems(root: Path = ROOT) -> list[str]:
+    """Each generated block under ``root`` that differs from its results store (``root/docs/results/store``), and
+    each speed figure of a checked document written outside a block (a figure with no entry behind it)."""
+    store, found = load_store(root / STORE.relative_to(ROOT)), []
+    for path in documents(root):
         text = path.read_text(encoding="utf-8")
-        if "BEGIN figures:" in text and render(path, text, store) != text:
-            found.append(f"{path.relative_to(ROOT)}: a generated block differs from the results store "
-                         "(run `make figures`)")
-    checked = {p for pattern in CHECKED for p in ROOT.glob(pattern)}
+        try:
+            same = "BEGIN figures:" not in text or render(path, text, store) == text
+        except (KeyError, ValueError, SparseCSEError) as error:  # a block whose entry or figure is missing
+            found.append(f"{path.relative_to(root)}: {error}")
+            continue
+        if not same:
+            found.append(f"{path.relative_to(root)}: the block {_first_changed_block(text, render(path, text, store))} "
+                         "differs from the results store (run `make figures`)")
+    checked = {p for pattern in CHECKED for p in root.glob(pattern)}
     for path in sorted(checked):
         for n, line in enumerate(outside_blocks(path.read_text(encoding="utf-8")).split("\n"), 1):
             for figure in SPEED.findall(line):
-                found.append(f"{path.relative_to(ROOT)}: the speed figure {figure!r} has no entry in the results "
+                found.append(f"{path.relative_to(root)}: the speed figure {figure!r} has no entry in the results "
                              f"store (outside a generated block): {line.strip()[:100]}")
     return found
 
