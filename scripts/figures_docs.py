@@ -282,9 +282,9 @@ def stored_table(entry: Entry) -> str:
                       *("| " + " | ".join(row) + " |" for row in f["rows"])])
 
 
-def round6_assistant(store: dict[str, Entry]) -> str:
+def assistant_chain(store: dict[str, Entry]) -> str:
     """The budgets guide's sentence on pruning the ensemble-distilled L6 to 0.45."""
-    run = store["frontier-round6.amd-epyc-avx-512-vnni"]
+    run = store["frontier-assistant.amd-epyc-avx-512-vnni"]
     pruned = run.get("rows/L6 kept FLOPs 0.45 (iterative, from the distilled L6, self-distilled 3 epochs)")
     l3 = run.get("rows/paraphrase-MiniLM-L3-v2 dense")
     return (f"  At 0.45, pruning the ensemble-distilled dense model and distilling the pruned one from it gives "
@@ -305,7 +305,7 @@ def recipe_levers(store: dict[str, Entry]) -> str:
             f"distilling all-MiniLM-L6-v2, batch {b.provenance['batch_size']}, rounds interleaved).")
 
 
-BLOCKS = {"round6-assistant": round6_assistant, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
+BLOCKS = {"assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
           "mpnet-summary": mpnet_summary, "target-run": target_run, "targets-table": targets_table,
           "headline": headline, "deploy-engines": deploy_engines}
 
