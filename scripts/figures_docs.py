@@ -305,7 +305,43 @@ def recipe_levers(store: dict[str, Entry]) -> str:
             f"distilling all-MiniLM-L6-v2, batch {b.provenance['batch_size']}, rounds interleaved).")
 
 
-BLOCKS = {"assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
+CORPUS_SIZES = {"2k": 2000, "10k": 10000, "94k": 94199}
+CORPUS_COMMANDS = """```bash
+shuf -n 2000 --random-source=<(yes) ../shared/data/unlabeled/train_sentences.txt > runs/corpus-2k.txt
+shuf -n 10000 --random-source=<(yes) ../shared/data/unlabeled/train_sentences.txt > runs/corpus-10k.txt
+cp ../shared/data/unlabeled/train_sentences.txt runs/corpus-94k.txt      # all 94,199 sentences
+for n in 2k 10k 94k; do
+  sparsecse compress --model all-MiniLM-L6-v2 --corpus runs/corpus-$n.txt --speedup 2.0 --out runs/corpus-$n \\
+      --store docs/results/store
+done
+make figures
+```"""
+
+
+def corpus_size(store: dict[str, Entry]) -> str:
+    """The corpus-size table: the entries ``corpus-2k.*``, ``corpus-10k.*``, ``corpus-94k.*`` that
+    ``compress --speedup 2.0 --out runs/corpus-N --store`` writes, one row per corpus and machine; until they exist,
+    the slot says so and gives the commands."""
+    rows = sorted((e for e in store.values() if re.match(r"corpus-(2k|10k|94k)\.", e.id)),
+                  key=lambda e: (CORPUS_SIZES[e.id.split(".")[0][7:]], e.machine))
+    if not rows:
+        return ("**Not measured yet.** This table is written from the results store by `make figures` once the three "
+                "runs below have stored their final measurements (each about 18 minutes on a 2-core CPU):\n\n"
+                + CORPUS_COMMANDS)
+    lines = ["all-MiniLM-L6-v2, `--speedup 2.0` (torch fp32, batch 128), the same seeded samples of the 94,199 "
+             "training sentences; each row one run:", "",
+             "| corpus | machine | speed-up (the run's own timing) | STS-B dev | 7-task STS avg | wall |",
+             "|---|---|---|---|---|---|"]
+    for e in rows:
+        f = e.figures
+        speed = (f.get("target") or {}).get("speedup")
+        lines.append(f"| {CORPUS_SIZES[e.id.split('.')[0][7:]]:,} sentences | {cpu(e)} | "
+                     f"{x(speed) if speed else '—'} | {f['stsb_dev']:.2f} | {f['sts_avg']:.2f} {ci(f['ci'])} | "
+                     f"{f.get('minutes', 0):.1f} min |")
+    return "\n".join(lines + ["", "Rebuilt by:", "", CORPUS_COMMANDS])
+
+
+BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
           "mpnet-summary": mpnet_summary, "target-run": target_run, "targets-table": targets_table,
           "headline": headline, "deploy-engines": deploy_engines}
 
