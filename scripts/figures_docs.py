@@ -394,7 +394,7 @@ def outside_blocks(text: str) -> str:
     """``text`` without its generated blocks and code fences (commands, and a command's output shown as an
     example of its format)."""
     text = re.sub(r"(?ms)^(?:<!-- |# )BEGIN figures: ([\w.-]+).*?^(?:<!-- |# )END figures: \1(?: -->)?$", "", text)
-    return re.sub(r"(?ms)^(```+).*?^\1\s*$", "", text)
+    return re.sub(r"(?ms)^( *)(```+).*?^\1\2\s*$", "", text)
 
 
 def _first_changed_block(old: str, new: str) -> str:
