@@ -29,7 +29,7 @@ CHECKED = ["README.md", "docs/getting-started.md", "docs/index.md", "docs/guides
            "sparsecse/recipes/shipped/*.yaml"]
 # 1.94×, 2.04x; not frontier-2x, not a shape (12 × 768)
 SPEED = re.compile(r"(?<![\w.=-])\d+(?:\.\d+)?[×x](?![\w-])")
-SHAPE = "2,552 distinct STS-B test sentences in batches of 128, best of 3 interleaved runs"
+SHAPE = "2,552 STS-B test sentences, batch 128, best of 3 interleaved runs"
 L6, L3 = "all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2"
 FRONTIER_ROWS = [(L6, "all-MiniLM-L6-v2", "download"), ("frontier-1.4x", "L6 at 0.7 of its layer FLOPs", None),
                  (L3, "paraphrase-MiniLM-L3-v2 (L3)", "download"), ("frontier-2x", "**L6 at 0.45**", None),
@@ -77,8 +77,8 @@ def where(entry: Entry) -> str:
 def frontier_table(store: dict[str, Entry]) -> str:
     """The frontier: every recipe-made model in torch fp32 and OpenVINO int8 (one run, one CPU), with transfer."""
     run, transfer = store["frontier-engines.amd-epyc-avx2-only"], store[TRANSFER]
-    lines = [f"Measured side by side by {where(run)}; {SHAPE}; speed-up over dense all-MiniLM-L6-v2 in torch fp32. "
-             f"Transfer: {where(transfer)} (the models rebuilt there).", "",
+    lines = [f"{where(run)}; {SHAPE}; speed-up over dense L6 in torch fp32. Transfer: {where(transfer)} (rebuilt "
+             "models).", "",
              "| model | made by | torch fp32 | OpenVINO int8 | transfer avg (7 tasks) | loses on transfer to L3 / to dense L6 |",
              "|---|---|---|---|---|---|"]
     for key, label, made in FRONTIER_ROWS:
@@ -149,9 +149,9 @@ def mpnet_summary(store: dict[str, Entry]) -> str:
     first = seeds[0]
     return (f"On a GPU, `mpnet-2x` makes all-mpnet-base-v2 about twice as fast at its quality: "
             f"{', '.join(format(s['sts_avg'], '.2f') for s in seeds)} over three seeds (dense "
-            f"{run.figures['versus']['sts_avg']:.2f}) at {', '.join(x(s['speedup']) for s in seeds)} (trained on one "
-            f"{run.provenance['gpu']}, about {run.figures['minutes']:.0f} min a run; speed timed on its host's CPU, "
-            f"{run.provenance['threads']} threads, torch fp32); only the first seed's gain "
+            f"{run.figures['versus']['sts_avg']:.2f}) at {', '.join(x(s['speedup']) for s in seeds)} (one "
+            f"{run.provenance['gpu']}, {run.figures['minutes']:.0f} min a run; speed on its host's CPU, "
+            f"{run.provenance['threads']} threads, torch fp32); only seed 0's gain "
             f"({pm(first['difference'])} {ci(first['paired_ci'], True)}) excludes 0.")
 
 
