@@ -177,6 +177,28 @@ def test_deploy_speed_writes_one_entry_per_run(tmp_path):
     assert entry.provenance["engine"] == "openvino-int8,torch-fp32" and entry.provenance["batch_size"] == 128
 
 
+def test_frontier_writes_its_table_as_one_entry(tmp_path):
+    gen = load_benchmark("frontier")
+    frontier = next(gen)
+    try:
+        table = [{"label": "all-MiniLM-L6-v2 dense", "speedup": 1.0, "cpu_speedup": 1.0, "avg_sts": 78.8746,
+                  "ci_lo": 78.13, "ci_hi": 79.5, "vs": None, "diff": None, "diff_lo": None, "diff_hi": None,
+                  "parameters": 22713216, "layer_flops": 1.0},
+                 {"label": "L6 f0.45 (frontier-2x)", "speedup": 2.03481, "cpu_speedup": 2.04, "avg_sts": 79.2242,
+                  "ci_lo": 78.5571, "ci_hi": 79.8169, "vs": "paraphrase-MiniLM-L3-v2 dense", "diff": 0.549,
+                  "diff_lo": 0.2114, "diff_hi": 0.8907, "parameters": 16840000, "layer_flops": 0.45213}]
+        args = SimpleNamespace(store=str(tmp_path), store_id=None, threads=2, batch_size=128, repeats=3)
+        path = frontier.store_entry(table, 2552, args, ["--work", "W"])
+    finally:
+        gen.close()
+    entry = load_store(tmp_path)[path.stem]
+    assert path.stem.startswith("frontier.")
+    assert entry.get("rows/L6 f0.45 (frontier-2x)/speedup") == 2.0348
+    assert entry.get("rows/L6 f0.45 (frontier-2x)/paired_ci") == [0.2114, 0.8907]
+    assert entry.get("rows/all-MiniLM-L6-v2 dense/versus") is None
+    assert entry.provenance["engine"] == "torch-fp32" and entry.provenance["threads"] == 2
+
+
 def test_a_recipe_runs_manifest_becomes_an_entry():
     manifest = {"figures": {"sts_avg": 77.97, "sts_avg_ci": [77.26, 78.63], "stsb_dev": 85.6,
                             "speed": {"speedup": 2.09, "threads": 2},
