@@ -221,6 +221,7 @@ def sets_and_target(target: dict | None, sets: dict | None) -> dict:
 def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet,
                        target: dict | None = None, sets: dict | None = None) -> None:
     """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
+    from sparsecse.artifacts.files import check_destination
     from sparsecse.compression import compress
     from sparsecse.recipes.spec import parse_set_options
 
@@ -228,8 +229,8 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
         raise SparseCSEError("compress --recipe needs an output directory (--out).")
     sets = dict(sets or {})
     store = sets.pop("store", None)
-    if store is not None and Path(store).exists() and not Path(store).is_dir():
-        raise SparseCSEError(f"--store {store} is a file; the results store is a folder.")
+    if store is not None:  # a folder (click checks); writable, checked before the run: the entry comes after it
+        check_destination(Path(store) / "entry.json", overwrite=True, option="--store")
     result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
                       overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
                       show_progress=not quiet, **sets_and_target(target, sets))

@@ -222,3 +222,18 @@ def test_compress_store_goes_with_a_recipe_or_target(tmp_path):
                                        "--store", str(tmp_path / "s"), "--out", str(tmp_path / "o")])
     assert result.exit_code != 0 and "--store goes with --recipe or a target" in result.output
     assert not (tmp_path / "s").exists() and not (tmp_path / "o").exists()
+
+
+def test_compress_store_that_is_a_file_is_refused_before_the_run(tmp_path):
+    from click.testing import CliRunner
+
+    from sparsecse.cli import main
+
+    store = tmp_path / "store.json"
+    store.write_text("{}")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a sentence\n")
+    result = CliRunner().invoke(main, ["compress", "--speedup", "2.0", "--corpus", str(corpus), "--store", str(store),
+                                       "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0 and "Invalid value for '--store'" in result.output and "is a file" in result.output
+    assert not (tmp_path / "o").exists()
