@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import sys
 from pathlib import Path
 
 import click
@@ -272,6 +271,21 @@ def write_store_entry(store, out, model_dir) -> None:
     from sparsecse.reporting.store import machine_slug, run_entry, write_entry
 
     manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
-    command = shlex.join(["sparsecse", *sys.argv[1:]])
+    command = typed_command(click.get_current_context())
     ident = re.sub(r"[^a-z0-9.]+", "-", f"{Path(out).name}.{machine_slug()}".lower()).strip("-.")
     click.echo(f"wrote {write_entry(store, run_entry(ident, manifest, command))}")
+
+
+def typed_command(ctx: click.Context) -> str:
+    """The command line as the user gave it: ``sparsecse COMMAND`` and each option set on the command line."""
+    words = ["sparsecse", ctx.info_name]
+    for param in ctx.command.params:
+        if ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params[param.name]
+        if getattr(param, "is_flag", False):
+            words += [param.opts[0]] if value else []
+            continue
+        for item in (value if getattr(param, "multiple", False) else [value]):
+            words += [param.opts[0], str(item)]
+    return shlex.join(words)

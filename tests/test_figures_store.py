@@ -18,6 +18,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.reporting.store import (PROVENANCE, Entry, check_entry, figure, load_store, machine_label, run_entry,
                                        write_entry)
 from tests.helpers import load_benchmark
+from tests.test_recipes import student_dir, teacher_dir, text, tiny_recipe  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "docs" / "results" / "store"
@@ -237,3 +238,24 @@ def test_compress_store_that_is_a_file_is_refused_before_the_run(tmp_path):
                                        "--out", str(tmp_path / "o")])
     assert result.exit_code != 0 and "Invalid value for '--store'" in result.output and "is a file" in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_compress_store_writes_the_runs_final_measurement(tmp_path, teacher_dir, student_dir, text, fake_senteval):
+    """A tiny recipe run end to end through the command line: its entry holds the figures of its card."""
+    from click.testing import CliRunner
+
+    from sparsecse.cli import main
+
+    recipe, out, store = tiny_recipe(tmp_path, teacher_dir), tmp_path / "tiny-run", tmp_path / "store"
+    result = CliRunner().invoke(main, ["compress", "--recipe", str(recipe), "--model", str(student_dir), "--corpus",
+                                       str(text), "--data-dir", str(fake_senteval), "--out", str(out), "--store",
+                                       str(store), "--quiet"])
+    assert result.exit_code == 0, result.output
+    (entry,) = load_store(store).values()
+    manifest = json.loads((out / "model" / "manifest.json").read_text())
+    assert entry.id.startswith("tiny-run.") and f"wrote {store / (entry.id + '.json')}" in result.output
+    assert entry.figures["sts_avg"] == manifest["figures"]["sts_avg"]
+    assert entry.figures["stsb_dev"] == manifest["figures"]["stsb_dev"]
+    command = entry.provenance["command"]
+    assert command.startswith("sparsecse compress ") and f"--recipe {recipe}" in command and "--quiet" in command
+    assert entry.provenance["cpu"] and entry.provenance["date"]
