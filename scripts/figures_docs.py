@@ -397,6 +397,17 @@ def outside_blocks(text: str) -> str:
     return re.sub(r"(?ms)^( *)(```+).*?^\1\2\s*$", "", text)
 
 
+def recipe_settings(root: Path = ROOT) -> set[str]:
+    """Every number a shipped recipe's stages set (``0.45``, ``3.0e-4`` as ``0.0003``): settings, not figures."""
+    import yaml
+
+    found: set[str] = set()
+    for path in (root / "sparsecse" / "recipes" / "shipped").glob("*.yaml"):
+        for stage in yaml.safe_load(path.read_text(encoding="utf-8")).get("stages", []):
+            found |= {format(v, "g") for v in stage.values() if isinstance(v, float)}
+    return found
+
+
 def _first_changed_block(old: str, new: str) -> str:
     """The name of the first generated block whose lines differ between ``old`` and ``new``."""
     name = "?"
@@ -422,6 +433,12 @@ def problems(root: Path = ROOT) -> list[str]:
         if not same:
             found.append(f"{path.relative_to(root)}: the block {_first_changed_block(text, render(path, text, store))} "
                          "differs from the results store (run `make figures`)")
+    settings = recipe_settings(root)
+    readme = re.sub(r"`[^`]*`", "", outside_blocks((root / "README.md").read_text(encoding="utf-8")))
+    for number in re.findall(r"(?<![\w.])\d+\.\d+", readme):
+        if number not in settings:  # the README quotes no figure outside a block, only the recipes' settings
+            found.append(f"README.md: the figure {number} has no entry in the results store (outside a generated "
+                         "block)")
     checked = {p for pattern in CHECKED for p in root.glob(pattern)}
     for path in sorted(checked):
         for n, line in enumerate(outside_blocks(path.read_text(encoding="utf-8")).split("\n"), 1):

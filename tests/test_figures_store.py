@@ -74,6 +74,15 @@ def test_a_speed_figure_outside_a_block_has_no_entry_and_fails(figures_docs, tmp
     assert len(found) == 1 and found[0].startswith("docs/guides/targets.md: the speed figure '2.31x' has no entry")
 
 
+def test_a_readme_figure_written_outside_a_block_fails(figures_docs, tmp_path):
+    root = _copy_docs(tmp_path)
+    readme = root / "README.md"
+    readme.write_text(readme.read_text().replace("## Documentation", "It scores 79.50 on STS.\n\n## Documentation"))
+    assert figures_docs.problems(root) == ["README.md: the figure 79.50 has no entry in the results store (outside a "
+                                           "generated block)"]
+    assert "0.45" in figures_docs.recipe_settings(root)  # frontier-2x's budget: a setting the README may name
+
+
 def test_a_block_whose_entry_is_gone_fails(figures_docs, tmp_path):
     root = _copy_docs(tmp_path)
     (root / "docs" / "results" / "store" / "recipe.frontier-2x.amd-epyc-avx2-only.json").unlink()
