@@ -105,8 +105,8 @@ def test_every_entry_names_its_machine_and_how_it_was_measured():
     store = load_store(STORE)
     assert len(store) >= 20
     machines = {entry.machine for entry in store.values()}
-    assert machines == {"AMD EPYC (AVX2 only)", "AMD EPYC (AVX-512 VNNI)", "Intel Xeon (AVX-512 VNNI + AMX)",
-                        "NVIDIA H100"}
+    assert {"AMD EPYC (AVX2 only)", "AMD EPYC (AVX-512 VNNI)", "Intel Xeon (AVX-512 VNNI + AMX)",
+            "NVIDIA H100"} <= machines and "unknown machine" not in machines
     for entry in store.values():
         assert set(PROVENANCE) <= set(entry.provenance), entry.id
         assert entry.provenance["command"] and entry.provenance["commit"] and entry.provenance["date"], entry.id
