@@ -4,6 +4,11 @@ reconstruction and rescoring between them, and write the shrunk model (K-prune s
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
+from pathlib import Path
+
 import click
 
 from sparsecse.errors import SparseCSEError
@@ -63,6 +68,9 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
                   test="with --recipe or a target, scored in the final evaluation and the model card.")
 @click.option("--teacher", default=None, metavar="MODEL",
               help="With a target: the student's teacher (default: --model itself; A+B for an ensemble).")
+@click.option("--store", default=None, type=click.Path(file_okay=False), metavar="DIR",
+              help="With --recipe or a target: also write the run's final measurement as one entry of this results "
+                   "store (docs/results/store), named after --out's folder and this machine.")
 @pooling_option
 @device_option
 @seed_option
@@ -72,8 +80,8 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
-            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, dev, test, teacher, pooling,
-            device, seed, overwrite, as_json, quiet):
+            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, dev, test, teacher, store,
+            pooling, device, seed, overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does.
@@ -86,7 +94,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
         return print_recipes(as_json)
     aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
              "teacher": teacher}
-    sets = {"dev": dev, "test": test}
+    sets = {"dev": dev, "test": test, "store": store}
     if any(v is not None for v in aimed.values()):
         return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
                                   overwrite, as_json, quiet, sets)
@@ -101,6 +109,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     for name, flag in (("recipe_corpus", "--corpus"), ("overrides", "--set"), ("resume", "--resume")):
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
             raise SparseCSEError(f"{flag} goes with --recipe; the single pruning stage takes --reconstruct CORPUS.")
+    if store is not None:
+        raise SparseCSEError("--store goes with --recipe or a target; the single pruning stage measures nothing.")
     if test is not None:
         raise SparseCSEError("--test goes with --recipe or a target; the single pruning stage evaluates nothing "
                              "(run `sparsecse eval --test` on its model).")
@@ -168,6 +178,8 @@ def print_recipes(as_json: bool) -> None:
         if reached.get("sts_avg") is not None:
             click.echo(f"  reached: STS avg {reached['sts_avg']:.2f}"
                        + (f", {reached['speedup']:.2f}x" if reached.get("speedup") else "")
+                       + (f" over {reached['speedup_over']}" if reached.get("speedup") and reached.get("speedup_over")
+                          else "")
                        + (f", transfer avg {reached['transfer_avg']:.2f}" if reached.get("transfer_avg") else "")
                        + (f", {reached['minutes']:.0f} min" if reached.get("minutes") else "")
                        + (f" ({reached['machine']})" if reached.get("machine") else ""))
@@ -209,14 +221,21 @@ def sets_and_target(target: dict | None, sets: dict | None) -> dict:
 def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet,
                        target: dict | None = None, sets: dict | None = None) -> None:
     """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
+    from sparsecse.artifacts.files import check_destination
     from sparsecse.compression import compress
     from sparsecse.recipes.spec import parse_set_options
 
     if out is None:
         raise SparseCSEError("compress --recipe needs an output directory (--out).")
+    sets = dict(sets or {})
+    store = sets.pop("store", None)
+    if store is not None:  # a folder (click checks); writable, checked before the run: the entry comes after it
+        check_destination(Path(store) / "entry.json", overwrite=True, option="--store")
     result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
                       overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
                       show_progress=not quiet, **sets_and_target(target, sets))
+    if store is not None:
+        write_store_entry(store, out, result.model)
     if as_json:
         echo_json(result.to_dict())
         return refuse_missed_target(result)
@@ -251,3 +270,29 @@ def refuse_missed_target(result) -> None:
                   f"drops {reached['drop']:.2f} on dev, more than {reached['max_drop']:g}")
         raise SparseCSEError(f"The model in {result.model} {missed} on {reached['engine']}; its card and "
                              "candidates table say what was tried.")
+
+
+def write_store_entry(store, out, model_dir) -> None:
+    """The run's final measurement as one entry of the results store ``store`` (id: the --out folder's name and
+    this machine)."""
+    from sparsecse.reporting.store import machine_slug, run_entry, write_entry
+
+    manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
+    command = typed_command(click.get_current_context())
+    ident = re.sub(r"[^a-z0-9.]+", "-", f"{Path(out).name}.{machine_slug()}".lower()).strip("-.")
+    click.echo(f"wrote {write_entry(store, run_entry(ident, manifest, command))}")
+
+
+def typed_command(ctx: click.Context) -> str:
+    """The command line as the user gave it: ``sparsecse COMMAND`` and each option set on the command line."""
+    words = ["sparsecse", ctx.info_name]
+    for param in ctx.command.params:
+        if ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params[param.name]
+        if getattr(param, "is_flag", False):
+            words += [param.opts[0]] if value else []
+            continue
+        for item in (value if getattr(param, "multiple", False) else [value]):
+            words += [param.opts[0], str(item)]
+    return shlex.join(words)
