@@ -16,7 +16,7 @@ key/value head goes only with its whole group (:mod:`sparsecse.modeling.kv_group
 
 from __future__ import annotations
 
-from sparsecse.modeling.adapters import ArchitectureAdapter, UnitLayout, register_adapter
+from sparsecse.modeling.adapters import ArchitectureAdapter, FamilyCost, UnitLayout, register_adapter
 from sparsecse.modeling.modeling_sparsecse_modern import (
     SparseCSEGemma3TextModel,
     SparseCSEModernBertModel,
@@ -28,7 +28,7 @@ MODERNBERT = register_adapter(ArchitectureAdapter(
     UnitLayout(layers="layers", attention="attn", query=("attn.Wqkv",), key_value=(), attn_out="attn.Wo",
                ffn_in=("mlp.Wi",), ffn_out="mlp.Wo", head_dim="head_dim", head_count="num_heads",
                attention_form="fused-qkv", fused_qkv=True, ffn_halves=2),
-    {"modernbert": SparseCSEModernBertModel}, gated_ffn=True))
+    {"modernbert": SparseCSEModernBertModel}, cost=FamilyCost(gated_ffn=True)))
 
 GROUPED_QUERY_DECODERS = register_adapter(ArchitectureAdapter(
     "grouped-query decoder", ("qwen3", "gemma3_text"),
@@ -36,4 +36,5 @@ GROUPED_QUERY_DECODERS = register_adapter(ArchitectureAdapter(
                key_value=("self_attn.k_proj", "self_attn.v_proj"), attn_out="self_attn.o_proj",
                ffn_in=("mlp.up_proj", "mlp.gate_proj"), ffn_out="mlp.down_proj", head_dim="head_dim",
                head_count="num_heads", attention_form="grouped-query"),
-    {"qwen3": SparseCSEQwen3Model, "gemma3_text": SparseCSEGemma3TextModel}, grouped_kv=True, gated_ffn=True))
+    {"qwen3": SparseCSEQwen3Model, "gemma3_text": SparseCSEGemma3TextModel},
+    cost=FamilyCost(grouped_kv=True, gated_ffn=True)))

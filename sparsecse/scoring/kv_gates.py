@@ -18,7 +18,7 @@ def check_gate_unit(model: nn.Module, unit: str) -> None:
     model_type = getattr(model.config, "model_type", "?")
     if unit not in GATE_UNITS:
         raise SparseCSEError(f"Unknown gate unit {unit!r}; choose {', '.join(GATE_UNITS)}.")
-    if unit == "kv_group" and not (adapter.grouped_kv and kv_group_size(model) > 1):
+    if unit == "kv_group" and not (adapter.cost.grouped_kv and kv_group_size(model) > 1):
         raise SparseCSEError(f"{model_type} has no key/value heads shared by several query heads, so there is no "
                              "key/value-group gate to attach; gate its heads instead.")
 

@@ -75,7 +75,7 @@ def convert(encoder: SentenceEncoder, normalize: bool):
     """
     ov = require_openvino()
     replace_zero_input_linears(encoder.model)
-    if get_adapter(encoder.model).gated_ffn and hasattr(encoder.model, "set_attn_implementation"):
+    if get_adapter(encoder.model).cost.gated_ffn and hasattr(encoder.model, "set_attn_implementation"):
         # ModernBERT / Qwen3 / Gemma-3: a query that sees no key (a padding position left of a left-padded
         # sentence, or outside a local window) makes OpenVINO's converted SDPA return NaN, which the zero
         # attention weights of later layers then carry into every token (0 * NaN); the eager attention's
