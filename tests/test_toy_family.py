@@ -178,3 +178,24 @@ def test_the_shrunk_toy_exports_to_onnx(toy_dir, tmp_path):
                    config=ShrinkConfig(pooling="mean"))
     result = export(small.out, tmp_path / "onnx")
     assert_same_embeddings(load_encoder(result.out).encode(SENTENCES), expected)
+
+
+@pytest.mark.parametrize("sees_no_key", [False, True])
+def test_openvino_traces_eager_attention_where_the_family_says_a_query_may_see_no_key(toy_dir, sees_no_key,
+                                                                                     monkeypatch):
+    """The choice keys on the adapter's stated property, not on what the family's FFN or cost looks like."""
+    pytest.importorskip("openvino")
+    from dataclasses import replace
+
+    from sparsecse.modeling.adapters import register_adapter
+    from sparsecse.serving.openvino_convert import convert
+
+    encoder = SentenceEncoder.load(toy_dir, device="cpu")
+    chosen = []
+    monkeypatch.setattr(encoder.model, "set_attn_implementation", chosen.append, raising=False)
+    register_adapter(replace(TOY_ADAPTER, query_may_see_no_key=sees_no_key))
+    try:
+        convert(encoder, normalize=False)
+    finally:
+        register_adapter(TOY_ADAPTER)
+    assert chosen == (["eager"] if sees_no_key else [])

@@ -1,8 +1,9 @@
 """Where each architecture keeps its attention heads, key/value heads and FFN neurons: one adapter per family.
 
 An :class:`ArchitectureAdapter` describes a family once, by a :class:`UnitLayout` (module paths inside a
-layer), a :class:`FamilyCost` (what its units are made of: grouped key/value heads, gated FFN) and the
-attention a converted graph needs; everything else reads that description:
+layer), a :class:`FamilyCost` (what its units are made of: grouped key/value heads, gated FFN) and whether
+a query may see no key (what a converted graph's attention must handle); everything else reads that
+description:
 
 - the gates (:mod:`sparsecse.scoring.gates`), scoring, reconstruction and FLOPs counts reach a layer's
   projections through :func:`layer_parts`; the FLOPs and parameter counts (:mod:`sparsecse.modeling.flops`)
@@ -150,6 +151,10 @@ class ArchitectureAdapter:
             ``config_class`` has ``model_type`` ``sparsecse-<base>``); a family without one is gated,
             scored and pruned but not shrunk.
         cost: what its units are made of (:class:`FamilyCost`).
+        query_may_see_no_key: a query position may see no key at all (a padding position left of a
+            left-padded sentence, or one outside a local attention window), so its attention row is fully
+            masked; a converter that turns such a row into NaN must trace the family's eager attention
+            (:func:`sparsecse.serving.openvino_convert.convert` does).
     """
 
     name: str
@@ -157,6 +162,7 @@ class ArchitectureAdapter:
     layout: UnitLayout
     shrunk_models: Mapping[str, type] = field(default_factory=dict)
     cost: FamilyCost = FamilyCost()
+    query_may_see_no_key: bool = False
 
     @property
     def all_model_types(self) -> tuple[str, ...]:
