@@ -27,6 +27,15 @@ MANIFEST_KEY = "sparsecse_manifest"
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """sha256 of a file's bytes, read in chunks.
+
+    Args:
+        path: the file.
+        chunk: bytes read at a time.
+
+    Returns:
+        The hex digest.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(chunk), b""):
@@ -50,6 +59,7 @@ def hash_path(path: str | os.PathLike) -> str:
 
 
 def library_versions() -> dict[str, str]:
+    """The versions of sparsecse, Python and the libraries a result depends on, for manifests."""
     import numpy
     import transformers
 
@@ -94,6 +104,12 @@ def make_manifest(
 
 
 def refuse_existing(out: str | os.PathLike, overwrite: bool) -> None:
+    """Refuse (one sentence) an output path that exists, unless ``overwrite``; a dangling link is refused too.
+
+    Args:
+        out: the output path.
+        overwrite: whether an existing output may be replaced.
+    """
     out = Path(out)
     check_not_dangling(out)
     if out.exists() and not overwrite:
@@ -350,6 +366,13 @@ def dumps_json(obj: Any, **kwargs: Any) -> str:
 
 
 def write_json(path: str | os.PathLike, obj: Any, overwrite: bool = True) -> None:
+    """Write ``obj`` as indented JSON to ``path``, atomically.
+
+    Args:
+        path: the file.
+        obj: JSON-ready data.
+        overwrite: whether an existing file may be replaced.
+    """
     with atomic_file(path, overwrite=overwrite) as tmp:
         tmp.write_text(dumps_json(obj, indent=2, sort_keys=False) + "\n")
 

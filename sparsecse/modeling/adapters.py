@@ -127,14 +127,17 @@ class LayerParts:
     @property
     def num_heads(self) -> int:
         # the attention output projection reads heads * head_dim features in every architecture
+        """Its query heads (the attention output projection reads heads x head_dim features in every family)."""
         return self.attn_out.in_features // self.head_dim
 
     @property
     def ffn_size(self) -> int:
+        """Its FFN neurons (the output projection's input features)."""
         return self.ffn_out.in_features
 
     @property
     def num_kv_heads(self) -> int:
+        """Its key/value heads (one per query head without grouped key/value heads)."""
         return self.num_heads if self.kv_heads is None else self.kv_heads
 
 
