@@ -102,7 +102,7 @@ class FamilyCost:
 
     @property
     def ffn_matrices(self) -> int:
-        """The matrices one FFN neuron has a row or column in: 3 in a gated FFN, else 2."""
+        """How many matrices one FFN neuron has a row or column in (3 in a gated FFN, else 2)."""
         return 3 if self.gated_ffn else 2
 
 

@@ -295,7 +295,8 @@ def _expected(recipe: Recipe, name: str) -> str:
 
 
 def run_stage(stage: Stage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    """Run ``stage`` (the ``index``-th, 1-based) on ``model`` into ``out``: its own :meth:`~Stage.run`.
+    """Run ``stage`` (the ``index``-th, 1-based) on ``model`` into ``out``: its own
+    :meth:`~sparsecse.recipes.stage_types.Stage.run`.
 
     Args:
         stage: the stage; index: its place; model: the model it takes; out: its directory; ctx: the run's context.

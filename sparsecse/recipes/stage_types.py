@@ -1,6 +1,7 @@
-"""What every recipe stage type is: the :class:`Stage` base class (its settings check, its one-line description,
-whether it makes a model, how it runs and what it puts on the model card), the registry of stage types
-(``STAGE_TYPES``, filled by defining a subclass), the :class:`StageContext` a run hands every stage, and
+"""What every recipe stage type is: the base class :class:`~sparsecse.recipes.stage_types.Stage` (its settings
+check, its one-line description, whether it makes a model, how it runs and what it puts on the model card), the
+registry of stage types (``STAGE_TYPES``, filled by defining a subclass), the
+:class:`~sparsecse.recipes.stage_types.StageContext` a run hands every stage, and
 the checks stage settings share. The stage types sparsecse ships are in :mod:`sparsecse.recipes.stages`.
 
 A setting's default is the default of the config it lands in (:class:`~sparsecse.shrinking.shrink.ShrinkConfig`,
@@ -114,7 +115,7 @@ def training_amount(stage) -> str:
     """How long a training stage trains, as its one-line description says it: ``2 epochs of 32000 sentences``.
 
     Args:
-        stage: a :class:`DistillStage` or :class:`TrainStage`.
+        stage: a :class:`~sparsecse.recipes.stages.DistillStage` or :class:`~sparsecse.recipes.stages.TrainStage`.
 
     Returns:
         ``N steps`` or ``N epoch(s)``, then ``of N sentences`` when it trains on a sample.
@@ -130,7 +131,7 @@ class CardSection:
     Args:
         line: its line in the card's list of stages.
         losses: the training losses it used, each ``"NAME: what"``.
-        methods: citation keys of the methods it used (:data:`sparsecse.artifacts.citations.CITATIONS`).
+        methods: citation keys of the methods it used (``sparsecse.artifacts.citations.CITATIONS``).
     """
 
     line: str
