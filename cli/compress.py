@@ -118,7 +118,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
         raise SparseCSEError("compress needs --reconstruct CORPUS (or --recipe NAME to run a recipe).")
     if out is None:
         raise SparseCSEError("compress needs an output directory (--out).")
-    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.compression import compress
     from sparsecse.pruning.prune import PruningConfig
@@ -221,7 +221,7 @@ def sets_and_target(target: dict | None, sets: dict | None) -> dict:
 def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet,
                        target: dict | None = None, sets: dict | None = None) -> None:
     """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
-    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.compression import compress
     from sparsecse.recipes.spec import parse_set_options
 

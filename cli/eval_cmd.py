@@ -117,7 +117,8 @@ def command(model, mask_path, data_dir, tasks, mteb_spec, mteb_prompts, sts_aggr
     from sparsecse.evaluation import evaluate
     from sparsecse.evaluation.config import EvaluationConfig
     from sparsecse.evaluation.results_file import save_results, without_pairs
-    from sparsecse.artifacts.files import check_destination, make_manifest
+    from sparsecse.artifacts.files import make_manifest
+    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.artifacts.inputs import read_inputs
 
     config = EvaluationConfig(  # checked here: a bad task list fails before the model loads

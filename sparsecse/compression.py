@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparsecse.artifacts.files import check_destination
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.errors import SparseCSEError

@@ -1,6 +1,6 @@
 """Every path a command reads, spelled out for the one check that its ``--out`` is none of them.
 
-:func:`sparsecse.artifacts.files.check_destination` compares ``--out`` with each path after resolving
+:func:`sparsecse.artifacts.destinations.check_destination` compares ``--out`` with each path after resolving
 symlinks; this module turns what the user typed into those paths:
 
 - a model value (``--model``, ``--init``, a teacher, left out or a short name included) -> the local

@@ -41,6 +41,17 @@ def read_lines(path: str | os.PathLike) -> list[str]:
 
 
 def parse_number(text: str, path: str | os.PathLike, lineno: int, what: str = "gold score") -> float:
+    """``text`` as a number (one sentence naming the file and line otherwise).
+
+    Args:
+        text: the field.
+        path: the file it came from.
+        lineno: its line.
+        what: what the field is, for the refusal.
+
+    Returns:
+        The number.
+    """
     try:
         return float(text)
     except ValueError:

@@ -32,6 +32,12 @@ class EmbeddingTable:
         return len(self._rows)
 
     def add(self, sentences: Iterable[str], desc: str = "encoding") -> None:
+        """Encode the sentences not in the table yet (normalised, each once) and add their rows.
+
+        Args:
+            sentences: the sentences.
+            desc: the progress bar's label.
+        """
         new = [s for s in dict.fromkeys(map(normalize_text, sentences)) if s not in self._rows]
         if not new:
             return

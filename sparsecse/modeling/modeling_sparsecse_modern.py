@@ -69,6 +69,7 @@ class GroupedQueryAttention(nn.Module):
         return self._index
 
     def forward(self, hidden_states, position_embeddings=None, attention_mask=None, cache=None, **kwargs):
+        """Attention over the kept query heads, each reading its key/value head."""
         input_shape = hidden_states.shape[:-1]
         if self.num_heads == 0:
             return self.o_proj(hidden_states.new_zeros(*input_shape, 0)), None
@@ -101,6 +102,7 @@ class HeadlessModernBertAttention(nn.Module):
         self.num_heads = 0
 
     def forward(self, hidden_states, *args, **kwargs):
+        """An empty context (no head): the output projection of nothing."""
         return self.out_drop(self.Wo(hidden_states.new_zeros(*hidden_states.shape[:-1], 0))), None
 
 
@@ -123,15 +125,18 @@ ATTENTION_FORMS.update({"grouped-query": _grouped_query, "fused-qkv": _fused_qkv
 
 
 class SparseCSEModernBertModel(ShrunkLayersMixin, ModernBertModel):
+    """A shrunk ModernBERT model: each layer built at its kept sizes."""
     config_class = SparseCSEModernBertConfig
     _takes_pooling_flag = False
 
 
 class SparseCSEQwen3Model(ShrunkLayersMixin, Qwen3Model):
+    """A shrunk Qwen3 model: each layer built at its kept sizes."""
     config_class = SparseCSEQwen3Config
     _takes_pooling_flag = False
 
 
 class SparseCSEGemma3TextModel(ShrunkLayersMixin, Gemma3TextModel):
+    """A shrunk Gemma-3 text model: each layer built at its kept sizes."""
     config_class = SparseCSEGemma3TextConfig
     _takes_pooling_flag = False

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.artifacts import model_store
-from sparsecse.artifacts.files import atomic_file, check_destination, hash_path, sha256_file, write_json
+from sparsecse.artifacts.files import atomic_file, hash_path, sha256_file, write_json
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.artifacts.signals import Terminated
@@ -39,8 +40,7 @@ from sparsecse.objectives.teachers import teacher_names
 from sparsecse.recipes import card
 from sparsecse.data.eval_data import known_task
 from sparsecse.recipes.spec import Data, Recipe, check_sets, load_recipe
-from sparsecse.recipes.stage_types import CORPUS, INPUT_REF, BudgetStage, DistillStage, PruneStage, TrainStage
-from sparsecse.recipes.stages import StageContext, run_stage
+from sparsecse.recipes.stage_types import INPUT_REF, Stage, StageContext
 from sparsecse.targets.report import measure_target
 from sparsecse.targets.search import TargetOutOfReach
 from sparsecse.training.dev_eval import dev_set
@@ -66,11 +66,22 @@ class RecipeResult:
         return str(self.model)
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data."""
         return {"out": str(self.out), "model": str(self.model), "stages": self.stages,
                 "evaluation": self.evaluation, "seconds": self.seconds}
 
 
 def stage_dir(out: Path, index: int, name: str) -> Path:
+    """The directory of a run's ``index``-th stage.
+
+    Args:
+        out: the run directory.
+        index: the stage's place (1-based).
+        name: its name.
+
+    Returns:
+        ``out/stages/INDEX-NAME``.
+    """
     return out / "stages" / f"{index}-{name}"
 
 
@@ -95,18 +106,17 @@ def _check_same_run(out: Path, fingerprint: dict[str, Any]) -> None:
 
 
 def check_text_inputs(recipe: Recipe, corpus: Path) -> None:
-    """The corpus and every prune stage's own reconstruction file hold UTF-8 sentences (read whole: a
-    few seconds at most), checked before anything is written."""
+    """The corpus and every sentence file a stage reads beside it (a prune stage's own reconstruction file)
+    hold UTF-8 sentences (read whole: a few seconds at most), checked before anything is written."""
     read_corpus(corpus)
     for stage in recipe.stages:
-        if isinstance(stage, PruneStage) and stage.reconstruct != CORPUS:
-            read_corpus(stage.reconstruct)
+        for path in stage.text_inputs:
+            read_corpus(path)
 
 
 def named_models(recipe: Recipe) -> list[tuple[str, str]]:
     """(stage, model) for every model the recipe names: its stages' teachers and the comparison model."""
-    teachers = [(s.name, s.teacher if isinstance(s, DistillStage) else s.objective_args.get("teacher"))
-                for s in recipe.stages if isinstance(s, (DistillStage, TrainStage))]
+    teachers = [(s.name, teacher) for s in recipe.stages for teacher in s.named_models]
     names = [(where, n) for where, teacher in teachers if isinstance(teacher, str) and not teacher.startswith("@")
              for n in teacher_names(teacher)]
     if recipe.evaluation.compare_with:
@@ -119,7 +129,7 @@ def run_inputs(recipe: Recipe, model: str, corpus: Path, data_dir) -> dict[str, 
     teachers and comparison model, the corpus and the prune stages' own reconstruction files, the recipe
     file, the data directory and the dev and test sets."""
     names = named_models(recipe)
-    reconstruct = [s.reconstruct for s in recipe.stages if isinstance(s, PruneStage) and s.reconstruct != CORPUS]
+    reconstruct = [path for s in recipe.stages for path in s.text_inputs]
     return read_inputs(model=model, teacher=[n for where, n in names if where != "evaluation"] or None,
                        compare_with=[n for where, n in names if where == "evaluation"] or None,
                        corpus=[str(corpus), *map(str, reconstruct)], recipe=recipe.source or None, data_dir=data_dir,
@@ -306,6 +316,19 @@ def _expected(recipe: Recipe, name: str) -> str:
     return f"; about {_minutes(float(seconds))} on the machine its figures come from" if seconds else ""
 
 
+def run_stage(stage: Stage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+    """Run ``stage`` (the ``index``-th, 1-based) on ``model`` into ``out``: its own
+    :meth:`~sparsecse.recipes.stage_types.Stage.run`.
+
+    Args:
+        stage: the stage; index: its place; model: the model it takes; out: its directory; ctx: the run's context.
+
+    Returns:
+        A summary of what it did.
+    """
+    return stage.run(index, model, out, ctx)
+
+
 def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_progress: bool,
          started: float) -> RecipeResult:
     quiet = not show_progress
@@ -334,8 +357,7 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
         if stage.makes_model:
             current = str(target)
             ctx.models[stage.name] = current
-        if isinstance(stage, BudgetStage):
-            ctx.budgets[stage.name] = float(summary["keep_flops"])
+        stage.pass_on(summary, ctx)
     result = RecipeResult(out=out, model=out / MODEL, stages=records)
     t0 = time.perf_counter()
     figures = card.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress)

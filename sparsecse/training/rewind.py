@@ -21,7 +21,8 @@ import torch
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts
-from sparsecse.artifacts.files import check_destination, hash_path
+from sparsecse.artifacts.files import hash_path
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.pruning.masks import Mask, model_for_mask
 from sparsecse.objectives.distill import with_default_teacher
 from sparsecse.artifacts.remote_code import with_trust_option
