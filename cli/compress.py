@@ -57,7 +57,19 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
               help="Where speed is measured: torch-fp32 (default), or an export format with its quantization: onnx, "
                    "onnx-int8, openvino, openvino-int8.")
 @click.option("--batch-size", "timing_batch_size", type=int, default=None, metavar="N",
-              help="With a target: sentences per batch when timing (default 128).")
+              help="With a target: sentences per batch (throughput) or per request (latency) when timing (default "
+                   "128 for a throughput, 1 for a latency).")
+@click.option("--threads", type=int, default=None, metavar="N",
+              help="With a target: the engine's intra-op threads while timing (default: the engine's default on "
+                   "this machine, recorded).")
+@click.option("--metric", default=None, metavar="METRIC",
+              help="With a target: what the speed-up compares: throughput (default), latency-p50 or latency-p95 (the "
+                   "time of one request of --batch-size sentences).")
+@click.option("--timing-sentences", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+              help="With a target: time on these sentences (one per line) instead of the dev set's.")
+@click.option("--when-busy", default=None, metavar="stop|wait",
+              help="With a target: when a timing's spread stays too wide, stop (default) or wait for a quieter "
+                   "machine and time again.")
 @eval_set_options(dev="with --recipe or a target, where candidates, scoring pairs and checkpoints are chosen "
                       "(default STS-B dev).",
                   test="with --recipe or a target, scored in the final evaluation and the model card.")
@@ -72,8 +84,8 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
-            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, dev, test, teacher, pooling,
-            device, seed, overwrite, as_json, quiet):
+            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, threads, metric,
+            timing_sentences, when_busy, dev, test, teacher, pooling, device, seed, overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does.
@@ -85,7 +97,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     if list_recipes:
         return print_recipes(as_json)
     aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
-             "teacher": teacher}
+             "teacher": teacher, "threads": threads, "metric": metric, "timing_sentences": timing_sentences,
+             "when_busy": when_busy}
     sets = {"dev": dev, "test": test}
     if any(v is not None for v in aimed.values()):
         return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
@@ -175,7 +188,8 @@ def print_recipes(as_json: bool) -> None:
 
 
 TARGET_FLAGS = {"speedup": "--speedup", "max_drop": "--max-drop", "engine": "--engine", "batch_size": "--batch-size",
-                "teacher": "--teacher"}
+                "teacher": "--teacher", "threads": "--threads", "metric": "--metric",
+                "timing_sentences": "--timing-sentences", "when_busy": "--when-busy"}
 
 
 def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
@@ -235,12 +249,23 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
     click.echo(f"wrote {result.model} (model card: {result.model / 'README.md'}) in {result.seconds / 60:.1f} min")
     reached = figures.get("target")
     if reached:
-        click.echo(f"target: {reached['speedup']:.2f}x on {reached['engine']} (batch {reached['batch_size']}), dev "
+        click.echo(f"target: {reached['speedup']:.2f}x ±{reached.get('spread', 0):.0%} at {shape_text(reached)}, dev "
                    f"{reached['dev_score']:.2f} (drop {reached['drop']:+.2f}); candidates: "
                    f"{result.model / 'candidates.csv'}")
         if not reached["met"]:
             missed = (f"runs {reached['speedup']:.2f}x, short of {reached['speedup_target']:g}x"
                       if not reached["met_speed"] else
                       f"drops {reached['drop']:.2f} on dev, more than {reached['max_drop']:g}")
-            raise SparseCSEError(f"The model in {result.model} {missed} on {reached['engine']}; its card and "
+            raise SparseCSEError(f"The model in {result.model} {missed} at {shape_text(reached)}; its card and "
                                  "candidates table say what was tried.")
+
+
+def shape_text(reached: dict) -> str:
+    """The serving shape a target's figures were measured at, e.g. ``throughput at batch 128 on 2 threads,
+    torch-fp32``."""
+    from sparsecse.targets.spec import Shape
+
+    shape = reached.get("shape")
+    if not shape:
+        return f"batch {reached['batch_size']} on {reached['engine']}"
+    return Shape(shape["metric"], shape["batch_size"], shape["threads"], shape["sentences"], shape["engine"]).describe()

@@ -64,19 +64,35 @@ class CompressResult:
 
 
 RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress", "dev", "test")
-TARGET_OPTIONS = ("speedup", "max_drop", "engine", "timing_batch_size", "teacher")
+TARGET_OPTIONS = ("speedup", "max_drop", "engine", "timing_batch_size", "teacher", "threads", "metric",
+                  "timing_sentences", "when_busy")
 TARGET_RECIPE = "target"  # the shipped recipe a target without --recipe runs
 
 
 def target_overrides(speedup: float | None = None, max_drop: float | None = None, engine: str | None = None,
-                     batch_size: int | None = None, teacher: str | None = None) -> dict[str, Any]:
+                     batch_size: int | None = None, teacher: str | None = None, threads: int | None = None,
+                     metric: str | None = None, timing_sentences: str | None = None,
+                     when_busy: str | None = None) -> dict[str, Any]:
     """The ``--set`` overrides a target puts on a recipe (``target.*``; ``student.teacher`` for ``teacher``),
-    once the target is checked (one sentence for a bad speed-up, drop, engine or batch size)."""
-    settings = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": batch_size}
+    once the target is checked (one sentence for a bad speed-up, drop, engine, batch size, threads, metric or
+    timing sentences file; the engine must run here: ``torch-cuda`` needs a GPU)."""
+    from sparsecse.targets.engines import check_engine
+
+    shape = {"engine": engine, "batch_size": batch_size, "threads": threads, "metric": metric,
+             "timing_sentences": None if timing_sentences is None else os.path.abspath(timing_sentences),
+             "when_busy": when_busy}
+    settings = {"speedup": speedup, "max_drop": max_drop, **shape}
     given = {k: v for k, v in settings.items() if v is not None}
-    Target(**given).check()
+    checked = Target(**given).check()
+    check_engine(checked.engine)
+    if checked.timing_sentences is not None:  # a readable file of UTF-8 sentences, or one sentence
+        from sparsecse.data.corpus import read_corpus
+
+        read_corpus(checked.timing_sentences)
     # the two goals replace the recipe's own together (a drop alone is not added to its speed-up)
     overrides: dict[str, Any] = {"target.speedup": speedup, "target.max_drop": max_drop}
+    if metric is not None and batch_size is None:  # the metric's own default batch, not the recipe's
+        overrides["target.batch_size"] = None
     overrides.update({f"target.{k}": v for k, v in given.items()})
     if teacher is not None:
         overrides["student.teacher"] = teacher
@@ -110,7 +126,8 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     the same ``seq_len``.
 
     ``mode``, the keywords of the other two modes: ``recipe``; a target's ``speedup``, ``max_drop``, ``engine``,
-    ``timing_batch_size`` and ``teacher``; and the run's ``corpus``, ``data_dir``, ``overrides``
+    ``timing_batch_size``, ``teacher`` and its serving shape's ``threads``, ``metric`` (``throughput``,
+    ``latency-p50``, ``latency-p95``), ``timing_sentences`` (a file) and ``when_busy`` (``stop`` or ``wait``); and the run's ``corpus``, ``data_dir``, ``overrides``
     (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``, ``dev`` and ``test`` (:func:`run_recipe_mode`).
     Any other name is refused as an unexpected keyword.
     """

@@ -39,12 +39,13 @@ from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, write_plot, write_table
 from sparsecse.targets.engines import on_engine
-from sparsecse.targets.spec import Target, engines
-from sparsecse.targets.timing import speedup_over, timing_sentences
+from sparsecse.targets.spec import DEFAULT_ENGINE, Target
+from sparsecse.targets.timing import MachineTooBusy, Timing, engine_threads, settled, target_sentences
 
 SMALLEST_BUDGET = 0.02  # the speed search's floor (a smaller budget keeps almost nothing of any encoder)
 CLOSE_ENOUGH = 0.04  # a speed probe within this fraction above the aim ends the search
 BISECTION_RESOLUTION = 0.02  # the quality search stops when the passing and failing budgets are this close
+ORDER_TOLERANCE = 0.02  # a smaller budget may run this much slower than a larger one (beyond spreads) as noise
 
 
 class TargetOutOfReach(SparseCSEError):
@@ -68,44 +69,50 @@ class SearchResult:
         chosen = next(c for c in self.candidates if c.chosen)
         return {"keep_flops": self.keep_flops, "reference_dev": round(self.reference_dev, 4),
                 "chosen": {"keep_flops": chosen.keep_flops, "speedup": round(chosen.speedup, 4),
+                           "spread": round(chosen.spread, 4),
                            "dev_score": round(chosen.dev_score, 4), "stage": chosen.stage},
                 "candidates": len(self.candidates), "table": str(self.table), "plot": str(self.plot),
                 "target": self.target}
 
 
 class _Prober:
-    """Builds, scores and times candidates; keeps them in order."""
+    """Builds, scores and times candidates at the target's serving shape; keeps them (and what was timed, to time
+    again) in order."""
 
     def __init__(self, model: str, dev, target: Target, work: Path, calibration, seed: int, show_progress: bool):
         self.model, self.dev, self.target, self.work = model, dev, target, work
         self.calibration, self.seed, self.show_progress = calibration, seed, show_progress
         self.dense = SentenceEncoder.load(model, device="cpu")
         self.reference_dev = float(dev.score(self.dense))
-        self.reference = self.dense if engines()[target.engine] is None else on_engine(
-            model, target.engine, work / "engine" / "input", calibration, seed)
-        self.sentences = timing_sentences(dev.sentences, self.dense.tokenizer, self.dense.max_length)
+        self.shape = target.shape(engine_threads())
+        self.reference = self._on_engine(self.dense, "input")
+        self.sentences = target_sentences(target, dev.sentences, self.dense.tokenizer, self.dense.max_length)
         self.candidates: list[Candidate] = []
+        self.timed: list = []  # the encoder each candidate was timed as
 
-    def _speed(self, encoder: SentenceEncoder, tag: str) -> float:
-        if engines()[self.target.engine] is None:
-            timed = encoder
-        else:
-            model_dir = self.work / "engine" / f"{tag}-model"
-            if model_dir.exists():
-                shutil.rmtree(model_dir)
-            encoder.save(model_dir)
-            timed = on_engine(model_dir, self.target.engine, self.work / "engine" / tag, self.calibration, self.seed)
-        speed = speedup_over(self.reference, {tag: timed}, self.sentences, self.target.batch_size)[tag]
-        if engines()[self.target.engine] is not None:
-            shutil.rmtree(self.work / "engine" / tag, ignore_errors=True)
-            shutil.rmtree(self.work / "engine" / f"{tag}-model", ignore_errors=True)
-        return speed
+    def _on_engine(self, encoder: SentenceEncoder, tag: str):
+        if self.target.engine == DEFAULT_ENGINE:
+            return encoder
+        model_dir = self.work / "engine" / f"{tag}-model"
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        encoder.save(model_dir)
+        return on_engine(model_dir, self.target.engine, self.work / "engine" / tag, self.calibration, self.seed,
+                         self.shape.threads)
+
+    def _speed(self, encoder: SentenceEncoder, tag: str, name: str) -> tuple[object, Timing]:
+        timed = self._on_engine(encoder, tag)
+        timing = settled(self.reference, {name: timed}, self.sentences, self.shape, self.target)[name]
+        return timed, timing
 
     def add(self, budget: float, encoder: SentenceEncoder, heads: int, neurons: int, stage: str) -> Candidate:
         dev = float(self.dev.score(encoder))
-        speed = self._speed(encoder, f"probe{len(self.candidates) + 1}")
-        candidate = Candidate(round(budget, 4), heads, neurons, speed, dev, self.reference_dev - dev, stage)
+        timed, timing = self._speed(encoder, f"probe{len(self.candidates) + 1}",
+                                    f"the candidate keeping {budget:.3f} of the layer FLOPs")
+        candidate = Candidate(round(budget, 4), heads, neurons, timing.speedup, dev, self.reference_dev - dev, stage,
+                              spread=timing.spread)
         self.candidates.append(candidate)
+        self.timed.append(timed)
         if self.show_progress:
             print(f"  candidate {len(self.candidates)}: {candidate.describe()}", file=sys.stderr, flush=True)
         return candidate
@@ -115,6 +122,38 @@ class _Prober:
         encoder = copy.deepcopy(self.dense)
         remove_units(encoder, mask, ShrinkConfig(), shrink_lineage(self.dense.source, mask))
         return self.add(budget, encoder, int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), "speed")
+
+    def settle(self, stage: str) -> None:
+        """Time again, side by side, the ``stage`` candidates whose order contradicts their size (a smaller budget
+        slower than a larger one beyond their spreads); one whose order still contradicts stops the run
+        (:class:`~sparsecse.targets.timing.MachineTooBusy`) before anything is chosen."""
+        rows = [i for i, c in enumerate(self.candidates) if c.stage == stage]
+        suspects = contradictions([self.candidates[i] for i in rows])
+        if not suspects:
+            return
+        picked = {i for i in rows if self.candidates[i] in {c for pair in suspects for c in pair}}
+        names = {i: f"the candidate keeping {self.candidates[i].keep_flops:.3f} of the layer FLOPs" for i in picked}
+        again = settled(self.reference, {names[i]: self.timed[i] for i in picked}, self.sentences, self.shape,
+                        self.target)
+        for i in picked:
+            self.candidates[i].speedup, self.candidates[i].spread = again[names[i]].speedup, again[names[i]].spread
+            self.candidates[i].retimed = True
+        still = contradictions([self.candidates[i] for i in rows])
+        if still:
+            small, large = still[0]
+            raise MachineTooBusy(
+                f"The machine is too busy to time: timed twice at {self.shape.describe()}, the candidate keeping "
+                f"{small.keep_flops:.3f} of the layer FLOPs ran {small.speedup:.2f}x (±{small.spread:.0%}) and the "
+                f"larger one keeping {large.keep_flops:.3f} ran {large.speedup:.2f}x (±{large.spread:.0%}), an order "
+                f"that contradicts their size; run it on a quieter machine, or pass --when-busy wait.")
+
+
+def contradictions(candidates: list[Candidate]) -> list[tuple[Candidate, Candidate]]:
+    """Pairs (smaller, larger budget) where the smaller one measured slower than the larger one by more than
+    :data:`ORDER_TOLERANCE` plus both spreads: an order that contradicts their size."""
+    ordered = sorted(candidates, key=lambda c: c.keep_flops)
+    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]
+            if b.keep_flops > a.keep_flops and a.speedup < b.speedup * (1 - ORDER_TOLERANCE - a.spread - b.spread)]
 
 
 def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) -> float:
@@ -151,6 +190,7 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
         budget = round(_next_budget(points, aim, floor), 4)
         if any(abs(budget - b) < 0.002 for b in tried):
             break
+    prober.settle("speed")
     speed = [c for c in prober.candidates if c.stage == "speed"]
     for c in speed:
         c.meets = c.speedup >= float(target.speedup)
@@ -158,9 +198,10 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     if not ok:
         fastest = max(speed, key=lambda c: c.speedup)
         raise TargetOutOfReach(
-            f"A {float(target.speedup):g}x speed-up on {target.engine} is out of reach for {prober.model}: the fastest "
-            f"candidate tried keeps {fastest.keep_flops:g} of its layer FLOPs and runs {fastest.speedup:.2f}x "
-            f"({fastest.dev_text}); the candidates are in {prober.work / TABLE}.")
+            f"A {float(target.speedup):g}x speed-up on {target.engine} is out of reach for {prober.model} at "
+            f"{prober.shape.describe()}: the fastest candidate tried keeps {fastest.keep_flops:g} of its layer FLOPs "
+            f"and runs {fastest.speedup:.2f}x ±{fastest.spread:.0%} ({fastest.dev_text}); the candidates are in "
+            f"{prober.work / TABLE}.")
     return max(ok, key=lambda c: c.keep_flops)
 
 
@@ -181,13 +222,14 @@ def quality_search(prober: _Prober, prune_fn: Callable[[float], tuple[SentenceEn
         if passing - failing < BISECTION_RESOLUTION:
             break
         budget = round((passing + failing) / 2, 4)
+    prober.settle("quality")
     ok = [c for c in prober.candidates if c.stage == "quality" and c.meets]
     if not ok:
         best = max(prober.candidates, key=lambda c: c.dev_score if math.isfinite(c.dev_score) else -math.inf)
         raise TargetOutOfReach(
             f"No candidate stays within a dev drop of {bound:g} of {prober.model}'s {prober.reference_dev:.2f}: the "
-            f"closest keeps {best.keep_flops:g} of its layer FLOPs and drops {best.drop:.2f} at {best.speedup:.2f}x; "
-            f"the candidates are in {prober.work / TABLE}.")
+            f"closest keeps {best.keep_flops:g} of its layer FLOPs and drops {best.drop:.2f} at {best.speedup:.2f}x "
+            f"±{best.spread:.0%} ({prober.shape.describe()}); the candidates are in {prober.work / TABLE}.")
     return min(ok, key=lambda c: c.keep_flops)
 
 
@@ -222,7 +264,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
     prober = _Prober(str(model), dev, target, work, calibration, seed, show_progress)
     pruning = pruning or PruningConfig()
     summary = {"speedup": target.speedup, "max_drop": target.max_drop, "engine": target.engine,
-               "batch_size": target.batch_size, "margin": target.margin,
+               "batch_size": prober.shape.batch_size, "margin": target.margin, "shape": prober.shape.to_dict(),
                "dev_floor": None if target.max_drop is None else prober.reference_dev - float(target.max_drop)}
     try:
         if target.speedup is not None:
@@ -235,7 +277,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             chosen = quality_search(prober, prune_fn)
         chosen.chosen = True
     finally:
-        table = write_table(prober.candidates, work / TABLE) if prober.candidates else work / TABLE
+        table = write_table(prober.candidates, work / TABLE, summary["shape"]) if prober.candidates else work / TABLE
         plot = write_plot(prober.candidates, work / PLOT, summary, f"{model_label(model)}: "
                           f"{target.describe()}") if prober.candidates else work / PLOT
         shutil.rmtree(work / "engine", ignore_errors=True)
