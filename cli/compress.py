@@ -245,7 +245,8 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
         lo, hi = versus["paired_ci"]
         click.echo(f"vs {versus['model']} ({versus['sts_avg']:.2f}): {versus['difference']:+.2f} [{lo:+.2f}, {hi:+.2f}]")
     if figures.get("speed"):
-        click.echo(f"speed-up over the input model: {figures['speed']['speedup']:.2f}x (torch fp32, this machine)")
+        click.echo(f"speed-up over the input model: {figures['speed']['speedup']:.2f}x (throughput at batch "
+                   f"{figures['speed'].get('batch_size', 128)}, torch fp32, this machine)")
     click.echo(f"wrote {result.model} (model card: {result.model / 'README.md'}) in {result.seconds / 60:.1f} min")
     reached = figures.get("target")
     if reached:

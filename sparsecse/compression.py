@@ -30,6 +30,7 @@ from typing import Any
 from sparsecse.artifacts.files import check_destination
 from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig
@@ -40,6 +41,7 @@ from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult
 from sparsecse.stage_config import stage_config
+from sparsecse.targets.engines import check_engine
 from sparsecse.targets.spec import Target
 
 
@@ -76,8 +78,6 @@ def target_overrides(speedup: float | None = None, max_drop: float | None = None
     """The ``--set`` overrides a target puts on a recipe (``target.*``; ``student.teacher`` for ``teacher``),
     once the target is checked (one sentence for a bad speed-up, drop, engine, batch size, threads, metric or
     timing sentences file; the engine must run here: ``torch-cuda`` needs a GPU)."""
-    from sparsecse.targets.engines import check_engine
-
     shape = {"engine": engine, "batch_size": batch_size, "threads": threads, "metric": metric,
              "timing_sentences": None if timing_sentences is None else os.path.abspath(timing_sentences),
              "when_busy": when_busy}
@@ -86,8 +86,6 @@ def target_overrides(speedup: float | None = None, max_drop: float | None = None
     checked = Target(**given).check()
     check_engine(checked.engine)
     if checked.timing_sentences is not None:  # a readable file of UTF-8 sentences, or one sentence
-        from sparsecse.data.corpus import read_corpus
-
         read_corpus(checked.timing_sentences)
     # the two goals replace the recipe's own together (a drop alone is not added to its speed-up)
     overrides: dict[str, Any] = {"target.speedup": speedup, "target.max_drop": max_drop}

@@ -212,8 +212,10 @@ def compression_section(c: dict[str, Any], base: str | None) -> list[str]:
             speed.get("reference_speedup")) and known(speed.get("reference")) else ""
         threads = f", {speed['threads']} threads" if known(speed.get("threads")) else ""
         sentences = f", {speed['sentences']}" if known(speed.get("sentences")) else ""
+        batch = f"throughput at batch {speed['batch_size']}, " if known(speed.get("batch_size")) else ""
         sizes.append(f"- **Encode speed-up over `{base or 'the input model'}`:** {speed['speedup']:.2f}x{ref} "
-                     f"({speed.get('engine', 'torch fp32')}{threads}{sentences}); CPU: {speed.get('cpu', 'not recorded')}")
+                     f"({batch}{speed.get('engine', 'torch fp32')}{threads}{sentences}); CPU: "
+                     f"{speed.get('cpu', 'not recorded')}")
     memory = c.get("memory") or {}
     if known(memory.get("peak_rss_bytes")):
         sizes.append(f"- **Peak memory while encoding:** {_memory(memory, 'peak_rss_bytes', 'runtime_rss_bytes')}"
@@ -261,8 +263,10 @@ def _target(t: dict[str, Any]) -> list[str]:
         asked.append(f"a {asked_speedup:g}x speed-up")
     if known(t.get("max_drop")):
         asked.append(f"at most {t['max_drop']:g} points lost on dev")
-    engine = ", ".join(str(x) for x in (t.get("engine"), f"batch {t['batch_size']}" if known(t.get("batch_size"))
-                                        else None) if known(x))
+    shape = t.get("shape") or {}
+    engine = ", ".join(str(x) for x in (t.get("engine"), shape.get("metric"), f"batch {t['batch_size']}" if known(
+        t.get("batch_size")) else None, f"{shape['threads']} threads" if known(shape.get("threads")) else None)
+        if known(x))
     lines = ["### Target", ""]
     if asked:
         met = {True: "met", False: "**not met**"}.get(t.get("met"), "")
@@ -275,7 +279,10 @@ def _target(t: dict[str, Any]) -> list[str]:
                + (f" (drop {t['drop']:.2f})" if known(t.get("drop")) else ""))
     throughput = f"{t['throughput']:.1f} sentences/s" if known(t.get("throughput")) else None
     reference_throughput = f"{t['reference_throughput']:.1f}" if known(t.get("reference_throughput")) else None
-    rows = [("Measured speed-up", f"{measured:.2f}x" if known(measured) else None),
+    spread = f" ±{t['spread']:.0%} (the spread of {t.get('rounds', 'its')} interleaved rounds)" if known(
+        t.get("spread")) else ""
+    rows = [("Measured speed-up", f"{measured:.2f}x{spread}" + (f" ({engine})" if engine else "")
+             if known(measured) else None),
             ("Dev score", dev),
             ("Latency p50 / p95", _beside(_latency(t.get("latency_ms")), _latency(t.get("reference_latency_ms")))),
             ("Throughput", _beside(throughput, reference_throughput)),

@@ -131,7 +131,8 @@ class _Prober:
         suspects = contradictions([self.candidates[i] for i in rows])
         if not suspects:
             return
-        picked = {i for i in rows if self.candidates[i] in {c for pair in suspects for c in pair}}
+        involved = {id(c) for pair in suspects for c in pair}
+        picked = [i for i in rows if id(self.candidates[i]) in involved]
         names = {i: f"the candidate keeping {self.candidates[i].keep_flops:.3f} of the layer FLOPs" for i in picked}
         again = settled(self.reference, {names[i]: self.timed[i] for i in picked}, self.sentences, self.shape,
                         self.target)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation import speed
 from sparsecse.evaluation.speed import unique_by_length
@@ -88,8 +89,6 @@ def target_sentences(target: Target, dev_sentences: list[str], tokenizer, max_le
     (see :func:`timing_sentences`)."""
     if target.timing_sentences is None:
         return timing_sentences(dev_sentences, tokenizer, max_length)
-    from sparsecse.data.corpus import read_corpus
-
     return timing_sentences(read_corpus(target.timing_sentences), tokenizer, max_length)
 
 
