@@ -47,9 +47,11 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
               help="With --recipe: replace one of its settings (repeatable), e.g. --set student.epochs=2.")
 @click.option("--resume", is_flag=True, help="With --recipe: continue the unfinished run in --out.")
 @click.option("--list-recipes", is_flag=True, help="Print the shipped recipes and what they reached, then exit.")
-@click.option("--speedup", type=float, default=None, metavar="X",
-              help="Instead of a budget: a speed-up over --model to reach, measured on --engine (runs the shipped "
-                   "`target` recipe with --corpus: find the budget by timing candidates, prune, distil, choose on dev).")
+@click.option("--speedup", default=None, metavar="X[,X...]",
+              help="Instead of a budget: a speed-up over --model to reach, measured on --engine at the serving shape "
+                   "(runs the shipped `target` recipe with --corpus: find the budget by timing candidates, prune, "
+                   "distil, choose on dev); several, e.g. 1.5,2,3, make one model each in OUT/speedup-X/model and "
+                   "the curve OUT/curve.csv / curve.png.")
 @click.option("--max-drop", type=float, default=None, metavar="D",
               help="The largest drop of the dev score below --model's own (points); alone: the fastest candidate "
                    "within it.")
@@ -73,6 +75,9 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 @eval_set_options(dev="with --recipe or a target, where candidates, scoring pairs and checkpoints are chosen "
                       "(default STS-B dev).",
                   test="with --recipe or a target, scored in the final evaluation and the model card.")
+@click.option("--compare-with", "compare_with", default=None, metavar="MODEL",
+              help="With a target: a model compared on the card and, for several speed-ups, timed and drawn on the "
+                   "curve beside them (e.g. paraphrase-MiniLM-L3-v2).")
 @click.option("--teacher", default=None, metavar="MODEL",
               help="With a target: the student's teacher (default: --model itself; A+B for an ensemble).")
 @pooling_option
@@ -85,7 +90,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
             overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, threads, metric,
-            timing_sentences, when_busy, dev, test, teacher, pooling, device, seed, overwrite, as_json, quiet):
+            timing_sentences, when_busy, dev, test, compare_with, teacher, pooling, device, seed, overwrite, as_json,
+            quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does.
@@ -98,7 +104,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
         return print_recipes(as_json)
     aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
              "teacher": teacher, "threads": threads, "metric": metric, "timing_sentences": timing_sentences,
-             "when_busy": when_busy}
+             "when_busy": when_busy, "compare_with": compare_with}
     sets = {"dev": dev, "test": test}
     if any(v is not None for v in aimed.values()):
         return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
@@ -189,13 +195,14 @@ def print_recipes(as_json: bool) -> None:
 
 TARGET_FLAGS = {"speedup": "--speedup", "max_drop": "--max-drop", "engine": "--engine", "batch_size": "--batch-size",
                 "teacher": "--teacher", "threads": "--threads", "metric": "--metric",
-                "timing_sentences": "--timing-sentences", "when_busy": "--when-busy"}
+                "timing_sentences": "--timing-sentences", "when_busy": "--when-busy", "compare_with": "--compare-with"}
 
 
 def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
                        quiet, sets) -> None:
     """``compress --speedup X`` / ``--max-drop D``: the target recipe, checked before anything is written."""
     from sparsecse.compression import target_overrides
+    from sparsecse.targets.spec import parse_speedups
 
     given = [p.opts[0] for p in ctx.command.params if p.name in SINGLE_STAGE_ONLY
              and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
@@ -205,7 +212,9 @@ def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrid
     if aimed["speedup"] is None and aimed["max_drop"] is None:
         flag = next(TARGET_FLAGS[k] for k, v in aimed.items() if v is not None)
         raise SparseCSEError(f"{flag} goes with a target: add --speedup X or --max-drop D.")
-    target_overrides(**aimed)  # a bad target is refused before the corpus or the output is looked at
+    speedups = parse_speedups(aimed["speedup"]) if aimed["speedup"] is not None else None
+    # a bad target is refused before the corpus or the output is looked at
+    target_overrides(**{**aimed, "speedup": speedups[0] if speedups else None})
     if corpus is None:
         raise SparseCSEError("A target needs --corpus FILE (the sentences it reconstructs and distils on).")
     run_recipe_command(recipe or "target", model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
@@ -232,6 +241,15 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
                       show_progress=not quiet, **sets_and_target(target, sets))
     if as_json:
         echo_json(result.to_dict())
+        return
+    from sparsecse.recipes.curve import CurveResult
+
+    if isinstance(result, CurveResult):
+        for row in result.rows:
+            click.echo(f"{row['name']}: {row['speedup']:.2f}x ±{row['spread']:.0%}, dev {row['dev']:.2f}"
+                       + (f", STS avg {row['test']:.2f}" if row.get("test") is not None else "")
+                       + (f" ({row['model']})" if row["kind"] == "target" else ""))
+        click.echo(f"wrote the curve {result.table} and {result.plot} in {result.seconds / 60:.1f} min")
         return
     figures = result.evaluation
     if figures.get("sts_avg") is not None:

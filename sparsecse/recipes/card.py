@@ -61,6 +61,21 @@ def _results_file(path: Path, model: str, data_dir, replicates: int, show_progre
     return path
 
 
+def sts_average(model: str, path: Path, data_dir, show_progress: bool = False) -> float:
+    """``model``'s average over the 7 STS tasks (test), its results kept in ``path`` (computed once).
+
+    Args:
+        model: a model directory or name.
+        path: the results file.
+        data_dir: the SentEval data.
+        show_progress: progress bars.
+
+    Returns:
+        The average (Spearman x 100).
+    """
+    return float(load_results(_results_file(path, model, data_dir, 0, show_progress))["avg_sts"])
+
+
 def evaluate_final(recipe: Recipe, input_model: str, model_dir: str, work: Path, data_dir,
                    show_progress: bool) -> dict[str, Any]:
     """Every figure the model card states, computed on ``model_dir`` (results files under ``work``)."""

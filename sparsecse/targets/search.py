@@ -21,7 +21,10 @@ Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
+import dataclasses
 import math
 import os
 import shutil
@@ -75,6 +78,36 @@ class SearchResult:
                 "target": self.target}
 
 
+@dataclass
+class SharedSearch:
+    """What the targets of one run (``compress --speedup 1.5,2,3``) share, in memory, while :func:`sharing` is
+    active: the input model's gate scores (by model; the budget stage reads them) and one list of one-shot speed
+    probes, each with what it was timed as, which every target's search starts from, probing more only where none
+    of them lands near its aim. Valid for one input model, pruning rule and serving shape (one curve)."""
+
+    scores: dict[str, GateScores] = field(default_factory=dict)
+    rows: list[tuple[Candidate, Any]] = field(default_factory=list)
+
+
+_SHARING: contextvars.ContextVar[SharedSearch | None] = contextvars.ContextVar("sparsecse_shared_search",
+                                                                              default=None)
+
+
+@contextlib.contextmanager
+def sharing(shared: SharedSearch):
+    """Inside the block, budget searches (and the budget stage's scoring) share ``shared``."""
+    token = _SHARING.set(shared)
+    try:
+        yield shared
+    finally:
+        _SHARING.reset(token)
+
+
+def active_sharing() -> SharedSearch | None:
+    """The :class:`SharedSearch` of the enclosing :func:`sharing` block, else None."""
+    return _SHARING.get()
+
+
 class _Prober:
     """Builds, scores and times candidates at the target's serving shape; keeps them (and what was timed, to time
     again) in order."""
@@ -116,6 +149,13 @@ class _Prober:
         if self.show_progress:
             print(f"  candidate {len(self.candidates)}: {candidate.describe()}", file=sys.stderr, flush=True)
         return candidate
+
+    def reuse(self, shared: SharedSearch) -> None:
+        """Start from the speed probes earlier targets of the run measured (copies: their marks are this
+        search's)."""
+        for candidate, timed in shared.rows:
+            self.candidates.append(dataclasses.replace(candidate, meets=False, chosen=False))
+            self.timed.append(timed)
 
     def one_shot(self, scores: GateScores, pruning: PruningConfig, budget: float) -> Candidate:
         mask = prune_scores(scores, keep_flops=budget, config=pruning)
@@ -174,24 +214,36 @@ def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) ->
     return min(0.98, max(floor, b))
 
 
-def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float) -> Candidate:
-    """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring)."""
+def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float,
+                 shared: SharedSearch | None = None) -> Candidate:
+    """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring), starting
+    from ``shared``'s probes (the new ones are added to it)."""
     target = prober.target
     aim = target.aim
-    budget = min(0.95, max(floor, 1.0 / aim))  # FLOPs alone: the first guess
-    tried: list[float] = []
+    if shared is not None:
+        prober.reuse(shared)
+    known = len(prober.candidates)
+
+    def speed_points() -> list[tuple[float, float]]:
+        return [(c.keep_flops, c.speedup) for c in prober.candidates if c.stage == "speed"]
+
+    tried = [b for b, _ in speed_points()]
+    # FLOPs alone give the first guess; probes already measured, the line through them
+    budget = round(_next_budget(speed_points(), aim, floor), 4) if tried else min(0.95, max(floor, 1.0 / aim))
     for _ in range(target.probes):
-        candidate = prober.one_shot(scores, pruning, budget)
-        tried.append(candidate.keep_flops)
-        if aim <= candidate.speedup <= aim * (1 + CLOSE_ENOUGH):
+        if any(aim <= s <= aim * (1 + CLOSE_ENOUGH) for _, s in speed_points()):
             break
-        if candidate.speedup < aim and budget <= floor:
-            break  # the smallest budget is too slow: out of reach
-        points = [(c.keep_flops, c.speedup) for c in prober.candidates if c.stage == "speed"]
-        budget = round(_next_budget(points, aim, floor), 4)
         if any(abs(budget - b) < 0.002 for b in tried):
             break
+        candidate = prober.one_shot(scores, pruning, budget)
+        tried.append(candidate.keep_flops)
+        if candidate.speedup < aim and budget <= floor:
+            break  # the smallest budget is too slow: out of reach
+        budget = round(_next_budget(speed_points(), aim, floor), 4)
     prober.settle("speed")
+    if shared is not None:
+        shared.rows.extend((dataclasses.replace(c), prober.timed[i]) for i, c in enumerate(prober.candidates)
+                           if i >= known and c.stage == "speed")
     speed = [c for c in prober.candidates if c.stage == "speed"]
     for c in speed:
         c.meets = c.speedup >= float(target.speedup)
@@ -271,7 +323,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         if target.speedup is not None:
             if scores is None:
                 raise ValueError("A speed-up target needs the dense model's scores.")
-            chosen = speed_search(prober, scores, pruning, SMALLEST_BUDGET)
+            chosen = speed_search(prober, scores, pruning, SMALLEST_BUDGET, active_sharing())
         else:
             if prune_fn is None:
                 raise ValueError("A quality-only target needs prune_fn.")

@@ -198,3 +198,31 @@ class Target:
         if self.max_drop is not None:
             parts.append(f"a dev drop of at most {float(self.max_drop):g}")
         return " with ".join(parts) if self.speedup is not None else (parts[0] + f" (speed on {self.engine})")
+
+
+def parse_speedups(value: Any) -> list[float]:
+    """The speed-up targets of ``--speedup``: one number, or several separated by commas (a curve), each checked
+    as a :class:`Target`'s; one sentence for an empty list, a value that is not a number, or one given twice.
+
+    >>> parse_speedups("1.5, 2,3")
+    [1.5, 2.0, 3.0]
+    >>> parse_speedups("2,2")
+    Traceback (most recent call last):
+    ...
+    sparsecse.errors.SparseCSEError: --speedup gives 2 twice; give each target once (e.g. 1.5,2,3).
+    """
+    items = [str(v).strip() for v in value] if isinstance(value, (list, tuple)) else str(value).split(",")
+    items = [item.strip() for item in items]
+    if not any(items) or any(not item for item in items):
+        raise SparseCSEError(f"--speedup needs one speed-up or a comma-separated list of them (e.g. 1.5,2,3); got "
+                             f"{str(value)!r}.")
+    found: list[float] = []
+    for item in items:
+        number = _number(item)
+        if number is None:
+            raise SparseCSEError(f"--speedup {item!r} is not a number; give speed-ups such as 1.5,2,3.")
+        Target(speedup=number).check()
+        if number in found:
+            raise SparseCSEError(f"--speedup gives {number:g} twice; give each target once (e.g. 1.5,2,3).")
+        found.append(number)
+    return found
