@@ -293,6 +293,30 @@ def _target(t: dict[str, Any]) -> list[str]:
                                                             if known(t.get("candidates_plot")) else "")
              if known(t.get("candidates_table")) else None)]
     lines += [f"- **{name}:** {value}" for name, value in rows if known(value)]
+    return lines + [""] + serving_lines(t.get("serving") or {})
+
+
+def serving_lines(serving: dict[str, Any]) -> list[str]:
+    """The serving table: one speed figure per shape (threads x batch), the model's and the input model's latency
+    per request, the row the target was judged by marked.
+
+    Args:
+        serving: the target's ``serving`` facts (:func:`~sparsecse.targets.serving.serving_table`).
+
+    Returns:
+        Its markdown lines; none without rows.
+    """
+    rows = serving.get("rows") or []
+    if not rows:
+        return []
+    lines = ["#### Serving", "", f"{serving.get('method', 'measured side by side')}.", "",
+             "| threads | batch | speed-up | latency p50 / p95 | input p50 / p95 | |",
+             "|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        mark = f"**judged by** ({serving.get('metric', 'the target')})" if r.get("judged") else ""
+        lines.append(f"| {r['threads']} | {r['batch']} | {r['speedup']:.2f}x ±{r['spread']:.0%} | "
+                     f"{r['p50_ms']:.1f} / {r['p95_ms']:.1f} ms | {r['input_p50_ms']:.1f} / {r['input_p95_ms']:.1f} ms "
+                     f"| {mark} |")
     return lines + [""]
 
 

@@ -13,13 +13,14 @@ from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.flops import size_report
 from sparsecse.targets.engines import on_engine
+from sparsecse.targets.serving import serving_table
 from sparsecse.targets.spec import DEFAULT_ENGINE, Target, engines
 from sparsecse.targets.timing import engine_threads, latency_profile, settled, target_sentences
 
 
 def measure_target(target: Target, input_model: str, model_dir: str, dev, work: str | os.PathLike,
                    calibration: str | os.PathLike | None = None, seed: int = 0, repeats: int = 3,
-                   show_progress: bool = False) -> dict[str, Any]:
+                   show_progress: bool = False, serving: bool = False) -> dict[str, Any]:
     """Every figure the card's Target section states, for ``model_dir`` against ``input_model``.
 
     Args:
@@ -32,6 +33,7 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         seed: the calibration sample's seed.
         repeats: timing repeats (best of) for the card's single-sentence latency and throughput.
         show_progress: a progress bar while timing.
+        serving: add the card's serving table (:func:`~sparsecse.targets.serving.serving_table`, a fresh process).
 
     Returns:
         dict: JSON-ready, ``speedup`` (measured at the target's serving shape, ``shape``) and its ``spread``, ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
@@ -55,6 +57,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         profile = latency_profile(model, sentences, shape.batch_size, repeats=repeats)
         reference_profile = latency_profile(reference, sentences, shape.batch_size, repeats=repeats)
         graph_bytes = _graph_bytes(model) if exported else None
+        table = serving_table(target, shape, input_model, model_dir, sentences, work / "serving",
+                              calibration) if serving else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     reference_dev, dev_score = float(dev.score(dense)), float(dev.score(final))
@@ -77,6 +81,7 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         "timed_sentences": len(sentences), "cpu": describe_cpu(),
         "cpu_features": [name for name, on in cpu_features().items() if on],
         "candidates_table": "candidates.csv", "candidates_plot": "candidates.png",
+        **({"serving": table} if table else {}),
     }
 
 
