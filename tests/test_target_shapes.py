@@ -204,3 +204,20 @@ def test_an_out_of_reach_message_names_the_serving_shape(tmp_path, tiny_dir, tex
     message = result.output.strip().splitlines()[-1]
     assert "at latency-p95 at batch 4 on 2 threads, torch-fp32: the fastest candidate" in message, message
     assert np.isfinite(read_table(out / "candidates" / "candidates.csv")[0].speedup)
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_gpu_engine_encodes_under_autocast_and_times_side_by_side(tmp_path, tiny_dir):
+    import torch
+
+    from sparsecse.modeling.encoder import SentenceEncoder
+    from sparsecse.targets.engines import GpuEncoder, on_engine
+
+    gpu = on_engine(tiny_dir, "torch-cuda")
+    assert isinstance(gpu, GpuEncoder) and gpu.precision == ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
+    sentences = ["a man plays a guitar", "someone plays music", "a cat sleeps"]
+    cpu = SentenceEncoder.load(tiny_dir, device="cpu").encode(sentences)
+    assert np.allclose(gpu.encode(sentences, batch_size=2), cpu, atol=0.05)
+    found = measure(gpu, {"same": on_engine(tiny_dir, "torch-cuda")}, sentences, Shape("latency-p50", 1, 1,
+                                                                                      engine="torch-cuda"))
+    assert np.isfinite(found["same"].speedup) and found["same"].rounds == 5
