@@ -25,6 +25,7 @@ from typing import Any
 
 from sparsecse.artifacts.files import atomic_file, check_destination
 from sparsecse.errors import SparseCSEError
+from sparsecse.artifacts.model_names import resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.card import sts_average
 from sparsecse.recipes.runner import RecipeResult, run_recipe
@@ -97,12 +98,17 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
     compare_with = first.evaluation.compare_with
     if first.target is None or first.target.speedup is None:
         raise SparseCSEError(f"The recipe {first.name} has no speed-up target for a curve.")
-    check_destination(out, True, inputs={"model": str(model), "corpus": str(corpus)})
+    if corpus is None:
+        raise SparseCSEError(f"The recipe {first.name} needs a corpus (--corpus FILE, one sentence per line).")
+    path = resolve_model(model if model is not None else first.model)
+    model = os.path.abspath(path) if os.path.isdir(path) else path
+    check_destination(out, True, inputs={"model": model, "corpus": str(corpus)})
     if out.exists() and not resume:
         if not overwrite:
             raise SparseCSEError(f"{out} already exists; choose another --out, pass --resume to continue its curve, "
                                  "or --overwrite to start over.")
         shutil.rmtree(out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     result = CurveResult(out)
     with sharing(SharedSearch()):
@@ -114,6 +120,10 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
                                                   resume=run_dir.exists(), show_progress=show_progress, data=data)
             except TargetOutOfReach as exc:
                 result.missed[speedup] = str(exc)
+            except SparseCSEError:  # refused (or too busy to time) before any target finished: nothing kept
+                if created and not any(out.iterdir()):
+                    shutil.rmtree(out, ignore_errors=True)
+                raise
     if result.runs:
         result.rows = curve_rows(first, model, result.runs, compare_with, out, data_dir, data, show_progress, corpus)
         result.table = write_curve_table(result.rows, out / TABLE)
