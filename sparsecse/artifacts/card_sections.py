@@ -284,8 +284,10 @@ def _target(t: dict[str, Any]) -> list[str]:
     rows = [("Measured speed-up", f"{measured:.2f}x{spread}" + (f" ({engine})" if engine else "")
              if known(measured) else None),
             ("Dev score", dev),
-            ("Latency p50 / p95", _beside(_latency(t.get("latency_ms")), _latency(t.get("reference_latency_ms")))),
-            ("Throughput", _beside(throughput, reference_throughput)),
+            ("Latency p50 / p95 of one sentence", _beside(_latency(t.get("latency_ms")),
+                                                          _latency(t.get("reference_latency_ms")))),
+            (f"Throughput at batch {t['batch_size']}" if known(t.get("batch_size")) else "Throughput",
+             _beside(throughput, reference_throughput)),
             ("Parameters", count_text(t["params"]) if known(t.get("params")) else None),
             ("File size", size_text(t["file_size_bytes"]) if known(t.get("file_size_bytes")) else None),
             ("CPU features", " ".join(t["cpu_features"]) if known(t.get("cpu_features")) else None),
