@@ -221,3 +221,17 @@ def test_the_gpu_engine_encodes_under_autocast_and_times_side_by_side(tmp_path, 
     found = measure(gpu, {"same": on_engine(tiny_dir, "torch-cuda")}, sentences, Shape("latency-p50", 1, 1,
                                                                                       engine="torch-cuda"))
     assert np.isfinite(found["same"].speedup) and found["same"].rounds == 5
+
+
+def test_with_when_busy_wait_candidates_out_of_size_order_are_timed_again_until_the_machine_calms(monkeypatch):
+    from sparsecse.targets import search
+
+    # the smaller budget's encoder runs 2.5x slower (a steady disturbance) through the first timing (3 models x
+    # (1 warm-up + 5 rounds x 5 requests) = 78 clock calls): 1.6x, slower than the larger budget's 2x
+    monkeypatch.setattr(speed, "clock", Clock(lambda call, encoder: 2.5 if encoder.per_sentence == 0.001
+                                              and call <= 78 else 1.0))
+    monkeypatch.setattr(search, "BUSY_WAIT_SECONDS", 0.0)
+    timed = [Costly(0.0, 0.002), Costly(0.0, 0.001)]
+    rows = [candidate(0.5, 2.0), candidate(0.2, 1.3)]
+    bare_prober(timed, rows, Target(speedup=2.0, when_busy="wait")).settle("speed")
+    assert [round(c.speedup, 3) for c in rows] == [2.0, 4.0] and all(c.retimed for c in rows)

@@ -29,6 +29,7 @@ import math
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -43,7 +44,8 @@ from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineag
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, write_plot, write_table
 from sparsecse.targets.engines import on_engine
 from sparsecse.targets.spec import DEFAULT_ENGINE, Target
-from sparsecse.targets.timing import MachineTooBusy, Timing, engine_threads, settled, target_sentences
+from sparsecse.targets.timing import (BUSY_WAIT_SECONDS, BUSY_WAITS, MachineTooBusy, Timing, engine_threads, settled,
+                                     target_sentences)
 
 SMALLEST_BUDGET = 0.02  # the speed search's floor (a smaller budget keeps almost nothing of any encoder)
 CLOSE_ENOUGH = 0.04  # a speed probe within this fraction above the aim ends the search
@@ -171,22 +173,30 @@ class _Prober:
         suspects = contradictions([self.candidates[i] for i in rows])
         if not suspects:
             return
-        involved = {id(c) for pair in suspects for c in pair}
-        picked = [i for i in rows if id(self.candidates[i]) in involved]
-        names = {i: f"the candidate keeping {self.candidates[i].keep_flops:.3f} of the layer FLOPs" for i in picked}
-        again = settled(self.reference, {names[i]: self.timed[i] for i in picked}, self.sentences, self.shape,
-                        self.target)
-        for i in picked:
-            self.candidates[i].speedup, self.candidates[i].spread = again[names[i]].speedup, again[names[i]].spread
-            self.candidates[i].retimed = True
-        still = contradictions([self.candidates[i] for i in rows])
-        if still:
-            small, large = still[0]
-            raise MachineTooBusy(
-                f"The machine is too busy to time: timed twice at {self.shape.describe()}, the candidate keeping "
-                f"{small.keep_flops:.3f} of the layer FLOPs ran {small.speedup:.2f}x (±{small.spread:.0%}) and the "
-                f"larger one keeping {large.keep_flops:.3f} ran {large.speedup:.2f}x (±{large.spread:.0%}), an order "
-                f"that contradicts their size; run it on a quieter machine, or pass --when-busy wait.")
+        waits = BUSY_WAITS if self.target.when_busy == "wait" else 0
+        for attempt in range(waits + 1):
+            if attempt:
+                print(f"  the candidates' order contradicts their size; waiting {BUSY_WAIT_SECONDS:.0f} s to time "
+                      "them again", file=sys.stderr, flush=True)
+                time.sleep(BUSY_WAIT_SECONDS)
+            involved = {id(c) for pair in suspects for c in pair}
+            picked = [i for i in rows if id(self.candidates[i]) in involved]
+            names = {i: f"the candidate keeping {self.candidates[i].keep_flops:.3f} of the layer FLOPs" for i in picked}
+            again = settled(self.reference, {names[i]: self.timed[i] for i in picked}, self.sentences, self.shape,
+                            self.target)
+            for i in picked:
+                self.candidates[i].speedup, self.candidates[i].spread = again[names[i]].speedup, again[names[i]].spread
+                self.candidates[i].retimed = True
+            suspects = contradictions([self.candidates[i] for i in rows])
+            if not suspects:
+                return
+        small, large = suspects[0]
+        hint = "" if waits else ", or pass --when-busy wait"
+        raise MachineTooBusy(
+            f"The machine is too busy to time: timed again at {self.shape.describe()}, the candidate keeping "
+            f"{small.keep_flops:.3f} of the layer FLOPs ran {small.speedup:.2f}x (±{small.spread:.0%}) and the "
+            f"larger one keeping {large.keep_flops:.3f} ran {large.speedup:.2f}x (±{large.spread:.0%}), an order "
+            f"that contradicts their size; run it on a quieter machine{hint}.")
 
 
 def contradictions(candidates: list[Candidate]) -> list[tuple[Candidate, Candidate]]:

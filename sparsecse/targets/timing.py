@@ -179,10 +179,11 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
     if not wide():
         return found
     key, worst = max(wide().items(), key=lambda kv: kv[1].spread)
+    hint = "" if target.when_busy == "wait" else ", or pass --when-busy wait"
     raise MachineTooBusy(
         f"The machine is too busy to time: {key} measured {worst.speedup:.2f}x over {REFERENCE} with a spread of "
         f"{worst.spread:.0%} over {worst.rounds} interleaved rounds ({shape.describe()}), wider than the "
-        f"{limit:.0%} allowed even when timed again; run it on a quieter machine, or pass --when-busy wait.")
+        f"{limit:.0%} allowed even when timed again; run it on a quieter machine{hint}.")
 
 
 def latency_profile(encoder, sentences: list[str], batch_size: int, count: int = LATENCY_SENTENCES,
