@@ -30,7 +30,7 @@ class GpuEncoder:
         self.tokenizer, self.max_length = encoder.tokenizer, encoder.max_length
 
     def encode(self, sentences, batch_size: int = 128, **kwargs):
-        """Embeddings of ``sentences`` (as :meth:`SentenceEncoder.encode`), the GPU synchronized after."""
+        """Embeddings of ``sentences`` (as :meth:`~sparsecse.modeling.encoder.SentenceEncoder.encode`), the GPU synchronized after."""
         import torch
 
         out = self.encoder.encode(sentences, batch_size=batch_size, precision=self.precision, **kwargs)

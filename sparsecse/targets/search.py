@@ -201,7 +201,7 @@ class _Prober:
 
 def contradictions(candidates: list[Candidate]) -> list[tuple[Candidate, Candidate]]:
     """Pairs (smaller, larger budget) where the smaller one measured slower than the larger one by more than
-    :data:`ORDER_TOLERANCE` plus both spreads: an order that contradicts their size."""
+    ``ORDER_TOLERANCE`` plus both spreads: an order that contradicts their size."""
     ordered = sorted(candidates, key=lambda c: c.keep_flops)
     return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]
             if b.keep_flops > a.keep_flops and a.speedup < b.speedup * (1 - ORDER_TOLERANCE - a.spread - b.spread)]

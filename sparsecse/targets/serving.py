@@ -59,7 +59,7 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
         rounds: interleaved rounds per row.
 
     Returns:
-        One dict per row: ``threads``, ``batch``, ``speedup``, ``spread``, ``p50_ms``, ``p95_ms``,
+        The rows, each a dict of ``threads``, ``batch``, ``speedup``, ``spread``, ``p50_ms``, ``p95_ms``,
         ``input_p50_ms``, ``input_p95_ms``, ``requests``, ``judged``.
     """
     rows = []

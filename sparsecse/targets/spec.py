@@ -173,7 +173,7 @@ class Target:
 
     @property
     def batch(self) -> int:
-        """The batch (or request) size timed: ``batch_size``, else the metric's default."""
+        """The batch (or request) size timed, ``batch_size`` or else the metric's default."""
         if self.batch_size is not None:
             return int(self.batch_size)
         return DEFAULT_BATCH_SIZE if self.metric == "throughput" else LATENCY_BATCH_SIZE

@@ -101,7 +101,7 @@ def _thin(items: list, limit: int) -> list:
 
 def requests(sentences: list[str], shape: Shape) -> list[list[str]]:
     """What one round times: every batch of ``shape.batch_size`` for a throughput; for a latency, at most
-    :data:`LATENCY_REQUESTS` requests of that size, picked evenly over the lengths."""
+    ``LATENCY_REQUESTS`` requests of that size, picked evenly over the lengths."""
     chunks = [sentences[i:i + shape.batch_size] for i in range(0, len(sentences), shape.batch_size)]
     return _thin(chunks, LATENCY_REQUESTS) if shape.latency else chunks
 
@@ -146,7 +146,7 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
             show_progress: bool = False) -> dict[str, Timing]:
     """:func:`measure`, timed again where a spread is wider than ``target.max_spread`` (the rounds of both
     timings pooled); a spread that stays wider raises :class:`MachineTooBusy` naming what was measured, or, with
-    ``target.when_busy == "wait"``, is timed again after a pause (:data:`BUSY_WAITS` times at most).
+    ``target.when_busy == "wait"``, is timed again after a pause (``BUSY_WAITS`` times at most).
 
     Args:
         reference: the input model on the engine.
