@@ -26,9 +26,10 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.serving.loading import load_encoder
 from sparsecse.targets.engines import on_engine
 from sparsecse.targets.spec import DEFAULT_BATCH_SIZE, DEFAULT_ENGINE, Shape, Target, engines
-from sparsecse.targets.timing import ROUNDS, requests
+from sparsecse.targets.timing import ROUNDS, requests, thin
 
 SERVING_BATCHES = (1, DEFAULT_BATCH_SIZE)  # with the target's batch
+SERVING_REQUESTS = 32  # requests per round of a row, picked evenly over the lengths (the table has many rows)
 
 
 def machine_cores() -> int:
@@ -64,7 +65,7 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
     """
     rows = []
     for threads, batch in grid:
-        timed = requests(sentences, Shape("latency-p50", batch, threads))
+        timed = thin(requests(sentences, Shape("latency-p50", batch, threads)), SERVING_REQUESTS)
         with speed.torch_threads(threads):
             seconds = speed.interleaved_rounds({"input": reference, "model": model}, timed, batch, rounds)
         ratios = seconds["input"].sum(axis=1) / seconds["model"].sum(axis=1)

@@ -81,7 +81,7 @@ def timing_sentences(sentences: list[str], tokenizer, max_length: int, limit: in
     distinct = list(dict.fromkeys(sentences))
     ids = tokenizer(distinct, truncation=True, max_length=max_length)["input_ids"]
     ordered = unique_by_length(distinct, {s: len(i) for s, i in zip(distinct, ids)})
-    return _thin(ordered, limit)
+    return thin(ordered, limit)
 
 
 def target_sentences(target: Target, dev_sentences: list[str], tokenizer, max_length: int) -> list[str]:
@@ -92,7 +92,8 @@ def target_sentences(target: Target, dev_sentences: list[str], tokenizer, max_le
     return timing_sentences(read_corpus(target.timing_sentences), tokenizer, max_length)
 
 
-def _thin(items: list, limit: int) -> list:
+def thin(items: list, limit: int) -> list:
+    """At most ``limit`` of ``items``, picked evenly (first and last kept), in order."""
     if len(items) <= limit:
         return items
     keep = np.linspace(0, len(items) - 1, limit).round().astype(int)
@@ -103,7 +104,7 @@ def requests(sentences: list[str], shape: Shape) -> list[list[str]]:
     """What one round times: every batch of ``shape.batch_size`` for a throughput; for a latency, at most
     ``LATENCY_REQUESTS`` requests of that size, picked evenly over the lengths."""
     chunks = [sentences[i:i + shape.batch_size] for i in range(0, len(sentences), shape.batch_size)]
-    return _thin(chunks, LATENCY_REQUESTS) if shape.latency else chunks
+    return thin(chunks, LATENCY_REQUESTS) if shape.latency else chunks
 
 
 def _round_figures(seconds: np.ndarray, shape: Shape) -> np.ndarray:
