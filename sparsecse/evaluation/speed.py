@@ -4,6 +4,9 @@ Speed figures from different runs or machines are not comparable, so sparsecse o
 measured in one run. Every model encodes every batch-sized chunk of the sentences ``repeats`` times in
 rotating order, and a model's time is the sum over chunks of its best time per chunk: background load
 hits every model alike, and the per-chunk minimum discards the chunks it disturbed.
+:func:`interleaved_rounds` keeps every round's times instead, so a target's timing
+(:mod:`sparsecse.targets.timing`) can give each figure its spread over the rounds; it reads the clock through
+:func:`clock`.
 
     >>> times = interleaved_best_times({"dense": dense, "small": small}, sentences, 128, 3)  # doctest: +SKIP
     >>> sum(times[0]["dense"]) / sum(times[0]["small"])  # the small model's speed-up  # doctest: +SKIP
