@@ -59,6 +59,21 @@ def _results_file(path: Path, model: str, data_dir, replicates: int, show_progre
     return path
 
 
+def sts_average(model: str, path: Path, data_dir, show_progress: bool = False) -> float:
+    """``model``'s average over the 7 STS tasks (test), its results kept in ``path`` (computed once).
+
+    Args:
+        model: a model directory or name.
+        path: the results file.
+        data_dir: the SentEval data.
+        show_progress: progress bars.
+
+    Returns:
+        The average (Spearman x 100).
+    """
+    return float(load_results(_results_file(path, model, data_dir, 0, show_progress))["avg_sts"])
+
+
 def evaluate_final(recipe: Recipe, input_model: str, model_dir: str, work: Path, data_dir,
                    show_progress: bool) -> dict[str, Any]:
     """Every figure the model card states, computed on ``model_dir`` (results files under ``work``)."""
@@ -198,6 +213,9 @@ def measure_memory(input_model: str, model_dir: str, data_dir) -> dict[str, Any]
     return {**mine, "input_peak_rss_bytes": theirs["peak_rss_bytes"], "input_runtime_rss_bytes": theirs["runtime_rss_bytes"]}
 
 
+SPEED_BATCH = 128  # the batch of the card's throughput speed-up (its serving table has every shape)
+
+
 def measure_speed(input_model: str, model_dir: str, reference: str | None, data_dir,
                   show_progress: bool) -> dict[str, Any]:
     """Encode speed-up of the final model (and the comparison model) over the input model, torch fp32,
@@ -210,11 +228,11 @@ def measure_speed(input_model: str, model_dir: str, reference: str | None, data_
               "model": SentenceEncoder.load(model_dir, device="cpu")}
     if reference:
         models["reference"] = SentenceEncoder.load(reference, device="cpu")
-    speed = speedups(models, "input", data_dir, show_progress=show_progress)
+    speed = speedups(models, "input", data_dir, batch_size=SPEED_BATCH, show_progress=show_progress)
     return {"speedup": speed["model"]["speedup"],
             "reference_speedup": speed["reference"]["speedup"] if reference else None,
             "seconds": {k: v["seconds"] for k, v in speed.items()}, "threads": torch.get_num_threads(),
-            "cpu": describe_cpu(), "engine": "torch fp32",
+            "cpu": describe_cpu(), "engine": "torch fp32", "batch_size": SPEED_BATCH,
             "sentences": "distinct STS-B test sentences, interleaved batch by batch, best of 3"}
 
 

@@ -364,7 +364,8 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     if recipe.target is not None:
         _log(f"measuring the model against the target ({recipe.target.describe()}) ...", quiet)
         figures["target"] = measure_target(recipe.target, model, current, ctx.dev_set(), out / "eval" / "engine",
-                                           corpus, recipe.seed, show_progress=show_progress)
+                                           corpus, recipe.seed, show_progress=show_progress,
+                                           serving=recipe.evaluation.speed)
     result.evaluation = card.finish(recipe, model, corpus, out, current, records, figures,
                                     lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)})
     _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})

@@ -54,6 +54,9 @@ from sparsecse.recipes import stages as _shipped_stages  # noqa: F401 (registers
 from sparsecse.recipes.stage_types import INPUT_REF, STAGE_TYPES, check_text
 from sparsecse.targets.spec import Target
 
+SHAPE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Target)
+                  if f.name in ("threads", "metric", "timing_sentences", "max_spread", "when_busy")}
+
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
 EVALUATION_GROUPS = ("sts", "transfer")  # the task groups a recipe's test figures may cover
 EVALUATION_ONLY = ("test", "tasks", "transfer_fasttest")  # evaluation settings that make no other model
@@ -147,6 +150,9 @@ class Recipe:
         """sha256 of the settings that make the model (not the description or the figures reached)."""
         data = {k: v for k, v in self.to_dict().items() if k not in ("description", "reached")
                 and not (k == "target" and v is None)}  # runs from before targets resume
+        if self.target is not None:  # runs from before serving shapes resume: a shape at its defaults is left out
+            data["target"] = {**{k: v for k, v in data["target"].items()
+                                 if k not in SHAPE_DEFAULTS or v != SHAPE_DEFAULTS[k]}, "batch_size": self.target.batch}
         # the dev set chooses checkpoints and scoring pairs; the test set changes no model (runs from before resume)
         data.pop("data")
         if self.data.dev is not None:

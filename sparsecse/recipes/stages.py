@@ -30,7 +30,7 @@ from sparsecse.scoring.score import score as score_model
 from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig
-from sparsecse.targets.search import search_budget
+from sparsecse.targets.search import active_sharing, search_budget
 from sparsecse.training.api import train
 from sparsecse.training.config import TrainingConfig
 from sparsecse.training.rundir import RunDir
@@ -352,7 +352,12 @@ class BudgetStage(Stage):
         spender = next((s for s in ctx.stages if s.budget_ref == self.name),
                        PruneStage(name="prune", keep_flops=f"@{self.name}", steps=DEFAULT_STEPS))
         shrinking, pruning, scoring = spender.settings(ctx)
-        scores = score_model(model, scoring)
+        shared = active_sharing()  # a curve's targets score the input model once
+        scores = shared.scores.get(model) if shared is not None else None
+        if scores is None:
+            scores = score_model(model, scoring)
+            if shared is not None:
+                shared.scores[model] = scores
 
         def prune_once(budget: float):
             result, shrunk = prune_and_shrink(model, keep_flops=budget, steps=1, scores=scores, prune=pruning,

@@ -21,11 +21,15 @@ Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
+import dataclasses
 import math
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -39,12 +43,14 @@ from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, write_plot, write_table
 from sparsecse.targets.engines import on_engine
-from sparsecse.targets.spec import Target, engines
-from sparsecse.targets.timing import speedup_over, timing_sentences
+from sparsecse.targets.spec import DEFAULT_ENGINE, Target
+from sparsecse.targets.timing import (BUSY_WAIT_SECONDS, BUSY_WAITS, MachineTooBusy, Timing, engine_threads, settled,
+                                     target_sentences)
 
 SMALLEST_BUDGET = 0.02  # the speed search's floor (a smaller budget keeps almost nothing of any encoder)
 CLOSE_ENOUGH = 0.04  # a speed probe within this fraction above the aim ends the search
 BISECTION_RESOLUTION = 0.02  # the quality search stops when the passing and failing budgets are this close
+ORDER_TOLERANCE = 0.02  # a smaller budget may run this much slower than a larger one (beyond spreads) as noise
 
 
 class TargetOutOfReach(SparseCSEError):
@@ -68,53 +74,137 @@ class SearchResult:
         chosen = next(c for c in self.candidates if c.chosen)
         return {"keep_flops": self.keep_flops, "reference_dev": round(self.reference_dev, 4),
                 "chosen": {"keep_flops": chosen.keep_flops, "speedup": round(chosen.speedup, 4),
+                           "spread": round(chosen.spread, 4),
                            "dev_score": round(chosen.dev_score, 4), "stage": chosen.stage},
                 "candidates": len(self.candidates), "table": str(self.table), "plot": str(self.plot),
                 "target": self.target}
 
 
+@dataclass
+class SharedSearch:
+    """What the targets of one run (``compress --speedup 1.5,2,3``) share, in memory, while :func:`sharing` is
+    active: the input model's gate scores (by model; the budget stage reads them) and one list of one-shot speed
+    probes, each with what it was timed as, which every target's search starts from, probing more only where none
+    of them lands near its aim. Valid for one input model, pruning rule and serving shape (one curve)."""
+
+    scores: dict[str, GateScores] = field(default_factory=dict)
+    rows: list[tuple[Candidate, Any]] = field(default_factory=list)
+
+
+_SHARING: contextvars.ContextVar[SharedSearch | None] = contextvars.ContextVar("sparsecse_shared_search",
+                                                                              default=None)
+
+
+@contextlib.contextmanager
+def sharing(shared: SharedSearch):
+    """Inside the block, budget searches (and the budget stage's scoring) share ``shared``."""
+    token = _SHARING.set(shared)
+    try:
+        yield shared
+    finally:
+        _SHARING.reset(token)
+
+
+def active_sharing() -> SharedSearch | None:
+    """The :class:`SharedSearch` of the enclosing :func:`sharing` block, else None."""
+    return _SHARING.get()
+
+
 class _Prober:
-    """Builds, scores and times candidates; keeps them in order."""
+    """Builds, scores and times candidates at the target's serving shape; keeps them (and what was timed, to time
+    again) in order."""
 
     def __init__(self, model: str, dev, target: Target, work: Path, calibration, seed: int, show_progress: bool):
         self.model, self.dev, self.target, self.work = model, dev, target, work
         self.calibration, self.seed, self.show_progress = calibration, seed, show_progress
         self.dense = SentenceEncoder.load(model, device="cpu")
         self.reference_dev = float(dev.score(self.dense))
-        self.reference = self.dense if engines()[target.engine] is None else on_engine(
-            model, target.engine, work / "engine" / "input", calibration, seed)
-        self.sentences = timing_sentences(dev.sentences, self.dense.tokenizer, self.dense.max_length)
+        self.shape = target.shape(engine_threads())
+        self.reference = self._on_engine(self.dense, "input")
+        self.sentences = target_sentences(target, dev.sentences, self.dense.tokenizer, self.dense.max_length)
         self.candidates: list[Candidate] = []
+        self.timed: list = []  # the encoder each candidate was timed as
 
-    def _speed(self, encoder: SentenceEncoder, tag: str) -> float:
-        if engines()[self.target.engine] is None:
-            timed = encoder
-        else:
-            model_dir = self.work / "engine" / f"{tag}-model"
-            if model_dir.exists():
-                shutil.rmtree(model_dir)
-            encoder.save(model_dir)
-            timed = on_engine(model_dir, self.target.engine, self.work / "engine" / tag, self.calibration, self.seed)
-        speed = speedup_over(self.reference, {tag: timed}, self.sentences, self.target.batch_size)[tag]
-        if engines()[self.target.engine] is not None:
-            shutil.rmtree(self.work / "engine" / tag, ignore_errors=True)
-            shutil.rmtree(self.work / "engine" / f"{tag}-model", ignore_errors=True)
-        return speed
+    def _on_engine(self, encoder: SentenceEncoder, tag: str):
+        if self.target.engine == DEFAULT_ENGINE:
+            return encoder
+        model_dir = self.work / "engine" / f"{tag}-model"
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        encoder.save(model_dir)
+        return on_engine(model_dir, self.target.engine, self.work / "engine" / tag, self.calibration, self.seed,
+                         self.shape.threads)
+
+    def _speed(self, encoder: SentenceEncoder, tag: str, name: str) -> tuple[object, Timing]:
+        timed = self._on_engine(encoder, tag)
+        timing = settled(self.reference, {name: timed}, self.sentences, self.shape, self.target)[name]
+        return timed, timing
 
     def add(self, budget: float, encoder: SentenceEncoder, heads: int, neurons: int, stage: str) -> Candidate:
         dev = float(self.dev.score(encoder))
-        speed = self._speed(encoder, f"probe{len(self.candidates) + 1}")
-        candidate = Candidate(round(budget, 4), heads, neurons, speed, dev, self.reference_dev - dev, stage)
+        timed, timing = self._speed(encoder, f"probe{len(self.candidates) + 1}",
+                                    f"the candidate keeping {budget:.3f} of the layer FLOPs")
+        candidate = Candidate(round(budget, 4), heads, neurons, timing.speedup, dev, self.reference_dev - dev, stage,
+                              spread=timing.spread)
         self.candidates.append(candidate)
+        self.timed.append(timed)
         if self.show_progress:
             print(f"  candidate {len(self.candidates)}: {candidate.describe()}", file=sys.stderr, flush=True)
         return candidate
+
+    def reuse(self, shared: SharedSearch) -> None:
+        """Start from the speed probes earlier targets of the run measured (copies: their marks are this
+        search's)."""
+        for candidate, timed in shared.rows:
+            self.candidates.append(dataclasses.replace(candidate, meets=False, chosen=False))
+            self.timed.append(timed)
 
     def one_shot(self, scores: GateScores, pruning: PruningConfig, budget: float) -> Candidate:
         mask = prune_scores(scores, keep_flops=budget, config=pruning)
         encoder = copy.deepcopy(self.dense)
         remove_units(encoder, mask, ShrinkConfig(), shrink_lineage(self.dense.source, mask))
         return self.add(budget, encoder, int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), "speed")
+
+    def settle(self, stage: str) -> None:
+        """Time again, side by side, the ``stage`` candidates whose order contradicts their size (a smaller budget
+        slower than a larger one beyond their spreads); one whose order still contradicts stops the run
+        (:class:`~sparsecse.targets.timing.MachineTooBusy`) before anything is chosen."""
+        rows = [i for i, c in enumerate(self.candidates) if c.stage == stage]
+        suspects = contradictions([self.candidates[i] for i in rows])
+        if not suspects:
+            return
+        waits = BUSY_WAITS if self.target.when_busy == "wait" else 0
+        for attempt in range(waits + 1):
+            if attempt:
+                print(f"  the candidates' order contradicts their size; waiting {BUSY_WAIT_SECONDS:.0f} s to time "
+                      "them again", file=sys.stderr, flush=True)
+                time.sleep(BUSY_WAIT_SECONDS)
+            involved = {id(c) for pair in suspects for c in pair}
+            picked = [i for i in rows if id(self.candidates[i]) in involved]
+            names = {i: f"the candidate keeping {self.candidates[i].keep_flops:.3f} of the layer FLOPs" for i in picked}
+            again = settled(self.reference, {names[i]: self.timed[i] for i in picked}, self.sentences, self.shape,
+                            self.target)
+            for i in picked:
+                self.candidates[i].speedup, self.candidates[i].spread = again[names[i]].speedup, again[names[i]].spread
+                self.candidates[i].retimed = True
+            suspects = contradictions([self.candidates[i] for i in rows])
+            if not suspects:
+                return
+        small, large = suspects[0]
+        hint = "" if waits else ", or pass --when-busy wait"
+        raise MachineTooBusy(
+            f"The machine is too busy to time: timed again at {self.shape.describe()}, the candidate keeping "
+            f"{small.keep_flops:.3f} of the layer FLOPs ran {small.speedup:.2f}x (±{small.spread:.0%}) and the "
+            f"larger one keeping {large.keep_flops:.3f} ran {large.speedup:.2f}x (±{large.spread:.0%}), an order "
+            f"that contradicts their size; run it on a quieter machine{hint}.")
+
+
+def contradictions(candidates: list[Candidate]) -> list[tuple[Candidate, Candidate]]:
+    """Pairs (smaller, larger budget) where the smaller one measured slower than the larger one by more than
+    ``ORDER_TOLERANCE`` plus both spreads: an order that contradicts their size."""
+    ordered = sorted(candidates, key=lambda c: c.keep_flops)
+    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]
+            if b.keep_flops > a.keep_flops and a.speedup < b.speedup * (1 - ORDER_TOLERANCE - a.spread - b.spread)]
 
 
 def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) -> float:
@@ -134,23 +224,36 @@ def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) ->
     return min(0.98, max(floor, b))
 
 
-def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float) -> Candidate:
-    """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring)."""
+def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float,
+                 shared: SharedSearch | None = None) -> Candidate:
+    """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring), starting
+    from ``shared``'s probes (the new ones are added to it)."""
     target = prober.target
     aim = target.aim
-    budget = min(0.95, max(floor, 1.0 / aim))  # FLOPs alone: the first guess
-    tried: list[float] = []
+    if shared is not None:
+        prober.reuse(shared)
+    known = len(prober.candidates)
+
+    def speed_points() -> list[tuple[float, float]]:
+        return [(c.keep_flops, c.speedup) for c in prober.candidates if c.stage == "speed"]
+
+    tried = [b for b, _ in speed_points()]
+    # FLOPs alone give the first guess; probes already measured, the line through them
+    budget = round(_next_budget(speed_points(), aim, floor), 4) if tried else min(0.95, max(floor, 1.0 / aim))
     for _ in range(target.probes):
-        candidate = prober.one_shot(scores, pruning, budget)
-        tried.append(candidate.keep_flops)
-        if aim <= candidate.speedup <= aim * (1 + CLOSE_ENOUGH):
+        if any(aim <= s <= aim * (1 + CLOSE_ENOUGH) for _, s in speed_points()):
             break
-        if candidate.speedup < aim and budget <= floor:
-            break  # the smallest budget is too slow: out of reach
-        points = [(c.keep_flops, c.speedup) for c in prober.candidates if c.stage == "speed"]
-        budget = round(_next_budget(points, aim, floor), 4)
         if any(abs(budget - b) < 0.002 for b in tried):
             break
+        candidate = prober.one_shot(scores, pruning, budget)
+        tried.append(candidate.keep_flops)
+        if candidate.speedup < aim and budget <= floor:
+            break  # the smallest budget is too slow: out of reach
+        budget = round(_next_budget(speed_points(), aim, floor), 4)
+    prober.settle("speed")
+    if shared is not None:
+        shared.rows.extend((dataclasses.replace(c), prober.timed[i]) for i, c in enumerate(prober.candidates)
+                           if i >= known and c.stage == "speed")
     speed = [c for c in prober.candidates if c.stage == "speed"]
     for c in speed:
         c.meets = c.speedup >= float(target.speedup)
@@ -158,9 +261,10 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     if not ok:
         fastest = max(speed, key=lambda c: c.speedup)
         raise TargetOutOfReach(
-            f"A {float(target.speedup):g}x speed-up on {target.engine} is out of reach for {prober.model}: the fastest "
-            f"candidate tried keeps {fastest.keep_flops:g} of its layer FLOPs and runs {fastest.speedup:.2f}x "
-            f"({fastest.dev_text}); the candidates are in {prober.work / TABLE}.")
+            f"A {float(target.speedup):g}x speed-up on {target.engine} is out of reach for {prober.model} at "
+            f"{prober.shape.describe()}: the fastest candidate tried keeps {fastest.keep_flops:g} of its layer FLOPs "
+            f"and runs {fastest.speedup:.2f}x ±{fastest.spread:.0%} ({fastest.dev_text}); the candidates are in "
+            f"{prober.work / TABLE}.")
     return max(ok, key=lambda c: c.keep_flops)
 
 
@@ -181,13 +285,14 @@ def quality_search(prober: _Prober, prune_fn: Callable[[float], tuple[SentenceEn
         if passing - failing < BISECTION_RESOLUTION:
             break
         budget = round((passing + failing) / 2, 4)
+    prober.settle("quality")
     ok = [c for c in prober.candidates if c.stage == "quality" and c.meets]
     if not ok:
         best = max(prober.candidates, key=lambda c: c.dev_score if math.isfinite(c.dev_score) else -math.inf)
         raise TargetOutOfReach(
             f"No candidate stays within a dev drop of {bound:g} of {prober.model}'s {prober.reference_dev:.2f}: the "
-            f"closest keeps {best.keep_flops:g} of its layer FLOPs and drops {best.drop:.2f} at {best.speedup:.2f}x; "
-            f"the candidates are in {prober.work / TABLE}.")
+            f"closest keeps {best.keep_flops:g} of its layer FLOPs and drops {best.drop:.2f} at {best.speedup:.2f}x "
+            f"±{best.spread:.0%} ({prober.shape.describe()}); the candidates are in {prober.work / TABLE}.")
     return min(ok, key=lambda c: c.keep_flops)
 
 
@@ -222,20 +327,20 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
     prober = _Prober(str(model), dev, target, work, calibration, seed, show_progress)
     pruning = pruning or PruningConfig()
     summary = {"speedup": target.speedup, "max_drop": target.max_drop, "engine": target.engine,
-               "batch_size": target.batch_size, "margin": target.margin,
+               "batch_size": prober.shape.batch_size, "margin": target.margin, "shape": prober.shape.to_dict(),
                "dev_floor": None if target.max_drop is None else prober.reference_dev - float(target.max_drop)}
     try:
         if target.speedup is not None:
             if scores is None:
                 raise ValueError("A speed-up target needs the dense model's scores.")
-            chosen = speed_search(prober, scores, pruning, SMALLEST_BUDGET)
+            chosen = speed_search(prober, scores, pruning, SMALLEST_BUDGET, active_sharing())
         else:
             if prune_fn is None:
                 raise ValueError("A quality-only target needs prune_fn.")
             chosen = quality_search(prober, prune_fn)
         chosen.chosen = True
     finally:
-        table = write_table(prober.candidates, work / TABLE) if prober.candidates else work / TABLE
+        table = write_table(prober.candidates, work / TABLE, summary["shape"]) if prober.candidates else work / TABLE
         plot = write_plot(prober.candidates, work / PLOT, summary, f"{model_label(model)}: "
                           f"{target.describe()}") if prober.candidates else work / PLOT
         shutil.rmtree(work / "engine", ignore_errors=True)
