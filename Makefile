@@ -10,7 +10,7 @@ export SPARSECSE_MODELS ?= $(abspath $(CURDIR)/../shared/models)
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install demo test test-fast docs bench clean
+.PHONY: install demo test test-fast docs figures bench clean
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,11 @@ test: install
 
 test-fast: install
 	$(BIN)/python -m pytest -q -n 2 -m "not integration"
+
+# The figures of the README, the guides, the results pages and the recipes' reached blocks, rewritten from the
+# results store (docs/results/store); tests/test_figures_store.py fails when they differ.
+figures: install
+	$(BIN)/python scripts/figures_docs.py
 
 # The documentation site: warnings are errors and every cross-reference must resolve (-W -n).
 docs: install $(VENV)/.docs-installed

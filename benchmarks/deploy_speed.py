@@ -174,6 +174,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None, metavar="STEM",
                         help="also write STEM.md (one line per model, its engines side by side, the recipe that made "
                              "it) and STEM.png (STS average against speed-up, one marker per engine)")
+    parser.add_argument("--store", default=None, metavar="DIR",
+                        help="also write the results as one entry of this results store (docs/results/store; "
+                             "`make figures` puts them into the docs)")
+    parser.add_argument("--store-id", default=None, metavar="ID",
+                        help="the entry's id (default: deploy-speed.MACHINE)")
     add_target_options(parser, "6x-int8=f2x OpenVINO int8:L3 OpenVINO int8")
     args = parser.parse_args(argv)
     targets = parse_target_specs(args.target)
@@ -238,7 +243,30 @@ def main(argv=None) -> int:
             json.dump({"cpu": describe_cpu(), "threads": args.threads, "repeats": args.repeats,
                        "batch_size": args.batch_size, "sentences": len(unique),
                        "rows": [{k: v for k, v in row.items() if k != "pairs"} for row in rows]}, f, indent=2)
+    if args.store:
+        print(f"wrote {store_entry(rows, len(unique), args, argv)}", file=sys.stderr)
     return 0
+
+
+def store_entry(rows: list[dict], sentences: int, args, argv) -> Path:
+    """The run as one results-store entry: per model (its row group) and engine, the speed-up over the first
+    row, the CPU-time speed-up, sentences/s and the STS figures."""
+    from sparsecse.reporting.store import Entry, command_line, machine_slug, provenance, write_entry
+
+    table: dict = {}
+    for row in rows:
+        engine = row["model"][len(row["group"]):].strip().lower().replace(" ", "-")
+        table.setdefault(row["group"], {})[engine] = {
+            "speedup": round(row["speedup"], 4), "cpu_speedup": round(row["cpu_speedup"], 4),
+            "sentences_per_second": round(row["sentences_per_second"], 1),
+            "sts_avg": round(row["avg_sts"], 4), "ci": [round(x, 4) for x in row["ci"]] if row.get("ci") else None,
+            "stsb_test": round(row["scores"].get("STSBenchmark", 0.0), 4)}
+    figures = {"reference": rows[0]["model"], "sentences": sentences, "repeats": args.repeats, "rows": table}
+    ident = args.store_id or f"deploy-speed.{machine_slug()}"
+    prov = provenance(command_line("benchmarks/deploy_speed.py", argv), threads=args.threads,
+                      batch_size=args.batch_size, engine=",".join(sorted({e for r in table.values() for e in r})))
+    return write_entry(args.store, Entry(ident, "benchmarks/deploy_speed.py: speed and STS per engine", figures,
+                                         prov))
 
 
 def target_records(rows: list[dict], targets: list[tuple[str, str, str]]) -> list[dict]:

@@ -29,7 +29,8 @@ from sparsecse.scoring.layer_criteria import layer_scores
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.scoring.score import score as score_model
 from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops, removal_order
-from sparsecse.targets.timing import speedup_over, timing_sentences
+from sparsecse.targets.spec import Shape
+from sparsecse.targets.timing import engine_threads, measure, timing_sentences
 from sparsecse.training.api import train
 from sparsecse.training.config import TrainingConfig
 
@@ -103,7 +104,8 @@ def main() -> None:
         speed = None
         if args.time:
             timed = timing_sentences(dev.sentences, dense.tokenizer, dense.max_length, limit=512)
-            speed = {f"batch{b}": round(speedup_over(dense, {"c": encoder}, timed[:256 if b == 1 else 512], b)["c"], 3)
+            speed = {f"batch{b}": round(measure(dense, {"c": encoder}, timed[:256 if b == 1 else 512],
+                                                 Shape("throughput", b, engine_threads()))["c"].speedup, 3)
                      for b in (1, 128)}
         t1 = time.perf_counter()
         out = os.path.join(tempfile.mkdtemp(prefix="depth-recovery-"), "run")

@@ -406,6 +406,10 @@ def main(argv=None) -> int:
     parser.add_argument("--transfer-full", action="store_true",
                         help="the transfer tasks with the papers' 10 folds (default: SentEval's fast settings, 5 "
                              "folds, as the recipes' model cards use them)")
+    parser.add_argument("--store", default=None, metavar="DIR",
+                        help="also write the table as one entry of this results store (docs/results/store; "
+                             "`make figures` puts it into the docs)")
+    parser.add_argument("--store-id", default=None, metavar="ID", help="the entry's id (default: frontier.MACHINE)")
     add_target_options(parser, "2x=L6 f0.45:paraphrase-MiniLM-L3-v2 dense")
     args = parser.parse_args(argv)
     if args.transfer_only and args.no_transfer:
@@ -517,9 +521,28 @@ def main(argv=None) -> int:
     plot(table, out.with_suffix(".png"), args.threads)
     print("\n".join(lines))
     print(f"wrote {out.with_suffix('.md')}, .csv, .png", file=sys.stderr)
+    if args.store:
+        print(f"wrote {store_entry(table, len(unique), args, argv)}", file=sys.stderr)
     if not args.no_transfer:
         run_transfer(rows, args, work, out)
     return 0
+
+
+def store_entry(table: list[dict], sentences: int, args, argv) -> Path:
+    """The table as one results-store entry: per row label, torch fp32 speed-up over all-MiniLM-L6-v2, STS average
+    with its interval, the paired difference to the row of nearest speed, parameters and layer FLOPs."""
+    from sparsecse.reporting.store import Entry, command_line, machine_slug, provenance, write_entry
+
+    rows = {r["label"]: {"speedup": round(r["speedup"], 4), "cpu_speedup": round(r["cpu_speedup"], 4),
+                         "sts_avg": round(r["avg_sts"], 4), "ci": [round(r["ci_lo"], 4), round(r["ci_hi"], 4)],
+                         "versus": r["vs"], "difference": None if r["diff"] is None else round(r["diff"], 4),
+                         "paired_ci": None if r["vs"] is None else [round(r["diff_lo"], 4), round(r["diff_hi"], 4)],
+                         "parameters": r["parameters"], "layer_flops": round(r["layer_flops"], 4)} for r in table}
+    figures = {"reference": table[0]["label"], "sentences": sentences, "repeats": args.repeats, "rows": rows}
+    prov = provenance(command_line("benchmarks/frontier.py", argv), threads=args.threads,
+                      batch_size=args.batch_size, engine="torch-fp32")
+    return write_entry(args.store, Entry(args.store_id or f"frontier.{machine_slug()}",
+                                         "benchmarks/frontier.py: torch fp32 speed and STS per model", figures, prov))
 
 
 def plot(table: list[dict], path: Path, threads: int) -> None:

@@ -4,11 +4,16 @@ reconstruction and rescoring between them, and write the shrunk model (K-prune s
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
+from pathlib import Path
+
 import click
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_option, device_option, echo_json,
-                                   eval_set_options,
+                                   eval_set_file, eval_set_options,
                                    json_option, keep_one_head_option, model_option, overwrite_option, pooling_option,
                                    quiet_option, reconstruction_options, reconstruction_plan, score_hint, scoring_options,
                                    seed_option,
@@ -47,9 +52,11 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
               help="With --recipe: replace one of its settings (repeatable), e.g. --set student.epochs=2.")
 @click.option("--resume", is_flag=True, help="With --recipe: continue the unfinished run in --out.")
 @click.option("--list-recipes", is_flag=True, help="Print the shipped recipes and what they reached, then exit.")
-@click.option("--speedup", type=float, default=None, metavar="X",
-              help="Instead of a budget: a speed-up over --model to reach, measured on --engine (runs the shipped "
-                   "`target` recipe with --corpus: find the budget by timing candidates, prune, distil, choose on dev).")
+@click.option("--speedup", default=None, metavar="X[,X...]",
+              help="Instead of a budget: a speed-up over --model to reach, measured on --engine at the serving shape "
+                   "(runs the shipped `target` recipe with --corpus: find the budget by timing candidates, prune, "
+                   "distil, choose on dev); several, e.g. 1.5,2,3, make one model each in OUT/speedup-X/model and "
+                   "the curve OUT/curve.csv / curve.png.")
 @click.option("--max-drop", type=float, default=None, metavar="D",
               help="The largest drop of the dev score below --model's own (points); alone: the fastest candidate "
                    "within it.")
@@ -57,12 +64,30 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
               help="Where speed is measured: torch-fp32 (default), or an export format with its quantization: onnx, "
                    "onnx-int8, openvino, openvino-int8.")
 @click.option("--batch-size", "timing_batch_size", type=int, default=None, metavar="N",
-              help="With a target: sentences per batch when timing (default 128).")
+              help="With a target: sentences per batch (throughput) or per request (latency) when timing (default "
+                   "128 for a throughput, 1 for a latency).")
+@click.option("--threads", type=int, default=None, metavar="N",
+              help="With a target: the engine's intra-op threads while timing (default: the engine's default on "
+                   "this machine, recorded).")
+@click.option("--metric", default=None, metavar="METRIC",
+              help="With a target: what the speed-up compares: throughput (default), latency-p50 or latency-p95 (the "
+                   "time of one request of --batch-size sentences).")
+@click.option("--timing-sentences", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+              help="With a target: time on these sentences (one per line) instead of the dev set's.")
+@click.option("--when-busy", default=None, metavar="stop|wait",
+              help="With a target: when a timing's spread stays too wide, stop (default) or wait for a quieter "
+                   "machine and time again.")
 @eval_set_options(dev="with --recipe or a target, where candidates, scoring pairs and checkpoints are chosen "
                       "(default STS-B dev).",
                   test="with --recipe or a target, scored in the final evaluation and the model card.")
+@click.option("--compare-with", "compare_with", default=None, metavar="MODEL",
+              help="With a target: a model compared on the card and, for several speed-ups, timed and drawn on the "
+                   "curve beside them (e.g. paraphrase-MiniLM-L3-v2).")
 @click.option("--teacher", default=None, metavar="MODEL",
               help="With a target: the student's teacher (default: --model itself; A+B for an ensemble).")
+@click.option("--store", default=None, type=click.Path(file_okay=False), metavar="DIR",
+              help="With --recipe or a target: also write the run's final measurement as one entry of this results "
+                   "store (docs/results/store), named after --out's folder and this machine.")
 @pooling_option
 @device_option
 @seed_option
@@ -72,8 +97,9 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
-            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, dev, test, teacher, pooling,
-            device, seed, overwrite, as_json, quiet):
+            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, threads, metric,
+            timing_sentences, when_busy, dev, test, compare_with, teacher, store, pooling, device, seed, overwrite,
+            as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does.
@@ -85,8 +111,9 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     if list_recipes:
         return print_recipes(as_json)
     aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
-             "teacher": teacher}
-    sets = {"dev": dev, "test": test}
+             "teacher": teacher, "threads": threads, "metric": metric, "timing_sentences": timing_sentences,
+             "when_busy": when_busy, "compare_with": compare_with}
+    sets = {"dev": dev, "test": test, "store": store}
     if any(v is not None for v in aimed.values()):
         return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
                                   overwrite, as_json, quiet, sets)
@@ -101,6 +128,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     for name, flag in (("recipe_corpus", "--corpus"), ("overrides", "--set"), ("resume", "--resume")):
         if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
             raise SparseCSEError(f"{flag} goes with --recipe; the single pruning stage takes --reconstruct CORPUS.")
+    if store is not None:
+        raise SparseCSEError("--store goes with --recipe or a target; the single pruning stage measures nothing.")
     if test is not None:
         raise SparseCSEError("--test goes with --recipe or a target; the single pruning stage evaluates nothing "
                              "(run `sparsecse eval --test` on its model).")
@@ -108,7 +137,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
         raise SparseCSEError("compress needs --reconstruct CORPUS (or --recipe NAME to run a recipe).")
     if out is None:
         raise SparseCSEError("compress needs an output directory (--out).")
-    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.compression import compress
     from sparsecse.pruning.prune import PruningConfig
@@ -117,7 +146,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
 
     # before the corpus is read (compress checks again, for its Python callers)
     check_destination(out, overwrite,
-                      inputs=read_inputs(model=model, corpus=corpus, scores=scores_path, data_dir=data_dir))
+                      inputs=read_inputs(model=model, corpus=corpus, scores=scores_path, data_dir=data_dir,
+                                         dev=eval_set_file(dev)))
     plan = reconstruction_plan(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target,
                                reconstruct_ridge, reconstruct_weighting)
     scoring = ScoringConfig(data_dir=data_dir, split=split, batch_size=score_batch_size, max_batches=max_batches,
@@ -167,6 +197,8 @@ def print_recipes(as_json: bool) -> None:
         if reached.get("sts_avg") is not None:
             click.echo(f"  reached: STS avg {reached['sts_avg']:.2f}"
                        + (f", {reached['speedup']:.2f}x" if reached.get("speedup") else "")
+                       + (f" over {reached['speedup_over']}" if reached.get("speedup") and reached.get("speedup_over")
+                          else "")
                        + (f", transfer avg {reached['transfer_avg']:.2f}" if reached.get("transfer_avg") else "")
                        + (f", {reached['minutes']:.0f} min" if reached.get("minutes") else "")
                        + (f" ({reached['machine']})" if reached.get("machine") else ""))
@@ -175,13 +207,15 @@ def print_recipes(as_json: bool) -> None:
 
 
 TARGET_FLAGS = {"speedup": "--speedup", "max_drop": "--max-drop", "engine": "--engine", "batch_size": "--batch-size",
-                "teacher": "--teacher"}
+                "teacher": "--teacher", "threads": "--threads", "metric": "--metric",
+                "timing_sentences": "--timing-sentences", "when_busy": "--when-busy", "compare_with": "--compare-with"}
 
 
 def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
                        quiet, sets) -> None:
     """``compress --speedup X`` / ``--max-drop D``: the target recipe, checked before anything is written."""
     from sparsecse.compression import target_overrides
+    from sparsecse.targets.spec import parse_speedups
 
     given = [p.opts[0] for p in ctx.command.params if p.name in SINGLE_STAGE_ONLY
              and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
@@ -191,7 +225,9 @@ def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrid
     if aimed["speedup"] is None and aimed["max_drop"] is None:
         flag = next(TARGET_FLAGS[k] for k, v in aimed.items() if v is not None)
         raise SparseCSEError(f"{flag} goes with a target: add --speedup X or --max-drop D.")
-    target_overrides(**aimed)  # a bad target is refused before the corpus or the output is looked at
+    speedups = parse_speedups(aimed["speedup"]) if aimed["speedup"] is not None else None
+    # a bad target is refused before the corpus or the output is looked at
+    target_overrides(**{**aimed, "speedup": speedups[0] if speedups else None})
     if corpus is None:
         raise SparseCSEError("A target needs --corpus FILE (the sentences it reconstructs and distils on).")
     run_recipe_command(recipe or "target", model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
@@ -208,16 +244,33 @@ def sets_and_target(target: dict | None, sets: dict | None) -> dict:
 def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet,
                        target: dict | None = None, sets: dict | None = None) -> None:
     """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
+    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.compression import compress
     from sparsecse.recipes.spec import parse_set_options
 
     if out is None:
         raise SparseCSEError("compress --recipe needs an output directory (--out).")
+    sets = dict(sets or {})
+    store = sets.pop("store", None)
+    if store is not None:  # a folder (click checks); writable, checked before the run: the entry comes after it
+        check_destination(Path(store) / "entry.json", overwrite=True, option="--store")
     result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
                       overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
                       show_progress=not quiet, **sets_and_target(target, sets))
+    if store is not None:  # one entry per model made (a curve makes one per target)
+        for made in ([r.model for r in result.runs.values()] if hasattr(result, "runs") else [result.model]):
+            write_store_entry(store, made.parent, made)
     if as_json:
         echo_json(result.to_dict())
+        return refuse_missed_target(result)
+    from sparsecse.recipes.curve import CurveResult
+
+    if isinstance(result, CurveResult):
+        for row in result.rows:
+            click.echo(f"{row['name']}: {row['speedup']:.2f}x ±{row['spread']:.0%}, dev {row['dev']:.2f}"
+                       + (f", STS avg {row['test']:.2f}" if row.get("test") is not None else "")
+                       + (f" ({row['model']})" if row["kind"] == "target" else ""))
+        click.echo(f"wrote the curve {result.table} and {result.plot} in {result.seconds / 60:.1f} min")
         return
     figures = result.evaluation
     if figures.get("sts_avg") is not None:
@@ -231,16 +284,60 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
         lo, hi = versus["paired_ci"]
         click.echo(f"vs {versus['model']} ({versus['sts_avg']:.2f}): {versus['difference']:+.2f} [{lo:+.2f}, {hi:+.2f}]")
     if figures.get("speed"):
-        click.echo(f"speed-up over the input model: {figures['speed']['speedup']:.2f}x (torch fp32, this machine)")
+        click.echo(f"speed-up over the input model: {figures['speed']['speedup']:.2f}x (throughput at batch "
+                   f"{figures['speed'].get('batch_size', 128)}, torch fp32, this machine)")
     click.echo(f"wrote {result.model} (model card: {result.model / 'README.md'}) in {result.seconds / 60:.1f} min")
     reached = figures.get("target")
     if reached:
-        click.echo(f"target: {reached['speedup']:.2f}x on {reached['engine']} (batch {reached['batch_size']}), dev "
+        click.echo(f"target: {reached['speedup']:.2f}x ±{reached.get('spread', 0):.0%} at {shape_text(reached)}, dev "
                    f"{reached['dev_score']:.2f} (drop {reached['drop']:+.2f}); candidates: "
                    f"{result.model / 'candidates.csv'}")
-        if not reached["met"]:
-            missed = (f"runs {reached['speedup']:.2f}x, short of {reached['speedup_target']:g}x"
-                      if not reached["met_speed"] else
-                      f"drops {reached['drop']:.2f} on dev, more than {reached['max_drop']:g}")
-            raise SparseCSEError(f"The model in {result.model} {missed} on {reached['engine']}; its card and "
-                                 "candidates table say what was tried.")
+    refuse_missed_target(result)
+
+
+def refuse_missed_target(result) -> None:
+    """A run whose final model misses its target ends non-zero (after its figures, printed or as JSON)."""
+    reached = (getattr(result, "evaluation", None) or {}).get("target")
+    if reached and not reached["met"]:
+        missed = (f"runs {reached['speedup']:.2f}x, short of {reached['speedup_target']:g}x"
+                  if not reached["met_speed"] else
+                  f"drops {reached['drop']:.2f} on dev, more than {reached['max_drop']:g}")
+        raise SparseCSEError(f"The model in {result.model} {missed} at {shape_text(reached)}; its card and "
+                             "candidates table say what was tried.")
+
+
+def write_store_entry(store, out, model_dir) -> None:
+    """The run's final measurement as one entry of the results store ``store`` (id: the --out folder's name and
+    this machine)."""
+    from sparsecse.reporting.store import machine_slug, run_entry, write_entry
+
+    manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
+    command = typed_command(click.get_current_context())
+    ident = re.sub(r"[^a-z0-9.]+", "-", f"{Path(out).name}.{machine_slug()}".lower()).strip("-.")
+    click.echo(f"wrote {write_entry(store, run_entry(ident, manifest, command))}")
+
+
+def typed_command(ctx: click.Context) -> str:
+    """The command line as the user gave it: ``sparsecse COMMAND`` and each option set on the command line."""
+    words = ["sparsecse", ctx.info_name]
+    for param in ctx.command.params:
+        if ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        value = ctx.params[param.name]
+        if getattr(param, "is_flag", False):
+            words += [param.opts[0]] if value else []
+            continue
+        for item in (value if getattr(param, "multiple", False) else [value]):
+            words += [param.opts[0], str(item)]
+    return shlex.join(words)
+
+
+def shape_text(reached: dict) -> str:
+    """The serving shape a target's figures were measured at, e.g. ``throughput at batch 128 on 2 threads,
+    torch-fp32``."""
+    from sparsecse.targets.spec import Shape
+
+    shape = reached.get("shape")
+    if not shape:
+        return f"batch {reached['batch_size']} on {reached['engine']}"
+    return Shape(shape["metric"], shape["batch_size"], shape["threads"], shape["sentences"], shape["engine"]).describe()

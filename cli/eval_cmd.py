@@ -48,11 +48,13 @@ def format_table(results: dict) -> str:
 
 def eval_set_lines(eval_sets: dict) -> list[str]:
     """One line per dev/test set: its metric, score and interval (recall@1 as well for positive pairs)."""
+    def ci(pair) -> str:
+        return f"[{pair[0]:.2f}, {pair[1]:.2f}]" if pair else "[too few pairs for an interval]"
+
     lines = []
     for role, f in eval_sets.items():
-        extra = (f", recall@1 {f['recall@1']:.2f} [{f['recall@1_ci'][0]:.2f}, {f['recall@1_ci'][1]:.2f}]"
-                 if "recall@1" in f else "")
-        lines.append(f"{role} {f['name']}: {f['metric']} {f['score']:.2f} [{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]"
+        extra = f", recall@1 {f['recall@1']:.2f} {ci(f['recall@1_ci'])}" if "recall@1" in f else ""
+        lines.append(f"{role} {f['name']}: {f['metric']} {f['score']:.2f} {ci(f['ci'])}"
                      f"{extra} ({f['n']} {'pairs' if f['kind'] == 'scored' else 'queries'}, "
                      f"{100 * f['level']:g}% interval, {f['replicates']} replicates)")
     return lines
@@ -115,7 +117,8 @@ def command(model, mask_path, data_dir, tasks, mteb_spec, mteb_prompts, sts_aggr
     from sparsecse.evaluation import evaluate
     from sparsecse.evaluation.config import EvaluationConfig
     from sparsecse.evaluation.results_file import save_results, without_pairs
-    from sparsecse.artifacts.files import check_destination, make_manifest
+    from sparsecse.artifacts.files import make_manifest
+    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.artifacts.inputs import read_inputs
 
     config = EvaluationConfig(  # checked here: a bad task list fails before the model loads
@@ -123,21 +126,18 @@ def command(model, mask_path, data_dir, tasks, mteb_spec, mteb_prompts, sts_aggr
         sts_aggregation=sts_aggregation, fasttest=fasttest, precision=precision, show_progress=not quiet, seed=seed,
         sts_split=sts_split, align_uniform=align_uniform, transfer_protocol=transfer_protocol, bootstrap=bootstrap,
         bootstrap_seed=bootstrap_seed, keep_pairs=bool(out), dev=dev, test=test).check()
-    if out:
-        check_destination(out, overwrite, inputs=read_inputs(model=model, mask=mask_path, data_dir=data_dir,
-                                                             default_model=mask_path is None,
-                                                             dev_set=eval_set_file(dev), test_set=eval_set_file(test)))
-    run_tasks = True
-    if mteb_spec is not None:  # names, local files and each task's data checked before any work
+    run_tasks, mteb_tasks, prompts = True, [], {}
+    if mteb_spec is not None:  # names, prompts, local files and each task's data checked before any work
         from sparsecse.evaluation import mteb_run
 
         prompts = mteb_run.parse_prompts(mteb_prompts)
-        mteb_tasks = mteb_run.prepare_mteb(mteb_spec)
-        if out:
-            check_destination(mteb_run.mteb_results_dir(out), overwrite,
-                              inputs={"local mteb task": mteb_run.local_directories(mteb_tasks)},
-                              option="--out's mteb results directory")
+        mteb_tasks = mteb_run.prepare_mteb(mteb_spec, prompts)
         run_tasks = click.get_current_context().get_parameter_source("tasks").name != "DEFAULT" or bool(dev or test)
+    if out:  # every path written (OUT and mteb's OUT_mteb) against every input
+        check_destination(out, overwrite, inputs=read_inputs(
+            model=model, mask=mask_path, data_dir=data_dir, default_model=mask_path is None, dev=eval_set_file(dev),
+            test=eval_set_file(test), mteb=mteb_run.local_directories(mteb_tasks) if mteb_tasks else None),
+            also=[mteb_run.mteb_results_dir(out)] if mteb_spec is not None else ())
     results = evaluate(model=model, mask=mask_path, config=config) if run_tasks else None
     if mteb_spec is not None:
         results = mteb_run.with_mteb(results, mteb_run.evaluate_mteb(model, mask_path, mteb_run.MtebConfig(

@@ -92,7 +92,7 @@ def command(model, fmt, quantize, calibration, calibration_size, calibration_see
     from sparsecse.exporting.config import ExportConfig
     from sparsecse.exporting.export import export
 
-    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.artifacts.inputs import read_inputs
 
     config = ExportConfig(format=fmt, quantize=None if quantize == "none" else quantize, pooling=pooling, opset=opset,

@@ -61,7 +61,8 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
             heatmap, overwrite, as_json):
     """Turn a score file into masks: remove the lowest-scored heads and FFN neurons (--sparsity), or keep
     the most important ones within a FLOPs or parameter budget (--keep-flops, --keep-params)."""
-    from sparsecse.artifacts.files import atomic_dir, check_destination
+    from sparsecse.artifacts.files import atomic_dir
+    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.reporting.plots import check_figure_path
     from sparsecse.pruning.prune import PruningConfig, mask_filename, prune_grid

@@ -26,7 +26,7 @@ from sparsecse.cli.options import (data_dir_option, device_option, echo_json, ev
 def command(model, data_dir, split, batch_size, max_batches, dev, pooling, device, seed, out, overwrite, as_json,
             quiet):
     """Score every attention head and FFN neuron of a model by E|dL/dgate| on STS-B (or a --dev set)."""
-    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.scoring.score import ScoringConfig, score
 

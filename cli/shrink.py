@@ -62,7 +62,7 @@ def command(model, mask_path, out, pooling, seq_len, align_ffn, corpus, reconstr
             as_json):
     """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
-    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.shrinking.shrink import ShrinkConfig, shrink
 

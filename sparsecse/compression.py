@@ -27,12 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparsecse.artifacts.files import check_destination
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.remote_code import with_trust_option
+from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig
+from sparsecse.recipes.curve import CurveResult, run_curve
 from sparsecse.recipes.runner import RecipeResult, run_recipe
 from sparsecse.recipes.spec import Data
 from sparsecse.scoring.score import ScoringConfig
@@ -40,7 +42,8 @@ from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult
 from sparsecse.stage_config import stage_config
-from sparsecse.targets.spec import Target
+from sparsecse.targets.engines import check_engine
+from sparsecse.targets.spec import Target, parse_speedups
 
 
 @dataclass
@@ -64,22 +67,37 @@ class CompressResult:
 
 
 RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress", "dev", "test")
-TARGET_OPTIONS = ("speedup", "max_drop", "engine", "timing_batch_size", "teacher")
+TARGET_OPTIONS = ("speedup", "max_drop", "engine", "timing_batch_size", "teacher", "threads", "metric",
+                  "timing_sentences", "when_busy", "compare_with")
 TARGET_RECIPE = "target"  # the shipped recipe a target without --recipe runs
 
 
 def target_overrides(speedup: float | None = None, max_drop: float | None = None, engine: str | None = None,
-                     batch_size: int | None = None, teacher: str | None = None) -> dict[str, Any]:
-    """The ``--set`` overrides a target puts on a recipe (``target.*``; ``student.teacher`` for ``teacher``),
-    once the target is checked (one sentence for a bad speed-up, drop, engine or batch size)."""
-    settings = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": batch_size}
+                     batch_size: int | None = None, teacher: str | None = None, threads: int | None = None,
+                     metric: str | None = None, timing_sentences: str | None = None,
+                     when_busy: str | None = None, compare_with: str | None = None) -> dict[str, Any]:
+    """The ``--set`` overrides a target puts on a recipe (``target.*``; ``student.teacher`` for ``teacher``,
+    ``evaluation.compare_with`` for ``compare_with``),
+    once the target is checked (one sentence for a bad speed-up, drop, engine, batch size, threads, metric or
+    timing sentences file; the engine must run here: ``torch-cuda`` needs a GPU)."""
+    shape = {"engine": engine, "batch_size": batch_size, "threads": threads, "metric": metric,
+             "timing_sentences": None if timing_sentences is None else os.path.abspath(timing_sentences),
+             "when_busy": when_busy}
+    settings = {"speedup": speedup, "max_drop": max_drop, **shape}
     given = {k: v for k, v in settings.items() if v is not None}
-    Target(**given).check()
+    checked = Target(**given).check()
+    check_engine(checked.engine)
+    if checked.timing_sentences is not None:  # a readable file of UTF-8 sentences, or one sentence
+        read_corpus(checked.timing_sentences)
     # the two goals replace the recipe's own together (a drop alone is not added to its speed-up)
     overrides: dict[str, Any] = {"target.speedup": speedup, "target.max_drop": max_drop}
+    if metric is not None and batch_size is None:  # the metric's own default batch, not the recipe's
+        overrides["target.batch_size"] = None
     overrides.update({f"target.{k}": v for k, v in given.items()})
     if teacher is not None:
         overrides["student.teacher"] = teacher
+    if compare_with is not None:
+        overrides["evaluation.compare_with"] = compare_with
     return overrides
 
 
@@ -88,14 +106,16 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
              keep_flops: float | None = None, keep_params: float | None = None, steps: int = DEFAULT_STEPS,
              scores: str | os.PathLike | None = None, score: ScoringConfig | None = None,
              prune: PruningConfig | None = None, shrink: ShrinkConfig | None = None, overwrite: bool = False,
-             **mode) -> CompressResult | RecipeResult:
+             **mode) -> CompressResult | RecipeResult | CurveResult:
     """Prune ``model`` to ``keep_flops`` (or ``keep_params``) of its transformer layers' FLOPs per token (or
     parameters) in ``steps`` geometric steps, reconstructing and rescoring between them, then shrink it and,
     given ``out``, save the smaller model directory. With ``recipe`` (a shipped name or a file), run that
     recipe instead (:func:`run_recipe_mode`).
 
     With a target instead of a budget (``speedup``: a speed-up measured on ``engine`` at ``timing_batch_size`` against
-    ``model`` itself; ``max_drop``: the largest dev-score drop; either or both), run the shipped ``target`` recipe
+    ``model`` itself, or several, ``[1.5, 2, 3]`` or ``"1.5,2,3"``, for the whole curve in one run: a
+    :class:`~sparsecse.recipes.curve.CurveResult`, see :func:`~sparsecse.recipes.curve.run_curve`; ``max_drop``: the
+    largest dev-score drop; one of the two), run the shipped ``target`` recipe
     (or ``recipe``, which must hold a budget stage): find the budget that meets the target by timing candidates,
     prune to it with reconstruction, distil from ``model`` itself (or ``teacher``), choose on the dev set
     (:mod:`sparsecse.targets`). ``corpus`` is required there.
@@ -110,7 +130,8 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     the same ``seq_len``.
 
     ``mode``, the keywords of the other two modes: ``recipe``; a target's ``speedup``, ``max_drop``, ``engine``,
-    ``timing_batch_size`` and ``teacher``; and the run's ``corpus``, ``data_dir``, ``overrides``
+    ``timing_batch_size``, ``teacher`` and its serving shape's ``threads``, ``metric`` (``throughput``,
+    ``latency-p50``, ``latency-p95``), ``timing_sentences`` (a file) and ``when_busy`` (``stop`` or ``wait``); and the run's ``corpus``, ``data_dir``, ``overrides``
     (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``, ``dev`` and ``test`` (:func:`run_recipe_mode`).
     Any other name is refused as an unexpected keyword.
     """
@@ -133,6 +154,15 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
             given = next(k for k, v in aimed.items() if v is not None)
             given = "timing_batch_size" if given == "batch_size" else given
             raise SparseCSEError(f"{given} goes with a target: add speedup (e.g. 2.0) or max_drop.")
+        speedups = parse_speedups(speedup) if speedup is not None else None
+        if speedups is not None and len(speedups) > 1:  # a curve: one model per speed-up
+            overrides = {**target_overrides(**{**aimed, "speedup": speedups[0]}), **(options.pop("overrides", None) or {})}
+            overrides.pop("target.speedup")
+            return run_curve(recipe or TARGET_RECIPE, model, options.get("corpus"), out, speedups, overrides=overrides,
+                             data_dir=options.get("data_dir"), resume=options.get("resume", False), overwrite=overwrite,
+                             show_progress=options.get("show_progress", True),
+                             data=Data(options.get("dev"), options.get("test")))
+        aimed["speedup"] = speedups[0] if speedups else None
         overrides = {**target_overrides(**aimed), **(options.pop("overrides", None) or {})}
         return run_recipe_mode(recipe or TARGET_RECIPE, model, out, overwrite, overrides=overrides, **options)
     if recipe is not None:
@@ -154,7 +184,7 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     corpus = shrinking.reconstruct
     if out is not None:  # before any work
         check_destination(out, overwrite, inputs=read_inputs(
-            model=model, scores=scores, data_dir=scoring.data_dir,
+            model=model, scores=scores, data_dir=scoring.data_dir, dev=scoring.dev,
             corpus=corpus.calibration.corpus if isinstance(corpus, ReconstructionPlan) else corpus))
     result, shrunk = prune_and_shrink(model, out, keep_flops=keep_flops, keep_params=keep_params, steps=steps,
                                       scores=scores, prune=pruning, score=scoring, shrink=shrinking,

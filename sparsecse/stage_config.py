@@ -18,6 +18,7 @@ C = TypeVar("C")
 
 
 def field_names(cls) -> tuple[str, ...]:
+    """The names of a dataclass's fields."""
     return tuple(f.name for f in dataclasses.fields(cls))
 
 

@@ -21,7 +21,7 @@ from sparsecse.exporting.config import ExportConfig
 from sparsecse.exporting.export import export
 from sparsecse.exporting.result import WrittenGraphs
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.recipes.stage_types import ExportStage
+from sparsecse.recipes.stages import ExportStage
 from sparsecse.serving.graph import EmbeddingGraph, example_inputs
 from sparsecse.serving.loading import load_encoder
 from sparsecse.serving.runtime import RuntimeEncoder

@@ -322,10 +322,10 @@ def test_the_target_that_compress_speedup_records_is_rendered():
     card = render_card({"details": {}, "compression": {"target": target}})
     target_text = card.split("### Target")[1].split("\n## ")[0]
     assert "Asked for a 2x speed-up on torch-fp32, batch 32: **not met**." in target_text
-    assert "**Measured speed-up:** 1.94x" in target_text
+    assert "**Measured speed-up:** 1.94x (torch-fp32, batch 32)" in target_text
     assert "**Dev score:** 84.50 against the input model's 86.25 on STS-B dev (drop 1.75)" in target_text
-    assert "**Latency p50 / p95:** 12.3 / 14.5 ms (input model: 23.7 / 27.0 ms)" in target_text
-    assert "**Throughput:** 1304.2 sentences/s (input model: 672.0)" in target_text
+    assert "**Latency p50 / p95 of one sentence:** 12.3 / 14.5 ms (input model: 23.7 / 27.0 ms)" in target_text
+    assert "**Throughput at batch 32:** 1304.2 sentences/s (input model: 672.0)" in target_text
     assert "**File size:** 58.4 MiB" in target_text and "**CPU features:** avx2 avx512_vnni" in target_text
     assert "`candidates.csv`, plotted in `candidates.png`" in target_text
     assert_clean(card)

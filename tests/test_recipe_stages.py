@@ -11,7 +11,7 @@ import yaml
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes.runner import run_recipe, stage_dir
 from sparsecse.recipes.spec import load_recipe, parse_recipe
-from sparsecse.recipes.stage_types import DistillStage, PruneStage
+from sparsecse.recipes.stages import DistillStage, PruneStage
 from sparsecse.shrinking.shrink import ShrinkConfig
 from sparsecse.training.config import TrainingConfig
 from tests.helpers import random_sentences
@@ -98,3 +98,61 @@ def test_a_one_stage_prune_recipe_makes_the_model_compress_makes(tmp_path, fake_
     assert all(from_recipe[k].shape == from_compress[k].shape for k in from_recipe)
     assert all(torch.allclose(from_recipe[k], from_compress[k], atol=1e-6) for k in from_recipe)
     assert single.mask.heads_pruned > 0  # the budget removed something: the comparison is not of two dense models
+
+
+@pytest.fixture
+def copy_stage():
+    """A stage type defined here alone (one class, nothing else registered or edited): it copies the model it takes
+    into its directory, and the card lists it with its own note and loss."""
+    import shutil
+    from dataclasses import dataclass
+
+    from sparsecse.recipes.stage_types import STAGE_TYPES, CardSection, Stage, check_text
+
+    @dataclass(frozen=True)
+    class CopyStage(Stage):
+        name: str
+        note: str = "as is"
+        type: str = "copy"
+
+        def check(self, where):
+            check_text("note", self.note, where)
+            return self
+
+        def describe(self):
+            return f"copy the model ({self.note})"
+
+        def run(self, index, model, out, ctx):
+            shutil.copytree(model, out)
+            return {"copied_from": str(model)}
+
+        def card_section(self, record, figures):
+            return CardSection(self.card_line(f"from stage {record['copied_from'].rsplit('/', 1)[-1]}"),
+                               losses=(f"{self.name}: none, a copy",))
+
+    yield CopyStage
+    del STAGE_TYPES["copy"]
+
+
+def test_a_stage_class_defined_in_a_test_alone_runs_in_a_recipe_and_shows_on_the_card(tmp_path, fake_senteval,
+                                                                                      copy_stage):
+    from sparsecse.modeling.encoder import SentenceEncoder
+
+    model, corpus = tiny_model_and_corpus(tmp_path)
+    with pytest.raises(SparseCSEError, match="note must be a non-empty text"):
+        parse_recipe({"name": "bad", "stages": [{"type": "copy", "note": " "}]}, "bad.yaml")
+    recipe = tmp_path / "copy.yaml"
+    recipe.write_text(yaml.safe_dump({"name": "copy-then-prune", "seed": 1, "stages": [
+        {"name": "mirror", "type": "copy", "note": "before pruning"},
+        {"name": "prune", "type": "prune", "keep_flops": 0.6, "steps": 1, "reconstruct_sentences": 32}],
+        "evaluation": {"bootstrap": 0, "speed": False, "test": False}}))
+    result = run_recipe(str(recipe), str(model), corpus, tmp_path / "run", data_dir=fake_senteval,
+                        show_progress=False)
+    mirror = stage_dir(result.out, 1, "mirror")
+    assert result.stages[0]["copied_from"] == str(model) and (mirror / "model.safetensors").is_file()
+    lineage = json.loads((stage_dir(result.out, 2, "prune") / "sparsecse_config.json").read_text())["lineage"]
+    assert lineage["shrunk_from"] == str(mirror)  # the next stage took the copy: the new stage makes a model
+    card = (result.model / "README.md").read_text()
+    assert "`mirror`: copy the model (before pruning) (from stage model)" in card
+    assert "mirror: none, a copy" in card
+    assert SentenceEncoder.load(result.model, device="cpu").encode(["a man plays a guitar"]).shape == (1, 32)

@@ -312,13 +312,13 @@ def test_a_run_killed_in_any_stage_resumes_to_the_unbroken_runs_model(kill_in, f
     elif kill_in == "prune":
         from sparsecse.recipes import stages
 
-        original = stages.run_prune
+        original = stages.PruneStage.run
 
-        def dying_prune(*args):
-            original(*args[:3], args[3].with_name("discarded"), args[4])  # the work, then the kill
+        def dying_prune(self, index, model, out, ctx):
+            original(self, index, model, out.with_name("discarded"), ctx)  # the work, then the kill
             raise Killed()
 
-        monkeypatch.setitem(stages.RUNNERS, stages.PruneStage, dying_prune)
+        monkeypatch.setattr(stages.PruneStage, "run", dying_prune)
     else:
         monkeypatch.setattr(card, "finish", lambda *a, **k: (_ for _ in ()).throw(Killed()))
     with pytest.raises(Killed):

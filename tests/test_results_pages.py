@@ -1,5 +1,6 @@
 """The results pages: the frontier page leads with the current frontier (its table, the figure it shows, the
-command that rebuilds each recipe row), then what did not work; the rounds live on one archive page, and every
+command that rebuilds each recipe row), then what did not work; the rounds live on one archive page (history: out of the
+table of contents, linked from the changelog), and every
 figure file either page names exists."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ def _sections(text: str) -> list[str]:
 def test_the_frontier_page_leads_with_the_current_frontier_then_how_to_rebuild_then_what_did_not_work():
     text = (DOCS / "results" / "frontier.md").read_text()
     assert _sections(text) == ["The current frontier", "How to rebuild each row", "What did not work"]
-    assert "figures/frontier/engines.md" in text and "archive.md" in text
+    assert "figures/frontier/engines.md" in text and "results store" in text
     assert not re.search(r"[Rr]ound \d|[Ii]ssue \d", text), "the results page is not a log of rounds"
 
 
@@ -31,6 +32,12 @@ def test_every_recipe_row_of_the_frontier_has_its_rebuild_command():
     for recipe in rows | {"mpnet-2x"}:
         assert (RECIPES / f"{recipe}.yaml").is_file(), recipe
         assert f"sparsecse compress --recipe {recipe} --corpus" in rebuild, recipe
+
+
+def test_the_archive_is_history_out_of_the_table_of_contents_and_linked_from_the_changelog():
+    assert "results/archive" not in (DOCS / "index.md").read_text()
+    assert (DOCS / "results" / "archive.md").read_text().startswith("---\norphan: true\n---\n")
+    assert "(results/archive.md)" in (DOCS / "changelog.md").read_text()
 
 
 def test_the_archive_holds_the_rounds_and_every_named_figure_exists():

@@ -162,7 +162,7 @@ def test_every_command_checks_its_destination_first(tiny_bert_dir, tiny_stsb_dir
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write into read-only directories")
 def test_read_only_parent_is_refused(tmp_path):
-    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.destinations import check_destination
 
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)

@@ -161,7 +161,7 @@ def test_mask_records_absolute_model_and_checks_its_digest(tmp_path, tiny_stsb_d
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
 def test_pseudo_file_system_destination_is_refused_before_work(tmp_path, tiny_bert_dir):
-    from sparsecse.artifacts.files import check_destination
+    from sparsecse.artifacts.destinations import check_destination
 
     with pytest.raises(SparseCSEError, match="files cannot be created in /proc"):
         check_destination("/proc/sparsecse-out")

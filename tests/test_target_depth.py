@@ -15,7 +15,6 @@ from sparsecse.modeling.flops import flops_per_token, shape_record
 from sparsecse.pruning.budget import UnitCosts
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.scoring.scores import GateScores
-from sparsecse.targets import search as search_module
 from sparsecse.targets.candidates import TABLE, Candidate, read_table, write_table
 from sparsecse.targets.depth import (depth_width_probe, layers_removed, overall_keep_flops, removal_order,
                                      scores_without_layers, without_layers)
@@ -56,12 +55,25 @@ class FakeDev:
         return float(100 * cos.mean())
 
 
-def fake_speedup_over(reference, candidates, sentences, batch_size, repeats=3, show_progress=False):
-    def time_of(encoder):
-        return (PER_LAYER * encoder.config.num_hidden_layers / LAYERS
-                + VARIABLE * flops_per_token(encoder.model) / flops_per_token(reference.model))
+class LayerClock:
+    """The fake engine instead of a clock: seconds = sentences x (``per_layer`` x layers kept / 4 + the rest x the
+    encoder's FLOPs over the dense ones), the dense FLOPs the largest seen (the input model is timed first)."""
 
-    return {name: time_of(reference) / time_of(enc) for name, enc in candidates.items()}
+    def __init__(self, per_layer=PER_LAYER):
+        self.per_layer, self.dense = per_layer, 0.0
+
+    def __call__(self, encoder, sentences, batch_size):
+        flops = flops_per_token(encoder.model)
+        self.dense = max(self.dense, flops)
+        return len(sentences) * (self.per_layer * encoder.config.num_hidden_layers / LAYERS
+                                 + (1 - self.per_layer) * flops / self.dense)
+
+
+@pytest.fixture
+def fake_engine(monkeypatch):
+    from sparsecse.evaluation import speed
+
+    monkeypatch.setattr(speed, "clock", LayerClock())
 
 
 def test_a_depth_and_width_probe_keeps_what_its_budget_says(deep_dir):
@@ -88,8 +100,7 @@ def test_a_depth_and_width_probe_keeps_what_its_budget_says(deep_dir):
     assert overall_keep_flops(0.6, 2, LAYERS) == pytest.approx(0.3)
 
 
-def test_the_search_times_every_depth_and_recovery_can_change_the_choice(deep_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(search_module, "speedup_over", fake_speedup_over)
+def test_the_search_times_every_depth_and_recovery_can_change_the_choice(deep_dir, tmp_path, fake_engine):
     dense = SentenceEncoder.load(deep_dir, device="cpu")
     dev, scores = FakeDev(dense), random_scores(dense)
     result = search_budget(deep_dir, dev, Target(speedup=1.6, probes=4, depth=2), tmp_path / "work", scores=scores,
@@ -127,7 +138,10 @@ class FakeProber:
 
     def __init__(self, target):
         self.target, self.model, self.candidates, self.show_progress = target.check(), "tiny", [], False
-        self.work = Path("work")
+        self.work, self.layers, self.shape = Path("work"), LAYERS, self.target.shape(2)
+
+    def settle(self, stage):  # its figures are exact
+        pass
 
     def one_shot(self, scores, pruning, budget, removed=()):
         k = len(removed)
@@ -162,7 +176,8 @@ def test_depth_is_refused_without_a_speed_target_or_when_negative():
     for bad in (-1, 1.5, True):
         with pytest.raises(SparseCSEError, match="whole number of at least 0"):
             Target(speedup=2.0, depth=bad).check()
-    assert Target(speedup=2.0, depth=2).check().describe() == "2x on torch-fp32 (batch 128, up to 2 layers removed)"
+    assert Target(speedup=2.0, depth=2).check().describe() == ("2x on torch-fp32 (throughput, batch 128, up to 2 "
+                                                                        "layers removed)")
 
 
 def test_the_candidates_table_keeps_depth_and_recovery(tmp_path):
@@ -170,7 +185,7 @@ def test_the_candidates_table_keeps_depth_and_recovery(tmp_path):
             Candidate(0.8, 5, 10, 2.1, 78.0, 2.5, "speed", True, True, layers_removed=2, dev_recovered=79.5)]
     back = read_table(write_table(rows, tmp_path / TABLE))
     assert [(c.layers_removed, c.dev_recovered) for c in back] == [(0, None), (2, 79.5)]
-    assert back[1].describe() == ("2 layers removed, kept FLOPs of the rest 0.800: 2.10x, dev 78.00 (drop +2.50), "
+    assert back[1].describe() == ("2 layers removed, kept FLOPs of the rest 0.800: 2.10x ±0%, dev 78.00 (drop +2.50), "
                                   "dev 79.50 after recovery")
 
 
@@ -184,16 +199,10 @@ def test_compress_with_depth_removes_the_chosen_layers_before_spending_the_budge
     from click.testing import CliRunner
 
     from sparsecse.cli import main
-    from sparsecse.targets import report as report_module
 
-    def layer_bound(reference, candidates, sentences, batch_size, repeats=3, show_progress=False):
-        def time_of(encoder):
-            return (0.9 * encoder.config.num_hidden_layers / LAYERS
-                    + 0.1 * flops_per_token(encoder.model) / flops_per_token(reference.model))
-        return {name: time_of(reference) / time_of(enc) for name, enc in candidates.items()}
+    from sparsecse.evaluation import speed
 
-    monkeypatch.setattr(search_module, "speedup_over", layer_bound)
-    monkeypatch.setattr(report_module, "speedup_over", layer_bound)
+    monkeypatch.setattr(speed, "clock", LayerClock(per_layer=0.9))
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(random_sentences(96, seed=7)) + "\n")
     out = tmp_path / "run"
@@ -218,8 +227,7 @@ def test_compress_with_depth_removes_the_chosen_layers_before_spending_the_budge
     assert {c.layers_removed for c in table} == {0, 1, 2}
 
 
-def test_a_depth_the_model_cannot_lose_is_refused_before_any_probe(deep_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(search_module, "speedup_over", fake_speedup_over)
+def test_a_depth_the_model_cannot_lose_is_refused_before_any_probe(deep_dir, tmp_path, fake_engine):
     dense = SentenceEncoder.load(deep_dir, device="cpu")
     with pytest.raises(SparseCSEError, match="A model with 4 layers can lose 0 to 3 of them, not 4"):
         search_budget(deep_dir, FakeDev(dense), Target(speedup=1.6, depth=4), tmp_path / "work",

@@ -79,6 +79,7 @@ class FakeProber:
 
     def __init__(self, target, reference_dev=80.0):
         self.target, self.model, self.reference_dev = target.check(), "tiny", reference_dev
+        self.shape = self.target.shape(2)
         self.candidates, self.work = [], Path("work")
 
     def _make(self, budget, stage):
@@ -93,6 +94,9 @@ class FakeProber:
 
     def add(self, budget, encoder, heads, neurons, stage):
         return self._make(budget, stage)
+
+    def settle(self, stage):
+        pass
 
 
 def test_the_speed_search_keeps_the_largest_budget_that_reaches_the_aim():
@@ -130,23 +134,26 @@ def test_the_candidates_table_reads_back_what_was_written(tmp_path):
                                                                                 (0.3, 5, True, True)]
 
 
-def fake_speedup_over(reference, candidates, sentences, batch_size, repeats=3, show_progress=False):
-    """The latency model on the encoders' counted FLOPs (an exported graph is timed by its torch source)."""
-    from sparsecse.modeling.flops import flops_per_token
+class FakeClock:
+    """The latency model on the encoders' counted FLOPs instead of a clock: seconds = sentences x (FIXED x the
+    dense FLOPs + VARIABLE x the encoder's), the dense FLOPs the largest seen (the input model is timed first)."""
 
-    def flops(encoder):
-        return flops_per_token(encoder.model)
+    def __init__(self):
+        self.dense = 0.0
 
-    dense = flops(reference)
-    return {name: 1 / (FIXED + VARIABLE * flops(enc) / dense) for name, enc in candidates.items()}
+    def __call__(self, encoder, sentences, batch_size):
+        from sparsecse.modeling.flops import flops_per_token
+
+        flops = flops_per_token(encoder.model)
+        self.dense = max(self.dense, flops)
+        return len(sentences) * (FIXED + VARIABLE * flops / self.dense)
 
 
 @pytest.fixture
 def fake_clock(monkeypatch):
-    from sparsecse.targets import report as report_module
+    from sparsecse.evaluation import speed
 
-    monkeypatch.setattr(search_module, "speedup_over", fake_speedup_over)
-    monkeypatch.setattr(report_module, "speedup_over", fake_speedup_over)
+    monkeypatch.setattr(speed, "clock", FakeClock())
 
 
 TINY_STAGES = ["--set", "prune.steps=1", "--set", "prune.reconstruct_sentences=32", "--set", "student.sentences=48",

@@ -1,6 +1,7 @@
 """Adding a family is its adapter plus its tests (issue 48): a toy encoder family (tests/toy_family.py), known
-to sparsecse only through the adapter it registers, is gated, shrunk and reloaded with no edit to
-sparsecse's shrinking, modeling or export code."""
+to sparsecse only through the adapter it registers, is gated, shrunk, reloaded, budgeted (its costs from its
+adapter's FamilyCost, counted exactly) and exported with no edit to sparsecse's shrinking, modeling, budget
+or export code."""
 
 import json
 from pathlib import Path
@@ -118,3 +119,83 @@ def test_the_shrunk_directory_reloads_everywhere_without_its_code(toy_dir, tmp_p
         hidden = model(**batch).last_hidden_state
     weights = batch["attention_mask"].unsqueeze(-1).float()
     assert_same_embeddings(((hidden * weights).sum(1) / weights.sum(1)).numpy(), expected)
+
+
+# ----------------------------------------------------------------------------- costs and budgets
+# d = 32, d_h = 8, n = 16; biased q/k/v/out and FFN projections, two LayerNorms per layer (read off the modules)
+D, DH, N = 32, 8, 16
+HEAD_PARAMS = 4 * D * DH + 3 * DH  # q, k, v rows with their biases, output columns
+NEURON_PARAMS = 2 * D + 1  # input row and bias, output column
+FIXED_PARAMS = LAYERS * (2 * D + 4 * D)  # two output biases, two LayerNorms
+HEAD_FLOPS = 2 * (4 * D * DH + 2 * N * DH)
+NEURON_FLOPS = 2 * 2 * D
+
+
+def test_the_shape_record_holds_the_toys_exact_unit_costs(toy_dir):
+    from sparsecse.modeling.flops import count_parameters, flops_per_token, shape_record
+
+    encoder = SentenceEncoder.load(toy_dir, device="cpu")
+    assert shape_record(encoder.model) == {
+        "layers": LAYERS, "heads": HEADS, "ffn": FFN, "hidden": D, "head_dim": DH, "kv_heads": HEADS,
+        "ffn_matrices": 2, "head_params": HEAD_PARAMS, "kv_head_params": 0, "neuron_params": NEURON_PARAMS,
+        "fixed_params": FIXED_PARAMS}
+    assert count_parameters(encoder, "layers") == LAYERS * (HEADS * HEAD_PARAMS + FFN * NEURON_PARAMS) + FIXED_PARAMS
+    assert flops_per_token(encoder, N) == LAYERS * (HEADS * HEAD_FLOPS + FFN * NEURON_FLOPS)
+
+
+@pytest.mark.parametrize("metric", ["flops", "params"])
+def test_a_budget_on_the_toy_is_the_shrunk_models_counted_cost(toy_dir, metric):
+    from sparsecse.modeling.flops import count_parameters, flops_per_token, shape_record
+    from sparsecse.pruning.budget import UnitCosts, budget_cap
+    from sparsecse.pruning.prune import PruningConfig, prune
+    from tests.helpers import fake_scores
+
+    encoder = SentenceEncoder.load(toy_dir, device="cpu")
+    costs = UnitCosts.from_shape(shape_record(encoder.model), metric, N)
+    unit = (HEAD_FLOPS, NEURON_FLOPS, 0) if metric == "flops" else (HEAD_PARAMS, NEURON_PARAMS, FIXED_PARAMS)
+    assert (costs.head, costs.neuron, costs.fixed, costs.kv, costs.kv_heads) == (*unit, 0, 0)
+    scores = fake_scores(layers=LAYERS, heads=HEADS, ffn=FFN, seed=3)
+    scores.manifest["shape"] = shape_record(encoder.model)
+    mask = prune(scores, config=PruningConfig(seq_len=N), **{f"keep_{metric}": 0.5})
+    kept = costs.kept(mask.head_mask, mask.neuron_mask)
+    not_kept = [c for c, keep in ((costs.head, mask.head_mask), (costs.neuron, mask.neuron_mask)) if not keep.all()]
+    assert 0 <= budget_cap(costs, 0.5) - kept < min(not_kept)  # the next unit would not fit
+    assert mask.manifest[f"kept_{metric}"] == kept
+    shrink_encoder(encoder, mask, align_ffn=1)
+    assert (flops_per_token(encoder, N) if metric == "flops" else count_parameters(encoder, "layers")) == kept
+
+
+# ----------------------------------------------------------------------------- export
+def test_the_shrunk_toy_exports_to_onnx(toy_dir, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from sparsecse.exporting.export import export
+    from sparsecse.serving.loading import load_encoder
+
+    mask = random_mask(SentenceEncoder.load(toy_dir, device="cpu").model, 0.4, seed=5)  # a head in every layer
+    mask.manifest = {"kind": "mask", "model": str(toy_dir)}
+    expected = gated(SentenceEncoder.load(toy_dir, device="cpu"), mask)
+    small = shrink(model=toy_dir, mask=mask.save(tmp_path / "mask.safetensors"), out=tmp_path / "small",
+                   config=ShrinkConfig(pooling="mean"))
+    result = export(small.out, tmp_path / "onnx")
+    assert_same_embeddings(load_encoder(result.out).encode(SENTENCES), expected)
+
+
+@pytest.mark.parametrize("sees_no_key", [False, True])
+def test_openvino_traces_eager_attention_where_the_family_says_a_query_may_see_no_key(toy_dir, sees_no_key,
+                                                                                     monkeypatch):
+    """The choice keys on the adapter's stated property, not on what the family's FFN or cost looks like."""
+    pytest.importorskip("openvino")
+    from dataclasses import replace
+
+    from sparsecse.modeling.adapters import register_adapter
+    from sparsecse.serving.openvino_convert import convert
+
+    encoder = SentenceEncoder.load(toy_dir, device="cpu")
+    chosen = []
+    monkeypatch.setattr(encoder.model, "set_attn_implementation", chosen.append, raising=False)
+    register_adapter(replace(TOY_ADAPTER, query_may_see_no_key=sees_no_key))
+    try:
+        convert(encoder, normalize=False)
+    finally:
+        register_adapter(TOY_ADAPTER)
+    assert chosen == (["eager"] if sees_no_key else [])

@@ -212,8 +212,10 @@ def compression_section(c: dict[str, Any], base: str | None) -> list[str]:
             speed.get("reference_speedup")) and known(speed.get("reference")) else ""
         threads = f", {speed['threads']} threads" if known(speed.get("threads")) else ""
         sentences = f", {speed['sentences']}" if known(speed.get("sentences")) else ""
+        batch = f"throughput at batch {speed['batch_size']}, " if known(speed.get("batch_size")) else ""
         sizes.append(f"- **Encode speed-up over `{base or 'the input model'}`:** {speed['speedup']:.2f}x{ref} "
-                     f"({speed.get('engine', 'torch fp32')}{threads}{sentences}); CPU: {speed.get('cpu', 'not recorded')}")
+                     f"({batch}{speed.get('engine', 'torch fp32')}{threads}{sentences}); CPU: "
+                     f"{speed.get('cpu', 'not recorded')}")
     memory = c.get("memory") or {}
     if known(memory.get("peak_rss_bytes")):
         sizes.append(f"- **Peak memory while encoding:** {_memory(memory, 'peak_rss_bytes', 'runtime_rss_bytes')}"
@@ -261,8 +263,10 @@ def _target(t: dict[str, Any]) -> list[str]:
         asked.append(f"a {asked_speedup:g}x speed-up")
     if known(t.get("max_drop")):
         asked.append(f"at most {t['max_drop']:g} points lost on dev")
-    engine = ", ".join(str(x) for x in (t.get("engine"), f"batch {t['batch_size']}" if known(t.get("batch_size"))
-                                        else None) if known(x))
+    shape = t.get("shape") or {}
+    engine = ", ".join(str(x) for x in (t.get("engine"), shape.get("metric"), f"batch {t['batch_size']}" if known(
+        t.get("batch_size")) else None, f"{shape['threads']} threads" if known(shape.get("threads")) else None)
+        if known(x))
     lines = ["### Target", ""]
     if asked:
         met = {True: "met", False: "**not met**"}.get(t.get("met"), "")
@@ -275,10 +279,15 @@ def _target(t: dict[str, Any]) -> list[str]:
                + (f" (drop {t['drop']:.2f})" if known(t.get("drop")) else ""))
     throughput = f"{t['throughput']:.1f} sentences/s" if known(t.get("throughput")) else None
     reference_throughput = f"{t['reference_throughput']:.1f}" if known(t.get("reference_throughput")) else None
-    rows = [("Measured speed-up", f"{measured:.2f}x" if known(measured) else None),
+    spread = f" ±{t['spread']:.0%} (the spread of {t.get('rounds', 'its')} interleaved rounds)" if known(
+        t.get("spread")) else ""
+    rows = [("Measured speed-up", f"{measured:.2f}x{spread}" + (f" ({engine})" if engine else "")
+             if known(measured) else None),
             ("Dev score", dev),
-            ("Latency p50 / p95", _beside(_latency(t.get("latency_ms")), _latency(t.get("reference_latency_ms")))),
-            ("Throughput", _beside(throughput, reference_throughput)),
+            ("Latency p50 / p95 of one sentence", _beside(_latency(t.get("latency_ms")),
+                                                          _latency(t.get("reference_latency_ms")))),
+            (f"Throughput at batch {t['batch_size']}" if known(t.get("batch_size")) else "Throughput",
+             _beside(throughput, reference_throughput)),
             ("Parameters", count_text(t["params"]) if known(t.get("params")) else None),
             ("File size", size_text(t["file_size_bytes"]) if known(t.get("file_size_bytes")) else None),
             ("CPU features", " ".join(t["cpu_features"]) if known(t.get("cpu_features")) else None),
@@ -286,6 +295,30 @@ def _target(t: dict[str, Any]) -> list[str]:
                                                             if known(t.get("candidates_plot")) else "")
              if known(t.get("candidates_table")) else None)]
     lines += [f"- **{name}:** {value}" for name, value in rows if known(value)]
+    return lines + [""] + serving_lines(t.get("serving") or {})
+
+
+def serving_lines(serving: dict[str, Any]) -> list[str]:
+    """The serving table: one speed figure per shape (threads x batch), the model's and the input model's latency
+    per request, the row the target was judged by marked.
+
+    Args:
+        serving: the target's ``serving`` facts (:func:`~sparsecse.targets.serving.serving_table`).
+
+    Returns:
+        Its markdown lines; none without rows.
+    """
+    rows = serving.get("rows") or []
+    if not rows:
+        return []
+    lines = ["#### Serving", "", f"{serving.get('method', 'measured side by side')}.", "",
+             "| threads | batch | speed-up | latency p50 / p95 | input p50 / p95 | |",
+             "|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        mark = f"**judged by** ({serving.get('metric', 'the target')})" if r.get("judged") else ""
+        lines.append(f"| {r['threads']} | {r['batch']} | {r['speedup']:.2f}x ±{r['spread']:.0%} | "
+                     f"{r['p50_ms']:.1f} / {r['p95_ms']:.1f} ms | {r['input_p50_ms']:.1f} / {r['input_p95_ms']:.1f} ms "
+                     f"| {mark} |")
     return lines + [""]
 
 

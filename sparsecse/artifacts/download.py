@@ -21,7 +21,9 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Iterable
 
-from sparsecse.artifacts.files import atomic_dir, check_destination, sha256_file
+from sparsecse.artifacts.files import atomic_dir, sha256_file
+
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.errors import SparseCSEError
 from sparsecse import __version__

@@ -4,10 +4,11 @@ exported-model reader and ``load_encoder`` read.
 An :class:`ExportFormat` says everything the rest of the package needs to know about an engine: its name
 (the ``--format`` value and the key of its entry in ``sparsecse_config.json``), its file layout (one path per
 kind of graph it writes), the quantizations it accepts, the packages it needs, the function that writes its
-graph files (:mod:`sparsecse.exporting`) and the one that loads an exported directory
-(:mod:`sparsecse.serving`). Those two are named as ``"module:attribute"`` strings, as packaging entry points
-are, so that this module imports neither side; each side resolves only the half it runs. A format defined
-outside sparsecse passes the functions themselves, and is registered by :func:`register_format` or, from an
+graph files and the one that loads an exported directory. This module names no module above it: a built-in
+format is declared here without those two, and the module that writes it and the one that loads it hand
+theirs over (:meth:`ExportFormat.provide`) when they are imported (by the export entry point and by the
+one loader). A format defined outside sparsecse passes the functions themselves (or ``"module:attribute"``
+strings, as packaging entry points name them), and is registered by :func:`register_format` or, from an
 installed package, by an entry point of the group ``sparsecse.export_formats`` naming its declaration
 (``toy = "my_package.formats:TOY"`` in the package's ``[project.entry-points."sparsecse.export_formats"]``),
 which every command then offers.
@@ -65,13 +66,15 @@ class ExportFormat:
         summary: its line of ``sparsecse export --help``.
         files: the file layout: the path, relative to the exported directory, of each kind of graph it can
             write (``fp32``, ``int8``: dynamic int8, ``int8_static``: calibrated int8).
-        writer: ``"module:function"`` or the function that writes the graph files: called as
+        writer: the function that writes the graph files (or its ``"module:function"``; None: the module that
+            writes the format provides it, :meth:`provide`): called as
             ``writer(encoder, directory, normalize, config, calibration)`` with the loaded
             :class:`~sparsecse.modeling.encoder.SentenceEncoder`, the directory being assembled, whether the
             embedding is L2-normalised, the :class:`~sparsecse.exporting.config.ExportConfig` and the
             calibration sentences (or None); returns a :class:`~sparsecse.exporting.result.WrittenGraphs`.
             Everything else (tokenizer, configs, the check against torch, the manifest) is shared.
-        loader: ``"module:Class.load"`` or the callable that loads an exported directory as an
+        loader: the callable (or its ``"module:Class.load"``; None: provided as the writer) that loads an exported
+            directory as an
             :class:`~sparsecse.serving.runtime.Encoder`: ``loader(path, pooling=, max_length=, device=, file=,
             threads=)``; subclassing :class:`~sparsecse.serving.runtime.RuntimeEncoder` gives all but the
             graph's own loading and running.
@@ -86,8 +89,8 @@ class ExportFormat:
     title: str
     summary: str
     files: Mapping[str, str]
-    writer: str | Callable
-    loader: str | Callable
+    writer: str | Callable | None = None
+    loader: str | Callable | None = None
     quantizations: tuple[Quantization, ...] = ()
     packages: tuple[str, ...] = ()
     export_packages: tuple[str, ...] = ()
@@ -156,9 +159,27 @@ class ExportFormat:
         """Run the format's loader on an exported directory (see the class's ``loader``)."""
         return self._resolve("loader")(path, **options)
 
+    def provide(self, writer: Callable | None = None, loader: Callable | None = None) -> "ExportFormat":
+        """Hand the declared format its writer or its loader, from the module that implements it.
+
+        Args:
+            writer: the function that writes the format's graph files (see the class's ``writer``).
+            loader: the callable that loads an exported directory (see the class's ``loader``).
+
+        Returns:
+            The format itself.
+        """
+        for role, function in (("writer", writer), ("loader", loader)):
+            if function is not None:
+                self._resolved[role] = function
+        return self
+
     def _resolve(self, role: str) -> Callable:
         if role not in self._resolved:
             ref = getattr(self, role)
+            if ref is None:
+                raise SparseCSEError(f"The {self.title} format has no {role}: the module that provides it "
+                                     "(ExportFormat.provide) has not been imported.")
             if isinstance(ref, str):
                 module, _, attribute = ref.partition(":")
                 target = importlib.import_module(module)
@@ -245,11 +266,11 @@ def get_format(name: str) -> ExportFormat:
     return _FORMATS[name]
 
 
+# the built-in formats; their writers and loaders come from sparsecse's exporting and serving packages
 register_format(ExportFormat(
     name="onnx", title="ONNX", summary="ONNX graph run by onnxruntime",
     files={"fp32": "onnx/model.onnx", "int8": "onnx/model_qint8.onnx",  # sentence-transformers' names
            "int8_static": "onnx/model_qint8_static.onnx"},
-    writer="sparsecse.exporting.onnx_export:write_onnx", loader="sparsecse.serving.onnx_encoder:OnnxEncoder.load",
     quantizations=(Quantization("int8", "optional", "dynamic quantization, or static (QDQ) with --calibration",
                                 ("onnxruntime.quantization",)),),
     packages=("onnxruntime",), export_packages=("onnx",), extra="onnx"))
@@ -257,8 +278,6 @@ register_format(ExportFormat(
 register_format(ExportFormat(
     name="openvino", title="OpenVINO", summary="OpenVINO IR run by the OpenVINO CPU plugin",
     files={"fp32": "openvino/openvino_model.xml", "int8_static": "openvino/openvino_model_qint8_quantized.xml"},
-    writer="sparsecse.exporting.openvino_export:write_openvino",
-    loader="sparsecse.serving.openvino_encoder:OpenVinoEncoder.load",
     quantizations=(Quantization("int8", "required", "NNCF static quantization, which needs --calibration",
                                 ("nncf",)),),
     packages=("openvino",), extra="openvino", companions=(".bin",)))

@@ -22,11 +22,21 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.locks import FileLock, process_alive
 from sparsecse.artifacts.remote_code import remote_code_trusted
 from sparsecse import __version__
+from sparsecse.artifacts.destinations import check_destination, refuse_existing, sidecar_path, temp_prefix
 
 MANIFEST_KEY = "sparsecse_manifest"
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """sha256 of a file's bytes, read in chunks.
+
+    Args:
+        path: the file.
+        chunk: bytes read at a time.
+
+    Returns:
+        The hex digest.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(chunk), b""):
@@ -50,6 +60,7 @@ def hash_path(path: str | os.PathLike) -> str:
 
 
 def library_versions() -> dict[str, str]:
+    """The versions of sparsecse, Python and the libraries a result depends on, for manifests."""
     import numpy
     import transformers
 
@@ -93,97 +104,6 @@ def make_manifest(
     return manifest
 
 
-def refuse_existing(out: str | os.PathLike, overwrite: bool) -> None:
-    out = Path(out)
-    check_not_dangling(out)
-    if out.exists() and not overwrite:
-        raise SparseCSEError(f"{out} already exists; choose another --out or pass --overwrite.")
-
-
-def check_not_dangling(out: Path, option: str = "--out") -> None:
-    """A symlink ``out`` must lead somewhere: one whose target is missing or that loops is refused."""
-    if out.is_symlink() and not out.exists():
-        loops = False
-        try:
-            out.resolve(strict=True)
-        except RuntimeError:  # Python < 3.13: "Symlink loop"
-            loops = True
-        except OSError as exc:
-            loops = exc.errno == errno.ELOOP
-        what = "a symbolic link that loops" if loops else f"a symbolic link to {os.readlink(out)}, which does not exist"
-        raise SparseCSEError(f"{option} {out} is {what}; remove it or choose another {option}.")
-
-
-def real_path(path: str | os.PathLike) -> Path:
-    """``path`` with every symlink resolved (a loop is left as it is, never an exception)."""
-    return Path(os.path.realpath(os.fspath(path)))
-
-
-def _same_or_inside(path: Path, container: Path) -> bool:
-    try:
-        return path == container or path.is_relative_to(container)
-    except ValueError:
-        return False
-
-
-NEW_FILES_ALLOWED_INSIDE = ("data directory",)  # inputs a new output may be written into (never over a file)
-
-
-def _input_paths(inputs: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    for name, value in (inputs or {}).items():
-        for item in value if isinstance(value, (list, tuple)) else [value]:
-            if item is not None and str(item) != "" and os.path.lexists(item):
-                yield name, os.fspath(item)
-
-
-def check_destination(
-    out: str | os.PathLike,
-    overwrite: bool = False,
-    inputs: Mapping[str, Any] | None = None,
-    option: str = "--out",
-    sidecar: bool = False,
-) -> Path:
-    """Everything about an output that can be checked before the work starts (every command calls
-    this first): it does not exist unless ``overwrite``, it is none of the ``inputs`` (nor a directory
-    holding one, nor inside an input directory) once symlinks are resolved, and its nearest existing
-    ancestor is a writable directory, so the result can be written when the work is done.
-
-    ``inputs``: {what it is: a path or a list of paths}; :func:`sparsecse.artifacts.inputs.read_inputs`
-    spells out everything a command reads (the default model, a mask's model, teachers, ...)."""
-    out = Path(out)
-    check_not_dangling(out, option)
-    resolved = real_path(out)
-    targets = [resolved] + ([real_path(sidecar_path(out))] if sidecar else [])
-    for name, value in _input_paths(inputs or {}):
-        source = real_path(value)
-        for target in targets:
-            inside = source.is_dir() and _same_or_inside(target, source)
-            if inside and name in NEW_FILES_ALLOWED_INSIDE and target != source and not os.path.lexists(target):
-                continue  # a new file among the data replaces nothing that is read
-            if _same_or_inside(source, target) or inside:
-                raise SparseCSEError(f"{option} {out} would overwrite the {name} it reads ({value}); choose "
-                                     f"another {option}.")
-    refuse_existing(out, overwrite)
-    if sidecar and sidecar_path(out).exists() and not overwrite:  # a tensor file's JSON manifest
-        raise SparseCSEError(f"{sidecar_path(out)} (the manifest written beside {out.name}) already exists; "
-                             f"choose another {option} or pass --overwrite.")
-    ancestor = resolved.parent
-    while not ancestor.exists() and not ancestor.is_symlink():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise SparseCSEError(f"Cannot write {option} {out}: {ancestor} is a file, not a directory.")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise SparseCSEError(f"Cannot write {option} {out}: the directory {ancestor} is not writable.")
-    try:  # os.access says yes to root and on read-only or pseudo file systems; a real create does not
-        fd, probe = tempfile.mkstemp(prefix=_temp_prefix(out), suffix=".probe", dir=ancestor)
-        os.close(fd)
-        Path(probe).unlink(missing_ok=True)
-    except OSError as exc:
-        raise SparseCSEError(f"Cannot write {option} {out}: files cannot be created in {ancestor} "
-                             f"({exc.strerror or exc}).") from None
-    return out
-
-
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -193,10 +113,6 @@ def _umask() -> int:
 def _normal_mode(path: Path, directory: bool) -> None:
     """mkstemp/mkdtemp create 0600/0700; give the output what a plain open()/mkdir() would."""
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
-
-
-def _temp_prefix(out: Path) -> str:
-    return f".{out.name}.{os.getpid()}."  # the pid lets a later run tell a dead run's leftovers
 
 
 def clean_stale_temporaries(out: Path) -> list[Path]:
@@ -280,7 +196,7 @@ def atomic_dir(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Path
     with _writer_lock(out):
         refuse_existing(out, overwrite)  # again, under the lock: another writer may have finished meanwhile
         clean_stale_temporaries(out)
-        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(out), suffix=".tmp", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(out), suffix=".tmp", dir=out.parent))
         try:
             yield tmp
             _normal_tree_modes(tmp)
@@ -314,7 +230,7 @@ def atomic_file(out: str | os.PathLike, overwrite: bool = False) -> Iterator[Pat
     with _writer_lock(out, wait=overwrite):
         refuse_existing(out, overwrite)
         clean_stale_temporaries(out)
-        fd, name = tempfile.mkstemp(prefix=_temp_prefix(out), suffix=".tmp", dir=out.parent)
+        fd, name = tempfile.mkstemp(prefix=temp_prefix(out), suffix=".tmp", dir=out.parent)
         os.close(fd)
         tmp = Path(name)
         try:
@@ -350,14 +266,15 @@ def dumps_json(obj: Any, **kwargs: Any) -> str:
 
 
 def write_json(path: str | os.PathLike, obj: Any, overwrite: bool = True) -> None:
+    """Write ``obj`` as indented JSON to ``path``, atomically.
+
+    Args:
+        path: the file.
+        obj: JSON-ready data.
+        overwrite: whether an existing file may be replaced.
+    """
     with atomic_file(path, overwrite=overwrite) as tmp:
         tmp.write_text(dumps_json(obj, indent=2, sort_keys=False) + "\n")
-
-
-def sidecar_path(path: str | os.PathLike) -> Path:
-    """The human-readable JSON manifest that travels beside a tensor file."""
-    p = Path(path)
-    return p.with_suffix(".json") if p.suffix == ".safetensors" else p.with_name(p.name + ".json")
 
 
 def save_tensors(

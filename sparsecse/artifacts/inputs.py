@@ -1,6 +1,6 @@
 """Every path a command reads, spelled out for the one check that its ``--out`` is none of them.
 
-:func:`sparsecse.artifacts.files.check_destination` compares ``--out`` with each path after resolving
+:func:`sparsecse.artifacts.destinations.check_destination` compares ``--out`` with each path after resolving
 symlinks; this module turns what the user typed into those paths:
 
 - a model value (``--model``, ``--init``, a teacher, left out or a short name included) -> the local
@@ -8,7 +8,10 @@ symlinks; this module turns what the user typed into those paths:
   (:func:`~sparsecse.artifacts.model_names.local_model_dir`);
 - a mask -> the mask file, its JSON manifest and the model directory the manifest records;
 - a score file -> the file and its JSON manifest;
-- any other file (corpus, calibration corpus, result file) or directory (data) -> itself.
+- any other file (corpus, calibration corpus, result file, recipe, dev and test sets) or directory (data,
+  local mteb task) -> itself;
+- always: the model store (where ``sparsecse models install`` unpacks models; a new output may go inside
+  it, never over an installed model) and the folders of ``$SPARSECSE_MODELS`` (never over one of them).
 
 Example::
 
@@ -23,12 +26,15 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sparsecse.artifacts.files import MANIFEST_KEY
-from sparsecse.artifacts.model_names import local_model_dir
+from sparsecse.artifacts.model_names import MODELS_ENV, local_model_dir
+from sparsecse.artifacts.model_store import cache_root
 
 # the keyword arguments of read_inputs that name models, and what the message calls each
-MODEL_KINDS = {"model": "model", "init": "initial checkpoint", "teacher": "teacher", "scored_model": "scored model"}
+MODEL_KINDS = {"model": "model", "init": "initial checkpoint", "teacher": "teacher", "scored_model": "scored model",
+               "compare_with": "comparison model"}
 FILE_KINDS = {"corpus": "corpus", "calibration": "calibration corpus", "results": "result file",
-              "data_dir": "data directory", "scores": "score file", "mask": "mask"}
+              "data_dir": "data directory", "scores": "score file", "mask": "mask", "dev": "dev set",
+              "test": "test set", "recipe": "recipe", "mteb": "local mteb task"}
 
 
 def _sidecar(path: str) -> str:
@@ -76,15 +82,23 @@ def model_inputs(values: Iterable, explicit_default: bool = True) -> list[str]:
     return found
 
 
+def model_folders() -> list[str]:
+    """The folders ``$SPARSECSE_MODELS`` lists (local copies of models, found by name)."""
+    return [p for p in os.environ.get(MODELS_ENV, "").split(os.pathsep) if p.strip()]
+
+
 def read_inputs(**named) -> dict[str, list[str]]:
     """{what it is: [paths]} for every path a command reads; see the module's docstring.
 
-    Keywords: ``model``, ``init``, ``teacher``, ``scored_model`` (model values; ``model=None`` is the
-    default model; pass ``default_model=False`` where a left-out ``--model`` means another model, as for
-    ``shrink --mask``), ``mask`` and ``scores`` (file plus manifest, and the model a mask records),
-    ``corpus``, ``calibration``, ``results``, ``data_dir``; any other keyword is a plain path."""
+    Keywords: ``model``, ``init``, ``teacher``, ``scored_model``, ``compare_with`` (model values;
+    ``model=None`` is the default model; pass ``default_model=False`` where a left-out ``--model`` means
+    another model, as for ``shrink --mask``), ``mask`` and ``scores`` (file plus manifest, and the model a
+    mask records), ``corpus``, ``calibration``, ``results``, ``data_dir``, ``dev`` and ``test`` (a pairs
+    file; a task name names no path), ``recipe``, ``mteb`` (local task directories); any other keyword is a
+    plain path. The model store and the ``$SPARSECSE_MODELS`` folders are always among the inputs."""
     default_model = named.pop("default_model", True)
-    inputs: dict[str, list[str]] = {}
+    inputs: dict[str, list[str]] = {"model store": [str(cache_root() / "models")],
+                                    "model folder": model_folders()}
 
     def add(name: str, paths: Iterable) -> None:
         paths = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike)) and str(p) != ""]
@@ -103,4 +117,4 @@ def read_inputs(**named) -> dict[str, list[str]]:
                     add("mask's model", model_inputs([recorded_model(path)], explicit_default=False))
         else:
             add(FILE_KINDS.get(key, key.replace("_", " ")), _as_list(value))
-    return inputs
+    return {name: paths for name, paths in inputs.items() if paths}

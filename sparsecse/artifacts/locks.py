@@ -49,18 +49,24 @@ def _slurm_job_alive(job: str) -> bool:
 
 
 class FileLock:
+    """A lock file that one process holds at a time (its holder's host, process and SLURM job recorded in it); a
+    holder that died leaves a stale lock, which is taken over."""
+
     def __init__(self, path: str | os.PathLike, stale_after: float = STALE_AFTER_S):
         self.path = Path(path)
         self.stale_after = stale_after
         self.held = False
 
     def holder(self) -> dict[str, Any] | None:
+        """What the lock file records of its holder, or None if it cannot be read."""
         try:
             return json.loads(self.path.read_text())
         except (OSError, ValueError):
             return None
 
     def is_stale(self) -> bool:
+        """Whether the lock's holder is gone: its SLURM job ended, its process on this host died, or (held from
+        another host) it is older than ``stale_after``; an unreadable lock a minute old too."""
         info = self.holder()
         if not isinstance(info, dict):
             try:  # half-written by a process that died; give a live writer a moment

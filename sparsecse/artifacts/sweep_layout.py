@@ -40,6 +40,7 @@ class Variant(str, Enum):
 
 
 def read_sweep_state(out: Path) -> dict[str, Any]:
+    """The sweep file of the sweep directory ``out`` (one sentence if it cannot be read)."""
     try:
         state = json.loads((out / SWEEP_FILE).read_text())
         if not isinstance(state, dict) or not isinstance(state.get("runs", []), list):
@@ -51,6 +52,7 @@ def read_sweep_state(out: Path) -> dict[str, Any]:
 
 
 def read_point(path: Path) -> dict[str, Any] | None:
+    """A sweep point's result file, or None where the point has not finished (one sentence if it is corrupt)."""
     if not path.is_file():
         return None
     try:

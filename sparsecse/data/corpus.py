@@ -10,6 +10,7 @@ from sparsecse.errors import SparseCSEError
 
 
 def check_corpus_file(path: str | os.PathLike) -> Path:
+    """``path`` as a Path once it is known to be a file (one sentence otherwise)."""
     path = Path(path)
     if not path.is_file():
         raise SparseCSEError(f"The corpus {path} does not exist or is not a file.")

@@ -22,6 +22,7 @@ from typing import Any
 from sparsecse.data.pairs_files import FORMATS, POSITIVES, SCORED, read_pairs_file
 from sparsecse.data.sts import (SICK_RANGE, SICK_SPLITS, STS_RANGE, STS_YEARS, STSB_SPLITS, Pair, read_sick,
                                 read_sts_benchmark, read_sts_year)
+from sparsecse.data.text import normalize_text
 from sparsecse.errors import SparseCSEError
 
 KNOWN_TASKS = (*STS_YEARS, "STSBenchmark", "SICKRelatedness")
@@ -64,14 +65,14 @@ class EvalData:
     @property
     def candidates(self) -> list[str]:
         """Every sentence a query of positive pairs is ranked against (the distinct positives, then the extras)."""
-        return list(dict.fromkeys([p for _, p in self.queries] + list(self.extra_candidates)))
+        return _distinct([p for _, p in self.queries] + list(self.extra_candidates))
 
     @property
     def sentences(self) -> list[str]:
         """The distinct sentences of the set, in file order (what is encoded and timed)."""
         if self.kind == SCORED:
             return list(dict.fromkeys(s for p in self.pairs for s in (p.s1, p.s2)))
-        return list(dict.fromkeys([q for q, _ in self.queries] + self.candidates))
+        return _distinct([q for q, _ in self.queries] + self.candidates)
 
     @property
     def size(self) -> int:
@@ -82,6 +83,14 @@ class EvalData:
         """What a manifest records of the set: its source, kind and size."""
         return {"name": self.name, "kind": self.kind, **self.source, "n": self.size,
                 **({"extra_candidates": len(self.extra_candidates)} if self.kind == POSITIVES else {})}
+
+
+def _distinct(sentences: list[str]) -> list[str]:
+    """The first of each group of sentences equal up to spaces (what the evaluation encodes as one)."""
+    first: dict[str, str] = {}
+    for sentence in sentences:
+        first.setdefault(normalize_text(sentence), sentence)
+    return list(first.values())
 
 
 def known_task(spec: str) -> str | None:

@@ -15,9 +15,12 @@ SentEval's files: a sentence holds no tab or line break). CSV has a header row a
 (RFC 4180, what spreadsheets and pandas write). JSONL has one JSON object a line, keyed by the column
 names. Other columns are ignored. Files are UTF-8 (a byte-order mark is dropped).
 
-Refused in one sentence naming the file (and line): another suffix, bad UTF-8, a NUL byte, a missing
-column, a row with another number of fields than the header, an empty sentence, a score that is not a
-finite number, no rows, fewer than two scored pairs or scores that are all equal (no correlation).
+Refused in one sentence naming the file (and line): another suffix, a path that is no regular file (a
+directory, a FIFO, a device: said as such), bad UTF-8, a NUL byte, a missing column, a column named twice
+(in a JSONL line too, by keys that differ only in case), a row with another number of fields than the
+header, a field over 131,072 characters (every format), an empty sentence, a positive equal to its query
+up to spaces, a score that is not a finite number, no rows, fewer than two scored pairs or scores that are
+all equal (no correlation). Sentences are compared as the evaluation encodes them: whitespace-normalised.
 
 Example::
 
@@ -42,7 +45,8 @@ from pathlib import Path
 from typing import Iterator
 
 from sparsecse.data.sts import Pair
-from sparsecse.data.text_files import json_lines, read_text
+from sparsecse.data.text import normalize_text
+from sparsecse.data.text_files import FIELD_LIMIT, json_lines, read_text, what_is
 from sparsecse.errors import SparseCSEError
 
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl"}
@@ -103,18 +107,39 @@ def _delimited_rows(path: Path, text: str, delimiter: str, quoting: int) -> Iter
             if len(row) != len(names):
                 raise SparseCSEError(f"{path}:{reader.line_num}: the row has {len(row)} fields but the header has "
                                      f"{len(names)}.")
+            if any(len(cell) > FIELD_LIMIT for cell in row):
+                raise _too_long(path, reader.line_num)
             yield reader.line_num, dict(zip(names, row))
     except csv.Error as exc:
+        if "field larger than field limit" in str(exc):
+            raise _too_long(path, reader.line_num) from None
         raise SparseCSEError(f"{path}:{reader.line_num}: the row is not valid {path.suffix[1:].upper()} "
                              f"({exc}).") from None
 
 
 def _jsonl_rows(path: Path, text: str) -> Iterator[tuple[int, dict]]:
-    """(line, {column: value}) per non-blank line of a JSONL text (keys lower-cased); the first yield
-    names the columns seen in the whole file."""
-    rows = [(lineno, {str(k).strip().lower(): v for k, v in obj.items()}) for lineno, obj in json_lines(path, text)]
+    """(line, {column: value}) per non-blank line of a JSONL text (keys lower-cased; two keys of a line that
+    differ only in case or spaces are refused, as a TSV/CSV header's are); the first yield names the columns
+    seen in the whole file."""
+    rows = []
+    for lineno, obj in json_lines(path, text):
+        row: dict = {}
+        for key, value in obj.items():
+            name = str(key).strip().lower()
+            if name in row:
+                raise SparseCSEError(f"{path}:{lineno}: the line names the column {name!r} twice (keys that differ "
+                                     "only in case or spaces are one column).")
+            row[name] = value
+            if isinstance(value, str) and len(value) > FIELD_LIMIT:
+                raise _too_long(path, lineno)
+        rows.append((lineno, row))
     yield 0, {name: None for _, row in rows for name in row}
     yield from rows
+
+
+def _too_long(path: Path, lineno: int) -> SparseCSEError:
+    return SparseCSEError(f"{path}:{lineno}: a field holds more than {FIELD_LIMIT:,} characters, the most a pairs "
+                          "file's field may hold.")
 
 
 def _rows(path: Path, fmt: str, text: str) -> Iterator[tuple[int, dict]]:
@@ -177,7 +202,7 @@ def read_pairs_file(path: str | os.PathLike) -> PairsFile:
     path = Path(path)
     fmt = pairs_format(path)
     if not path.is_file():
-        raise SparseCSEError(f"The pairs file {path} does not exist.")
+        raise SparseCSEError(f"The pairs file {path} {what_is(path)}.")
     text, raw = read_text(path, "pairs file")
     rows = _rows(path, fmt, text)
     _, columns = next(rows)
@@ -199,9 +224,9 @@ def read_pairs_file(path: str | os.PathLike) -> PairsFile:
         query, positive = (_sentence(path, lineno, row, c, required=False) for c in POSITIVE_COLUMNS)
         if candidate is None or query is not None or positive is not None:  # not a candidate-only row
             query, positive = (_sentence(path, lineno, row, c) for c in POSITIVE_COLUMNS)
-            if query == positive:
-                raise SparseCSEError(f"{path}:{lineno}: the positive is the query itself, so there is nothing to "
-                                     "rank.")
+            if normalize_text(query) == normalize_text(positive):
+                raise SparseCSEError(f"{path}:{lineno}: the positive is the query itself (up to spaces), so there is "
+                                     "nothing to rank.")
             positives.append((query, positive))
         if candidate is not None:
             candidates.append(candidate)

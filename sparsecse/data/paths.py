@@ -12,6 +12,7 @@ ENV_VAR = "SPARSECSE_DATA"
 
 
 def user_cache_dir() -> Path:
+    """Where downloaded SentEval data is kept by default (``$XDG_CACHE_HOME/sparsecse/senteval``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "sparsecse" / "senteval"
 

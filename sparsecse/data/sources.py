@@ -18,6 +18,7 @@ from sparsecse.data.transfer import BINARY_TASKS, MRPC_FILES, SST2_SPLITS, TREC_
 
 @dataclass(frozen=True)
 class DataArchive:
+    """A downloadable data archive: its name, mirrors, sha256 and the files its extracted directory must hold."""
     name: str  # the archive's file name
     urls: tuple[str, ...]
     sha256: str | None  # None: not recorded yet; the download then checks the layout only and says so

@@ -37,6 +37,7 @@ STS_YEARS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 @dataclass(frozen=True)
 class Pair:
+    """One STS sentence pair and its gold similarity score."""
     s1: str
     s2: str
     score: float

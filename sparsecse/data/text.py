@@ -9,6 +9,16 @@ from typing import Any, Callable
 from sparsecse.errors import SparseCSEError
 
 
+def normalize_text(sentence: str) -> str:
+    """SentEval splits every sentence on whitespace and the batcher joins the tokens with one space; every
+    comparison of sentences (identity checks, distinct candidates) uses this form too.
+
+    >>> normalize_text("  a  cat\tsits ")
+    'a cat sits'
+    """
+    return " ".join(sentence.split())
+
+
 def read_lines(path: str | os.PathLike) -> list[str]:
     """The lines of a text file without their line endings.
 
@@ -31,6 +41,17 @@ def read_lines(path: str | os.PathLike) -> list[str]:
 
 
 def parse_number(text: str, path: str | os.PathLike, lineno: int, what: str = "gold score") -> float:
+    """``text`` as a number (one sentence naming the file and line otherwise).
+
+    Args:
+        text: the field.
+        path: the file it came from.
+        lineno: its line.
+        what: what the field is, for the refusal.
+
+    Returns:
+        The number.
+    """
     try:
         return float(text)
     except ValueError:

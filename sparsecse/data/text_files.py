@@ -12,9 +12,36 @@ as one object per non-blank line. The pairs files (:mod:`sparsecse.data.pairs_fi
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 from sparsecse.errors import SparseCSEError
+
+
+FIELD_LIMIT = 131_072  # the most characters one field of a user's file may hold (csv's own default limit)
+
+
+def what_is(path: str | os.PathLike) -> str:
+    """What ``path`` is when it is not a regular file, as the end of a sentence ("is a directory", "does not
+    exist", ...); "is a file" for a regular file.
+
+    >>> what_is("/")
+    'is a directory, not a file'
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "is a symbolic link to nothing" if os.path.islink(path) else "does not exist"
+    except OSError as exc:
+        return f"cannot be looked at ({exc.strerror or exc})"
+    for test, what in ((stat.S_ISREG, "is a file"), (stat.S_ISDIR, "is a directory, not a file"),
+                       (stat.S_ISFIFO, "is a named pipe (FIFO), not a file"),
+                       (stat.S_ISCHR, "is a character device, not a file"),
+                       (stat.S_ISBLK, "is a block device, not a file"), (stat.S_ISSOCK, "is a socket, not a file")):
+        if test(mode):
+            return what
+    return "is not a regular file"
 
 
 def read_text(path: Path, what: str) -> tuple[str, bytes]:

@@ -28,12 +28,14 @@ MRPC_FILES = {"train": "msr_paraphrase_train.txt", "test": "msr_paraphrase_test.
 
 @dataclass(frozen=True)
 class Example:
+    """One labelled sentence of a SentEval classification task."""
     text: str
     label: int
 
 
 @dataclass(frozen=True)
 class PairExample:
+    """One labelled sentence pair of a SentEval pair task (MRPC)."""
     s1: str
     s2: str
     label: int

@@ -21,6 +21,16 @@ POSITIVE_THRESHOLD = 4.0
 
 
 def alignment_uniformity(pairs: Sequence[Pair], embed: Embed, threshold: float = POSITIVE_THRESHOLD) -> dict:
+    """Alignment of the positive STS-B pairs and uniformity of all sentences (Wang & Isola 2020).
+
+    Args:
+        pairs: STS-B pairs; those above ``threshold`` are positives.
+        embed: sentences -> normalised embeddings.
+        threshold: the gold score above which a pair is a positive.
+
+    Returns:
+        ``alignment`` and ``uniformity``.
+    """
     positives = [p for p in pairs if p.score > threshold]
     if not positives:
         raise SparseCSEError(f"No STS-B pair has a gold score above {threshold}; alignment needs positive pairs.")

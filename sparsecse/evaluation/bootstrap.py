@@ -38,6 +38,15 @@ class TaskPairs:
 
     @classmethod
     def of(cls, gold: Sequence[float], subsets: Sequence[int] | None = None) -> TaskPairs:
+        """The pairs of one task from its gold scores and its subsets' sizes (one subset by default).
+
+        Args:
+            gold: the gold scores, subset after subset.
+            subsets: the sizes of the subsets (each at least 2).
+
+        Returns:
+            The task's pairs.
+        """
         gold = np.asarray(gold, dtype=np.float64)
         sizes = tuple(int(n) for n in (subsets or (len(gold),)))
         if sum(sizes) != len(gold):

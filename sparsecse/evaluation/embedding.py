@@ -7,10 +7,7 @@ from typing import Iterable
 
 import numpy as np
 
-
-def normalize_text(sentence: str) -> str:
-    """SentEval splits every sentence on whitespace and the batcher joins the tokens with one space."""
-    return " ".join(sentence.split())
+from sparsecse.data.text import normalize_text  # noqa: F401 (evaluation modules import it from here)
 
 
 class EmbeddingTable:
@@ -35,6 +32,12 @@ class EmbeddingTable:
         return len(self._rows)
 
     def add(self, sentences: Iterable[str], desc: str = "encoding") -> None:
+        """Encode the sentences not in the table yet (normalised, each once) and add their rows.
+
+        Args:
+            sentences: the sentences.
+            desc: the progress bar's label.
+        """
         new = [s for s in dict.fromkeys(map(normalize_text, sentences)) if s not in self._rows]
         if not new:
             return

@@ -157,7 +157,8 @@ class EvalSet:
             batch_size: sentences per encoding batch.
 
         Returns:
-            A dict with ``name``, ``kind``, ``metric``, ``score``, ``ci`` (``[lo, hi]``), ``n``, ``replicates``,
+            A dict with ``name``, ``kind``, ``metric``, ``score``, ``ci`` (``[lo, hi]``; None, with ``ci_note``
+            "too few pairs for an interval", where a resample cannot be scored), ``n``, ``replicates``,
             ``seed``, ``level``, ``set`` (what :meth:`describe` gives) and ``items`` (the per-item values); scored
             pairs add ``spearman``, ``pearson`` and ``skipped``, positive pairs ``recall@1`` and ``mrr@10`` (x 100)
             with their intervals ``recall@1_ci`` and ``mrr@10_ci``, and ``candidates``.
@@ -173,17 +174,29 @@ class EvalSet:
         if self.kind == SCORED:
             reps = replicate_scores([items["similarity"]], TaskPairs.of(items["gold"]), replicates, seed,
                                     self.name)[0]
-            result.update(ci=interval(reps, level), spearman=result["score"],
+            result.update(ci=defined_interval(reps, level), spearman=result["score"],
                           pearson=pearson100(items["similarity"], items["gold"]), skipped=self.data.skipped)
         else:
             rr, hit = reciprocal_ranks(items["rank"]), (items["rank"] == 1).astype(np.float64)
             reps = 100 * resample_means([rr, hit], replicates, seed, self.name)
-            result["ci"] = interval(reps[0], level)
+            result["ci"] = defined_interval(reps[0], level)
             result.update({"mrr@10": result["score"], "mrr@10_ci": result["ci"], "recall@1": float(100 * hit.mean()),
-                           "recall@1_ci": interval(reps[1], level)})
+                           "recall@1_ci": defined_interval(reps[1], level)})
             result["candidates"] = len(self.data.candidates)
+        if result["ci"] is None:
+            result["ci_note"] = TOO_FEW
         result["items"] = {k: v.tolist() for k, v in items.items()}
         return result
+
+
+TOO_FEW = "too few pairs for an interval"  # what stands for an interval some resamples cannot score
+
+
+def defined_interval(replicates: np.ndarray, level: float = LEVEL) -> list[float] | None:
+    """The percentile interval of ``replicates``, or None when a resample has no score (a Spearman of tied
+    values: a set of a few pairs, or of few distinct scores), i.e. the set is too small for an interval."""
+    values = np.asarray(replicates, dtype=np.float64)
+    return interval(values, level) if np.isfinite(values).all() else None
 
 
 def load_eval_set(spec: str | os.PathLike | EvalSet, split: str = "dev", data_dir: str | os.PathLike | None = None,

@@ -106,10 +106,20 @@ def resolve_mteb_tasks(tasks) -> list:
                     resolved.append(mteb.get_task(str(item)))
                 except KeyError:
                     raise _unknown(str(item), mteb) from None
-    unique = {}
+    unique: dict[str, Any] = {}
     for task in resolved:
-        unique.setdefault(task.metadata.name, task)
+        name, earlier = task.metadata.name, unique.get(task.metadata.name)
+        paths = [str(t.metadata.dataset.get("path", "")) for t in (task, earlier)] if earlier is not None else []
+        if paths and paths[0] != paths[1] and any(is_local_task(p) for p in paths):
+            raise SparseCSEError(f"Two mteb tasks of --mteb are named {name!r} ({_where(earlier)} and "
+                                 f"{_where(task)}); give each local task its own name in its task.json.")
+        unique.setdefault(name, task)
     return list(unique.values())
+
+
+def _where(task) -> str:
+    path = str(task.metadata.dataset.get("path", ""))
+    return path if is_local_task(path) else "mteb's task"
 
 
 def _offline() -> bool:
@@ -190,8 +200,7 @@ def evaluate_mteb(model=None, mask=None, config: MtebConfig | None = None) -> di
     """
     start = time.perf_counter()
     c = stage_config(MtebConfig, config, "evaluate_mteb()'s config")
-    tasks = resolve_mteb_tasks(c.tasks)
-    load_task_data(tasks)
+    tasks = prepare_mteb(c.tasks, c.prompts)
     if mask is not None and model is None:
         model = model_for_mask(mask)
     encoder = model if is_encoder(model) else load_encoder(model, pooling=c.pooling, device=c.device)
@@ -296,18 +305,35 @@ def mteb_results_dir(out: str | os.PathLike) -> Path:
     return out.with_name(f"{out.stem}_mteb")
 
 
-def prepare_mteb(tasks) -> list:
-    """The mteb tasks of ``--mteb``, resolved and their data read, so that every refusal comes before any work.
+def prepare_mteb(tasks, prompts: dict | None = None) -> list:
+    """The mteb tasks of ``--mteb``, resolved and their data read, and the prompts checked against them, so that
+    every refusal comes before any work.
 
     Args:
         tasks: the ``--mteb`` value (names, benchmarks and local task directories, comma-separated).
+        prompts: ``--mteb-prompt``'s {name: text} (:func:`parse_prompts`); each name must apply to a task.
 
     Returns:
         The task objects, data loaded (pass them as :class:`MtebConfig` ``tasks``).
     """
     resolved = resolve_mteb_tasks(tasks)
+    check_prompt_names(prompts or {}, resolved)
     load_task_data(resolved)
     return resolved
+
+
+ROLES = ("query", "document")
+
+
+def check_prompt_names(prompts: dict, tasks: list) -> None:
+    """Every ``--mteb-prompt`` name is a role, or the type or name of a task that runs, alone or joined to a role
+    by '-' (what mteb's prompt lookup can pick); one sentence listing the valid names otherwise."""
+    bases = list(dict.fromkeys([t.metadata.type for t in tasks] + [t.metadata.name for t in tasks]))
+    valid = [*ROLES, *bases, *(f"{b}-{r}" for b in bases for r in ROLES)]
+    unknown = [name for name in prompts if name not in valid]
+    if unknown:
+        raise SparseCSEError(f"--mteb-prompt {unknown[0]!r} names no role, task type or task of this run, so it "
+                             f"would never be used; the names are {', '.join(valid)}.")
 
 
 def local_directories(tasks: list) -> list[str]:

@@ -50,6 +50,7 @@ class EvaluationResult(Mapping):
     eval_sets: dict | None = None  # {"dev"/"test": EvalSet.evaluate's dict} for the user's sets
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data, in the results file's key order (unset optional parts left out)."""
         return {key: getattr(self, key) for key in ORDER if key not in OPTIONAL or getattr(self, key) is not None}
 
     def __getitem__(self, key: str) -> Any:

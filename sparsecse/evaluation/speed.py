@@ -4,6 +4,9 @@ Speed figures from different runs or machines are not comparable, so sparsecse o
 measured in one run. Every model encodes every batch-sized chunk of the sentences ``repeats`` times in
 rotating order, and a model's time is the sum over chunks of its best time per chunk: background load
 hits every model alike, and the per-chunk minimum discards the chunks it disturbed.
+:func:`interleaved_rounds` keeps every round's times instead, so a target's timing
+(:mod:`sparsecse.targets.timing`) can give each figure its spread over the rounds; it reads the clock through
+:func:`clock`.
 
     >>> times = interleaved_best_times({"dense": dense, "small": small}, sentences, 128, 3)  # doctest: +SKIP
     >>> sum(times[0]["dense"]) / sum(times[0]["small"])  # the small model's speed-up  # doctest: +SKIP
@@ -11,6 +14,7 @@ hits every model alike, and the per-chunk minimum discards the chunks it disturb
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 
@@ -74,3 +78,59 @@ def speedups(models: dict, reference: str, data_dir=None, batch_size: int = 128,
     wall, _ = interleaved_best_times(models, unique, batch_size, repeats, show_progress)
     total = {key: float(sum(times)) for key, times in wall.items()}
     return {key: {"seconds": round(t, 4), "speedup": round(total[reference] / t, 4)} for key, t in total.items()}
+
+
+def clock(encoder, sentences: list[str], batch_size: int) -> float:
+    """Wall seconds ``encoder`` takes to embed ``sentences`` at ``batch_size`` (the encoder waits for its device:
+    its embeddings come back to the host). Timings call it through this module, so a test can replace it."""
+    start = time.perf_counter()
+    encoder.encode(sentences, batch_size=batch_size)
+    return time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None):
+    """torch's intra-op threads set to ``threads`` inside the block (None: left as they are), restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads is not None and threads != before:
+        torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+def interleaved_rounds(models: dict, requests: list[list[str]], batch_size: int, rounds: int,
+                       show_progress: bool = False) -> dict[str, np.ndarray]:
+    """{model: seconds, an array rounds x requests}: in every round each model embeds every request, the models
+    taking turns request by request in an order that rotates, so a disturbance hits them alike (one warm-up
+    request each first).
+
+    Args:
+        models: name to encoder.
+        requests: the sentence lists timed, each one call of ``encode``.
+        batch_size: the encode batch size.
+        rounds: how many times every request is timed per model.
+        show_progress: a progress bar on stderr.
+
+    Returns:
+        The seconds of every (round, request) per model.
+    """
+    from tqdm.auto import tqdm
+
+    order = list(models)
+    for key in order:
+        clock(models[key], requests[0], batch_size)
+    seconds = {key: np.zeros((rounds, len(requests))) for key in order}
+    with tqdm(total=rounds * len(requests) * len(order), desc="timing", unit="request", file=sys.stderr,
+              disable=not show_progress) as bar:
+        for r in range(rounds):
+            for c, request in enumerate(requests):
+                shift = (r + c) % len(order)
+                for key in order[shift:] + order[:shift]:
+                    seconds[key][r, c] = clock(models[key], request, batch_size)
+                    bar.update()
+    return seconds

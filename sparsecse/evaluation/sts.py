@@ -38,6 +38,7 @@ def load_sts_task(data_dir: str | os.PathLike | None, task: str, split: str = "t
 
 
 def sentences_of(subsets: Mapping[str, list[Pair]]) -> list[str]:
+    """Every sentence of the pairs of ``subsets``, in order (with repeats)."""
     return [s for pairs in subsets.values() for p in pairs for s in (p.s1, p.s2)]
 
 
@@ -49,10 +50,28 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def spearman100(predicted: Sequence[float], gold: Sequence[float]) -> float:
+    """Spearman's correlation times 100.
+
+    Args:
+        predicted: the predicted similarities.
+        gold: the gold scores.
+
+    Returns:
+        The correlation in [-100, 100].
+    """
     return float(spearmanr(predicted, gold)[0] * 100)
 
 
 def pearson100(predicted: Sequence[float], gold: Sequence[float]) -> float:
+    """Pearson's correlation times 100.
+
+    Args:
+        predicted: the predicted similarities.
+        gold: the gold scores.
+
+    Returns:
+        The correlation in [-100, 100].
+    """
     return float(pearsonr(predicted, gold)[0] * 100)
 
 

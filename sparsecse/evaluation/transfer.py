@@ -74,6 +74,7 @@ def _texts_labels(examples) -> tuple[list[str], np.ndarray]:
 
 
 def transfer_sentences(data: dict) -> list[str]:
+    """Every sentence of a transfer task's splits (both sides of a pair task)."""
     out: list[str] = []
     for texts, _labels in data.values():
         if isinstance(texts, tuple):
@@ -117,6 +118,7 @@ def stratified_folds(labels: np.ndarray, k: int, seed: int) -> list[tuple[np.nda
 
 
 def fit_logreg(x: np.ndarray, y: np.ndarray, c: float, seed: int):
+    """scikit-learn's logistic regression (inverse strength ``c``, random state ``seed``) fitted on ``x``, ``y``."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
@@ -127,6 +129,7 @@ def fit_logreg(x: np.ndarray, y: np.ndarray, c: float, seed: int):
 
 
 def accuracy(clf, x: np.ndarray, y: np.ndarray) -> float:
+    """Accuracy (percent) of the fitted classifier ``clf`` on ``x``, ``y``."""
     return float((clf.predict(x) == y).mean() * 100)
 
 
@@ -139,6 +142,7 @@ class SklearnLogReg:
         self.seed = seed
 
     def grid(self, scheme: str) -> tuple[float, ...]:
+        """The C values tried: the k-fold grid or the train/dev grid (``scheme``)."""
         return KFOLD_C_GRID if scheme == "kfold" else C_GRID
 
     def dev_scores(self, grid, x, y, splits) -> np.ndarray:
@@ -175,6 +179,7 @@ class LinearModel:
         self.weight, self.bias = weight, bias
 
     def predict(self, x: np.ndarray) -> np.ndarray:
+        """The predicted class of each row of ``x``."""
         return (np.asarray(x, dtype=np.float32) @ self.weight + self.bias).argmax(-1)
 
 
@@ -193,9 +198,11 @@ class SentEvalLogReg:
         self.seed, self.settings = seed, settings
 
     def grid(self, scheme: str) -> tuple[float, ...]:
+        """The L2 penalties tried (SentEval's grid, whatever the scheme)."""
         return L2_GRID
 
     def dev_scores(self, grid, x, y, splits) -> np.ndarray:
+        """Dev accuracy (percent) of every ``grid`` value on every (train, dev) split, [splits, grid]."""
         _w, _b, best = self.train(x, y, [(tr, va) for tr, va in splits], [list(grid)] * len(splits))
         return 100 * best
 
@@ -361,6 +368,9 @@ def nested_cv_accuracy(x: np.ndarray, y: np.ndarray, k: int, seed: int, grid: Se
 @single_threaded_blas
 def cv_then_test(x_train, y_train, x_test, y_test, k: int, seed: int, grid: Sequence[float] | None = None,
                  classifier=None) -> dict:
+    """C chosen by k-fold cross-validation on the training split, then fitted on all of it and scored on test;
+    ``acc``, ``dev_acc``, ``C``, the split sizes, the predictions and which were right.
+    """
     classifier = classifier or SklearnLogReg(seed)
     c, dev = cv_best_c(x_train, y_train, k, seed, grid, classifier, "kfold")
     clf = classifier.fit(x_train, y_train, [(c, np.arange(len(y_train)), None)])[0]
@@ -373,6 +383,9 @@ def cv_then_test(x_train, y_train, x_test, y_test, k: int, seed: int, grid: Sequ
 @single_threaded_blas
 def dev_then_test(x_train, y_train, x_dev, y_dev, x_test, y_test, seed: int, grid: Sequence[float] | None = None,
                   classifier=None) -> dict:
+    """C chosen on the dev split, then scored on the test split; ``acc``, ``dev_acc``, ``C``, the split sizes,
+    the predictions and which were right.
+    """
     classifier = classifier or SklearnLogReg(seed)
     grid = grid or classifier.grid("split")
     x, y = np.concatenate([x_train, x_dev]), np.concatenate([y_train, y_dev])
@@ -391,6 +404,7 @@ def _right(predictions: np.ndarray, gold: np.ndarray) -> list[int]:
 
 
 def f1_binary(predicted: np.ndarray, gold: np.ndarray) -> float:
+    """F1 (percent) of the positive class of ``predicted`` against ``gold`` (0 where neither has one)."""
     tp = float(((predicted == 1) & (gold == 1)).sum())
     denom = float((predicted == 1).sum() + (gold == 1).sum())
     return 200 * tp / denom if denom else 0.0

@@ -27,11 +27,13 @@ from sparsecse.artifacts.model_dir import write_model_config
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.sts import cosine_rows
+from sparsecse.exporting import onnx_export, openvino_export  # noqa: F401 (they provide the built-in writers)
 from sparsecse.exporting.calibration import calibration_sample
 from sparsecse.exporting.config import ExportConfig
 from sparsecse.exporting.result import ExportResult
 from sparsecse.exporting.source import base_architecture_config, load_source
 from sparsecse.modeling.st_dense import write_sentence_transformers_config
+from sparsecse.serving import loading  # noqa: F401 (the built-in formats' loaders, for the check against torch)
 from sparsecse.serving.graph import CHECK_SENTENCES
 from sparsecse.stage_config import stage_config
 

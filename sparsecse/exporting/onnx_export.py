@@ -102,3 +102,6 @@ def write_onnx(encoder: SentenceEncoder, directory: Path, normalize: bool, confi
         params["quantization"] = "dynamic"
     return WrittenGraphs(kinds, settings={"inputs": names, "outputs": list(OUTPUTS), "opset": config.opset},
                          params=params)
+
+
+ONNX.provide(writer=write_onnx)

@@ -52,3 +52,6 @@ def write_openvino(encoder: SentenceEncoder, directory: Path, normalize: bool, c
         kinds.append("int8_static")
         params.update(quantization="nncf_static", nncf={"model_type": "transformer", "subset_size": len(calibration)})
     return WrittenGraphs(kinds, settings={"inputs": names, "outputs": list(OUTPUTS)}, params=params)
+
+
+OPENVINO.provide(writer=write_openvino)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from sparsecse.artifacts.exported_model import exported_format
-from sparsecse.artifacts.files import check_destination
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.serving.graph import CHECK_SENTENCES

@@ -1,10 +1,13 @@
 """Where each architecture keeps its attention heads, key/value heads and FFN neurons: one adapter per family.
 
 An :class:`ArchitectureAdapter` describes a family once, by a :class:`UnitLayout` (module paths inside a
-layer) and a few facts (grouped key/value heads, gated FFN); everything else reads that description:
+layer), a :class:`FamilyCost` (what its units are made of: grouped key/value heads, gated FFN) and whether
+a query may see no key (what a converted graph's attention must handle); everything else reads that
+description:
 
 - the gates (:mod:`sparsecse.scoring.gates`), scoring, reconstruction and FLOPs counts reach a layer's
-  projections through :func:`layer_parts`;
+  projections through :func:`layer_parts`; the FLOPs and parameter counts (:mod:`sparsecse.modeling.flops`)
+  and the budgets (:mod:`sparsecse.pruning.budget`) cost its units by its :class:`FamilyCost`;
 - the one shrinking routine (:mod:`sparsecse.shrinking.surgery`) computes from it the channels to remove
   and hands them to torch-pruning's channel pruners;
 - the one modeling file (:mod:`sparsecse.modeling.modeling_sparsecse`) builds the layers of a shrunk
@@ -77,6 +80,32 @@ class UnitLayout:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
+@dataclass(frozen=True)
+class FamilyCost:
+    """What a family's heads and FFN neurons are made of, which its FLOPs and parameter counts follow
+    (:mod:`sparsecse.modeling.flops` and :mod:`sparsecse.pruning.budget` read it; neither knows a family).
+
+    Biases and norms are not stated here: a family's config may switch them (ModernBERT's
+    ``attention_bias``/``norm_bias``, Qwen3's ``attention_bias``), so the counts read them off each model's
+    modules (a projection's bias counts with its rows; norms and output biases are what no unit owns).
+
+    Args:
+        grouped_kv: key/value heads may serve several query heads (``num_key_value_heads``): a key/value head
+            (its k and v rows) is a unit of its own, paid once while any query head of its group stays;
+            without it each head holds its own key and value rows.
+        gated_ffn: GeGLU / SwiGLU: a neuron spans three matrices (its gate row, value row and output
+            column), not two (input row, output column).
+    """
+
+    grouped_kv: bool = False
+    gated_ffn: bool = False
+
+    @property
+    def ffn_matrices(self) -> int:
+        """How many matrices one FFN neuron has a row or column in (3 in a gated FFN, else 2)."""
+        return 3 if self.gated_ffn else 2
+
+
 @dataclass
 class LayerParts:
     """The modules of one transformer layer that head and neuron pruning touch."""
@@ -98,14 +127,17 @@ class LayerParts:
     @property
     def num_heads(self) -> int:
         # the attention output projection reads heads * head_dim features in every architecture
+        """Its query heads (the attention output projection reads heads x head_dim features in every family)."""
         return self.attn_out.in_features // self.head_dim
 
     @property
     def ffn_size(self) -> int:
+        """Its FFN neurons (the output projection's input features)."""
         return self.ffn_out.in_features
 
     @property
     def num_kv_heads(self) -> int:
+        """Its key/value heads (one per query head without grouped key/value heads)."""
         return self.num_heads if self.kv_heads is None else self.kv_heads
 
 
@@ -121,16 +153,19 @@ class ArchitectureAdapter:
             :class:`~sparsecse.modeling.modeling_sparsecse.ShrunkLayersMixin` subclass of the base model whose
             ``config_class`` has ``model_type`` ``sparsecse-<base>``); a family without one is gated,
             scored and pruned but not shrunk.
-        grouped_kv: key/value heads may serve several query heads (``num_key_value_heads``).
-        gated_ffn: GeGLU / SwiGLU: each neuron is a gate row, a value row and an output column.
+        cost: what its units are made of (:class:`FamilyCost`).
+        query_may_see_no_key: a query position may see no key at all (a padding position left of a
+            left-padded sentence, or one outside a local attention window), so its attention row is fully
+            masked; a converter that turns such a row into NaN must trace the family's eager attention
+            (:func:`sparsecse.serving.openvino_convert.convert` does).
     """
 
     name: str
     model_types: tuple[str, ...]
     layout: UnitLayout
     shrunk_models: Mapping[str, type] = field(default_factory=dict)
-    grouped_kv: bool = False
-    gated_ffn: bool = False
+    cost: FamilyCost = FamilyCost()
+    query_may_see_no_key: bool = False
 
     @property
     def all_model_types(self) -> tuple[str, ...]:
@@ -150,7 +185,7 @@ class ArchitectureAdapter:
         key, value = (query, query) if lay.fused_qkv else (resolve(layer, p) for p in lay.key_value)
         ffn = [resolve(layer, p) for p in lay.ffn_in]
         gate = ffn[1] if len(ffn) > 1 else (ffn[0] if lay.ffn_halves == 2 else None)
-        kv_heads = key.out_features // head_dim if self.grouped_kv else None
+        kv_heads = key.out_features // head_dim if self.cost.grouped_kv else None
         return LayerParts(query, key, value, resolve(layer, lay.attn_out), ffn[0], resolve(layer, lay.ffn_out),
                           head_dim, attention, kv_heads=kv_heads, ffn_gate=gate)
 

@@ -45,6 +45,7 @@ class ShrunkConfigMixin:
 
     @property
     def heads_per_layer(self) -> list[int]:
+        """How many heads each layer keeps."""
         return [len(row) for row in self.kept_heads]
 
     @property
@@ -62,6 +63,7 @@ class ShrunkConfigMixin:
 
 @strict
 class SparseCSEBertConfig(ShrunkConfigMixin, BertConfig):
+    """The config of a shrunk BERT model (``sparsecse-bert``)."""
     model_type = "sparsecse-bert"
     base_model_type = "bert"
     kept_heads: list[list[int]] | None = None
@@ -74,6 +76,7 @@ class SparseCSEBertConfig(ShrunkConfigMixin, BertConfig):
 
 @strict
 class SparseCSERobertaConfig(ShrunkConfigMixin, RobertaConfig):
+    """The config of a shrunk RoBERTa model (``sparsecse-roberta``)."""
     model_type = "sparsecse-roberta"
     base_model_type = "roberta"
     kept_heads: list[list[int]] | None = None
@@ -86,6 +89,7 @@ class SparseCSERobertaConfig(ShrunkConfigMixin, RobertaConfig):
 
 @strict
 class SparseCSEXLMRobertaConfig(ShrunkConfigMixin, XLMRobertaConfig):
+    """The config of a shrunk XLM-RoBERTa model (``sparsecse-xlm-roberta``)."""
     model_type = "sparsecse-xlm-roberta"
     base_model_type = "xlm-roberta"
     kept_heads: list[list[int]] | None = None
@@ -98,6 +102,7 @@ class SparseCSEXLMRobertaConfig(ShrunkConfigMixin, XLMRobertaConfig):
 
 @strict
 class SparseCSECamembertConfig(ShrunkConfigMixin, CamembertConfig):
+    """The config of a shrunk CamemBERT model (``sparsecse-camembert``)."""
     model_type = "sparsecse-camembert"
     base_model_type = "camembert"
     kept_heads: list[list[int]] | None = None
@@ -110,6 +115,7 @@ class SparseCSECamembertConfig(ShrunkConfigMixin, CamembertConfig):
 
 @strict
 class SparseCSEElectraConfig(ShrunkConfigMixin, ElectraConfig):
+    """The config of a shrunk ELECTRA model (``sparsecse-electra``)."""
     model_type = "sparsecse-electra"
     base_model_type = "electra"
     kept_heads: list[list[int]] | None = None

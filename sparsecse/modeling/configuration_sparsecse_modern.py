@@ -18,6 +18,7 @@ from .configuration_sparsecse import ShrunkConfigMixin
 
 @strict
 class SparseCSEModernBertConfig(ShrunkConfigMixin, ModernBertConfig):
+    """The config of a shrunk ModernBERT model (``sparsecse-modernbert``)."""
     model_type = "sparsecse-modernbert"
     base_model_type = "modernbert"
     kept_heads: list[list[int]] | None = None
@@ -30,6 +31,7 @@ class SparseCSEModernBertConfig(ShrunkConfigMixin, ModernBertConfig):
 
 @strict
 class SparseCSEQwen3Config(ShrunkConfigMixin, Qwen3Config):
+    """The config of a shrunk Qwen3 model (``sparsecse-qwen3``)."""
     model_type = "sparsecse-qwen3"
     base_model_type = "qwen3"
     kept_heads: list[list[int]] | None = None
@@ -42,6 +44,7 @@ class SparseCSEQwen3Config(ShrunkConfigMixin, Qwen3Config):
 
 @strict
 class SparseCSEGemma3TextConfig(ShrunkConfigMixin, Gemma3TextConfig):
+    """The config of a shrunk Gemma-3 text model (``sparsecse-gemma3_text``)."""
     model_type = "sparsecse-gemma3_text"
     base_model_type = "gemma3_text"
     kept_heads: list[list[int]] | None = None

@@ -67,6 +67,7 @@ def check_device(device: str | torch.device | None) -> torch.device | None:
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """The device asked for (checked), else CUDA where there is one, else the CPU."""
     if device is not None:
         return check_device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -102,6 +103,7 @@ def configured_pooling(model_dir: str) -> tuple[str | None, str | None]:
 
 
 def configured_max_length(model_dir: str) -> int | None:
+    """The maximum length a model directory configures (sparsecse's config, else sentence-transformers'), or None."""
     root = Path(model_dir)
     for cfg, key in ((read_model_config(root), "max_length"),
                      (_read_json(root / "sentence_bert_config.json"), "max_seq_length")):
@@ -198,10 +200,12 @@ class SentenceEncoder(nn.Module):
     # ------------------------------------------------------------------ properties
     @property
     def config(self):
+        """The backbone's transformers config."""
         return self.model.config
 
     @property
     def device(self) -> torch.device:
+        """The device its weights are on."""
         return next(self.model.parameters()).device
 
     @property
@@ -211,10 +215,20 @@ class SentenceEncoder(nn.Module):
 
     @property
     def hidden_size(self) -> int:
+        """The backbone's hidden size."""
         return int(self.model.config.hidden_size)
 
     # ------------------------------------------------------------------ forward
     def tokenize(self, sentences: Sequence[str], max_length: int | None = None) -> dict[str, torch.Tensor]:
+        """The padded, truncated batch of ``sentences`` as tensors on the encoder's device.
+
+        Args:
+            sentences: the sentences.
+            max_length: the truncation (default: the encoder's).
+
+        Returns:
+            The tokenizer's tensors.
+        """
         batch = self.tokenizer(
             list(sentences),
             padding=True,
@@ -229,6 +243,15 @@ class SentenceEncoder(nn.Module):
         return self.model(**features, return_dict=True)
 
     def pool(self, outputs, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The sentence vectors of a batch, by the encoder's pooling.
+
+        Args:
+            outputs: the backbone's outputs.
+            attention_mask: the batch's mask.
+
+        Returns:
+            [batch, hidden] sentence vectors.
+        """
         if self.pooling == "cls":
             return outputs.pooler_output
         hidden = outputs.last_hidden_state
@@ -240,6 +263,7 @@ class SentenceEncoder(nn.Module):
         return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1e-9)
 
     def forward(self, input_ids=None, attention_mask=None, **features) -> torch.Tensor:
+        """The sentence embeddings of a tokenized batch (pooled, then the dense layer where the model has one)."""
         if attention_mask is None:
             raise ValueError("attention_mask is required")
         outputs = self.transformer_outputs(input_ids=input_ids, attention_mask=attention_mask, **features)
@@ -369,4 +393,5 @@ def _first_line(exc: BaseException) -> str:
 
 
 def embeddings_to_numpy(x) -> np.ndarray:
+    """``x`` as a NumPy array (a tensor detached and moved to the CPU)."""
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)

@@ -8,13 +8,16 @@ under 1% of the total for BERT-like models.
 
 Per unit (d the model width, d_h the head size, n the sequence length), which is also the cost model
 of the budgeted pruning search (:mod:`sparsecse.pruning.budget`), so a mask's recorded cost and the counted
-cost of its shrunk model are the same numbers:
+cost of its shrunk model are the same numbers. What a unit is made of is its family's
+:class:`~sparsecse.modeling.adapters.FamilyCost` (no family is named here):
 
-- a head: 8·d·d_h (its Q, K, V rows and output-projection columns: 4·d·d_h multiply-adds) plus
-  4·n·d_h (its scores q·k and weighted sum of v: 2·n·d_h multiply-adds); 4·d·d_h + 3·d_h parameters;
-- an FFN neuron: 4·d (its input row and output column); 2·d + 1 parameters;
-- every layer also holds 6·d parameters that no unit owns (attention-output and FFN-output biases,
-  two LayerNorms) and that stay when all its units go;
+- a query head: 4·d·d_h (its Q rows and output-projection columns: 2·d·d_h multiply-adds) plus
+  4·n·d_h (its scores q·k and weighted sum of v: 2·n·d_h multiply-adds);
+- a key/value head: 4·d·d_h (its K and V rows), once per query head, or once per group of query heads
+  in a family with grouped key/value heads;
+- an FFN neuron: 4·d (its input row and output column), 6·d in a gated FFN (its gate and value rows);
+- parameters are read off the model's modules, biases included where it has them; what no unit owns
+  (output biases, norms: BERT's 6·d per layer) stays when all a layer's units go;
 - a layer removed whole costs nothing: its units and what no unit owns go with it.
 """
 
@@ -25,7 +28,7 @@ from pathlib import Path
 
 from torch import nn
 
-from sparsecse.modeling.adapters import layer_modules, layer_parts
+from sparsecse.modeling.adapters import get_adapter, layer_modules, layer_parts
 from sparsecse.modeling.adapters import model_shape, uniform_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 
@@ -47,65 +50,62 @@ def count_parameters(model, part: str = "all") -> int:
     raise ValueError(f"part must be 'all' or 'layers', not {part!r}")
 
 
-def head_flops(hidden: int, head_dim: int, seq_len: int = 128) -> int:
-    """FLOPs per token of one attention head (see the module docstring)."""
-    projections = 4 * hidden * head_dim  # Q, K, V, attention output
-    attention = 2 * seq_len * head_dim  # scores q.k and weighted sum of v
-    return 2 * (projections + attention)
-
-
-def neuron_flops(hidden: int) -> int:
-    """FLOPs per token of one FFN intermediate neuron."""
-    return 2 * 2 * hidden
-
-
-def head_params(hidden: int, head_dim: int) -> int:
-    """Parameters of one head: Q, K, V rows and biases, output-projection columns."""
-    return 4 * hidden * head_dim + 3 * head_dim
-
-
-def neuron_params(hidden: int) -> int:
-    """Parameters of one FFN neuron: input row and bias, output column."""
-    return 2 * hidden + 1
-
-
-def layer_fixed_params(hidden: int) -> int:
-    """Parameters of a layer that no head or neuron owns: two output biases and two LayerNorms."""
-    return 6 * hidden
-
-
 def query_head_flops(hidden: int, head_dim: int, seq_len: int = 128) -> int:
-    """FLOPs per token of one query head under grouped-query attention: its q_proj rows and o_proj
-    columns (2·d·d_h multiply-adds) plus scores and weighted sum (2·n·d_h)."""
+    """FLOPs per token of one query head: its q rows and output-projection columns (2·d·d_h multiply-adds)
+    plus scores and weighted sum (2·n·d_h).
+
+    Args:
+        hidden: the model width d.
+        head_dim: the head size d_h.
+        seq_len: the sequence length n.
+
+    Returns:
+        The FLOPs (2 per multiply-add).
+    """
     return 2 * (2 * hidden * head_dim + 2 * seq_len * head_dim)
 
 
 def kv_head_flops(hidden: int, head_dim: int) -> int:
-    """FLOPs per token of one key/value head (its k_proj and v_proj rows), paid once for its group."""
+    """FLOPs per token of one key/value head (its k and v rows), paid once for its group (in a family
+    without grouped key/value heads, once per head).
+
+    Args:
+        hidden: the model width d.
+        head_dim: the head size d_h.
+
+    Returns:
+        The FLOPs (2 per multiply-add).
+    """
     return 2 * 2 * hidden * head_dim
 
 
-def gated_neuron_flops(hidden: int) -> int:
-    """FLOPs per token of one GeGLU/SwiGLU neuron: its gate row, value row and output column."""
-    return 2 * 3 * hidden
+def neuron_flops(hidden: int, matrices: int = 2) -> int:
+    """FLOPs per token of one FFN neuron.
+
+    Args:
+        hidden: the model width d.
+        matrices: the matrices the neuron has a row or column in
+            (:attr:`~sparsecse.modeling.adapters.FamilyCost.ffn_matrices`: 2, or 3 in a gated FFN).
+
+    Returns:
+        The FLOPs (2 per multiply-add).
+    """
+    return 2 * matrices * hidden
 
 
 def layer_flops_per_token(model, seq_len: int = 128) -> list[int]:
-    """FLOPs each transformer layer spends on one token of a ``seq_len``-token sequence (with grouped
-    key/value heads and gated FFNs counted at their real shapes: :func:`query_head_flops`,
-    :func:`kv_head_flops`, :func:`gated_neuron_flops`)."""
+    """FLOPs each transformer layer spends on one token of a ``seq_len``-token sequence, its units at their
+    real shapes and costed by its family's :class:`~sparsecse.modeling.adapters.FamilyCost`: query heads
+    (:func:`query_head_flops`), key/value heads (:func:`kv_head_flops`, one per query head where the family
+    has no groups) and FFN neurons (:func:`neuron_flops`)."""
+    model = _module(model)
+    matrices = get_adapter(model).cost.ffn_matrices
     flops = []
-    for part in layer_parts(_module(model)):
-        if part.kv_heads is None and part.ffn_gate is None:  # BERT-era layers: unchanged
-            hidden = part.query.in_features
-            flops.append(part.num_heads * head_flops(hidden, part.head_dim, seq_len)
-                         + part.ffn_size * neuron_flops(hidden))
-            continue
+    for part in layer_parts(model):
         hidden = part.attn_out.out_features
-        attention = (part.num_heads * query_head_flops(hidden, part.head_dim, seq_len)
-                     + part.num_kv_heads * kv_head_flops(hidden, part.head_dim))
-        ffn = part.ffn_size * (gated_neuron_flops(hidden) if part.ffn_gate is not None else neuron_flops(hidden))
-        flops.append(attention + ffn)
+        flops.append(part.num_heads * query_head_flops(hidden, part.head_dim, seq_len)
+                     + part.num_kv_heads * kv_head_flops(hidden, part.head_dim)
+                     + part.ffn_size * neuron_flops(hidden, matrices))
     return flops
 
 
@@ -120,8 +120,7 @@ def shape_record(model) -> dict[str, int]:
             one shape (:func:`~sparsecse.modeling.adapters.uniform_shape`; a shrunk model is refused).
 
     Returns:
-        ``layers``, ``heads``, ``ffn``, ``hidden``, ``head_dim``, and for today's encoders (ModernBERT,
-        Qwen3, Gemma-3) the fields of :func:`shape_extras`.
+        ``layers``, ``heads``, ``ffn``, ``hidden``, ``head_dim``, and the unit costs of :func:`shape_extras`.
     """
     model = _module(model)
     layers, heads, ffn = uniform_shape(model)
@@ -130,14 +129,30 @@ def shape_record(model) -> dict[str, int]:
 
 
 def shape_extras(model) -> dict[str, int]:
-    """What a score manifest's shape records beyond layers/heads/ffn/hidden/head_dim for today's encoders
-    (key/value heads per layer, FFN matrices per neuron, unit parameters: :func:`unit_costs_of_model`);
-    nothing for the BERT-era ones, whose manifests stay as they were."""
-    part = layer_parts(_module(model))[0]
-    if part.kv_heads is None and part.ffn_gate is None:
-        return {}
-    return {"kv_heads": part.num_kv_heads, "ffn_matrices": 3 if part.ffn_gate is not None else 2,
+    """What a score manifest's shape records beyond layers/heads/ffn/hidden/head_dim: key/value heads per
+    layer, FFN matrices per neuron (the family's :class:`~sparsecse.modeling.adapters.FamilyCost`) and the
+    unit parameters of :func:`unit_costs_of_model`."""
+    model = _module(model)
+    return {"kv_heads": layer_parts(model)[0].num_kv_heads, "ffn_matrices": get_adapter(model).cost.ffn_matrices,
             **unit_costs_of_model(model)}
+
+
+def recorded_costs(shape: dict) -> dict[str, int]:
+    """The unit-cost fields of a shape record (:func:`shape_extras`). A record written before records held
+    them (then only BERT-era families were scored) gets what they were for those: one key/value per query
+    head, a two-matrix FFN, biased projections and two LayerNorms per layer (6·d parameters no unit owns).
+
+    Args:
+        shape: the record (``layers``, ``heads``, ``hidden`` and ``head_dim`` at least).
+
+    Returns:
+        ``kv_heads``, ``ffn_matrices``, ``head_params``, ``kv_head_params``, ``neuron_params``,
+        ``fixed_params``.
+    """
+    d, dh = int(shape["hidden"]), int(shape["head_dim"])
+    written_before = {"kv_heads": int(shape["heads"]), "ffn_matrices": 2, "head_params": 4 * d * dh + 3 * dh,
+                      "kv_head_params": 0, "neuron_params": 2 * d + 1, "fixed_params": int(shape["layers"]) * 6 * d}
+    return {key: int(value if shape.get(key) is None else shape[key]) for key, value in written_before.items()}
 
 
 def _bias(linear: nn.Linear) -> int:
@@ -147,11 +162,12 @@ def _bias(linear: nn.Linear) -> int:
 def unit_costs_of_model(model) -> dict[str, int]:
     """Parameters of one query head, one key/value head (0 where each head has its own key and value,
     which then count in the head), one FFN neuron, and of what no unit owns in all layers together,
-    read from a dense model's real module shapes (biases included where the model has them); where layers
-    differ in what no unit owns (ModernBERT's first layer has no attention norm), also that part per layer
-    (``layer_fixed_params``: what a removed layer takes with it). For the score manifest's shape of today's
-    encoders (ModernBERT, Qwen3, Gemma-3)."""
+    read from a dense model's real module shapes (biases included where the model has them) as its
+    family's :class:`~sparsecse.modeling.adapters.FamilyCost` divides them into units; where layers differ
+    in what no unit owns (ModernBERT's first layer has no attention norm), also that part per layer
+    (``layer_fixed_params``: what a removed layer takes with it)."""
     model = _module(model)
+    cost = get_adapter(model).cost
     parts = layer_parts(model)
     part = parts[0]
     d, dh = part.attn_out.out_features, part.head_dim
@@ -162,10 +178,10 @@ def unit_costs_of_model(model) -> dict[str, int]:
     else:
         head = d * dh + dh * _bias(part.query) + out_cols
         kv = 2 * (d * dh + dh * _bias(part.key))
-        if part.kv_heads is None:
+        if not cost.grouped_kv:
             head, kv = head + kv, 0
     # its output column, and its input row(s) with their biases: gate and value rows in a gated FFN
-    neuron = d + (d + _bias(part.ffn_in)) * (2 if part.ffn_gate is not None else 1)
+    neuron = d + (d + _bias(part.ffn_in)) * (cost.ffn_matrices - 1)
     layer_fixed = [sum(t.numel() for t in layer.parameters()) - (p.num_heads * head + p.num_kv_heads * kv
                                                                  + p.ffn_size * neuron)
                    for layer, p in zip(layer_modules(model), parts)]

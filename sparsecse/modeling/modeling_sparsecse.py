@@ -121,6 +121,7 @@ class HeadlessSelfAttention(nn.Module):
         self.query, self.key, self.value = source.query, source.key, source.value
 
     def forward(self, hidden_states: torch.Tensor, *args, **kwargs):
+        """An empty context (no head), so the output projection adds only its bias."""
         return hidden_states.new_zeros(*hidden_states.shape[:-1], 0), None
 
 
@@ -152,6 +153,7 @@ class ShrunkMPNetSelfAttention(nn.Module):
         self.all_head_size = self.num_attention_heads * self.attention_head_size
 
     def forward(self, hidden_states, attention_mask=None, position_bias=None, output_attentions=False, **kwargs):
+        """MPNet's attention over the kept heads, each with its slice of the relative position bias."""
         if self.num_attention_heads == 0:
             out = self.o(hidden_states.new_zeros(*hidden_states.shape[:-1], 0))
             return (out, None) if output_attentions else (out,)
@@ -213,25 +215,31 @@ class ShrunkLayersMixin:
 
 
 class SparseCSEBertModel(ShrunkLayersMixin, BertModel):
+    """A shrunk BERT model: each layer built at its kept sizes."""
     config_class = SparseCSEBertConfig
 
 
 class SparseCSERobertaModel(ShrunkLayersMixin, RobertaModel):
+    """A shrunk RoBERTa model: each layer built at its kept sizes."""
     config_class = SparseCSERobertaConfig
 
 
 class SparseCSEXLMRobertaModel(ShrunkLayersMixin, XLMRobertaModel):
+    """A shrunk XLM-RoBERTa model: each layer built at its kept sizes."""
     config_class = SparseCSEXLMRobertaConfig
 
 
 class SparseCSECamembertModel(ShrunkLayersMixin, CamembertModel):
+    """A shrunk CamemBERT model: each layer built at its kept sizes."""
     config_class = SparseCSECamembertConfig
 
 
 class SparseCSEElectraModel(ShrunkLayersMixin, ElectraModel):
+    """A shrunk ELECTRA model: each layer built at its kept sizes."""
     config_class = SparseCSEElectraConfig
     _takes_pooling_flag = False
 
 
 class SparseCSEMPNetModel(ShrunkLayersMixin, MPNetModel):
+    """A shrunk MPNet model: each layer built at its kept sizes."""
     config_class = SparseCSEMPNetConfig

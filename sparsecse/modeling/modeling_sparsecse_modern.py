@@ -71,6 +71,7 @@ class GroupedQueryAttention(nn.Module):
         return self._index
 
     def forward(self, hidden_states, position_embeddings=None, attention_mask=None, cache=None, **kwargs):
+        """Attention over the kept query heads, each reading its key/value head."""
         input_shape = hidden_states.shape[:-1]
         if self.num_heads == 0:
             return self.o_proj(hidden_states.new_zeros(*input_shape, 0)), None
@@ -103,6 +104,7 @@ class HeadlessModernBertAttention(nn.Module):
         self.num_heads = 0
 
     def forward(self, hidden_states, *args, **kwargs):
+        """An empty context (no head): the output projection of nothing."""
         return self.out_drop(self.Wo(hidden_states.new_zeros(*hidden_states.shape[:-1], 0))), None
 
 
@@ -138,10 +140,12 @@ class SparseCSEModernBertModel(ShrunkLayersMixin, ModernBertModel):
 
 
 class SparseCSEQwen3Model(ShrunkLayersMixin, Qwen3Model):
+    """A shrunk Qwen3 model: each layer built at its kept sizes."""
     config_class = SparseCSEQwen3Config
     _takes_pooling_flag = False
 
 
 class SparseCSEGemma3TextModel(ShrunkLayersMixin, Gemma3TextModel):
+    """A shrunk Gemma-3 text model: each layer built at its kept sizes."""
     config_class = SparseCSEGemma3TextConfig
     _takes_pooling_flag = False

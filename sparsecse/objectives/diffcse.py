@@ -61,6 +61,7 @@ class ProjectionMLP(nn.Module):
         reference_init(self, std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The projection of ``x``."""
         return self.net(x)
 
 
@@ -103,6 +104,7 @@ def embedding_output_module(model: nn.Module) -> nn.Module:
 
 
 class DiffCSE(FrozenPartsMixin, SimCSE):
+    """DiffCSE (Chuang et al. 2022): SimCSE plus replaced-token detection conditioned on the sentence embedding."""
     name = "diffcse"
     description = ("SimCSE + λ·replaced-token detection by a discriminator conditioned on the sentence "
                    "embedding; a frozen masked LM makes the edits.")
@@ -133,6 +135,7 @@ class DiffCSE(FrozenPartsMixin, SimCSE):
 
     @property
     def generator(self) -> MaskedLM:
+        """The frozen masked LM that makes the edits."""
         return MaskedLM(self.frozen_parts()["generator"], str(self.params["generator"]))
 
     @torch.no_grad()
@@ -177,6 +180,7 @@ class DiffCSE(FrozenPartsMixin, SimCSE):
         return loss, logs
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
+        """The contrastive loss plus λ times the replaced-token detection loss of a batch."""
         doubled = {k: torch.cat([v, v], 0) for k, v in batch.items()}
         z = self.project(self.encoder(**doubled))
         z1, z2 = z.chunk(2, dim=0)

@@ -139,6 +139,7 @@ def procrustes_rotation(source: np.ndarray, target: np.ndarray) -> tuple[np.ndar
 
 
 def num_layers(encoder) -> int:
+    """The number of transformer layers of ``encoder``."""
     return int(encoder.config.num_hidden_layers)
 
 
@@ -197,6 +198,8 @@ def parse_layer_map(spec: Any, student_layers: int, teacher_layers: int,
 
 
 class Distill(Objective):
+    """Distillation: the student learns a teacher's sentence embeddings (MSE or 1 - cosine), optionally with SimCSE's
+    loss and layer targets."""
     name = "distill"
     description = ("MSE (or 1 - cosine) between the student's and a teacher's sentence embeddings; teacher "
                    "embeddings computed once per corpus and cached on disk; teacher=A+B for an ensemble; "
@@ -378,6 +381,15 @@ class Distill(Objective):
         return torch.stack([self._cache[k] for k in keys]).to(ids.device)
 
     def targets(self, batch: dict[str, torch.Tensor], sentences: Sequence[str] | None) -> torch.Tensor:
+        """The teacher's embeddings of a batch: from the cached table where the sentences are known, else computed.
+
+        Args:
+            batch: the tokenized batch.
+            sentences: its sentences (None: compute).
+
+        Returns:
+            [batch, dim] targets.
+        """
         if self._table is None or sentences is None:
             if self.params["teacher_dim"] == "pca" and self.pca_axes is None:
                 raise SparseCSEError("teacher_dim=pca needs the corpus to fit the PCA on (prepare_corpus).")
@@ -389,6 +401,15 @@ class Distill(Objective):
         return self._table[index].to(batch["input_ids"].device)
 
     def forward(self, batch: dict[str, torch.Tensor], sentences: Sequence[str] | None = None) -> ObjectiveOutput:
+        """The distillation loss of a batch (plus SimCSE's and the layers' where asked).
+
+        Args:
+            batch: the tokenized batch.
+            sentences: its sentences, to read the cached teacher embeddings.
+
+        Returns:
+            The loss and its logs.
+        """
         target = self.targets(batch, sentences)
         if self.simcse is not None:
 

@@ -48,6 +48,8 @@ from sparsecse.objectives.backbones import with_backbone_defaults
 
 
 class InfoCSE(FrozenPartsMixin, SimCSE):
+    """InfoCSE (Wu et al. 2022): SimCSE plus the MLM loss of an auxiliary network that reconstructs the sentence from
+    its vector."""
     name = "infocse"
     description = ("SimCSE + λ·MLM loss of an auxiliary network (frozen lower masked-LM layers + trainable "
                    "layers) that must reconstruct the sentence from the encoder's [CLS] (or pooled) vector.")
@@ -94,6 +96,7 @@ class InfoCSE(FrozenPartsMixin, SimCSE):
 
     @property
     def lower(self) -> nn.Module:
+        """The frozen lower layers of the masked LM."""
         return self.frozen_parts()["lower"]
 
     def mlm_loss(self, sentence_vectors: torch.Tensor, batch: dict[str, torch.Tensor]):
@@ -115,6 +118,7 @@ class InfoCSE(FrozenPartsMixin, SimCSE):
         return loss, {"mlm_loss": float(loss.detach()), "mlm_acc": acc}
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
+        """The contrastive loss plus the weighted reconstruction loss of a batch."""
         doubled = {k: torch.cat([v, v], 0) for k, v in batch.items()}
         outputs = self.encoder.transformer_outputs(**doubled)
         pooled = self.encoder.pool(outputs, doubled["attention_mask"])

@@ -34,15 +34,27 @@ def contrastive_loss(objective: SimCSE, batch: dict[str, torch.Tensor],
 
 
 def in_batch_accuracy(logits: torch.Tensor) -> float:
+    """How often each anchor's most similar candidate is its own positive."""
     return float((logits.argmax(-1) == torch.arange(logits.shape[0], device=logits.device)).float().mean())
 
 
 def add_noise(embeds: torch.Tensor, noise: str, sigma: float) -> torch.Tensor:
+    """``embeds`` with noise added (``gaussian``) or multiplied in (``gaussian_dropout``, mean 1).
+
+    Args:
+        embeds: the token embeddings.
+        noise: the kind of noise.
+        sigma: its standard deviation.
+
+    Returns:
+        The noisy embeddings.
+    """
     draw = torch.randn_like(embeds) * sigma
     return embeds + draw if noise == "gaussian" else embeds * (1.0 + draw)
 
 
 class InputNoise(SimCSE):
+    """SimCSE with Gaussian noise on the input token embeddings of both views."""
     name = "input_noise"
     description = ("SimCSE with Gaussian noise added to (gaussian) or multiplied into (gaussian_dropout, mean 1) "
                    "the input token embeddings of both views.")
@@ -57,6 +69,7 @@ class InputNoise(SimCSE):
         self.sigma = validation.non_negative("sigma", self.params["sigma"])
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
+        """The contrastive loss of a batch whose two views have noisy token embeddings."""
         embeds = add_noise(doubled_token_embeddings(self.encoder, batch), self.params["noise"], self.sigma)
         loss, logits = contrastive_loss(self, batch, embeds)
         return ObjectiveOutput(loss, {"loss": float(loss.detach()), "acc": in_batch_accuracy(logits)})

@@ -26,18 +26,22 @@ class MaskedLM:
 
     @property
     def backbone(self) -> nn.Module:
+        """The masked LM's bare encoder."""
         return self.model.base_model
 
     @property
     def hidden_size(self) -> int:
+        """The masked LM's hidden size."""
         config = self.model.config
         return int(getattr(config, "hidden_size", None) or config.dim)
 
     @property
     def head(self) -> nn.Module:
+        """The masked LM's prediction head."""
         return prediction_head(self.model)
 
     def layers(self) -> nn.ModuleList:
+        """The masked LM's transformer layers."""
         return layer_stack(self.backbone)[0]
 
 
@@ -124,6 +128,7 @@ class PassThroughEmbeddings(nn.Module):
     """
 
     def forward(self, input_ids=None, *args, inputs_embeds=None, **kwargs):
+        """The hidden states given (``inputs_embeds``) unchanged: a layer stack fed hidden states."""
         if inputs_embeds is None and args:
             inputs_embeds = args[0]
         if inputs_embeds is None:
@@ -176,12 +181,22 @@ def corrupt(input_ids: torch.Tensor, positions: torch.Tensor, mask_token_id: int
 
 
 def mask_token_id(tokenizer, role: str) -> int:
+    """The tokenizer's mask token (one sentence where it has none).
+
+    Args:
+        tokenizer: the tokenizer.
+        role: what needs the mask token, for the refusal.
+
+    Returns:
+        Its id.
+    """
     if tokenizer.mask_token_id is None:
         raise SparseCSEError(f"{role} needs a tokenizer with a mask token; this encoder's tokenizer has none.")
     return int(tokenizer.mask_token_id)
 
 
 def freeze(module: nn.Module) -> nn.Module:
+    """``module`` in eval mode with no parameter trained; returns it."""
     module.eval()
     for p in module.parameters():
         p.requires_grad_(False)
@@ -199,6 +214,7 @@ class FrozenPartsMixin:
         self.__dict__.setdefault("_frozen_parts", {})[name] = freeze(module)
 
     def frozen_parts(self) -> dict[str, nn.Module]:
+        """The objective's frozen modules, by name (kept out of its trained state)."""
         return dict(self.__dict__.get("_frozen_parts", {}))
 
     def _apply(self, fn, *args, **kwargs):

@@ -36,6 +36,7 @@ def sample_noise_negatives(anchors: torch.Tensor, num_samples: int, distribution
 
 
 class NoiseNegatives(SimCSE):
+    """SimCSE with extra negatives drawn from a normal distribution fitted to the batch's anchors."""
     name = "noise_negatives"
     description = ("SimCSE + extra negatives drawn from N(μ, σ) of the batch's anchor embeddings "
                    "(per dimension; also N(0,1), N(μ,1), N(0,σ)).")
@@ -50,6 +51,7 @@ class NoiseNegatives(SimCSE):
             validation.count("num_samples", self.params["num_samples"], minimum=0)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
+        """The contrastive loss of a batch with the noise negatives added."""
         z1, z2 = two_views(self.encoder, batch)
         z1, z2 = self.project(z1), self.project(z2)
         count = z1.shape[0] if self.params["num_samples"] is None else int(self.params["num_samples"])

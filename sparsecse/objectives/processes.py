@@ -16,18 +16,22 @@ T = TypeVar("T")
 
 
 def active() -> bool:
+    """Whether more than one process trains (torch.distributed initialised with a world above 1)."""
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def rank() -> int:
+    """This process's rank (0 when alone)."""
     return dist.get_rank() if active() else 0
 
 
 def world() -> int:
+    """The number of training processes (1 when alone)."""
     return dist.get_world_size() if active() else 1
 
 
 def is_main() -> bool:
+    """Whether this is the main process."""
     return rank() == 0
 
 

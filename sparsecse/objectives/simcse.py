@@ -36,6 +36,7 @@ class MLPHead(nn.Module):
         reference_init(self, std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The projection of ``x`` (dense, then tanh)."""
         return self.activation(self.dense(x))
 
 
@@ -48,6 +49,7 @@ def two_views(encoder, batch: dict[str, torch.Tensor], **forward_kwargs) -> tupl
 
 
 class SimCSE(Objective):
+    """Unsupervised SimCSE (Gao et al. 2021): two dropout views of a sentence as positives, in-batch negatives."""
     name = "simcse"
     description = "Two dropout views as positives, in-batch negatives, cosine / temperature, cross-entropy."
     paper = "Gao, Yao & Chen 2021 (SimCSE): unsup BERT-base STS avg 76.25"
@@ -58,9 +60,11 @@ class SimCSE(Objective):
         self.mlp = MLPHead(encoder.dim, initializer_range(encoder)) if self.params["mlp"] else nn.Identity()
 
     def project(self, emb: torch.Tensor) -> torch.Tensor:
+        """The MLP head's projection of the sentence embeddings (identity without ``mlp``)."""
         return self.mlp(emb)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
+        """The InfoNCE loss of a batch's two dropout views, and the in-batch accuracy."""
         z1, z2 = two_views(self.encoder, batch)
         loss, logits = info_nce(self.project(z1), self.project(z2), self.params["temperature"])
         acc = (logits.argmax(-1) == torch.arange(logits.shape[0], device=logits.device)).float().mean()

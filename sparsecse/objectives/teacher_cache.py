@@ -44,6 +44,7 @@ LOCK_WAIT_S = 6 * 3600.0  # another process computing the same vectors: wait for
 
 
 def default_cache_dir() -> Path:
+    """Where teacher embeddings are cached by default."""
     return cache_root() / "teacher_embeddings"
 
 
@@ -63,6 +64,19 @@ def teacher_digest(path: str) -> str:
 
 def cache_key(corpus_sha256: str, digest: str, max_length: int, pooling: str, normalize: bool,
               precision: str = "fp32") -> str:
+    """The key of a teacher-embeddings cache file: what the embeddings depend on, hashed.
+
+    Args:
+        corpus_sha256: the corpus file's hash.
+        digest: the teacher's digest.
+        max_length: the truncation.
+        pooling: the teacher's pooling.
+        normalize: whether the embeddings are normalised.
+        precision: the teacher's precision (fp32 keeps the keys of older caches).
+
+    Returns:
+        24 hex characters.
+    """
     fields = {"format": FORMAT, "corpus_sha256": corpus_sha256, "teacher_digest": digest,
               "max_length": int(max_length), "pooling": pooling, "normalize": bool(normalize)}
     if precision != "fp32":  # fp32 caches keep the keys they had before precisions existed

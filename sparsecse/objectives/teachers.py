@@ -78,17 +78,21 @@ class Teacher:
 
     @property
     def source(self) -> str:
+        """The teacher's members' sources, joined as an ensemble is named."""
         return SEPARATOR.join(str(m.source) for m in self.members)
 
     @property
     def is_ensemble(self) -> bool:
+        """Whether the teacher has several members."""
         return len(self.members) > 1
 
     @property
     def dim(self) -> int:
+        """The width of the teacher's embeddings (its members' concatenated)."""
         return sum(m.dim for m in self.members)
 
     def same_tokenizer(self, student) -> bool:
+        """Whether every member tokenizes as ``student`` does."""
         return all(same_tokenizer(student, m) for m in self.members)
 
     def single(self, what: str) -> SentenceEncoder:
@@ -99,6 +103,7 @@ class Teacher:
         return self.members[0]
 
     def set_max_length(self, max_length: int) -> None:
+        """Truncate every member's input at ``max_length`` tokens."""
         for m in self.members:
             m.max_length = int(max_length)
 

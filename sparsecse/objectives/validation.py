@@ -20,6 +20,15 @@ def fraction(name: str, value: Any) -> float:
 
 
 def non_negative(name: str, value: Any) -> float:
+    """``value`` as a number once it is zero or positive (one sentence otherwise).
+
+    Args:
+        name: the setting's name.
+        value: its value.
+
+    Returns:
+        The number.
+    """
     number = _number(name, value)
     if number < 0:
         raise SparseCSEError(f"{name} must be zero or positive, not {value}.")
@@ -27,6 +36,15 @@ def non_negative(name: str, value: Any) -> float:
 
 
 def positive(name: str, value: Any) -> float:
+    """``value`` as a number once it is positive (one sentence otherwise).
+
+    Args:
+        name: the setting's name.
+        value: its value.
+
+    Returns:
+        The number.
+    """
     number = _number(name, value)
     if number <= 0:
         raise SparseCSEError(f"{name} must be positive, not {value}.")
@@ -34,6 +52,16 @@ def positive(name: str, value: Any) -> float:
 
 
 def count(name: str, value: Any, minimum: int = 0) -> int:
+    """``value`` as a whole number of at least ``minimum`` (one sentence otherwise).
+
+    Args:
+        name: the setting's name.
+        value: its value.
+        minimum: the least allowed.
+
+    Returns:
+        The number.
+    """
     if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
         raise SparseCSEError(f"{name} must be a whole number, not {value!r}.")
     if int(value) < minimum:
@@ -42,6 +70,16 @@ def count(name: str, value: Any, minimum: int = 0) -> int:
 
 
 def choice(name: str, value: Any, options: Iterable[str]) -> str:
+    """``value`` once it is one of ``options`` (one sentence otherwise).
+
+    Args:
+        name: the setting's name.
+        value: its value.
+        options: the allowed values.
+
+    Returns:
+        The value.
+    """
     options = list(options)
     if value not in options:
         raise SparseCSEError(f"{name} must be one of {', '.join(options)}, not {value!r}.")
@@ -75,14 +113,25 @@ def optional(check: Check) -> Check:
 
 
 def one_of(*options: str) -> Check:
+    """A check that a setting is one of ``options``."""
     return lambda name, value: choice(name, value, options)
 
 
 def at_least(minimum: int) -> Check:
+    """A check that a setting is a whole number of at least ``minimum``."""
     return lambda name, value: count(name, value, minimum)
 
 
 def flag(name: str, value: Any) -> bool:
+    """``value`` once it is true or false (one sentence otherwise).
+
+    Args:
+        name: the setting's name.
+        value: its value.
+
+    Returns:
+        The value.
+    """
     if not isinstance(value, bool):
         raise SparseCSEError(f"{name} must be true or false, not {value!r}.")
     return value

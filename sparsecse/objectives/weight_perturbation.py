@@ -27,6 +27,7 @@ _EPS = 1e-12
 
 
 class WeightPerturbation(SimCSE):
+    """SimCSE trained at adversarially perturbed weights (AWP), optionally with FGSM on the input embeddings."""
     name = "weight_perturbation"
     description = ("SimCSE trained at adversarially perturbed weights (AWP, direction from the contrastive "
                    "loss gradient), optionally with FGSM on the input embeddings; ~2x the step cost.")
@@ -50,9 +51,11 @@ class WeightPerturbation(SimCSE):
 
     @property
     def perturbed(self) -> bool:
+        """Whether the weights are perturbed now (restored after the backward pass)."""
         return bool(self._saved)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> ObjectiveOutput:
+        """The contrastive loss of a batch at the perturbed weights (the clean loss without gradients)."""
         self.after_backward()  # never stack perturbations if a previous step skipped the restore
         if not torch.is_grad_enabled():
             loss, logits = contrastive_loss(self, batch)

@@ -2,7 +2,8 @@
 
 The search (Kwon et al. 2022, "A Fast Post-Training Pruning Framework for Transformers", Algorithm 1)
 maximises the summed importance of the kept units subject to their cost fitting the budget. All heads
-cost the same and all neurons cost the same (:mod:`sparsecse.modeling.flops`), so once the number of kept heads
+cost the same and all neurons cost the same (:mod:`sparsecse.modeling.flops`, as the family's
+:class:`~sparsecse.modeling.adapters.FamilyCost` describes them), so once the number of kept heads
 h is fixed, the best choice is the h highest-scored heads and, with the budget they leave, as many of
 the highest-scored neurons as fit. Trying every h (at most layers x heads values) over sorted prefix
 sums therefore gives the exact optimum of this linear objective, not a greedy approximation, and the
@@ -30,8 +31,8 @@ additions are monotone, so the budget left over is again smaller than what any u
 (c_q to a kept group, c_q + c_kv to an emptied one, a neuron's cost). Time O(groups · (G+1) · g_max ·
 Q_max) and one byte per (group, g, Q) for the choices, g_max and Q_max bounded by what the budget buys:
 on one CPU thread about 1 s and 23 MB for Qwen3-0.6B's shape (224 groups, 448 query heads), 10 s and
-96 MB for Qwen3-8B's (288 groups, 1152 query heads), 0.03 s for EmbeddingGemma's. Models without grouped
-key/value heads take the prefix-sum search above, unchanged.
+96 MB for Qwen3-8B's (288 groups, 1152 query heads), 0.03 s for EmbeddingGemma's. A shape whose key/value
+heads are not grouped (one per query head) takes the prefix-sum search above.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class UnitCosts:
     @classmethod
     def from_shape(cls, shape: dict, metric: str = "flops", seq_len: int = 128) -> "UnitCosts":
         """Costs for a uniform model ``shape`` (:func:`sparsecse.modeling.flops.shape_record`, as a score
-        manifest holds it: layers, heads, ffn, hidden, head_dim, and the real unit shapes of today's encoders).
+        manifest holds it: layers, heads, ffn, hidden, head_dim, and the real unit costs
+        :func:`~sparsecse.modeling.flops.recorded_costs` reads).
 
         Args:
             shape: the shape record.
@@ -99,31 +101,18 @@ class UnitCosts:
                                  f"({', '.join(missing)}); score the model again with this version.")
         d, dh = int(shape["hidden"]), int(shape["head_dim"])
         layers, heads, ffn = int(shape["layers"]), int(shape["heads"]), int(shape["ffn"])
-        if "ffn_matrices" in shape:  # ModernBERT / Qwen3 / Gemma-3: real shapes, recorded at scoring
-            return cls._modern(shape, metric, int(seq_len), d, dh, layers, heads, ffn)
+        recorded = flops.recorded_costs(shape)  # what the family's units are made of (its FamilyCost)
+        kv_heads = recorded["kv_heads"] if recorded["kv_heads"] < heads else 0  # 0: each head its own key/value
         if metric == "flops":
             if int(seq_len) < 1:
                 raise SparseCSEError(f"The reference sequence length must be at least 1; got {seq_len}.")
-            return cls("flops", flops.head_flops(d, dh, int(seq_len)), flops.neuron_flops(d), 0, layers, heads, ffn,
-                       int(seq_len))
-        return cls("params", flops.head_params(d, dh), flops.neuron_params(d), layers * flops.layer_fixed_params(d),
-                   layers, heads, ffn)
-
-    @classmethod
-    def _modern(cls, shape: dict, metric: str, seq_len: int, d: int, dh: int, layers: int, heads: int,
-                ffn: int) -> "UnitCosts":
-        kv_heads = int(shape.get("kv_heads") or heads)
-        grouped = kv_heads < heads
-        if metric == "flops":
-            if seq_len < 1:
-                raise SparseCSEError(f"The reference sequence length must be at least 1; got {seq_len}.")
-            head = flops.query_head_flops(d, dh, seq_len) + (0 if grouped else flops.kv_head_flops(d, dh))
-            neuron = flops.gated_neuron_flops(d) if int(shape["ffn_matrices"]) == 3 else flops.neuron_flops(d)
-            return cls("flops", head, neuron, 0, layers, heads, ffn, seq_len,
-                       kv=flops.kv_head_flops(d, dh) if grouped else 0, kv_heads=kv_heads if grouped else 0)
-        return cls("params", int(shape["head_params"]), int(shape["neuron_params"]), int(shape["fixed_params"]),
-                   layers, heads, ffn, kv=int(shape["kv_head_params"]) if grouped else 0,
-                   kv_heads=kv_heads if grouped else 0, layer_fixed=tuple(shape.get("layer_fixed_params") or ()))
+            kv = flops.kv_head_flops(d, dh)
+            head = flops.query_head_flops(d, dh, int(seq_len)) + (0 if kv_heads else kv)
+            return cls("flops", head, flops.neuron_flops(d, recorded["ffn_matrices"]), 0, layers, heads, ffn,
+                       int(seq_len), kv=kv if kv_heads else 0, kv_heads=kv_heads)
+        return cls("params", recorded["head_params"], recorded["neuron_params"], recorded["fixed_params"],
+                   layers, heads, ffn, kv=recorded["kv_head_params"] if kv_heads else 0, kv_heads=kv_heads,
+                   layer_fixed=tuple(shape.get("layer_fixed_params") or ()))
 
     @property
     def dense(self) -> int:

@@ -17,8 +17,6 @@ from typing import Any, Callable
 
 from sparsecse.artifacts.files import atomic_dir, make_manifest, write_json
 from sparsecse.artifacts.card_facts import base_model_name, model_facts
-from sparsecse.artifacts.card_sections import target_speedups
-from sparsecse.artifacts.citations import OBJECTIVE_METHODS
 from sparsecse.artifacts.model_card import read_front_matter, render_card
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.evaluation import evaluate
@@ -59,6 +57,21 @@ def _results_file(path: Path, model: str, data_dir, replicates: int, show_progre
         save_results(path, results, make_manifest("eval_results", inputs={"model": model},
                                                   params={"tasks": "sts", "bootstrap": replicates}), overwrite=True)
     return path
+
+
+def sts_average(model: str, path: Path, data_dir, show_progress: bool = False) -> float:
+    """``model``'s average over the 7 STS tasks (test), its results kept in ``path`` (computed once).
+
+    Args:
+        model: a model directory or name.
+        path: the results file.
+        data_dir: the SentEval data.
+        show_progress: progress bars.
+
+    Returns:
+        The average (Spearman x 100).
+    """
+    return float(load_results(_results_file(path, model, data_dir, 0, show_progress))["avg_sts"])
 
 
 def evaluate_final(recipe: Recipe, input_model: str, model_dir: str, work: Path, data_dir,
@@ -200,6 +213,9 @@ def measure_memory(input_model: str, model_dir: str, data_dir) -> dict[str, Any]
     return {**mine, "input_peak_rss_bytes": theirs["peak_rss_bytes"], "input_runtime_rss_bytes": theirs["runtime_rss_bytes"]}
 
 
+SPEED_BATCH = 128  # the batch of the card's throughput speed-up (its serving table has every shape)
+
+
 def measure_speed(input_model: str, model_dir: str, reference: str | None, data_dir,
                   show_progress: bool) -> dict[str, Any]:
     """Encode speed-up of the final model (and the comparison model) over the input model, torch fp32,
@@ -212,11 +228,11 @@ def measure_speed(input_model: str, model_dir: str, reference: str | None, data_
               "model": SentenceEncoder.load(model_dir, device="cpu")}
     if reference:
         models["reference"] = SentenceEncoder.load(reference, device="cpu")
-    speed = speedups(models, "input", data_dir, show_progress=show_progress)
+    speed = speedups(models, "input", data_dir, batch_size=SPEED_BATCH, show_progress=show_progress)
     return {"speedup": speed["model"]["speedup"],
             "reference_speedup": speed["reference"]["speedup"] if reference else None,
             "seconds": {k: v["seconds"] for k, v in speed.items()}, "threads": torch.get_num_threads(),
-            "cpu": describe_cpu(), "engine": "torch fp32",
+            "cpu": describe_cpu(), "engine": "torch fp32", "batch_size": SPEED_BATCH,
             "sentences": "distinct STS-B test sentences, interleaved batch by batch, best of 3"}
 
 
@@ -327,24 +343,6 @@ def _set_only(value: Any) -> Any:
     return value
 
 
-def _methods(recipe: Recipe, figures: dict[str, Any], recorded: list[str]) -> list[str]:
-    """The citation keys of what the run used (:data:`sparsecse.artifacts.citations.CITATIONS`), beside
-    those the final model directory records."""
-    methods = set(recorded)
-    types = {s.type for s in recipe.stages}
-    if "prune" in types:
-        methods.update({"sparsecse", "kprune"})  # a prune stage prunes in steps with reconstruction
-    if "distill" in types:
-        methods.add("distillation")
-    methods.update(OBJECTIVE_METHODS[s.objective] for s in recipe.stages
-                   if s.type == "train" and s.objective in OBJECTIVE_METHODS)
-    if "budget" in types and target_speedups(figures.get("target") or {})[0] is not None:
-        methods.add("halp")  # a speed target spends measured latency, not FLOPs
-    if any(s.type == "export" and getattr(s, "quantize", None) for s in recipe.stages):
-        methods.add("nncf")
-    return sorted(methods)
-
-
 def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict], figures: dict[str, Any],
                manifest: dict[str, Any], model_dir: Path) -> dict[str, Any]:
     """The facts of a recipe's model card (:mod:`sparsecse.artifacts.model_card`): what the final model
@@ -374,17 +372,15 @@ def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict
     if figures.get("speed"):
         compression["speed"] = {**figures["speed"], "reference": recipe.evaluation.compare_with}
     compression.update({k: figures[k] for k in ("memory", "target") if figures.get(k)})
-    lineage = []
-    for stage, record in zip(recipe.stages, stages):
-        lineage.append(f"`{stage.name}`: {stage.describe()}"
-                       + (f" (STS-B dev {record['stsb_dev']:.2f})" if record.get("stsb_dev") is not None else "")
-                       + (f" (kept {record['kept_flops_ratio']:.4f} of layer FLOPs)" if record.get("kept_flops_ratio")
-                          else ""))
-    losses = [f"{s.name}: distillation ({s.loss}) from {s.teacher}" if s.type == "distill" else f"{s.name}: {s.objective}"
-              for s in recipe.stages if s.type in ("distill", "train")]
+    # what each stage puts on the card (its line only where the run recorded it)
+    sections = [stage.card_section(stages[i] if i < len(stages) else {}, figures)
+                for i, stage in enumerate(recipe.stages)]
+    lineage = [section.line for section in sections[:len(stages)]]
+    losses = [loss for section in sections for loss in section.losses]
+    methods = sorted(set(facts.get("methods") or []) | {m for section in sections for m in section.methods})
     facts.update(
         base_model=base, title=f"{base}, compressed by sparsecse's `{recipe.name}` recipe",
-        description=recipe.description, evaluation=evaluation, methods=_methods(recipe, figures, facts.get("methods") or []),
+        description=recipe.description, evaluation=evaluation, methods=methods,
         versions=manifest.get("versions") or facts.get("versions") or {},
         training={"recipe": recipe.name, "made_by": "sparsecse compress --recipe", "stages": lineage,
                   "corpus": Path(corpus).name,

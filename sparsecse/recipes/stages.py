@@ -1,102 +1,54 @@
-"""What each stage type of a recipe does: the existing commands (``train``, ``compress``, ``export``)
-called with the stage's settings, each writing its own directory (atomically) and manifest, and each
-resuming what an interrupted run of it left (``train`` from its last checkpoint)."""
+"""The stage types sparsecse ships, each a :class:`~sparsecse.recipes.stage_types.Stage`: ``distill`` and
+``train`` (:func:`~sparsecse.training.api.train`), ``prune`` (``compress`` to a budget), ``budget`` (the budget a
+target needs, :mod:`sparsecse.targets`) and ``export`` (:func:`~sparsecse.exporting.export.export`). Each checks
+its settings, describes itself in one line, runs the existing command with its settings (each writing its own
+directory, atomically, and manifest, and resuming what an interrupted run of it left: ``train`` from its last
+checkpoint) and says what it puts on the model card."""
 
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-import numpy as np
-
-from sparsecse.artifacts.files import atomic_dir, atomic_file
-from sparsecse.data.corpus import read_corpus
-from sparsecse.exporting.export import export
+from sparsecse.artifacts.card_sections import target_speedups
+from sparsecse.artifacts.citations import OBJECTIVE_METHODS
+from sparsecse.artifacts.export_formats import format_names, get_format
+from sparsecse.artifacts.files import atomic_dir
 from sparsecse.errors import SparseCSEError
+from sparsecse.exporting.config import CALIBRATION_SIZE, ExportConfig
+from sparsecse.exporting.export import export
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.objectives.registry import available_objectives
 from sparsecse.pruning.prune import PruningConfig
-from sparsecse.recipes.stage_types import CORPUS, BudgetStage, DistillStage, ExportStage, PruneStage, TrainStage
-from sparsecse.evaluation.eval_sets import load_eval_set
+from sparsecse.recipes.stage_types import (CORPUS, CardSection, Stage, StageContext, check_choice, check_fraction,
+                                           check_positive_float, check_positive_int, check_text, sampled_corpus,
+                                           training_amount)
+from sparsecse.scoring.criteria import CRITERIA
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.scoring.score import score as score_model
 from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig
-from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.targets.depth import without_layers
-from sparsecse.targets.search import judge_after_recovery, search_budget
-from sparsecse.targets.spec import Target
+from sparsecse.targets.search import active_sharing, judge_after_recovery, search_budget
 from sparsecse.training.api import train
-from sparsecse.training.rundir import RunDir
-from sparsecse.exporting.config import ExportConfig
 from sparsecse.training.config import TrainingConfig
+from sparsecse.training.rundir import RunDir
 
 
-@dataclass
-class StageContext:
-    """What every stage of one run shares: the corpus, the evaluation data, the seed, where the models of
-    earlier stages are (``models``: stage name, or ``input``, to directory), the recipe's ``target`` and the
-    budgets its budget stages found (``budgets``: stage name to kept-FLOPs fraction; ``removed_layers``: stage
-    name to the whole layers removed before that budget is spent)."""
-
-    corpus: Path
-    work: Path
-    data_dir: str | os.PathLike | None
-    seed: int
-    models: dict[str, str]
-    show_progress: bool = True
-    target: Target | None = None
-    budgets: dict[str, float] = field(default_factory=dict)
-    removed_layers: dict[str, list[int]] = field(default_factory=dict)
-    stages: tuple = ()
-    dev: str | None = None  # the user's dev set (a pairs file or a task name; None: STS-B dev)
-    test: str | None = None  # the user's test set, scored in the final evaluation
-
-    def dev_set(self):
-        """The dev set candidates and checkpoints are chosen on (the user's, else STS-B dev)."""
-        return load_eval_set(self.dev or "STSBenchmark", "dev", self.data_dir)
+def _check_training(stage, where: str) -> None:
+    """The settings every training stage has: eval_steps, bucket_by_length, mixed_precision."""
+    if isinstance(stage.eval_steps, bool) or not isinstance(stage.eval_steps, int) or stage.eval_steps < 0:
+        raise SparseCSEError(f"{where}: eval_steps must be a whole number >= 0, not {stage.eval_steps!r}.")
+    if not isinstance(stage.bucket_by_length, bool):
+        raise SparseCSEError(f"{where}: bucket_by_length must be true or false, not {stage.bucket_by_length!r}.")
+    check_choice("mixed_precision", stage.mixed_precision, where, ("auto", "no", "bf16"))
 
 
-def sampled_corpus(ctx: StageContext, stage_index: int, sentences: int | None) -> Path:
-    """The corpus, or a seeded sample of ``sentences`` of its lines written once under the run's work
-    directory (a file, so the teacher's embeddings of it are cached and reused on resume)."""
-    if sentences is None:
-        return ctx.corpus
-    path = ctx.work / "corpus" / f"stage{stage_index}-{sentences}.txt"
-    if path.is_file():
-        return path
-    lines = read_corpus(ctx.corpus)
-    if sentences >= len(lines):
-        return ctx.corpus
-    pick = np.sort(np.random.default_rng(ctx.seed * 1_000_003 + stage_index).permutation(len(lines))[:sentences])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_file(path, overwrite=True) as tmp:
-        tmp.write_text("".join(lines[i] + "\n" for i in pick), encoding="utf-8")
-    return path
-
-
-def teacher_spec(stage: DistillStage, ctx: StageContext) -> str:
-    """The teacher as ``train`` takes it: ``@NAME`` replaced by that stage's model directory."""
-    if stage.teacher.startswith("@"):
-        return ctx.models[stage.teacher[1:]]
-    return stage.teacher
-
-
-def run_distill(stage: DistillStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    args = {"teacher": teacher_spec(stage, ctx), "loss": stage.loss, "teacher_precision": stage.teacher_precision}
-    return _train(stage, "distill", args, index, model, out, ctx)
-
-
-def run_train(stage: TrainStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    args = {k: ctx.models[v[1:]] if isinstance(v, str) and v.startswith("@") else v
-            for k, v in stage.objective_args.items()}
-    return _train(stage, stage.objective, args, index, model, out, ctx)
-
-
-def _train(stage: DistillStage | TrainStage, objective: str, args: dict[str, Any], index: int, model: str, out: Path,
+def _train(stage, objective: str, args: dict[str, Any], index: int, model: str, out: Path,
            ctx: StageContext) -> dict[str, Any]:
     """``sparsecse train`` with the stage's settings on its sample of the corpus (one path for every training stage)."""
     corpus = sampled_corpus(ctx, index, stage.sentences)
@@ -110,93 +62,370 @@ def _train(stage: DistillStage | TrainStage, objective: str, args: dict[str, Any
             "corpus": str(corpus), "steps_per_second": result.steps_per_second}
 
 
-def _prune_settings(stage: PruneStage, ctx: StageContext) -> tuple[ShrinkConfig, PruningConfig, ScoringConfig]:
-    corpus = ctx.corpus if stage.reconstruct == CORPUS else Path(stage.reconstruct)
-    shrinking = ShrinkConfig(reconstruct=ReconstructionPlan.prepare(str(corpus), stage.reconstruct_sentences))
-    pruning = PruningConfig(lam=stage.lam, criterion=stage.criterion)
-    scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress, dev=ctx.dev)
-    return shrinking, pruning, scoring
+def _dev_note(record: dict[str, Any]) -> str:
+    return f"STS-B dev {record['stsb_dev']:.2f}" if record.get("stsb_dev") is not None else ""
 
 
-def run_prune(stage: PruneStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    shrinking, pruning, scoring = _prune_settings(stage, ctx)
-    keep_flops = ctx.budgets[stage.budget_ref] if stage.budget_ref else stage.keep_flops
-    removed = ctx.removed_layers.get(stage.budget_ref) or []
-    if removed:  # the budget is that of the remaining layers
-        model = without_layers(SentenceEncoder.load(model, device=shrinking.device), removed)
-    result, shrunk = prune_and_shrink(model, str(out), keep_flops=keep_flops, keep_params=stage.keep_params,
-                                      steps=stage.steps, prune=pruning, score=scoring, shrink=shrinking)
-    return {"layers_removed": removed, "kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
-            "kept_params_ratio": result.mask.manifest["kept_params_ratio"],
-            "heads_pruned": result.mask.heads_pruned, "neurons_pruned": result.mask.neurons_pruned,
-            "out": str(shrunk.out)}
+@dataclass(frozen=True)
+class DistillStage(Stage):
+    """Train the current model to match ``teacher``'s embeddings (``sparsecse train --objective distill``).
+
+    ``sentences``: train on a seeded sample of that many corpus sentences (None: all of them); ``epochs``
+    or ``max_steps`` bound the run; ``eval_steps`` scores STS-B dev to keep the best checkpoint;
+    ``bucket_by_length`` batches sentences of similar length together (less padding, same data per
+    epoch); ``teacher_precision`` and ``mixed_precision``: ``auto`` uses bf16 where the hardware runs it
+    natively, fp32 elsewhere."""
+
+    name: str
+    teacher: str
+    loss: str = "mse"
+    lr: float = 1e-4
+    batch_size: int = 64
+    epochs: int = 1
+    max_steps: int | None = None
+    sentences: int | None = None
+    eval_steps: int = TrainingConfig.eval_steps
+    max_length: int | None = None
+    bucket_by_length: bool = True
+    teacher_precision: str = "auto"
+    mixed_precision: str = "auto"
+    type: str = "distill"
+    takes: ClassVar[str] = "its teacher"
+
+    def check(self, where: str) -> "DistillStage":
+        """The stage with every setting checked, as :meth:`~sparsecse.recipes.stage_types.Stage.check` says."""
+        check_text("teacher", self.teacher, where)
+        check_choice("loss", self.loss, where, ("mse", "cosine", "similarity"))
+        check_positive_float("lr", self.lr, where)
+        check_positive_int("batch_size", self.batch_size, where)
+        check_positive_int("epochs", self.epochs, where)
+        for name in ("max_steps", "sentences", "max_length"):
+            if getattr(self, name) is not None:
+                check_positive_int(name, getattr(self, name), where)
+        _check_training(self, where)
+        check_choice("teacher_precision", self.teacher_precision, where, ("auto", "fp32", "bf16", "int8"))
+        return self
+
+    @property
+    def model_refs(self) -> list[str]:
+        """Its teacher, where it is an earlier stage's model (``@NAME``)."""
+        return [self.teacher[1:]] if self.teacher.startswith("@") else []
+
+    @property
+    def named_models(self) -> list[str]:
+        """Its teacher."""
+        return [self.teacher]
+
+    def describe(self) -> str:
+        """One line saying what the stage does."""
+        return f"distil from {self.teacher} ({self.loss}, lr {self.lr:g}, {training_amount(self)})"
+
+    def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+        """Distil (:meth:`~sparsecse.recipes.stage_types.Stage.run`); ``@NAME`` is that stage's model."""
+        teacher = ctx.models[self.teacher[1:]] if self.teacher.startswith("@") else self.teacher
+        args = {"teacher": teacher, "loss": self.loss, "teacher_precision": self.teacher_precision}
+        return _train(self, "distill", args, index, model, out, ctx)
+
+    def card_section(self, record: dict[str, Any], figures: dict[str, Any]) -> CardSection:
+        """Its line (with its STS-B dev score), its loss, and distillation among the methods."""
+        return CardSection(self.card_line(_dev_note(record)),
+                           (f"{self.name}: distillation ({self.loss}) from {self.teacher}",), ("distillation",))
 
 
-def run_export(stage: ExportStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    result = export(model, str(out), stage.format, config=ExportConfig(quantize=stage.quantize,
-        calibration=str(ctx.corpus) if stage.quantize else None, calibration_size=stage.calibration_size,
-        calibration_seed=ctx.seed))
-    return {"format": stage.format, "quantize": stage.quantize, "files": [str(f) for f in getattr(result, "files", [])]}
+@dataclass(frozen=True)
+class TrainStage(Stage):
+    """Train the current model with any registered objective (``sparsecse train --objective``).
+
+    Args:
+        objective: a registered objective's name (``sparsecse objectives`` lists them: simcse, diffcse, infocse,
+            distill, plugins...).
+        objective_args: its parameters, as ``--objective-args`` takes them; a value ``@NAME`` is the model an
+            earlier stage made (or ``@input``), e.g. ``{teacher: "@teacher"}``.
+        lr, batch_size, max_length: None keeps the objective's backbone recipe (SimCSE's for simcse).
+        epochs, max_steps, sentences, eval_steps, bucket_by_length, mixed_precision: as :class:`DistillStage`.
+    """
+
+    name: str
+    objective: str
+    objective_args: dict = field(default_factory=dict)
+    lr: float | None = None
+    batch_size: int | None = None
+    epochs: int = 1
+    max_steps: int | None = None
+    sentences: int | None = None
+    eval_steps: int = TrainingConfig.eval_steps
+    max_length: int | None = None
+    bucket_by_length: bool = TrainingConfig.bucket_by_length
+    mixed_precision: str = "auto"
+    type: str = "train"
+
+    def check(self, where: str) -> "TrainStage":
+        """The stage with every setting checked, as :meth:`~sparsecse.recipes.stage_types.Stage.check` says."""
+        check_choice("objective", self.objective, where, tuple(available_objectives()))
+        if not isinstance(self.objective_args, dict):
+            raise SparseCSEError(f"{where}: objective_args must be a mapping of settings, not {self.objective_args!r}.")
+        if self.lr is not None:
+            check_positive_float("lr", self.lr, where)
+        for name in ("batch_size", "max_steps", "sentences", "max_length"):
+            if getattr(self, name) is not None:
+                check_positive_int(name, getattr(self, name), where)
+        check_positive_int("epochs", self.epochs, where)
+        _check_training(self, where)
+        return self
+
+    @property
+    def model_refs(self) -> list[str]:
+        """The earlier models its arguments name (``@NAME`` values)."""
+        return [v[1:] for v in self.objective_args.values() if isinstance(v, str) and v.startswith("@")]
+
+    @property
+    def named_models(self) -> list[str]:
+        """Its objective's teacher, where it names one."""
+        teacher = self.objective_args.get("teacher")
+        return [teacher] if isinstance(teacher, str) else []
+
+    def describe(self) -> str:
+        """One line saying what the stage does."""
+        args = ", ".join(f"{k}={v}" for k, v in self.objective_args.items())
+        return f"train with {self.objective}{f' ({args})' if args else ''}, {training_amount(self)}"
+
+    def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+        """Train (:meth:`~sparsecse.recipes.stage_types.Stage.run`); ``@NAME`` arguments become models."""
+        args = {k: ctx.models[v[1:]] if isinstance(v, str) and v.startswith("@") else v
+                for k, v in self.objective_args.items()}
+        return _train(self, self.objective, args, index, model, out, ctx)
+
+    def card_section(self, record: dict[str, Any], figures: dict[str, Any]) -> CardSection:
+        """Its line (with its STS-B dev score), its objective, and the objective's method."""
+        method = OBJECTIVE_METHODS.get(self.objective)
+        return CardSection(self.card_line(_dev_note(record)), (f"{self.name}: {self.objective}",),
+                           (method,) if method else ())
 
 
-def run_budget(stage: BudgetStage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    """Search the budget that meets ``ctx.target`` (:func:`sparsecse.targets.search.search_budget`); the table and
-    plot of the candidates go to ``ctx.work/candidates`` (kept even when the target is out of reach), the chosen
-    budget to the stage's summary.
+@dataclass(frozen=True)
+class PruneStage(Stage):
+    """Prune the current model to a budget in steps with reconstruction, then shrink it (``compress``).
 
-    The dense model is scored once. A quality probe is pruned in one step from those scores with the reconstruction
-    of the prune stage that spends the budget: a cheaper and slightly pessimistic stand-in for that stage's steps
-    (rescoring between steps only helps), so the budget it passes keeps the bound; the final model is checked
-    against the bound again."""
-    spender = next((s for s in ctx.stages if isinstance(s, PruneStage) and s.budget_ref == stage.name),
-                   PruneStage(name="prune", keep_flops=f"@{stage.name}", steps=DEFAULT_STEPS))
-    shrinking, pruning, scoring = _prune_settings(spender, ctx)
-    scores = score_model(model, scoring)
+    ``keep_flops`` may be ``@NAME``: the budget an earlier ``budget`` stage found for the recipe's target.
+    ``reconstruct_sentences`` defaults to :class:`~sparsecse.shrinking.shrink.ShrinkConfig`'s."""
 
-    def prune_once(budget: float):
-        result, shrunk = prune_and_shrink(model, keep_flops=budget, steps=1, scores=scores, prune=pruning,
-                                          score=scoring, shrink=shrinking)
-        return shrunk.encoder, int(result.mask.head_mask.sum()), int(result.mask.neuron_mask.sum())
+    name: str
+    keep_flops: float | str | None = None
+    keep_params: float | None = None
+    steps: int = 3
+    reconstruct: str = CORPUS
+    reconstruct_sentences: int = ShrinkConfig.reconstruct_sentences
+    criterion: str | None = None
+    lam: float = 0.5
+    type: str = "prune"
 
-    dev = ctx.dev_set()
-    found = search_budget(model, dev, ctx.target, ctx.work / "candidates", scores=scores, pruning=pruning,
-                          prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed, show_progress=ctx.show_progress)
-    if stage.recovery_steps and len(found.finalists) > 1:  # depth finalists to judge again
-        found = judge_after_recovery(found, model, dev, scores, pruning, _recovery(stage, index, model, ctx))
-    with atomic_dir(out) as tmp:
-        for path in (found.table, found.plot):
-            shutil.copy2(path, tmp / path.name)
-    return found.to_dict()
+    def check(self, where: str) -> "PruneStage":
+        """The stage with every setting checked, as :meth:`~sparsecse.recipes.stage_types.Stage.check` says."""
+        if (self.keep_flops is None) == (self.keep_params is None):
+            raise SparseCSEError(f"{where}: give exactly one budget, keep_flops or keep_params.")
+        budget = "keep_flops" if self.keep_flops is not None else "keep_params"
+        if not (isinstance(self.keep_flops, str) and self.keep_flops.startswith("@")):
+            check_fraction(budget, getattr(self, budget), where)
+        check_positive_int("steps", self.steps, where)
+        check_text("reconstruct", self.reconstruct, where)
+        check_positive_int("reconstruct_sentences", self.reconstruct_sentences, where)
+        if self.criterion is not None:
+            check_choice("criterion", self.criterion, where, tuple(CRITERIA))
+        if isinstance(self.lam, bool) or not isinstance(self.lam, (int, float)) or not 0 <= self.lam <= 1:
+            raise SparseCSEError(f"{where}: lam must be in [0, 1], not {self.lam!r}.")
+        return self
+
+    @property
+    def budget_ref(self) -> str | None:
+        """The budget stage whose budget this stage spends (``keep_flops: "@NAME"``), or None."""
+        return self.keep_flops[1:] if isinstance(self.keep_flops, str) else None
+
+    @property
+    def text_inputs(self) -> list[str]:
+        """Its own reconstruction file, where it names one."""
+        return [] if self.reconstruct == CORPUS else [self.reconstruct]
+
+    def describe(self) -> str:
+        """One line saying what the stage does."""
+        budget = (f"the budget the {self.budget_ref} stage finds" if self.budget_ref
+                  else f"{self.keep_flops:g} of its layer FLOPs" if self.keep_flops is not None
+                  else f"{self.keep_params:g} of its layer parameters")
+        return f"prune to {budget} in {self.steps} step{'s' * (self.steps > 1)} with reconstruction"
+
+    def settings(self, ctx: StageContext) -> tuple[ShrinkConfig, PruningConfig, ScoringConfig]:
+        """The shrinking, pruning and scoring configs its settings make in the run ``ctx``."""
+        corpus = ctx.corpus if self.reconstruct == CORPUS else Path(self.reconstruct)
+        shrinking = ShrinkConfig(reconstruct=ReconstructionPlan.prepare(str(corpus), self.reconstruct_sentences))
+        pruning = PruningConfig(lam=self.lam, criterion=self.criterion)
+        scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress, dev=ctx.dev)
+        return shrinking, pruning, scoring
+
+    def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+        """Prune and shrink (:meth:`~sparsecse.recipes.stage_types.Stage.run`)."""
+        shrinking, pruning, scoring = self.settings(ctx)
+        keep_flops = ctx.budgets[self.budget_ref] if self.budget_ref else self.keep_flops
+        removed = ctx.removed_layers.get(self.budget_ref) or []
+        if removed:  # the budget is that of the remaining layers
+            model = without_layers(SentenceEncoder.load(model, device=shrinking.device), removed)
+        result, shrunk = prune_and_shrink(model, str(out), keep_flops=keep_flops, keep_params=self.keep_params,
+                                          steps=self.steps, prune=pruning, score=scoring, shrink=shrinking)
+        return {"layers_removed": removed, "kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
+                "kept_params_ratio": result.mask.manifest["kept_params_ratio"],
+                "heads_pruned": result.mask.heads_pruned, "neurons_pruned": result.mask.neurons_pruned,
+                "out": str(shrunk.out)}
+
+    def card_section(self, record: dict[str, Any], figures: dict[str, Any]) -> CardSection:
+        """Its line (with the FLOPs it kept) and the pruning methods."""
+        kept = record.get("kept_flops_ratio")
+        return CardSection(self.card_line(f"kept {kept:.4f} of layer FLOPs" if kept else ""),
+                           methods=("sparsecse", "kprune"))  # pruning in steps with reconstruction
+
+
+@dataclass(frozen=True)
+class ExportStage(Stage):
+    """Export the final model (``sparsecse export``); the run's model stays the torch one. ``format`` is a
+    registered export format (:mod:`sparsecse.artifacts.export_formats`), ``quantize`` one of its
+    quantizations (calibrated on the recipe's corpus) or None."""
+
+    name: str
+    format: str = "openvino"
+    quantize: str | None = "int8"
+    calibration_size: int = CALIBRATION_SIZE
+    type: str = "export"
+    makes_model: ClassVar[bool] = False
+    comes_last: ClassVar[bool] = True
+
+    def check(self, where: str) -> "ExportStage":
+        """The stage with every setting checked, as :meth:`~sparsecse.recipes.stage_types.Stage.check` says."""
+        check_choice("format", self.format, where, format_names())
+        offered = tuple(q.name for q in get_format(self.format).quantizations)
+        if self.quantize is not None and self.quantize not in offered:
+            raise SparseCSEError(f"{where}: quantize must be {' or '.join((*offered, 'null'))} for {self.format} "
+                                 f"export, not {self.quantize!r}.")
+        check_positive_int("calibration_size", self.calibration_size, where)
+        return self
+
+    def describe(self) -> str:
+        """One line saying what the stage does."""
+        return f"export to {self.format}{' ' + self.quantize if self.quantize else ''}"
+
+    def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+        """Export (:meth:`~sparsecse.recipes.stage_types.Stage.run`), calibrated on the corpus."""
+        result = export(model, str(out), self.format, config=ExportConfig(quantize=self.quantize,
+            calibration=str(ctx.corpus) if self.quantize else None, calibration_size=self.calibration_size,
+            calibration_seed=ctx.seed))
+        return {"format": self.format, "quantize": self.quantize,
+                "files": [str(f) for f in getattr(result, "files", [])]}
+
+    def card_section(self, record: dict[str, Any], figures: dict[str, Any]) -> CardSection:
+        """Its line, and NNCF among the methods where it quantizes."""
+        return CardSection(self.card_line(), methods=("nncf",) if self.quantize else ())
 
 
 RECOVERY_BATCH, RECOVERY_LR = 32, 1e-4  # a depth finalist's short recovery (distill's own lr)
 
 
-def _recovery(stage: BudgetStage, index: int, model: str, ctx: StageContext):
-    """The short recovery the budget stage judges depth finalists after: ``recovery_steps`` steps of MSE
-    distillation from the input ``model`` (batch ``RECOVERY_BATCH``, lr ``RECOVERY_LR``) on a sample of the
-    corpus."""
-    corpus = sampled_corpus(ctx, index, stage.recovery_steps * RECOVERY_BATCH)
-    runs = itertools.count(1)
+@dataclass(frozen=True)
+class BudgetStage(Stage):
+    """Find the kept-FLOPs budget that meets the recipe's ``target`` (:mod:`sparsecse.targets.search`):
+    candidates are shrunk, timed against the input model on the target's engine and scored on the dev set;
+    a later prune stage spends the budget with ``keep_flops: "@NAME"``. Makes no model.
 
-    def recover(encoder: SentenceEncoder) -> SentenceEncoder:
-        result = train(model=encoder, corpus=str(corpus), out=str(ctx.work / "recovery" / f"finalist{next(runs)}"),
-                       objective="distill", objective_args={"teacher": model}, seed=ctx.seed,
-                       config=TrainingConfig(max_steps=stage.recovery_steps, batch_size=RECOVERY_BATCH, lr=RECOVERY_LR,
-                                             eval_steps=0,
-                                             data_dir=ctx.data_dir, overwrite=True, show_progress=False))
-        return SentenceEncoder.load(result.out, device="cpu")  # the model the recovery saved
+    With the target's ``depth`` candidates may also remove whole layers (those of lowest Block Influence), the
+    prune stage then removing the chosen ones before it spends the budget on the remaining layers;
+    ``recovery_steps`` > 0 judges each depth's finalist by its dev score after that many distillation steps from
+    the input model (0: right after the cut)."""
 
-    return recover
+    name: str
+    recovery_steps: int = 0
+    type: str = "budget"
+    makes_model: ClassVar[bool] = False
+    needs_target: ClassVar[bool] = True
+    makes_budget: ClassVar[bool] = True
 
+    def check(self, where: str) -> "BudgetStage":
+        """The stage with every setting checked, as :meth:`~sparsecse.recipes.stage_types.Stage.check` says."""
+        value = self.recovery_steps
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SparseCSEError(f"{where}: recovery_steps must be a whole number >= 0, not {value!r}.")
+        return self
 
-RUNNERS = {DistillStage: run_distill, TrainStage: run_train, PruneStage: run_prune, ExportStage: run_export,
-           BudgetStage: run_budget}
+    def describe(self) -> str:
+        """One line saying what the stage does."""
+        judged = f"; depth finalists judged after {self.recovery_steps} recovery steps" if self.recovery_steps else ""
+        return f"find the budget that meets the target (candidates shrunk, timed and scored on dev{judged})"
 
+    def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
+        """Search the budget that meets ``ctx.target`` (:func:`sparsecse.targets.search.search_budget`); the table
+        and plot of the candidates go to ``ctx.work/candidates`` (kept even when the target is out of reach), the
+        chosen budget to the stage's summary.
 
-def run_stage(stage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-    """Run ``stage`` (the ``index``-th, 1-based) on ``model`` into ``out``; a summary of what it did."""
-    runner = RUNNERS.get(type(stage))
-    if runner is None:
-        raise SparseCSEError(f"No runner for the stage type {stage.type!r}.")
-    return runner(stage, index, model, out, ctx)
+        The dense model is scored once. A quality probe is pruned in one step from those scores with the
+        reconstruction of the prune stage that spends the budget: a cheaper and slightly pessimistic stand-in for
+        that stage's steps (rescoring between steps only helps), so the budget it passes keeps the bound; the final
+        model is checked against the bound again.
+
+        Args:
+            index: its place in the recipe; model: the input of the search; out: its directory;
+            ctx: the run's shared context (the target, the dev set, the corpus).
+
+        Returns:
+            The search's result (:meth:`~sparsecse.targets.search.SearchResult.to_dict`).
+        """
+        spender = next((s for s in ctx.stages if s.budget_ref == self.name),
+                       PruneStage(name="prune", keep_flops=f"@{self.name}", steps=DEFAULT_STEPS))
+        shrinking, pruning, scoring = spender.settings(ctx)
+        shared = active_sharing()  # a curve's targets score the input model once
+        scores = shared.scores.get(model) if shared is not None else None
+        if scores is None:
+            scores = score_model(model, scoring)
+            if shared is not None:
+                shared.scores[model] = scores
+
+        def prune_once(budget: float):
+            result, shrunk = prune_and_shrink(model, keep_flops=budget, steps=1, scores=scores, prune=pruning,
+                                              score=scoring, shrink=shrinking)
+            return shrunk.encoder, int(result.mask.head_mask.sum()), int(result.mask.neuron_mask.sum())
+
+        dev = ctx.dev_set()
+        found = search_budget(model, dev, ctx.target, ctx.work / "candidates", scores=scores,
+                              pruning=pruning, prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed,
+                              show_progress=ctx.show_progress)
+        if self.recovery_steps and len(found.finalists) > 1:  # depth finalists to judge again
+            found = judge_after_recovery(found, model, dev, scores, pruning, self.recovery(index, model, ctx))
+        with atomic_dir(out) as tmp:
+            for path in (found.table, found.plot):
+                shutil.copy2(path, tmp / path.name)
+        return found.to_dict()
+
+    def recovery(self, index: int, model: str, ctx: StageContext):
+        """The short recovery depth finalists are judged after: ``recovery_steps`` steps of MSE distillation
+        from the input ``model`` (batch ``RECOVERY_BATCH``, lr ``RECOVERY_LR``) on a sample of the corpus.
+
+        Args:
+            index: its place in the recipe; model: the teacher; ctx: the run's shared context.
+
+        Returns:
+            A function from a finalist's encoder to its recovered encoder.
+        """
+        corpus = sampled_corpus(ctx, index, self.recovery_steps * RECOVERY_BATCH)
+        runs = itertools.count(1)
+
+        def recover(encoder: SentenceEncoder) -> SentenceEncoder:
+            config = TrainingConfig(max_steps=self.recovery_steps, batch_size=RECOVERY_BATCH, lr=RECOVERY_LR,
+                                    eval_steps=0, data_dir=ctx.data_dir, overwrite=True, show_progress=False)
+            result = train(model=encoder, corpus=str(corpus), out=str(ctx.work / "recovery" / f"finalist{next(runs)}"),
+                           objective="distill", objective_args={"teacher": model}, seed=ctx.seed, config=config)
+            return SentenceEncoder.load(result.out, device="cpu")  # the model the recovery saved
+
+        return recover
+
+    def pass_on(self, summary: dict[str, Any], ctx: StageContext) -> None:
+        """The budget it found, and the whole layers removed before it is spent, for the prune stage."""
+        ctx.budgets[self.name] = float(summary["keep_flops"])
+        ctx.removed_layers[self.name] = list(summary.get("layers_removed") or [])
+
+    def card_section(self, record: dict[str, Any], figures: dict[str, Any]) -> CardSection:
+        """Its line, and HALP among the methods where a speed target spent measured latency, not FLOPs."""
+        speed = target_speedups(figures.get("target") or {})[0] is not None
+        return CardSection(self.card_line(), methods=("halp",) if speed else ())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 from sparsecse.artifacts.files import atomic_file
-from sparsecse.artifacts.files import check_destination
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.errors import SparseCSEError
 
 

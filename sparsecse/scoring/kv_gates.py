@@ -18,7 +18,7 @@ def check_gate_unit(model: nn.Module, unit: str) -> None:
     model_type = getattr(model.config, "model_type", "?")
     if unit not in GATE_UNITS:
         raise SparseCSEError(f"Unknown gate unit {unit!r}; choose {', '.join(GATE_UNITS)}.")
-    if unit == "kv_group" and not (adapter.grouped_kv and kv_group_size(model) > 1):
+    if unit == "kv_group" and not (adapter.cost.grouped_kv and kv_group_size(model) > 1):
         raise SparseCSEError(f"{model_type} has no key/value heads shared by several query heads, so there is no "
                              "key/value-group gate to attach; gate its heads instead.")
 
@@ -39,10 +39,21 @@ class KVGroupGates:
 
     @classmethod
     def ones_for(cls, model: nn.Module, requires_grad: bool = False) -> "KVGroupGates":
+        """Open gates (all 1) for every key/value head of ``model``.
+
+        Args:
+            model: the backbone.
+            requires_grad: whether the gates collect gradients.
+
+        Returns:
+            The gates, not attached yet.
+        """
         parts = layer_parts(model)
         return cls(torch.ones(len(parts), parts[0].num_kv_heads), requires_grad)
 
     def attach(self, model: nn.Module) -> "KVGroupGates":
+        """Hook the gates onto ``model``'s value projections (refused for a model without grouped key/value heads);
+        returns them."""
         check_gate_unit(model, "kv_group")
         parts = layer_parts(model)
         if tuple(self.gate.shape) != (len(parts), parts[0].num_kv_heads):
@@ -60,6 +71,7 @@ class KVGroupGates:
         return hook
 
     def detach(self) -> None:
+        """Remove the gates' hooks."""
         for handle in self._handles:
             handle.remove()
         self._handles.clear()

@@ -14,6 +14,7 @@ import torch
 from sparsecse.artifacts.export_formats import get_format
 from sparsecse.artifacts.exported_model import exported_format
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
+from sparsecse.serving import onnx_encoder, openvino_encoder  # noqa: F401 (they provide the built-in formats' loaders)
 from sparsecse.serving.runtime import Encoder
 
 

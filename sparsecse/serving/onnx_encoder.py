@@ -99,3 +99,6 @@ class OnnxEncoder(RuntimeEncoder):
     def run_batch(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """The graph's sentence embeddings of one tokenized batch."""
         return self.session.run([EMBEDDING_OUTPUT], feeds)[0]
+
+
+ONNX.provide(loader=OnnxEncoder.load)

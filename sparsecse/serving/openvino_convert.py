@@ -75,9 +75,9 @@ def convert(encoder: SentenceEncoder, normalize: bool):
     """
     ov = require_openvino()
     replace_zero_input_linears(encoder.model)
-    if get_adapter(encoder.model).gated_ffn and hasattr(encoder.model, "set_attn_implementation"):
-        # ModernBERT / Qwen3 / Gemma-3: a query that sees no key (a padding position left of a left-padded
-        # sentence, or outside a local window) makes OpenVINO's converted SDPA return NaN, which the zero
+    if get_adapter(encoder.model).query_may_see_no_key and hasattr(encoder.model, "set_attn_implementation"):
+        # a query that sees no key (a padding position left of a left-padded sentence, or outside a local
+        # window: the family's adapter says so) makes OpenVINO's converted SDPA return NaN, which the zero
         # attention weights of later layers then carry into every token (0 * NaN); the eager attention's
         # finite mask (the dtype's minimum, not -inf) keeps such rows finite, and the real tokens exact
         encoder.model.set_attn_implementation("eager")

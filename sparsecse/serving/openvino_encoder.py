@@ -100,3 +100,6 @@ class OpenVinoEncoder(RuntimeEncoder):
         """The IR's sentence embeddings of one tokenized batch."""
         self.request.infer(feeds)
         return np.array(self.request.get_tensor(EMBEDDING_OUTPUT).data, copy=True)
+
+
+OPENVINO.provide(loader=OpenVinoEncoder.load)

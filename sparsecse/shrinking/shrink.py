@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, sha256_file
+from sparsecse.artifacts.files import atomic_dir, hash_path, make_manifest, sha256_file
+
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.model_card import write_card
 from sparsecse.artifacts.remote_code import with_trust_option

@@ -19,7 +19,7 @@ from sparsecse.sweeps.directory import fingerprint, open_sweep_dir, pruning_sett
 from sparsecse.sweeps.naming import budget_point_name, parse_seeds, point_name, rewind_id, seeded_name
 from sparsecse.sweeps.points import (EVAL_MODES, RewindPlan, SweepResult, SweepRun, _check_grid, best_lambda,
                                      missing_tasks, plan_rewinds)
-from sparsecse.artifacts.files import check_destination
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.training.api import run_inputs
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.pruning.budget import check_budget

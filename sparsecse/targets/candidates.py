@@ -21,7 +21,8 @@ class Candidate:
     Args:
         keep_flops: the kept fraction of the layer FLOPs per token the probe was pruned to.
         heads_kept, neurons_kept: the units its mask keeps.
-        speedup: encode speed-up over the input model on the target's engine (measured side by side).
+        speedup: encode speed-up over the input model on the target's engine at its serving shape (the median of
+            interleaved rounds); ``spread``: the interquartile range of the rounds' ratios over that median.
         dev_score: its dev score (the dev set's metric x 100); ``drop``: the input model's minus it.
         stage: ``speed`` (one-shot prune, no refit: a timing probe) or ``quality`` (pruned and refit as the prune
             stage does, so its dev score is the one the bound is checked on).
@@ -29,6 +30,7 @@ class Candidate:
         layers_removed: whole layers the candidate removed (:mod:`sparsecse.targets.depth`); ``keep_flops`` is
             then the kept fraction of the remaining layers' FLOPs.
         dev_recovered: its dev score after a short recovery, where finalists were judged so (else None).
+        retimed: whether it was timed again (its order contradicted its size).
     """
 
     keep_flops: float
@@ -40,6 +42,8 @@ class Candidate:
     stage: str
     meets: bool = False
     chosen: bool = False
+    spread: float = 0.0
+    retimed: bool = False
     layers_removed: int = 0
     dev_recovered: float | None = None
 
@@ -49,20 +53,34 @@ class Candidate:
         return f"dev {self.dev_score:.2f}" if math.isfinite(self.dev_score) else "dev n/a: constant embeddings"
 
     def describe(self) -> str:
-        """e.g. ``kept FLOPs 0.450: 2.06x, dev 84.12 (drop +0.71)``, or ``2 layers removed, kept FLOPs of the rest
-        0.800: ...`` for a depth candidate (and its dev score after recovery, where it was measured)."""
+        """e.g. ``kept FLOPs 0.450: 2.06x ±3%, dev 84.12 (drop +0.71)``, or ``2 layers removed, kept FLOPs of the
+        rest 0.800: ...`` for a depth candidate (and its dev score after recovery, where it was measured)."""
         depth = f"{self.layers_removed} layers removed, kept FLOPs of the rest" if self.layers_removed else "kept FLOPs"
         recovered = "" if self.dev_recovered is None else f", dev {self.dev_recovered:.2f} after recovery"
-        return (f"{depth} {self.keep_flops:.3f}: {self.speedup:.2f}x, {self.dev_text} (drop {self.drop:+.2f})"
-                f"{recovered}")
+        return (f"{depth} {self.keep_flops:.3f}: {self.speedup:.2f}x ±{self.spread:.0%}, {self.dev_text} "
+                f"(drop {self.drop:+.2f}){recovered}")
 
 
-def write_table(candidates: list[Candidate], path: str | Path) -> Path:
-    """The candidates as CSV, in the order they were tried."""
+SHAPE_COLUMNS = ("metric", "batch_size", "threads", "engine")  # the serving shape every row was timed at
+
+
+def write_table(candidates: list[Candidate], path: str | Path, shape: dict[str, Any] | None = None) -> Path:
+    """The candidates as CSV, in the order they were tried, each row with the serving shape (``shape``, a
+    :meth:`~sparsecse.targets.spec.Shape.to_dict`) it was timed at.
+
+    Args:
+        candidates: the rows.
+        path: the CSV file (replaced).
+        shape: the serving shape (None: no shape columns).
+
+    Returns:
+        ``path``.
+    """
     import pandas as pd
 
     path = Path(path)
-    frame = pd.DataFrame([asdict(c) for c in candidates])
+    extra = {k: shape[k] for k in SHAPE_COLUMNS} if shape else {}
+    frame = pd.DataFrame([{**asdict(c), **extra} for c in candidates])
     with atomic_file(path, overwrite=True) as tmp:
         frame.to_csv(tmp, index=False, float_format="%.4f")
     return path
@@ -73,11 +91,12 @@ def read_table(path: str | Path) -> list[Candidate]:
     import pandas as pd
 
     frame = pd.read_csv(path)
-    return [Candidate(**{k: _cell(k, v) for k, v in row.items()}) for row in frame.to_dict("records")]
+    return [Candidate(**{k: _cell(k, v) for k, v in row.items() if k not in SHAPE_COLUMNS})
+            for row in frame.to_dict("records")]
 
 
 def _cell(column: str, value):
-    if column in ("meets", "chosen"):
+    if column in ("meets", "chosen", "retimed"):
         return bool(value)
     if column == "layers_removed":
         return int(value)
@@ -99,6 +118,8 @@ def write_plot(candidates: list[Candidate], path: str | Path, target: dict[str, 
     for stage, marker in (("speed", "o"), ("quality", "s")):
         chosen = [c for c in candidates if c.stage == stage]
         if chosen:
+            ax.errorbar([c.speedup for c in chosen], [c.dev_score for c in chosen],
+                        xerr=[c.speedup * c.spread / 2 for c in chosen], fmt="none", ecolor="grey", elinewidth=0.8)
             ax.scatter([c.speedup for c in chosen], [c.dev_score for c in chosen], marker=marker,
                        c=["tab:green" if c.meets else "tab:red" for c in chosen],
                        label=f"{stage} probes (green: meets the target)")
@@ -113,7 +134,9 @@ def write_plot(candidates: list[Candidate], path: str | Path, target: dict[str, 
     floor = target.get("dev_floor")
     if floor is not None and math.isfinite(floor):
         ax.axhline(float(floor), color="grey", linestyle=":", label=f"dev floor {floor:.2f}")
-    ax.set_xlabel(f"measured speed-up over the input model ({target.get('engine', '')})")
+    shape = target.get("shape") or {}
+    where = (f"{shape['metric']}, batch {shape['batch_size']}, {shape['threads']} threads, " if shape else "")
+    ax.set_xlabel(f"measured speed-up over the input model ({where}{target.get('engine', '')}; bars: spread)")
     ax.set_ylabel("dev score")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)

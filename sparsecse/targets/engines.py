@@ -1,5 +1,6 @@
-"""Put a model directory on the engine a target is measured on: the torch model in fp32, or an ONNX or OpenVINO
-copy exported into a work directory (int8 calibrated on the corpus)."""
+"""Put a model directory on the engine a target is measured on: the torch model in fp32 on the CPU, the torch
+model on the GPU under bf16 autocast (fp16 where the GPU lacks bf16), or an ONNX or OpenVINO copy exported into a
+work directory (int8 calibrated on the corpus)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,55 @@ import os
 import shutil
 from pathlib import Path
 
+from sparsecse.errors import SparseCSEError
 from sparsecse.exporting.config import ExportConfig
 from sparsecse.exporting.export import export
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.serving.loading import load_encoder
-from sparsecse.targets.spec import engines
+from sparsecse.targets.spec import GPU_ENGINE, engines
+
+
+class GpuEncoder:
+    """A torch encoder on the GPU under autocast whose ``encode`` returns only once the GPU is done (the clock
+    reads after a synchronize).
+
+    Args:
+        encoder: a :class:`~sparsecse.modeling.encoder.SentenceEncoder` on a CUDA device.
+        precision: ``bf16`` or ``fp16``.
+    """
+
+    def __init__(self, encoder: SentenceEncoder, precision: str):
+        self.encoder, self.precision = encoder, precision
+        self.tokenizer, self.max_length = encoder.tokenizer, encoder.max_length
+
+    def encode(self, sentences, batch_size: int = 128, **kwargs):
+        """Embeddings of ``sentences`` (as :meth:`~sparsecse.modeling.encoder.SentenceEncoder.encode`), the GPU synchronized after."""
+        import torch
+
+        out = self.encoder.encode(sentences, batch_size=batch_size, precision=self.precision, **kwargs)
+        torch.cuda.synchronize(self.encoder.device)
+        return out
+
+
+def check_engine(engine: str) -> None:
+    """One sentence when ``engine`` cannot run here (``torch-cuda`` without a CUDA GPU)."""
+    if engine == GPU_ENGINE:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SparseCSEError(f"The engine {GPU_ENGINE} times on a CUDA GPU, and this machine has none (torch "
+                                 "sees no CUDA device); choose torch-fp32 or an exported engine.")
+
+
+def gpu_precision() -> str:
+    """bf16 where the GPU supports it, else fp16."""
+    import torch
+
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
 
 
 def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike | None = None,
-              calibration: str | os.PathLike | None = None, seed: int = 0):
+              calibration: str | os.PathLike | None = None, seed: int = 0, threads: int | None = None):
     """An encoder (``.encode(sentences, batch_size=...)``) running ``model_dir`` on ``engine``.
 
     Args:
@@ -24,11 +65,15 @@ def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike
         work: where an exported copy is written (required for every engine but ``torch-fp32``); replaced if present.
         calibration: the corpus int8 engines calibrate on.
         seed: the calibration sample's seed.
+        threads: an exported graph's runtime threads (None: torch's; torch engines take theirs while timing).
 
     Returns:
-        The torch :class:`~sparsecse.modeling.encoder.SentenceEncoder` (fp32, CPU) or the exported graph's runtime
-        encoder.
+        The torch :class:`~sparsecse.modeling.encoder.SentenceEncoder` (fp32, CPU), a :class:`GpuEncoder`, or the
+        exported graph's runtime encoder.
     """
+    check_engine(engine)
+    if engine == GPU_ENGINE:
+        return GpuEncoder(SentenceEncoder.load(model_dir, device="cuda"), gpu_precision())
     spec = engines()[engine]
     if spec is None:
         return SentenceEncoder.load(model_dir, device="cpu")
@@ -41,4 +86,4 @@ def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike
     config = ExportConfig(format=fmt, quantize=quantize, calibration=str(calibration) if quantize else None,
                           calibration_seed=seed)
     export(str(model_dir), str(work), config=config)
-    return load_encoder(work)
+    return load_encoder(work, threads=threads)

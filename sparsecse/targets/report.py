@@ -13,13 +13,14 @@ from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.flops import size_report
 from sparsecse.targets.engines import on_engine
-from sparsecse.targets.spec import Target, engines
-from sparsecse.targets.timing import latency_profile, speedup_over, timing_sentences
+from sparsecse.targets.serving import serving_table
+from sparsecse.targets.spec import DEFAULT_ENGINE, Target, engines
+from sparsecse.targets.timing import engine_threads, latency_profile, settled, target_sentences
 
 
 def measure_target(target: Target, input_model: str, model_dir: str, dev, work: str | os.PathLike,
-                   calibration: str | os.PathLike | None = None, seed: int = 0, repeats: int = 5,
-                   show_progress: bool = False) -> dict[str, Any]:
+                   calibration: str | os.PathLike | None = None, seed: int = 0, repeats: int = 3,
+                   show_progress: bool = False, serving: bool = False) -> dict[str, Any]:
     """Every figure the card's Target section states, for ``model_dir`` against ``input_model``.
 
     Args:
@@ -30,27 +31,34 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         work: a scratch directory for exported copies (removed afterwards).
         calibration: the corpus int8 engines calibrate on.
         seed: the calibration sample's seed.
-        repeats: timing repeats (best of) for the speed-up.
+        repeats: timing repeats (best of) for the card's single-sentence latency and throughput.
         show_progress: a progress bar while timing.
+        serving: add the card's serving table (:func:`~sparsecse.targets.serving.serving_table`, a fresh process).
 
     Returns:
-        dict: JSON-ready, ``speedup`` (measured), ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
+        dict: JSON-ready, ``speedup`` (measured at the target's serving shape, ``shape``) and its ``spread``, ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
         p50/p95 (ms) and throughput (sentences/s) on the engine, ``params`` and ``file_size_bytes`` (the exported
         graph's on an exported engine, else the weights'), the CPU.
     """
     work = Path(work)
     dense = SentenceEncoder.load(input_model, device="cpu")
     final = SentenceEncoder.load(model_dir, device="cpu")
-    sentences = timing_sentences(dev.sentences, dense.tokenizer, dense.max_length)
+    sentences = target_sentences(target, dev.sentences, dense.tokenizer, dense.max_length)
+    shape = target.shape(engine_threads())
     exported = engines()[target.engine] is not None
+    moved = target.engine != DEFAULT_ENGINE
     try:
-        reference = on_engine(input_model, target.engine, work / "input", calibration, seed) if exported else dense
-        model = on_engine(model_dir, target.engine, work / "model", calibration, seed) if exported else final
-        speedup = speedup_over(reference, {"model": model}, sentences, target.batch_size, repeats,
-                               show_progress)["model"]
-        profile = latency_profile(model, sentences, target.batch_size)
-        reference_profile = latency_profile(reference, sentences, target.batch_size)
+        reference = on_engine(input_model, target.engine, work / "input", calibration, seed,
+                              shape.threads) if moved else dense
+        model = on_engine(model_dir, target.engine, work / "model", calibration, seed, shape.threads) if moved else final
+        timing = settled(reference, {"the final model": model}, sentences, shape, target,
+                         show_progress)["the final model"]
+        speedup = timing.speedup
+        profile = latency_profile(model, sentences, shape.batch_size, repeats=repeats)
+        reference_profile = latency_profile(reference, sentences, shape.batch_size, repeats=repeats)
         graph_bytes = _graph_bytes(model) if exported else None
+        table = serving_table(target, shape, input_model, model_dir, sentences, work / "serving",
+                              calibration) if serving else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     reference_dev, dev_score = float(dev.score(dense)), float(dev.score(final))
@@ -60,7 +68,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
     size = size_report(final.model, model_dir=model_dir)
     return {
         "speedup_target": target.speedup, "max_drop": target.max_drop, "engine": target.engine,
-        "batch_size": target.batch_size, "speedup": round(speedup, 4), "met": bool(met_speed and met_quality),
+        "batch_size": shape.batch_size, "shape": shape.to_dict(), "speedup": round(speedup, 4),
+        "spread": round(timing.spread, 4), "rounds": timing.rounds, "met": bool(met_speed and met_quality),
         "met_speed": bool(met_speed), "met_quality": bool(met_quality),
         "dev_set": getattr(dev, "name", "dev"), "dev_score": round(dev_score, 4),
         "reference_dev": round(reference_dev, 4), "drop": round(drop, 4),
@@ -72,6 +81,7 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         "timed_sentences": len(sentences), "cpu": describe_cpu(),
         "cpu_features": [name for name, on in cpu_features().items() if on],
         "candidates_table": "candidates.csv", "candidates_plot": "candidates.png",
+        **({"serving": table} if table else {}),
     }
 
 

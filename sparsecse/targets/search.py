@@ -21,38 +21,46 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   budget of the remaining layers), each timed on the engine like any probe; each k's largest budget that
   reaches the aim is a finalist, and the finalist with the best dev score right after the cut wins.
   :func:`judge_after_recovery` judges the finalists again after a short recovery instead (whether the dev score
-  right after the cut misjudges depth cuts is measured in the targets guide).
+  right after the cut misjudges depth cuts is measured in the targets guide). Candidates are checked for an order
+  that contradicts their size by their overall kept FLOPs (:func:`~sparsecse.targets.depth.overall_keep_flops`).
 
 Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
+import dataclasses
 import math
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from sparsecse.artifacts.model_names import model_label
 from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.adapters import layer_modules
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.pruning.prune import prune as prune_scores
 from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, write_plot, write_table
-from sparsecse.targets.depth import depth_width_probe, layers_removed, removal_order
+from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops, removal_order
 from sparsecse.targets.engines import on_engine
-from sparsecse.targets.spec import Target, engines
-from sparsecse.targets.timing import speedup_over, timing_sentences
+from sparsecse.targets.spec import DEFAULT_ENGINE, Target
+from sparsecse.targets.timing import (BUSY_WAIT_SECONDS, BUSY_WAITS, MachineTooBusy, Timing, engine_threads, settled,
+                                     target_sentences)
 
 SMALLEST_BUDGET = 0.02  # the speed search's floor (a smaller budget keeps almost nothing of any encoder)
 CLOSE_ENOUGH = 0.04  # a speed probe within this fraction above the aim ends the search
 BISECTION_RESOLUTION = 0.02  # the quality search stops when the passing and failing budgets are this close
+ORDER_TOLERANCE = 0.02  # a smaller budget may run this much slower than a larger one (beyond spreads) as noise
 
 
 class TargetOutOfReach(SparseCSEError):
@@ -80,50 +88,98 @@ class SearchResult:
         return {"keep_flops": self.keep_flops, "layers_removed": self.layers_removed,
                 "reference_dev": round(self.reference_dev, 4),
                 "chosen": {"keep_flops": chosen.keep_flops, "speedup": round(chosen.speedup, 4),
-                           "dev_score": round(chosen.dev_score, 4), "stage": chosen.stage,
-                           "layers_removed": chosen.layers_removed, "dev_recovered": chosen.dev_recovered},
+                           "spread": round(chosen.spread, 4), "dev_score": round(chosen.dev_score, 4),
+                           "stage": chosen.stage, "layers_removed": chosen.layers_removed,
+                           "dev_recovered": chosen.dev_recovered},
                 "candidates": len(self.candidates), "table": str(self.table), "plot": str(self.plot),
                 "target": self.target}
 
 
+@dataclass
+class SharedSearch:
+    """What the targets of one run (``compress --speedup 1.5,2,3``) share, in memory, while :func:`sharing` is
+    active: the input model's gate scores (by model; the budget stage reads them) and one list of one-shot speed
+    probes, each with what it was timed as, which every target's search starts from, probing more only where none
+    of them lands near its aim. Valid for one input model, pruning rule and serving shape (one curve)."""
+
+    scores: dict[str, GateScores] = field(default_factory=dict)
+    rows: list[tuple[Candidate, Any]] = field(default_factory=list)
+
+
+_SHARING: contextvars.ContextVar[SharedSearch | None] = contextvars.ContextVar("sparsecse_shared_search",
+                                                                              default=None)
+
+
+@contextlib.contextmanager
+def sharing(shared: SharedSearch):
+    """Inside the block, budget searches (and the budget stage's scoring) share ``shared``."""
+    token = _SHARING.set(shared)
+    try:
+        yield shared
+    finally:
+        _SHARING.reset(token)
+
+
+def active_sharing() -> SharedSearch | None:
+    """The :class:`SharedSearch` of the enclosing :func:`sharing` block, else None."""
+    return _SHARING.get()
+
+
 class _Prober:
-    """Builds, scores and times candidates; keeps them in order."""
+    """Builds, scores and times candidates at the target's serving shape; keeps them (and what was timed, to time
+    again) in order."""
 
     def __init__(self, model: str, dev, target: Target, work: Path, calibration, seed: int, show_progress: bool):
         self.model, self.dev, self.target, self.work = model, dev, target, work
         self.calibration, self.seed, self.show_progress = calibration, seed, show_progress
         self.dense = SentenceEncoder.load(model, device="cpu")
         self.reference_dev = float(dev.score(self.dense))
-        self.reference = self.dense if engines()[target.engine] is None else on_engine(
-            model, target.engine, work / "engine" / "input", calibration, seed)
-        self.sentences = timing_sentences(dev.sentences, self.dense.tokenizer, self.dense.max_length)
+        self.layers = len(layer_modules(self.dense.model))
+        self.shape = target.shape(engine_threads())
+        self.reference = self._on_engine(self.dense, "input")
+        self.sentences = target_sentences(target, dev.sentences, self.dense.tokenizer, self.dense.max_length)
         self.candidates: list[Candidate] = []
+        self.timed: list = []  # the encoder each candidate was timed as
 
-    def _speed(self, encoder: SentenceEncoder, tag: str) -> float:
-        if engines()[self.target.engine] is None:
-            timed = encoder
-        else:
-            model_dir = self.work / "engine" / f"{tag}-model"
-            if model_dir.exists():
-                shutil.rmtree(model_dir)
-            encoder.save(model_dir)
-            timed = on_engine(model_dir, self.target.engine, self.work / "engine" / tag, self.calibration, self.seed)
-        speed = speedup_over(self.reference, {tag: timed}, self.sentences, self.target.batch_size)[tag]
-        if engines()[self.target.engine] is not None:
-            shutil.rmtree(self.work / "engine" / tag, ignore_errors=True)
-            shutil.rmtree(self.work / "engine" / f"{tag}-model", ignore_errors=True)
-        return speed
+    def _on_engine(self, encoder: SentenceEncoder, tag: str):
+        if self.target.engine == DEFAULT_ENGINE:
+            return encoder
+        model_dir = self.work / "engine" / f"{tag}-model"
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        encoder.save(model_dir)
+        return on_engine(model_dir, self.target.engine, self.work / "engine" / tag, self.calibration, self.seed,
+                         self.shape.threads)
+
+    def _speed(self, encoder: SentenceEncoder, tag: str, name: str) -> tuple[object, Timing]:
+        timed = self._on_engine(encoder, tag)
+        timing = settled(self.reference, {name: timed}, self.sentences, self.shape, self.target)[name]
+        return timed, timing
+
+    def name(self, keep_flops: float, removed: int = 0) -> str:
+        """A candidate as messages name it, by the kept fraction of all the input model's layer FLOPs."""
+        overall = overall_keep_flops(keep_flops, removed, self.layers)
+        return f"the candidate keeping {overall:.3f} of the layer FLOPs" + (f" ({removed} layers removed)"
+                                                                            if removed else "")
 
     def add(self, budget: float, encoder: SentenceEncoder, heads: int, neurons: int, stage: str,
             layers_removed: int = 0) -> Candidate:
         dev = float(self.dev.score(encoder))
-        speed = self._speed(encoder, f"probe{len(self.candidates) + 1}")
-        candidate = Candidate(round(budget, 4), heads, neurons, speed, dev, self.reference_dev - dev, stage,
-                              layers_removed=layers_removed)
+        timed, timing = self._speed(encoder, f"probe{len(self.candidates) + 1}", self.name(budget, layers_removed))
+        candidate = Candidate(round(budget, 4), heads, neurons, timing.speedup, dev, self.reference_dev - dev, stage,
+                              spread=timing.spread, layers_removed=layers_removed)
         self.candidates.append(candidate)
+        self.timed.append(timed)
         if self.show_progress:
             print(f"  candidate {len(self.candidates)}: {candidate.describe()}", file=sys.stderr, flush=True)
         return candidate
+
+    def reuse(self, shared: SharedSearch) -> None:
+        """Start from the speed probes earlier targets of the run measured (copies: their marks are this
+        search's)."""
+        for candidate, timed in shared.rows:
+            self.candidates.append(dataclasses.replace(candidate, meets=False, chosen=False))
+            self.timed.append(timed)
 
     def one_shot(self, scores: GateScores, pruning: PruningConfig, budget: float, removed=()) -> Candidate:
         if removed:  # whole layers first, then the budget of the rest
@@ -134,6 +190,52 @@ class _Prober:
             remove_units(encoder, mask, ShrinkConfig(), shrink_lineage(self.dense.source, mask))
         return self.add(budget, encoder, int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), "speed",
                         layers_removed=len(removed))
+
+    def settle(self, stage: str) -> None:
+        """Time again, side by side, the ``stage`` candidates whose order contradicts their size (a smaller budget
+        slower than a larger one beyond their spreads, sizes compared by overall kept FLOPs); one whose order still contradicts stops the run
+        (:class:`~sparsecse.targets.timing.MachineTooBusy`) before anything is chosen."""
+        rows = [i for i, c in enumerate(self.candidates) if c.stage == stage]
+        suspects = contradictions([self.candidates[i] for i in rows], self.layers)
+        if not suspects:
+            return
+        waits = BUSY_WAITS if self.target.when_busy == "wait" else 0
+        for attempt in range(waits + 1):
+            if attempt:
+                print(f"  the candidates' order contradicts their size; waiting {BUSY_WAIT_SECONDS:.0f} s to time "
+                      "them again", file=sys.stderr, flush=True)
+                time.sleep(BUSY_WAIT_SECONDS)
+            involved = {id(c) for pair in suspects for c in pair}
+            picked = [i for i in rows if id(self.candidates[i]) in involved]
+            names = {i: self.name(self.candidates[i].keep_flops, self.candidates[i].layers_removed) for i in picked}
+            again = settled(self.reference, {names[i]: self.timed[i] for i in picked}, self.sentences, self.shape,
+                            self.target)
+            for i in picked:
+                self.candidates[i].speedup, self.candidates[i].spread = again[names[i]].speedup, again[names[i]].spread
+                self.candidates[i].retimed = True
+            suspects = contradictions([self.candidates[i] for i in rows], self.layers)
+            if not suspects:
+                return
+        small, large = suspects[0]
+        hint = "" if waits else ", or pass --when-busy wait"
+        raise MachineTooBusy(
+            f"The machine is too busy to time: timed again at {self.shape.describe()}, "
+            f"{self.name(small.keep_flops, small.layers_removed)} ran {small.speedup:.2f}x (±{small.spread:.0%}) and "
+            f"the larger {self.name(large.keep_flops, large.layers_removed)[4:]} ran {large.speedup:.2f}x "
+            f"(±{large.spread:.0%}), an order that contradicts their size; run it on a quieter machine{hint}.")
+
+
+def contradictions(candidates: list[Candidate], layers: int) -> list[tuple[Candidate, Candidate]]:
+    """Pairs (smaller, larger) where the smaller one measured slower than the larger one by more than
+    ``ORDER_TOLERANCE`` plus both spreads: an order that contradicts their size. Sizes are the kept fractions of
+    all the input model's ``layers`` layers' FLOPs (:func:`~sparsecse.targets.depth.overall_keep_flops`); one is
+    smaller than another only where it also removes at least as many whole layers (a removed layer takes its
+    fixed cost with it, so fewer layers at more FLOPs may rightly run faster)."""
+    size = {id(c): overall_keep_flops(c.keep_flops, c.layers_removed, layers) for c in candidates}
+    ordered = sorted(candidates, key=lambda c: size[id(c)])
+    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]
+            if size[id(b)] > size[id(a)] and a.layers_removed >= b.layers_removed
+            and a.speedup < b.speedup * (1 - ORDER_TOLERANCE - a.spread - b.spread)]
 
 
 def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) -> float:
@@ -154,29 +256,43 @@ def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) ->
 
 
 def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float,
-                 removed: list[int] | tuple = ()) -> Candidate:
-    """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring); with
+                 removed: list[int] | tuple = (), shared: SharedSearch | None = None) -> Candidate:
+    """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring), starting
+    from the probes already made (those ``shared`` holds included; the new ones are added to it); with
     ``removed`` layers, the budget of the remaining layers of candidates that remove them first."""
     target = prober.target
     aim = target.aim
-    layers = scores.head_grad_align.shape[1] if removed else 1
-    budget = min(0.95, max(floor, layers / (layers - len(removed)) / aim))  # FLOPs alone: the first guess
-    tried: list[float] = []
-    mine = lambda c: c.stage == "speed" and c.layers_removed == len(removed)  # noqa: E731
-    for _ in range(target.probes):
-        candidate = prober.one_shot(scores, pruning, budget, removed)
-        tried.append(candidate.keep_flops)
-        if aim <= candidate.speedup <= aim * (1 + CLOSE_ENOUGH):
-            break
-        if candidate.speedup < aim and budget <= floor:
-            break  # the smallest budget is too slow: out of reach
-        points = [(c.keep_flops, c.speedup) for c in prober.candidates if mine(c)]
+    known = len(prober.candidates)
+
+    def mine(c: Candidate) -> bool:
+        return c.stage == "speed" and c.layers_removed == len(removed)
+
+    def speed_points() -> list[tuple[float, float]]:
+        return [(c.keep_flops, c.speedup) for c in prober.candidates if mine(c)]
+
+    def next_budget() -> float:
+        points = speed_points()
         if removed and len(points) == 1:  # the line through (1, 1) would not hold: the rest's full model is faster
-            budget = round(min(0.98, max(floor, budget * math.sqrt(candidate.speedup / aim))), 4)
-        else:
-            budget = round(_next_budget(points, aim, floor), 4)
+            return round(min(0.98, max(floor, points[0][0] * math.sqrt(points[0][1] / aim))), 4)
+        return round(_next_budget(points, aim, floor), 4)
+
+    tried = [b for b, _ in speed_points()]
+    # FLOPs alone give the first guess; probes already measured, the line through them
+    budget = next_budget() if tried else min(0.95, max(floor, prober.layers / (prober.layers - len(removed)) / aim))
+    for _ in range(target.probes):
+        if any(aim <= s <= aim * (1 + CLOSE_ENOUGH) for _, s in speed_points()):
+            break
         if any(abs(budget - b) < 0.002 for b in tried):
             break
+        candidate = prober.one_shot(scores, pruning, budget, removed)
+        tried.append(candidate.keep_flops)
+        if candidate.speedup < aim and budget <= floor:
+            break  # the smallest budget is too slow: out of reach
+        budget = next_budget()
+    prober.settle("speed")
+    if shared is not None:
+        shared.rows.extend((dataclasses.replace(c), prober.timed[i]) for i, c in enumerate(prober.candidates)
+                           if i >= known and c.stage == "speed")
     speed = [c for c in prober.candidates if mine(c)]
     for c in speed:
         c.meets = c.speedup >= float(target.speedup)
@@ -184,20 +300,23 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     if not ok:
         fastest = max(speed, key=lambda c: c.speedup)
         raise TargetOutOfReach(
-            f"A {float(target.speedup):g}x speed-up on {target.engine} is out of reach for {prober.model}: the fastest "
-            f"candidate tried keeps {fastest.keep_flops:g} of its {'remaining ' if removed else ''}layer FLOPs and "
-            f"runs {fastest.speedup:.2f}x ({fastest.dev_text}); the candidates are in {prober.work / TABLE}.")
+            f"A {float(target.speedup):g}x speed-up on {target.engine} is out of reach for {prober.model} at "
+            f"{prober.shape.describe()}: the fastest candidate tried keeps {fastest.keep_flops:g} of its "
+            f"{'remaining ' if removed else ''}layer FLOPs and runs {fastest.speedup:.2f}x ±{fastest.spread:.0%} "
+            f"({fastest.dev_text}); the candidates are in {prober.work / TABLE}.")
     return max(ok, key=lambda c: c.keep_flops)
 
 
 def depth_speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float, order: list[int],
-                       depth: int) -> list[Candidate]:
+                       depth: int, shared: SharedSearch | None = None) -> list[Candidate]:
     """Each depth's speed-search finalist (0..``depth`` layers of ``order`` removed, those out of reach left out),
-    best dev score first; the target is out of reach when no depth reaches it."""
+    best dev score first, starting from ``shared``'s probes; the target is out of reach when no depth reaches it."""
+    if shared is not None:
+        prober.reuse(shared)
     finalists, missed = [], None
     for k in range(depth + 1):
         try:
-            finalists.append(speed_search(prober, scores, pruning, floor, layers_removed(order, k)))
+            finalists.append(speed_search(prober, scores, pruning, floor, layers_removed(order, k), shared))
         except TargetOutOfReach as exc:
             missed = missed or exc
     if not finalists:
@@ -231,7 +350,7 @@ def judge_after_recovery(result: SearchResult, model: str | os.PathLike, dev, sc
     for c in result.candidates:
         c.chosen = c is best
     result.keep_flops, result.layers_removed = best.keep_flops, layers_removed(order, best.layers_removed)
-    write_table(result.candidates, result.table)
+    write_table(result.candidates, result.table, result.target.get("shape"))
     write_plot(result.candidates, result.plot, result.target, result.title)
     return result
 
@@ -253,13 +372,14 @@ def quality_search(prober: _Prober, prune_fn: Callable[[float], tuple[SentenceEn
         if passing - failing < BISECTION_RESOLUTION:
             break
         budget = round((passing + failing) / 2, 4)
+    prober.settle("quality")
     ok = [c for c in prober.candidates if c.stage == "quality" and c.meets]
     if not ok:
         best = max(prober.candidates, key=lambda c: c.dev_score if math.isfinite(c.dev_score) else -math.inf)
         raise TargetOutOfReach(
             f"No candidate stays within a dev drop of {bound:g} of {prober.model}'s {prober.reference_dev:.2f}: the "
-            f"closest keeps {best.keep_flops:g} of its layer FLOPs and drops {best.drop:.2f} at {best.speedup:.2f}x; "
-            f"the candidates are in {prober.work / TABLE}.")
+            f"closest keeps {best.keep_flops:g} of its layer FLOPs and drops {best.drop:.2f} at {best.speedup:.2f}x "
+            f"±{best.spread:.0%} ({prober.shape.describe()}); the candidates are in {prober.work / TABLE}.")
     return min(ok, key=lambda c: c.keep_flops)
 
 
@@ -294,7 +414,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
     prober = _Prober(str(model), dev, target, work, calibration, seed, show_progress)
     pruning = pruning or PruningConfig()
     summary = {"speedup": target.speedup, "max_drop": target.max_drop, "engine": target.engine,
-               "batch_size": target.batch_size, "margin": target.margin,
+               "batch_size": prober.shape.batch_size, "margin": target.margin, "shape": prober.shape.to_dict(),
                "dev_floor": None if target.max_drop is None else prober.reference_dev - float(target.max_drop)}
     try:
         if target.speedup is not None:
@@ -303,18 +423,18 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             order = removal_order(prober.dense, prober.sentences) if target.depth else []
             layers_removed(order, target.depth)  # a depth the model cannot lose is refused before any probe
             summary.update(depth=target.depth, removal_order=order)
-            finalists = depth_speed_search(prober, scores, pruning, SMALLEST_BUDGET, order, target.depth)
+            finalists = depth_speed_search(prober, scores, pruning, SMALLEST_BUDGET, order, target.depth,
+                                           active_sharing())
             chosen = finalists[0]
             removed = layers_removed(order, chosen.layers_removed)
         else:
-            removed = []
             if prune_fn is None:
                 raise ValueError("A quality-only target needs prune_fn.")
-            chosen = quality_search(prober, prune_fn)
+            chosen, removed = quality_search(prober, prune_fn), []
             finalists = [chosen]
         chosen.chosen = True
     finally:
-        table = write_table(prober.candidates, work / TABLE) if prober.candidates else work / TABLE
+        table = write_table(prober.candidates, work / TABLE, summary["shape"]) if prober.candidates else work / TABLE
         title = f"{model_label(model)}: {target.describe()}"
         plot = write_plot(prober.candidates, work / PLOT, summary, title) if prober.candidates else work / PLOT
         shutil.rmtree(work / "engine", ignore_errors=True)

@@ -1,4 +1,4 @@
-"""What a user aims at: a measured speed-up on an engine, a largest dev-score drop, or both.
+"""What a user aims at: a measured speed-up on an engine, or a largest dev-score drop (one of the two).
 
     >>> Target(speedup=2.0).check().engine
     'torch-fp32'
@@ -18,23 +18,69 @@ from sparsecse.artifacts.export_formats import format_names, get_format
 from sparsecse.errors import SparseCSEError
 
 DEFAULT_ENGINE = "torch-fp32"  # the torch model itself, in fp32
+GPU_ENGINE = "torch-cuda"  # the torch model on the GPU under bf16 autocast (fp16 where bf16 is missing)
+METRICS = ("throughput", "latency-p50", "latency-p95")  # what a speed-up compares (see :class:`Shape`)
+WHEN_BUSY = ("stop", "wait")  # a timing whose spread stays too wide: stop, or wait for a quieter machine
 
 
 def engines() -> dict[str, tuple[str, str | None] | None]:
     """{engine name: (export format, quantization)}: ``torch-fp32`` (None), then each registered export format
-    (:mod:`sparsecse.artifacts.export_formats`) in fp32 (``onnx``) and each of its quantizations (``openvino-int8``).
+    (:mod:`sparsecse.artifacts.export_formats`) in fp32 (``onnx``) and each of its quantizations (``openvino-int8``);
+    ``torch-cuda`` (None too: the torch model, on the GPU) follows ``torch-fp32``.
 
     >>> engines()["openvino-int8"]
     ('openvino', 'int8')
     """
-    found: dict[str, tuple[str, str | None] | None] = {DEFAULT_ENGINE: None}
+    found: dict[str, tuple[str, str | None] | None] = {DEFAULT_ENGINE: None, GPU_ENGINE: None}
     for name in format_names():
         found[name] = (name, None)
         for quantization in get_format(name).quantizations:
             found[f"{name}-{quantization.name}"] = (name, quantization.name)
     return found
-DEFAULT_BATCH_SIZE = 128  # the batch size every speed figure of sparsecse is measured at
+DEFAULT_BATCH_SIZE = 128  # the batch size a throughput is measured at unless the user names one
+LATENCY_BATCH_SIZE = 1  # a latency metric's default request: one sentence
 DEFAULT_PROBES = 6
+MAX_SPREAD = 0.1  # the widest relative spread (IQR / median of the per-round ratios) a timing may keep
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a model is served, hence how its speed is measured: ``metric`` is ``throughput`` (sentences per second
+    over many batches of ``batch_size``) or ``latency-p50`` / ``latency-p95`` (that percentile of the time one
+    request of ``batch_size`` sentences takes); ``threads`` is the engine's intra-op threads while timing (resolved:
+    the engine's default on this machine when the user named none, ``threads_default`` then True); ``sentences``
+    names where the timed sentences come from (``dev`` or a file).
+
+    >>> Shape("latency-p50", 1, 2, "dev").describe()
+    'latency-p50 at batch 1 on 2 threads, torch-fp32'
+    """
+
+    metric: str
+    batch_size: int
+    threads: int
+    sentences: str = "dev"
+    engine: str = DEFAULT_ENGINE
+    threads_default: bool = False
+
+    @property
+    def latency(self) -> bool:
+        """Whether the metric is a latency percentile (else throughput)."""
+        return self.metric != "throughput"
+
+    @property
+    def percentile(self) -> float:
+        """The latency percentile the metric names (50 for throughput's per-round figure too)."""
+        return float(self.metric.split("-p")[1]) if self.latency else 50.0
+
+    def describe(self) -> str:
+        """One phrase, e.g. ``throughput at batch 128 on 2 threads, torch-fp32``."""
+        return (f"{self.metric} at batch {self.batch_size} on {self.threads} thread{'s' if self.threads != 1 else ''}, "
+                f"{self.engine}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the manifest's and the card's ``shape``)."""
+        return {"metric": self.metric, "batch_size": self.batch_size, "threads": self.threads,
+                "threads_default": self.threads_default, "sentences": self.sentences, "engine": self.engine}
 
 
 def _number(value: Any) -> float | None:
@@ -48,16 +94,24 @@ def _number(value: Any) -> float | None:
 
 @dataclass(frozen=True)
 class Target:
-    """A compression target.
+    """A compression target: a speed-up or a largest dev drop (the two together are refused).
 
     Args:
         speedup: the encode speed-up over the input model to reach, measured on ``engine`` at ``batch_size``
             on the dev sentences (> 1), or None.
         max_drop: the largest drop of the dev score (the dev set's metric x 100, e.g. Spearman x 100) below the
-            input model's own, measured the same way (>= 0), or None. Alone, it asks for the fastest candidate
-            within the bound.
+            input model's own, measured the same way (>= 0), or None. It asks for the fastest candidate within
+            the bound; it cannot go with ``speedup``.
         engine: where speed is measured: one of :func:`engines`.
-        batch_size: sentences per batch when timing.
+        batch_size: sentences per batch (a throughput) or per request (a latency) when timing; None: 128 for a
+            throughput, 1 for a latency.
+        threads: the engine's intra-op threads while timing (None: the engine's default on this machine, recorded).
+        metric: ``throughput``, ``latency-p50`` or ``latency-p95`` (see :class:`Shape`).
+        timing_sentences: a file of sentences (one per line) to time on (None: the dev set's sentences).
+        max_spread: the widest spread a timing may keep (relative IQR of its per-round ratios) before it is timed
+            again and, if it stays wider, the machine is called too busy.
+        when_busy: ``stop`` (raise, naming what was measured) or ``wait`` (wait for a quieter machine, then time
+            again) when a timing stays too spread.
         margin: probes aim ``speedup x (1 + margin)``, since the final model (pruned in steps, distilled) is timed
             again and its speed-up varies a little around the probe's.
         probes: the most candidate budgets the search tries.
@@ -68,9 +122,14 @@ class Target:
     speedup: float | None = None
     max_drop: float | None = None
     engine: str = DEFAULT_ENGINE
-    batch_size: int = DEFAULT_BATCH_SIZE
+    batch_size: int | None = None
     margin: float = 0.03
     probes: int = DEFAULT_PROBES
+    threads: int | None = None
+    metric: str = "throughput"
+    timing_sentences: str | None = None
+    max_spread: float = MAX_SPREAD
+    when_busy: str = "stop"
     depth: int = 0
 
     def check(self, where: str = "") -> "Target":
@@ -78,6 +137,10 @@ class Target:
         prefix = f"{where}: " if where else ""
         if self.speedup is None and self.max_drop is None:
             raise SparseCSEError(f"{prefix}a target needs a speed-up (--speedup) or a largest dev drop (--max-drop).")
+        if self.speedup is not None and self.max_drop is not None:
+            raise SparseCSEError(f"{prefix}Give a speed-up (--speedup) or a largest dev drop (--max-drop), not both: "
+                                 "the speed search judges candidates before they are distilled, so it cannot hold a "
+                                 "dev bound (check the drop on the model's card).")
         if self.speedup is not None:
             value = _number(self.speedup)
             if value is None or not math.isfinite(value) or value <= 1:
@@ -90,9 +153,24 @@ class Target:
                                      f"0 points; got {self.max_drop!r}.")
         if self.engine not in engines():
             raise SparseCSEError(f"{prefix}Unknown engine {self.engine!r}; choose one of {', '.join(engines())}.")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise SparseCSEError(f"{prefix}The timing batch size must be a whole number of at least 1; got "
+        if self.metric not in METRICS:
+            raise SparseCSEError(f"{prefix}Unknown speed metric {self.metric!r}; choose one of {', '.join(METRICS)}.")
+        if self.batch_size is not None and (isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int)
+                                            or self.batch_size < 1):
+            kind = "request size of a latency" if self.metric != "throughput" else "timing batch size"
+            raise SparseCSEError(f"{prefix}The {kind} (--batch-size) must be a whole number of at least 1; got "
                                  f"{self.batch_size!r}.")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise SparseCSEError(f"{prefix}The timing threads (--threads) must be a whole number of at least 1; got "
+                                 f"{self.threads!r}.")
+        if self.timing_sentences is not None and not isinstance(self.timing_sentences, str):
+            raise SparseCSEError(f"{prefix}The timing sentences must be a file name; got {self.timing_sentences!r}.")
+        spread = _number(self.max_spread)
+        if spread is None or not 0 < spread < 1:
+            raise SparseCSEError(f"{prefix}The target's max_spread must be in (0, 1); got {self.max_spread!r}.")
+        if self.when_busy not in WHEN_BUSY:
+            raise SparseCSEError(f"{prefix}when_busy must be one of {', '.join(WHEN_BUSY)}; got {self.when_busy!r}.")
         margin = _number(self.margin)
         if margin is None or not 0 <= margin < 1:
             raise SparseCSEError(f"{prefix}The target's margin must be in [0, 1); got {self.margin!r}.")
@@ -107,16 +185,58 @@ class Target:
         return self
 
     @property
+    def batch(self) -> int:
+        """The batch (or request) size timed, ``batch_size`` or else the metric's default."""
+        if self.batch_size is not None:
+            return int(self.batch_size)
+        return DEFAULT_BATCH_SIZE if self.metric == "throughput" else LATENCY_BATCH_SIZE
+
+    def shape(self, default_threads: int) -> Shape:
+        """The serving shape this target is timed at, ``default_threads`` standing in for unnamed threads (the
+        engine's default on this machine: :func:`sparsecse.targets.timing.engine_threads`)."""
+        return Shape(self.metric, self.batch, int(self.threads or default_threads), self.timing_sentences or "dev",
+                     self.engine, self.threads is None)
+
+    @property
     def aim(self) -> float | None:
         """The speed-up the probes aim at (``speedup x (1 + margin)``)."""
         return None if self.speedup is None else float(self.speedup) * (1 + float(self.margin))
 
     def describe(self) -> str:
-        """One line, e.g. ``2x on torch-fp32 (batch 128)`` or ``a dev drop of at most 0.3``."""
+        """One line, e.g. ``2x on torch-fp32 (throughput, batch 128)`` or ``a dev drop of at most 0.3``."""
         parts = []
+        threads = f", {self.threads} threads" if self.threads else ""
         if self.speedup is not None:
             depth = f", up to {self.depth} layers removed" if self.depth else ""
-            parts.append(f"{float(self.speedup):g}x on {self.engine} (batch {self.batch_size}{depth})")
+            parts.append(f"{float(self.speedup):g}x on {self.engine} ({self.metric}, batch {self.batch}{threads}{depth})")
         if self.max_drop is not None:
             parts.append(f"a dev drop of at most {float(self.max_drop):g}")
         return " with ".join(parts) if self.speedup is not None else (parts[0] + f" (speed on {self.engine})")
+
+
+def parse_speedups(value: Any) -> list[float]:
+    """The speed-up targets of ``--speedup``: one number, or several separated by commas (a curve), each checked
+    as a :class:`Target`'s; one sentence for an empty list, a value that is not a number, or one given twice.
+
+    >>> parse_speedups("1.5, 2,3")
+    [1.5, 2.0, 3.0]
+    >>> parse_speedups("2,2")
+    Traceback (most recent call last):
+    ...
+    sparsecse.errors.SparseCSEError: --speedup gives 2 twice; give each target once (e.g. 1.5,2,3).
+    """
+    items = [str(v).strip() for v in value] if isinstance(value, (list, tuple)) else str(value).split(",")
+    items = [item.strip() for item in items]
+    if not any(items) or any(not item for item in items):
+        raise SparseCSEError(f"--speedup needs one speed-up or a comma-separated list of them (e.g. 1.5,2,3); got "
+                             f"{str(value)!r}.")
+    found: list[float] = []
+    for item in items:
+        number = _number(item)
+        if number is None:
+            raise SparseCSEError(f"--speedup {item!r} is not a number; give speed-ups such as 1.5,2,3.")
+        Target(speedup=number).check()
+        if number in found:
+            raise SparseCSEError(f"--speedup gives {number:g} twice; give each target once (e.g. 1.5,2,3).")
+        found.append(number)
+    return found

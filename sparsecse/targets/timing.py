@@ -1,17 +1,78 @@
-"""Speed as a target measures it: a candidate against the input model on the same engine, batch size and
-sentences, interleaved batch by batch (:func:`sparsecse.evaluation.speed.interleaved_best_times`); and the
-single-sentence latency and the throughput a model card states."""
+"""Speed as a target measures it: candidates against the input model on the same engine, serving shape
+(:class:`~sparsecse.targets.spec.Shape`: metric, batch, threads) and sentences, in interleaved rounds
+(:func:`sparsecse.evaluation.speed.interleaved_rounds`). Each figure is the median over rounds of that round's ratio
+(the input model's time over the candidate's: summed over the requests for a throughput, their percentile for a
+latency) and carries its spread, the interquartile range of those ratios over their median. A spread wider than the
+target allows is timed again, and one that stays wider stops the run (:class:`MachineTooBusy`) or waits for a
+quieter machine. Also the single-sentence latency and the throughput a model card states."""
 
 from __future__ import annotations
 
+import math
+import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from sparsecse.evaluation.speed import interleaved_best_times, unique_by_length
+from sparsecse.data.corpus import read_corpus
+from sparsecse.errors import SparseCSEError
+from sparsecse.evaluation import speed
+from sparsecse.evaluation.speed import unique_by_length
+from sparsecse.targets.spec import Shape, Target
 
-TIMING_SENTENCES = 2048  # distinct dev sentences timed per probe (longest-first order, evenly thinned)
-LATENCY_SENTENCES = 200  # single sentences timed for p50 / p95
+TIMING_SENTENCES = 2048  # distinct sentences timed per throughput (longest-first order, evenly thinned)
+LATENCY_REQUESTS = 100  # requests timed per round for a latency metric (every length represented)
+LATENCY_SENTENCES = 200  # single sentences timed for a card's p50 / p95
+ROUNDS = 5  # interleaved rounds per timing: its figure is their median ratio, its spread their IQR
+BUSY_WAIT_SECONDS = 30.0  # with when_busy "wait": the pause before timing again
+BUSY_WAITS = 20  # ... and how many pauses before giving up
+REFERENCE = "the input model"
+
+
+class MachineTooBusy(SparseCSEError):
+    """A timing's spread stayed wider than the target allows: the figures would be noise, so nothing is chosen."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One model's speed-up over the reference at a shape: the median of the per-round ratios, their spread
+    (interquartile range over the median), the rounds, and the model's and the reference's own figure (ms per
+    request for a latency, sentences per second for a throughput; medians over rounds)."""
+
+    speedup: float
+    spread: float
+    rounds: int
+    figure: float = math.nan
+    reference_figure: float = math.nan
+    ratios: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, ratios, figure: float = math.nan, reference_figure: float = math.nan) -> "Timing":
+        """The timing whose per-round ratios are ``ratios``; ``figure``/``reference_figure`` as the class says."""
+        ratios = np.asarray(ratios, dtype=float)
+        median = float(np.median(ratios))
+        q25, q75 = np.percentile(ratios, [25, 75])
+        return cls(median, float((q75 - q25) / median), len(ratios), figure, reference_figure,
+                   tuple(float(r) for r in ratios))
+
+    def pooled(self, other: "Timing") -> "Timing":
+        """One timing from the rounds of two runs of the same models (figures weighted by rounds)."""
+        n, m = self.rounds, other.rounds
+        return Timing.of(self.ratios + other.ratios, (self.figure * n + other.figure * m) / (n + m),
+                         (self.reference_figure * n + other.reference_figure * m) / (n + m))
+
+    def describe(self) -> str:
+        """e.g. ``2.06x ±3%``."""
+        return f"{self.speedup:.2f}x ±{100 * self.spread:.0f}%"
+
+
+def engine_threads() -> int:
+    """The intra-op threads the engines use on this machine when the user names none (torch's default, which the
+    exported runtimes take too)."""
+    import torch
+
+    return int(torch.get_num_threads())
 
 
 def timing_sentences(sentences: list[str], tokenizer, max_length: int, limit: int = TIMING_SENTENCES) -> list[str]:
@@ -20,20 +81,110 @@ def timing_sentences(sentences: list[str], tokenizer, max_length: int, limit: in
     distinct = list(dict.fromkeys(sentences))
     ids = tokenizer(distinct, truncation=True, max_length=max_length)["input_ids"]
     ordered = unique_by_length(distinct, {s: len(i) for s, i in zip(distinct, ids)})
-    if len(ordered) <= limit:
-        return ordered
-    keep = np.linspace(0, len(ordered) - 1, limit).round().astype(int)
-    return [ordered[i] for i in sorted(set(keep.tolist()))]
+    return thin(ordered, limit)
 
 
-def speedup_over(reference, candidates: dict, sentences: list[str], batch_size: int, repeats: int = 3,
-                 show_progress: bool = False) -> dict[str, float]:
-    """{name: speed-up over ``reference``} for each encoder of ``candidates``, all timed in one interleaved run
-    (each model's time: the sum over batches of its best of ``repeats``)."""
-    models = {"__reference__": reference, **candidates}
-    wall, _ = interleaved_best_times(models, sentences, batch_size, repeats, show_progress)
-    total = {key: float(sum(times)) for key, times in wall.items()}
-    return {key: total["__reference__"] / total[key] for key in candidates}
+def target_sentences(target: Target, dev_sentences: list[str], tokenizer, max_length: int) -> list[str]:
+    """The sentences ``target`` is timed on: its ``timing_sentences`` file (one a line), else the dev sentences
+    (see :func:`timing_sentences`)."""
+    if target.timing_sentences is None:
+        return timing_sentences(dev_sentences, tokenizer, max_length)
+    return timing_sentences(read_corpus(target.timing_sentences), tokenizer, max_length)
+
+
+def thin(items: list, limit: int) -> list:
+    """At most ``limit`` of ``items``, picked evenly (first and last kept), in order."""
+    if len(items) <= limit:
+        return items
+    keep = np.linspace(0, len(items) - 1, limit).round().astype(int)
+    return [items[i] for i in sorted(set(keep.tolist()))]
+
+
+def requests(sentences: list[str], shape: Shape) -> list[list[str]]:
+    """What one round times: every batch of ``shape.batch_size`` for a throughput; for a latency, at most
+    ``LATENCY_REQUESTS`` requests of that size, picked evenly over the lengths."""
+    chunks = [sentences[i:i + shape.batch_size] for i in range(0, len(sentences), shape.batch_size)]
+    return thin(chunks, LATENCY_REQUESTS) if shape.latency else chunks
+
+
+def _round_figures(seconds: np.ndarray, shape: Shape) -> np.ndarray:
+    """Per round: seconds per pass (throughput) or the latency percentile (seconds per request)."""
+    return np.percentile(seconds, shape.percentile, axis=1) if shape.latency else seconds.sum(axis=1)
+
+
+def measure(reference, candidates: dict, sentences: list[str], shape: Shape, rounds: int = ROUNDS,
+            show_progress: bool = False) -> dict[str, Timing]:
+    """{name: :class:`Timing`} for each encoder of ``candidates`` against ``reference``, all timed in one
+    interleaved run at ``shape`` (torch's threads set to ``shape.threads`` meanwhile).
+
+    Args:
+        reference: the input model on the engine (the 1x).
+        candidates: name to encoder on the same engine.
+        sentences: the timed sentences, longest first.
+        shape: the serving shape.
+        rounds: interleaved rounds.
+        show_progress: a progress bar.
+
+    Returns:
+        The timing of every candidate.
+    """
+    models = {REFERENCE: reference, **candidates}
+    timed = requests(sentences, shape)
+    with speed.torch_threads(shape.threads):
+        seconds = speed.interleaved_rounds(models, timed, shape.batch_size, rounds, show_progress)
+    count = sum(len(r) for r in timed)
+    per_round = {key: _round_figures(s, shape) for key, s in seconds.items()}
+    ref = per_round[REFERENCE]
+
+    def figure(values: np.ndarray) -> float:
+        median = float(np.median(values))
+        return median * 1000 if shape.latency else count / median
+
+    return {key: Timing.of(ref / per_round[key], figure(per_round[key]), figure(ref)) for key in candidates}
+
+
+def settled(reference, candidates: dict, sentences: list[str], shape: Shape, target: Target,
+            show_progress: bool = False) -> dict[str, Timing]:
+    """:func:`measure`, timed again where a spread is wider than ``target.max_spread`` (the rounds of both
+    timings pooled); a spread that stays wider raises :class:`MachineTooBusy` naming what was measured, or, with
+    ``target.when_busy == "wait"``, is timed again after a pause (``BUSY_WAITS`` times at most).
+
+    Args:
+        reference: the input model on the engine.
+        candidates: name (as messages show it) to encoder.
+        sentences: the timed sentences.
+        shape: the serving shape.
+        target: the target (its ``max_spread`` and ``when_busy``).
+        show_progress: a progress bar.
+
+    Returns:
+        The timing of every candidate, each within the spread allowed.
+    """
+    found = measure(reference, candidates, sentences, shape, show_progress=show_progress)
+    limit = float(target.max_spread)
+
+    def wide() -> dict[str, Timing]:
+        return {k: t for k, t in found.items() if t.spread > limit}
+
+    if wide():  # once more, the rounds of both runs pooled
+        again = measure(reference, {k: candidates[k] for k in wide()}, sentences, shape, show_progress=show_progress)
+        found.update({k: found[k].pooled(t) for k, t in again.items()})
+    for _ in range(BUSY_WAITS if target.when_busy == "wait" else 0):
+        if not wide():
+            break
+        print(f"  the machine is busy (spread {max(t.spread for t in wide().values()):.0%}); waiting "
+              f"{BUSY_WAIT_SECONDS:.0f} s to time again", file=sys.stderr, flush=True)
+        time.sleep(BUSY_WAIT_SECONDS)
+        found.update(measure(reference, {k: candidates[k] for k in wide()}, sentences, shape,
+                             show_progress=show_progress))
+    if not wide():
+        return found
+    key, worst = max(wide().items(), key=lambda kv: kv[1].spread)
+    hint = "" if target.when_busy == "wait" else ", or pass --when-busy wait"
+    raise MachineTooBusy(
+        f"The machine is too busy to time: {key} measured {worst.speedup:.2f}x over {REFERENCE} with a spread of "
+        f"{worst.spread:.0%} over {worst.rounds} interleaved rounds ({shape.describe()}), wider than the "
+        f"{limit:.0%} allowed even when timed again; run it on a quieter machine{hint}.")
 
 
 def latency_profile(encoder, sentences: list[str], batch_size: int, count: int = LATENCY_SENTENCES,
@@ -42,18 +193,7 @@ def latency_profile(encoder, sentences: list[str], batch_size: int, count: int =
     throughput at ``batch_size`` (sentences per second over all ``sentences``, best of ``repeats``)."""
     picked = sentences[:: max(1, len(sentences) // count)][:count]
     encoder.encode(picked[:2], batch_size=1)  # warm-up
-    latencies = []
-    for sentence in picked:
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            encoder.encode([sentence], batch_size=1)
-            best = min(best, time.perf_counter() - start)
-        latencies.append(best * 1000)
-    best_total = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        encoder.encode(sentences, batch_size=batch_size)
-        best_total = min(best_total, time.perf_counter() - start)
+    latencies = [min(speed.clock(encoder, [sentence], 1) for _ in range(repeats)) * 1000 for sentence in picked]
+    best_total = min(speed.clock(encoder, sentences, batch_size) for _ in range(repeats))
     return {"latency_ms_p50": float(np.percentile(latencies, 50)), "latency_ms_p95": float(np.percentile(latencies, 95)),
             "throughput": len(sentences) / best_total, "latency_sentences": len(picked)}

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 from sparsecse.data.corpus import check_corpus_file, read_corpus
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.artifacts.files import atomic_dir, check_destination, hash_path, make_manifest, write_json
+from sparsecse.artifacts.files import atomic_dir, hash_path, make_manifest, write_json
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.model_card import write_card
 from sparsecse.artifacts.model_names import local_model_dir
@@ -55,6 +56,7 @@ class TrainResult:
         return str(self.out)
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data."""
         return {"out": str(self.out), "steps": self.steps, "best_step": self.best_step,
                 "stsb_dev": self.best_score if dev_label(self.hyperparameters) == "STS-B dev" else None,
                 "dev_score": self.best_score, "dev_set": dev_label(self.hyperparameters), "final_loss": self.final_loss,
@@ -82,6 +84,7 @@ def absolute_path(path: str | None) -> str | None:
 
 
 def source_hash(source: str | None) -> str | None:
+    """The hash of a local model ``source``, or None for a hub name or nothing."""
     return hash_path(source) if source and os.path.exists(source) else None
 
 
@@ -370,6 +373,7 @@ def check_inputs(kind: str, corpus, objective: str, objective_args=None, lr=None
 
 
 def check_lr(lr) -> None:
+    """Refuse (one sentence) a learning rate that is not a finite positive number; None passes."""
     if lr is None:
         return
     try:
@@ -396,7 +400,7 @@ def train(model=None, corpus=None, out=None, objective: str | None = None, objec
     config = training_config(config, "train", objective=objective, objective_args=objective_args, seed=seed)
     objective, objective_args = config.objective, config.objective_args
     check_out("train", out, config.resume, config.overwrite,
-              inputs=run_inputs(model, objective, objective_args, config.data_dir,
+              inputs=run_inputs(model, objective, objective_args, config.data_dir, dev=config.dev,
                                 corpus=corpus if isinstance(corpus, (str, os.PathLike)) else None))
     check_inputs("train", corpus, objective, objective_args, config.lr, config.device)
     checked_dev_set(config)  # before the model loads

@@ -32,6 +32,7 @@ from sparsecse.objectives.losses import gathering
 
 @dataclass
 class LoopSettings:
+    """What the training loop needs: global batch size, learning rate, truncation, steps, seed, intervals."""
     batch_size: int  # global, over all processes
     lr: float
     max_length: int
@@ -50,6 +51,7 @@ class LoopSettings:
 
 @dataclass
 class LoopResult:
+    """What a loop did: its steps, losses, evaluations, best step and score, time spent optimising."""
     steps: int
     losses: dict[int, float] = field(default_factory=dict)  # step -> loss, for the steps this call ran
     history: list[dict[str, Any]] = field(default_factory=list)  # evaluations: step, score
@@ -61,6 +63,7 @@ class LoopResult:
 
     @property
     def steps_per_second(self) -> float:
+        """Optimisation steps per second of this call (NaN if it ran none)."""
         return self.steps_run / self.train_seconds if self.train_seconds else float("nan")
 
 
@@ -96,6 +99,7 @@ class CorpusSampler:
         self._epoch, self._order = -1, None
 
     def epoch_of(self, step: int) -> int:
+        """The epoch that global ``step`` falls in."""
         return step // self.steps_per_epoch
 
     def epoch_order(self, epoch: int) -> torch.Tensor:
@@ -115,6 +119,7 @@ class CorpusSampler:
         return torch.cat([batches[i] for i in shuffled.tolist()])
 
     def local_batch(self, step: int) -> list[str]:
+        """This process's share of the sentences of global ``step`` (the epoch's seeded order)."""
         epoch = self.epoch_of(step)
         if epoch != self._epoch:
             self._epoch, self._order = epoch, self.epoch_order(epoch)
@@ -133,6 +138,7 @@ class TrainStep(nn.Module):
         self.extras = nn.ModuleList([m for m in objective.trainable_extra_modules() if id(m) not in owned])
 
     def forward(self, batch: dict[str, torch.Tensor], sentences: Sequence[str] | None = None):
+        """The objective's (loss, logs) on one ``batch`` (and its ``sentences``, where the objective uses them)."""
         out = self.objective(batch, sentences=sentences) if self.objective.uses_sentences else self.objective(batch)
         return out.loss, dict(out.logs)
 
@@ -261,6 +267,7 @@ class Trainer:
                                      f"{self.step}; nothing was saved. Try a lower --lr.")
 
     def save_checkpoint(self) -> None:
+        """Write a checkpoint (weights, optimizer, schedule, random states); refuses non-finite weights."""
         self.check_finite_weights()
         rng = _gather_objects(capture_rng(), self.acc)
         if self.acc.is_main_process:
@@ -382,6 +389,7 @@ class Trainer:
         return record
 
     def run(self, resume_from: Path | None) -> LoopResult:
+        """Train to the last step (from the checkpoint ``resume_from`` if given); what the loop did."""
         s = self.settings
         if resume_from is not None:
             self.load_checkpoint(resume_from)

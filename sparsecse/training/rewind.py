@@ -21,7 +21,8 @@ import torch
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts
-from sparsecse.artifacts.files import check_destination, hash_path
+from sparsecse.artifacts.files import hash_path
+from sparsecse.artifacts.destinations import check_destination
 from sparsecse.pruning.masks import Mask, model_for_mask
 from sparsecse.objectives.distill import with_default_teacher
 from sparsecse.artifacts.remote_code import with_trust_option
@@ -131,7 +132,7 @@ def rewind(mask, corpus=None, out=None, init=None, objective: str | None = None,
     config = training_config(config, "rewind", objective=objective, objective_args=objective_args, seed=seed)
     objective, objective_args, seed = config.objective, config.objective_args, config.seed
     check_out("rewind", out, config.resume, config.overwrite,
-              inputs=run_inputs(None, objective, objective_args, config.data_dir, default_model=False,
+              inputs=run_inputs(None, objective, objective_args, config.data_dir, default_model=False, dev=config.dev,
                                 mask=None if isinstance(mask, Mask) else mask, init=init,
                                 corpus=corpus if isinstance(corpus, (str, os.PathLike)) else None))
     check_inputs("rewind", corpus, objective, objective_args, config.lr, config.device)

@@ -53,6 +53,8 @@ def _is_step(path: Path) -> bool:
 
 
 class RunDir:
+    """The directory of a training run in progress (``OUT.partial``): its checkpoints, best models, log and lock."""
+
     def __init__(self, out: str | os.PathLike):
         self.out = Path(out)
         self.path = self.out.with_name(self.out.name + ".partial")
@@ -135,6 +137,7 @@ class RunDir:
 
     # ------------------------------------------------------------------ checkpoints
     def latest_checkpoint(self) -> Path | None:
+        """The newest complete checkpoint, or None."""
         found = sorted((p for p in (self.path / CHECKPOINTS).glob("step-*") if _is_step(p)), key=_step_of)
         return found[-1] if found else None
 
@@ -150,9 +153,11 @@ class RunDir:
 
     # ------------------------------------------------------------------ best model
     def best_dirs(self) -> list[Path]:
+        """The best-so-far model directories, oldest first."""
         return sorted(self.path.glob("best-step-*"), key=_step_of)
 
     def best_dir(self, step: int) -> Path:
+        """The directory of the best model at ``step``."""
         return self.path / _step_name("best-step", step)
 
     def write_best(self, step: int, write, keep_step: int | None) -> Path:
@@ -164,6 +169,7 @@ class RunDir:
         return target
 
     def prune_best(self, keep: set[int | None]) -> None:
+        """Remove the best-model directories of steps not in ``keep``."""
         for path in self.best_dirs():
             if _step_of(path) not in keep:
                 shutil.rmtree(path, ignore_errors=True)
@@ -171,6 +177,7 @@ class RunDir:
     # ------------------------------------------------------------------ log
     @property
     def log_path(self) -> Path:
+        """The run's training log."""
         return self.path / LOG
 
     def truncate_log(self, step: int) -> None:
@@ -182,6 +189,7 @@ class RunDir:
         self.log_path.write_text("".join(line + "\n" for line in kept))
 
     def remove(self) -> None:
+        """Remove the run directory (or the link to it)."""
         if self.path.is_symlink():
             self.path.unlink()
         else:

@@ -74,6 +74,16 @@ def write_state(directory: Path, name: str, obj: Any) -> None:
 
 
 def read_state(directory: Path, name: str, device: str | torch.device = "cpu") -> Any:
+    """The state ``name`` saved in ``directory`` (tensors and JSON data), its tensors on ``device``.
+
+    Args:
+        directory: the checkpoint.
+        name: which state.
+        device: where its tensors go.
+
+    Returns:
+        The state.
+    """
     from safetensors.torch import load_file
 
     device = torch.device(device)
@@ -103,6 +113,7 @@ def capture_rng() -> dict[str, Any]:
 
 
 def restore_rng(state: dict[str, Any]) -> None:
+    """Set Python's, NumPy's, torch's (and CUDA's) random states to ``state``."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"].cpu())

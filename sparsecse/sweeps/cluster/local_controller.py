@@ -35,6 +35,8 @@ def _watch(parent: int, first_ppid: int) -> None:
 
 
 def main(folder: str) -> int:
+    """Run submitit's local controller on ``folder`` until it ends, stopping it if the launching process dies; the
+    exit status."""
     parent = int(os.environ.get(PARENT_ENV) or os.getppid())
     threading.Thread(target=_watch, args=(parent, os.getppid()), daemon=True).start()
     try:

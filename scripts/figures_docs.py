@@ -1,0 +1,472 @@
+"""Write the figures of the README, the guides, the results pages and the recipes' ``reached`` blocks from the
+results store (docs/results/store): ``make figures`` (or ``python scripts/figures_docs.py``) rewrites every
+generated block; ``--check`` only lists the blocks that differ from the store and the speed figures written
+outside a block (what tests/test_figures_store.py asserts is empty).
+
+A generated block sits between two marker lines, ``<!-- BEGIN figures: NAME -->`` and ``<!-- END figures: NAME -->``
+in Markdown, ``# BEGIN figures: NAME`` and ``# END figures: NAME`` in a recipe's YAML. NAME is a key of ``BLOCKS``
+(a recipe's block: ``reached``). Every speed figure names its machine (the store entry's CPU or GPU) and its shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sparsecse.errors import SparseCSEError  # noqa: E402
+from sparsecse.reporting.store import Entry, load_store  # noqa: E402
+
+STORE = ROOT / "docs" / "results" / "store"
+BEGIN = re.compile(r"^(<!-- |# )BEGIN figures: ([\w.-]+)(?: -->| \(.*\))?$")  # YAML: "# BEGIN ... (a note)"
+# the documents whose every speed figure must come from the store (history pages and model cards are records)
+CHECKED = ["README.md", "docs/getting-started.md", "docs/index.md", "docs/guides/*.md", "docs/results/frontier.md",
+           "docs/results/minilm.md", "docs/results/mpnet.md", "docs/results/evidence.md",
+           "sparsecse/recipes/shipped/*.yaml"]
+# 1.94×, 2.04x; not frontier-2x, not a shape (12 × 768)
+SPEED = re.compile(r"(?<![\w.=-])\d+(?:\.\d+)?[×x](?![\w-])")
+SHAPE = "2,552 STS-B test sentences, batch 128, best of 3 interleaved runs"
+L6, L3 = "all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2"
+FRONTIER_ROWS = [(L6, "all-MiniLM-L6-v2", "download"), ("frontier-1.4x", "L6 at 0.7 of its layer FLOPs", None),
+                 (L3, "paraphrase-MiniLM-L3-v2 (L3)", "download"), ("frontier-2x", "**L6 at 0.45**", None),
+                 ("l3-prune-0.8", "L3 at 0.8", None), ("l3-prune-0.5", "L3 at 0.5", None),
+                 ("frontier-3.5x", "L3 at 0.42, distilled", None)]
+RECIPE_RUNS = {"frontier-1.4x": "recipe.frontier-1.4x.amd-epyc-avx2-only",
+               "frontier-2x": "recipe.frontier-2x.amd-epyc-avx2-only",
+               "frontier-3.5x": "recipe.frontier-3.5x.amd-epyc-avx2-only",
+               "l3-prune-0.8": "recipe.l3-prune-0.8.amd-epyc-avx2-only",
+               "l3-prune-0.5": "recipe.l3-prune-0.5.amd-epyc-avx2-only",
+               "mpnet-2x": "recipe.mpnet-2x.nvidia-h100", "target": "target.t2x.intel-xeon-avx-512-vnni-amx"}
+TRANSFER = "transfer.intel-xeon-avx-512-vnni-amx"
+
+
+def x(value: float) -> str:
+    """A speed-up as the docs print it."""
+    return f"{value:.2f}×"
+
+
+def pm(value: float) -> str:
+    """A signed difference (a true minus sign for negatives)."""
+    return f"{value:+.2f}".replace("-", "−")
+
+
+def ci(pair: list[float], signed: bool = False) -> str:
+    """An interval ``[lo, hi]``."""
+    lo, hi = (pm(v) for v in pair) if signed else (f"{v:.2f}" for v in pair)
+    return f"[{lo}, {hi}]"
+
+
+def cpu(entry: Entry) -> str:
+    """The machine with its threads: ``AMD EPYC (AVX2 only), 2 threads``."""
+    p = entry.provenance
+    return entry.machine + (f", {p['threads']} threads" if p.get("threads") else "")
+
+
+def where(entry: Entry) -> str:
+    """What measured it, on which machine and when, for a caption."""
+    p = entry.provenance
+    command = p["command"].split(" --")[0].replace("cd benchmarks && python ", "benchmarks/").replace("python ", "")
+    return f"`{command}` on {cpu(entry)}, {p['date']}"
+
+
+# ------------------------------------------------------------------------------------------------ the blocks
+def frontier_table(store: dict[str, Entry]) -> str:
+    """The frontier: every recipe-made model in torch fp32 and OpenVINO int8 (one run, one CPU), with transfer."""
+    run, transfer = store["frontier-engines.amd-epyc-avx2-only"], store[TRANSFER]
+    lines = [f"{where(run)}; {SHAPE}; speed-up over dense L6 in torch fp32. Transfer: {where(transfer)} (rebuilt "
+             "models).", "",
+             "| model | made by | torch fp32 | OpenVINO int8 | transfer avg (7 tasks) | loses on transfer to L3 / to dense L6 |",
+             "|---|---|---|---|---|---|"]
+    for key, label, made in FRONTIER_ROWS:
+        row = run.get(f"rows/{key}")
+        t = transfer.figures["rows"].get(key)
+        bold = "**" if key == "frontier-2x" else ""
+        cells = [f"{bold}{row[e]['sts_avg']:.2f}, {x(row[e]['speedup'])}{bold}" for e in ("torch-fp32", "openvino-int8")]
+        if t:
+            lost = " / ".join(["—" if key == L3 else (", ".join(t["loses_to_l3"] or []) or "none"),
+                               "—" if key == L6 else (", ".join(t["loses_to_dense"] or []) or "none")])
+            tcells = [f"{t['transfer_avg']:.2f}", lost]
+        else:
+            tcells = ["—", "—"]
+        lines.append(f"| {label} | {made or f'`{key}`'} | {cells[0]} | {cells[1]} | {' | '.join(tcells)} |")
+    return "\n".join(lines)
+
+
+def speed_by_cpu(store: dict[str, Entry]) -> str:
+    """Every torch fp32 speed-up the store holds for the frontier's models: one row per model, machine and run."""
+    lines = [f"torch fp32, {SHAPE}; each row one run on one machine (a run of a recipe times its model against its "
+             "input model and, for frontier-2x, L3).", "",
+             "| model | machine | measured by | over all-MiniLM-L6-v2 | over paraphrase-MiniLM-L3-v2 |",
+             "|---|---|---|---|---|"]
+    benches = [("frontier-engines.amd-epyc-avx2-only", "`benchmarks/deploy_speed.py`", "rows/{}/torch-fp32/speedup"),
+               ("frontier.amd-epyc-avx2-only", "`benchmarks/frontier.py`", "rows/{}/speedup")]
+    runs = [("recipe.{}.amd-epyc-avx2-only", "its recipe run"),
+            ("recipe.{}.intel-xeon-avx-512-vnni-amx", "its recipe run, rebuilt")]
+    for key in ("frontier-2x", L3, "frontier-3.5x"):
+        for ident, how, path in benches:
+            lines.append(f"| {key} | {cpu(store[ident])} | {how} | {x(store[ident].get(path.format(key)))} | — |")
+        if key == L3:
+            deploy = store["deploy-speed.amd-epyc-avx-512-vnni"]
+            lines.append(f"| {key} | {cpu(deploy)} | `benchmarks/deploy_speed.py` | "
+                         f"{x(deploy.get('rows/' + L3 + '/torch-fp32/speedup'))} | — |")
+        for pattern, how in runs:
+            for name in ("frontier-2x", "frontier-3.5x"):
+                entry = store.get(pattern.format(name))
+                if entry is None:
+                    continue
+                f = entry.figures
+                if key == name:
+                    over = (x(f["speedup"]), "—") if "speedup_over" not in f else ("—", x(f["speedup"]))
+                elif key == L3 and name == "frontier-2x" and f.get("reference_speedup"):
+                    over = (x(f["reference_speedup"]), "—")
+                else:
+                    continue
+                lines.append(f"| {key} | {cpu(entry)} | {how} ({name}) | {over[0]} | {over[1]} |")
+    return "\n".join(lines)
+
+
+def frontier_2x_summary(store: dict[str, Entry]) -> str:
+    """What frontier-2x reached against L3, per build and machine."""
+    run, rebuilt = store[RECIPE_RUNS["frontier-2x"]], store["recipe.frontier-2x.intel-xeon-avx-512-vnni-amx"]
+    seed1 = store["frontier-engines.amd-epyc-avx2-only"].get("rows/frontier-2x.seed-1")
+    v, w = run.figures["versus"], rebuilt.figures["versus"]
+    return (f"`frontier-2x` beats L3 at its speed by **{pm(v['difference'])}** {ci(v['paired_ci'], True)} (its recipe "
+            f"run: {run.figures['minutes']:.0f} min from a cold start on {cpu(run)}; a second seed "
+            f"{seed1['torch-fp32']['sts_avg']:.2f}, in OpenVINO int8 {seed1['openvino-int8']['sts_avg']:.2f}). Rebuilt "
+            f"on {cpu(rebuilt)}: {rebuilt.figures['sts_avg']:.2f}, {pm(w['difference'])} {ci(w['paired_ci'], True)} "
+            f"against L3 — and there, at {x(rebuilt.figures['speedup'])} against L3's "
+            f"{x(rebuilt.figures['reference_speedup'])}, it is not faster than L3.")
+
+
+def mpnet_summary(store: dict[str, Entry]) -> str:
+    """mpnet-2x over three seeds on a GPU."""
+    run = store[RECIPE_RUNS["mpnet-2x"]]
+    seeds = [s for s in run.figures["runs"] if s["run"].startswith("mpnet-2x")]  # not the other settings' run
+    first = seeds[0]
+    return (f"On a GPU, `mpnet-2x` makes all-mpnet-base-v2 about twice as fast at its quality: "
+            f"{', '.join(format(s['sts_avg'], '.2f') for s in seeds)} over three seeds (dense "
+            f"{run.figures['versus']['sts_avg']:.2f}) at {', '.join(x(s['speedup']) for s in seeds)} (one "
+            f"{run.provenance['gpu']}, {run.figures['minutes']:.0f} min a run; speed on its host's CPU, "
+            f"{run.provenance['threads']} threads, torch fp32); only seed 0's gain "
+            f"({pm(first['difference'])} {ci(first['paired_ci'], True)}) excludes 0.")
+
+
+def target_run(store: dict[str, Entry]) -> str:
+    """The README's sentence on the --speedup 2.0 run."""
+    run, again = store[RECIPE_RUNS["target"]], store["targets-retimed.intel-xeon-avx-512-vnni-amx"]
+    f = run.figures
+    return (f"On a 2-core {run.machine} the first command took {f['minutes']:.1f} min from a cold start: "
+            f"{x(f['target']['speedup'])} on the dev sentences ({x(again.get('rows/t2x/torch-fp32/speedup'))} "
+            f"re-timed on {SHAPE}) at {f['keep_flops']:.3f} of the layer FLOPs, STS avg {f['sts_avg']:.2f} (dense "
+            f"{f['dense_sts_avg']:.2f}; [figures](docs/guides/targets.md#what-it-reached-here)).")
+
+
+def targets_table(store: dict[str, Entry]) -> str:
+    """The targets guide's table: the three target runs."""
+    t2x, ov = store[RECIPE_RUNS["target"]], store["target.t2x-ov.intel-xeon-avx-512-vnni-amx"]
+    d03, again = store["target.l3-d03.intel-xeon-avx-512-vnni-amx"], store["targets-retimed.intel-xeon-avx-512-vnni-amx"]
+
+    def probes(f):
+        return ", ".join(f"{p['keep_flops']:.3f}: {x(p['speedup'])}" for p in f["probes"])
+
+    a, b, c = t2x.figures, ov.figures, d03.figures
+    return "\n".join([
+        f"Each run on {cpu(t2x)}, from a cold start (an empty sparsecse cache), nothing else running; the speed-up "
+        f"first as the run measured it on the STS-B dev sentences, then re-timed by {where(again)} on {SHAPE}.", "",
+        "| run | chosen budget (probes) | speed-up: run / re-timed | dev | 7-task STS avg | wall |",
+        "|---|---|---|---|---|---|",
+        f"| all-MiniLM-L6-v2, `--speedup 2.0` | {a['keep_flops']:.3f} of the layer FLOPs ({probes(a)}) | "
+        f"{x(a['target']['speedup'])} / {x(again.get('rows/t2x/torch-fp32/speedup'))} | STS-B {a['stsb_dev']:.2f} "
+        f"(dense {a['dense_stsb_dev']:.2f}) | {a['sts_avg']:.2f} {ci(a['ci'])} (dense {a['dense_sts_avg']:.2f}) | "
+        f"{a['minutes']:.1f} min |",
+        f"| all-MiniLM-L6-v2, `--speedup 2.0 --engine openvino-int8` | {b['keep_flops']:.3f} ({probes(b)}) | "
+        f"{x(b['target']['speedup'])} / "
+        f"{x(again.get('rows/t2x-ov/openvino-int8/speedup') / again.get('rows/all-MiniLM-L6-v2/openvino-int8/speedup'))}"
+        f" over dense OpenVINO int8 | STS-B {b['stsb_dev']:.2f} | {b['sts_avg_int8']:.2f} in int8 (dense int8 "
+        f"{b['dense_sts_avg_int8']:.2f}) | {b['minutes']:.1f} min |",
+        f"| paraphrase-MiniLM-L3-v2, `--max-drop 0.3`, SICK-R train/test TSVs | {c['keep_flops']:.3f} "
+        f"({c['broke_bound']['keep_flops']:.3f} broke the bound: drop {c['broke_bound']['drop']:.2f}) | not timed "
+        f"(other jobs ran beside it) | SICK-R train {c['dev']:.2f} (input {c['input_dev']:.2f}) | {c['sts_avg']:.2f} "
+        f"(dense {c['dense_sts_avg']:.2f}); SICK-R test {c['test']:.2f} (input {c['input_test']:.2f}) | — |"])
+
+
+def headline(store: dict[str, Entry]) -> str:
+    """The README's evidence table."""
+    mp, ml = store["evidence.mpnet.nvidia-h100"].figures, store["evidence.minilm.amd-epyc-avx2-only"].figures
+    m, r, s = mp["masked_s0.2_l0.5"], mp["rewound_vs_control"], ml["masked_s0.04_l0.25"]
+    return "\n".join([
+        "| result | figure | evidence |", "|---|---|---|",
+        f"| all-mpnet-base-v2 pruned 20% (λ 0.5), no retraining | {m['pruned']:.2f} vs {m['dense']:.2f}: "
+        f"**{pm(m['difference'])}** {ci(m['paired_ci'], True)} | `docs/figures/evidence/mpnet/` |",
+        f"| all-mpnet-base-v2 rewound at 20% vs the SimCSE-retrained control, {r['seeds']} seeds | "
+        f"**{pm(r['difference'])}** ± {r['std']:.2f}, {ci(r['paired_ci'], True)}"
+        f"{'; holds for every seed' if r['holds_every_seed'] else ''} | same |",
+        f"| all-MiniLM-L6-v2 pruned 4% (λ 0.25), no retraining | {s['pruned']:.2f} vs {s['dense']:.2f}: "
+        f"**{pm(s['difference'])}** {ci(s['paired_ci'], True)} | `docs/figures/evidence/minilm/` |"])
+
+
+def deploy_engines(store: dict[str, Entry]) -> str:
+    """The export guide's summary of every engine on the AVX-512 VNNI CPU."""
+    d = store["deploy-speed.amd-epyc-avx-512-vnni"]
+    row = lambda model, engine: d.get(f"rows/{model}/{engine}")  # noqa: E731
+    dense8, l38, p8, p5 = (row(m, "openvino-int8") for m in (L6, L3, "l3-0.8", "l3-0.5"))
+    return (f"Measured by {where(d)}; {SHAPE}; speed-ups over dense all-MiniLM-L6-v2 in torch fp32:\n\n"
+            f"- OpenVINO int8 is the fastest engine by far ({x(dense8['speedup'])} dense, {x(l38['speedup'])} L3), and "
+            f"pruning stacks on it: L3 pruned to 0.8 of its layer FLOPs runs at {x(p8['speedup'])} "
+            f"({x(p8['cpu_speedup'])} in CPU time) at {p8['sts_avg']:.2f} (L3 in int8: {l38['sts_avg']:.2f}; in torch "
+            f"fp32 {x(row('l3-0.8', 'torch-fp32')['speedup'])} against {x(row(L3, 'torch-fp32')['speedup'])}); at 0.5 "
+            f"it reaches {x(p5['speedup'])} at {p5['sts_avg']:.2f}.\n"
+            f"- Torch bf16 is {x(row(L6, 'torch-bf16')['speedup'])} torch fp32 on dense L6 here, where the CPU has "
+            f"`avx512_bf16`.")
+
+
+def reached(store: dict[str, Entry], recipe: str) -> str:
+    """A recipe's ``reached:`` block: what its run measured, the machine that measured it."""
+    entry = store[RECIPE_RUNS[recipe]]
+    f, p = entry.figures, entry.provenance
+    transfer = store[TRANSFER].figures["rows"].get(recipe) if recipe != "target" else None
+    out = ["reached:", f"  sts_avg: {f['sts_avg']:.2f}"]
+    avg = f.get("transfer_avg") or (transfer or {}).get("transfer_avg")
+    if avg:
+        out.append(f"  transfer_avg: {avg:.2f}")
+    out.append(f"  ci: [{f['ci'][0]:.2f}, {f['ci'][1]:.2f}]")
+    out.append(f"  stsb_dev: {f['stsb_dev']:.2f}")
+    if f.get("versus"):
+        v = f["versus"]
+        out.append(f"  versus: {{model: {v['model']}, sts_avg: {v['sts_avg']:.2f}, difference: {v['difference']:.2f}, "
+                   f"paired_ci: [{v['paired_ci'][0]:.2f}, {v['paired_ci'][1]:.2f}]}}")
+    speed = f.get("speedup") or f.get("target", {}).get("speedup")
+    out.append(f"  speedup: {speed:.2f}")
+    out.append(f"  speedup_over: {f.get('speedup_over', L6 if recipe != 'mpnet-2x' else 'all-mpnet-base-v2')}")
+    if f.get("reference_speedup"):
+        out.append(f"  reference_speedup: {f['reference_speedup']:.2f}")
+    out.append(f"  minutes: {f['minutes']:.1f}")
+    where_ = f"one {p['gpu']} (training); speed on its host's CPU, {p['threads']} threads" if p.get("gpu") else \
+        f"{cpu(entry)}"
+    out.append(f"  machine: {where_}, torch fp32, batch {p['batch_size']}")
+    out.append("  seconds: {" + ", ".join(f"{k}: {v}" for k, v in f["seconds"].items()) + "}")
+    out.append(f"  store: [{entry.id}" + (f", {TRANSFER}]" if transfer else "]"))  # the entries it was read from
+    return "\n".join(out)
+
+
+def targets_intro(store: dict[str, Entry]) -> str:
+    """The targets guide's opening figures: what a FLOPs fraction ran on one CPU."""
+    l6, l3 = store[RECIPE_RUNS["frontier-2x"]], store[RECIPE_RUNS["l3-prune-0.5"]]
+    return (f"No recipe to copy, no FLOPs fraction to guess: on {cpu(l6)}, 0.45 of all-MiniLM-L6-v2's layer FLOPs ran "
+            f"{x(l6.figures['speedup'])} (its `frontier-2x` run), 0.5 of paraphrase-MiniLM-L3-v2's only "
+            f"{x(l3.figures['speedup'])} (its `l3-prune-0.5` run), because embeddings, LayerNorms, softmax and "
+            "tokenization cost the same however many heads and neurons go.")
+
+
+def targets_flops(store: dict[str, Entry]) -> str:
+    """The targets guide's point that a FLOPs fraction does not predict a speed-up, per CPU."""
+    amx, avx2 = store["recipe.frontier-2x.intel-xeon-avx-512-vnni-amx"], store[RECIPE_RUNS["frontier-2x"]]
+    ov = store["target.t2x-ov.intel-xeon-avx-512-vnni-amx"]
+    return (f"- **A FLOPs fraction does not predict a speed-up.** 0.45 of L6's layer FLOPs ran {x(amx.figures['speedup'])} "
+            f"in torch fp32 on {cpu(amx)} and {x(avx2.figures['speedup'])} on {cpu(avx2)}; in OpenVINO int8, where the "
+            f"transformer layers are cheap next to tokenization and the rest, the same target needed "
+            f"{ov.figures['keep_flops']:.2f} of them on {cpu(ov)}. That is why the search times candidates on the "
+            "engine.")
+
+
+def stored_table(entry: Entry) -> str:
+    """An entry that holds a table as its run printed it (``columns``, ``rows``), with its machine and command."""
+    f = entry.figures
+    return "\n".join([f"Measured by {where(entry)}" + (f" ({entry.provenance['note']})" if entry.provenance.get("note")
+                                                        else "") + ":", "",
+                      "| " + " | ".join(f["columns"]) + " |", "|" + "---|" * len(f["columns"]),
+                      *("| " + " | ".join(row) + " |" for row in f["rows"])])
+
+
+def assistant_chain(store: dict[str, Entry]) -> str:
+    """The budgets guide's sentence on pruning the ensemble-distilled L6 to 0.45."""
+    run = store["frontier-assistant.amd-epyc-avx-512-vnni"]
+    pruned = run.get("rows/L6 kept FLOPs 0.45 (iterative, from the distilled L6, self-distilled 3 epochs)")
+    l3 = run.get("rows/paraphrase-MiniLM-L3-v2 dense")
+    return (f"  At 0.45, pruning the ensemble-distilled dense model and distilling the pruned one from it gives "
+            f"{pruned['sts_avg']:.2f} at {x(pruned['speedup'])}, above paraphrase-MiniLM-L3-v2 ({l3['sts_avg']:.2f} at "
+            f"{x(l3['speedup'])}), both measured by {where(run)}.")
+
+
+def recipe_levers(store: dict[str, Entry]) -> str:
+    """The recipes guide's figures for teacher precision and length bucketing."""
+    t, b = store["teacher-precision.amd-epyc-avx2-only"].figures, store["recipe-speed.amd-epyc-avx2-only"]
+    tcpu = cpu(store["teacher-precision.amd-epyc-avx2-only"])
+    return (f"- Measured on {tcpu}: all-mpnet-base-v2's teacher embeddings ran {t['bf16_slowdown']:.0f}× slower in "
+            f"emulated bf16 than in fp32; its OpenVINO int8 graph ran {x(t['int8_speedup'])} as fast as torch fp32, "
+            f"but its smallest cosine to fp32 was {t['int8_min_cosine']:.2f} (mean {t['int8_mean_cosine']:.3f}), so "
+            f"`teacher_precision: int8` refuses it at the 0.99 bound and no shipped recipe uses it. Length-bucketed "
+            f"batches ran {b.figures['steps_per_second']['bucketed']:.2f} steps/s against "
+            f"{b.figures['steps_per_second']['unbucketed']:.2f} unbucketed ({x(b.figures['speedup'])}; {where(b)}, "
+            f"distilling all-MiniLM-L6-v2, batch {b.provenance['batch_size']}, rounds interleaved).")
+
+
+CORPUS_SIZES = {"2k": 2000, "10k": 10000, "94k": 94199}
+CORPUS_COMMANDS = """```bash
+shuf -n 2000 --random-source=<(yes) ../shared/data/unlabeled/train_sentences.txt > runs/corpus-2k.txt
+shuf -n 10000 --random-source=<(yes) ../shared/data/unlabeled/train_sentences.txt > runs/corpus-10k.txt
+cp ../shared/data/unlabeled/train_sentences.txt runs/corpus-94k.txt      # all 94,199 sentences
+for n in 2k 10k 94k; do
+  sparsecse compress --model all-MiniLM-L6-v2 --corpus runs/corpus-$n.txt --speedup 2.0 --out runs/corpus-$n \\
+      --store docs/results/store
+done
+make figures
+```"""
+
+
+def corpus_size(store: dict[str, Entry]) -> str:
+    """The corpus-size table: the entries ``corpus-2k.*``, ``corpus-10k.*``, ``corpus-94k.*`` that
+    ``compress --speedup 2.0 --out runs/corpus-N --store`` writes, one row per corpus and machine; until they exist,
+    the slot says so and gives the commands."""
+    rows = sorted((e for e in store.values() if re.match(r"corpus-(2k|10k|94k)\.", e.id)),
+                  key=lambda e: (CORPUS_SIZES[e.id.split(".")[0][7:]], e.machine))
+    if not rows:
+        return ("**Not measured yet.** This table is written from the results store by `make figures` once the three "
+                "runs below have stored their final measurements (each about 18 minutes on a 2-core CPU):\n\n"
+                + CORPUS_COMMANDS)
+    lines = ["all-MiniLM-L6-v2, `--speedup 2.0` (torch fp32, batch 128), the same seeded samples of the 94,199 "
+             "training sentences; each row one run:", "",
+             "| corpus | machine | speed-up (the run's own timing) | STS-B dev | 7-task STS avg | wall |",
+             "|---|---|---|---|---|---|"]
+    for e in rows:
+        f = e.figures
+        speed = (f.get("target") or {}).get("speedup")
+        lines.append(f"| {CORPUS_SIZES[e.id.split('.')[0][7:]]:,} sentences | {cpu(e)} | "
+                     f"{x(speed) if speed else '—'} | {f['stsb_dev']:.2f} | {f['sts_avg']:.2f} {ci(f['ci'])} | "
+                     f"{f.get('minutes', 0):.1f} min |")
+    return "\n".join(lines + ["", "Rebuilt by:", "", CORPUS_COMMANDS])
+
+
+BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
+          "mpnet-summary": mpnet_summary, "target-run": target_run, "targets-table": targets_table,
+          "headline": headline, "deploy-engines": deploy_engines}
+
+
+# ------------------------------------------------------------------------------------------------ the files
+def documents(root: Path = ROOT) -> list[Path]:
+    """Every file under ``root`` that may hold a generated block: the Markdown docs, the README and the shipped
+    recipes."""
+    return sorted({root / "README.md", *(root / "docs").rglob("*.md"),
+                   *(root / "sparsecse" / "recipes" / "shipped").glob("*.yaml")} - set((root / "docs" / "_build").rglob("*")))
+
+
+def render(path: Path, text: str, store: dict[str, Entry]) -> str:
+    """``text`` with every generated block rewritten from ``store``.
+
+    Raises:
+        ValueError: a block names no known renderer, or has no END line.
+    """
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        out.append(lines[i])
+        m = BEGIN.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        name = m.group(2)
+        end = f"<!-- END figures: {name} -->" if m.group(1) == "<!-- " else f"# END figures: {name}"
+        try:
+            j = lines.index(end, i)
+        except ValueError:
+            raise ValueError(f"{path}: the block {name} has no line {end!r}") from None
+        if path.suffix == ".yaml":
+            if name != "reached":
+                raise ValueError(f"{path}: a recipe's only generated block is 'reached', not {name}")
+            body = reached(store, path.stem)
+        elif name.startswith("table.") and name[6:] in store:
+            body = stored_table(store[name[6:]])
+        elif name in BLOCKS:
+            body = BLOCKS[name](store)
+            body = body.replace("](docs/", "](") if path.parent.name in ("guides", "results") and \
+                path.name != "README.md" else body
+        else:
+            raise ValueError(f"{path}: no generated block is called {name}")
+        out += body.split("\n") + [end]
+        i = j + 1
+    return "\n".join(out)
+
+
+def outside_blocks(text: str) -> str:
+    """``text`` without its generated blocks and code fences (commands, and a command's output shown as an
+    example of its format)."""
+    text = re.sub(r"(?ms)^(?:<!-- |# )BEGIN figures: ([\w.-]+).*?^(?:<!-- |# )END figures: \1(?: -->)?$", "", text)
+    return re.sub(r"(?ms)^( *)(```+).*?^\1\2\s*$", "", text)
+
+
+def recipe_settings(root: Path = ROOT) -> set[str]:
+    """Every number a shipped recipe's stages set (``0.45``, ``3.0e-4`` as ``0.0003``): settings, not figures."""
+    import yaml
+
+    found: set[str] = set()
+    for path in (root / "sparsecse" / "recipes" / "shipped").glob("*.yaml"):
+        for stage in yaml.safe_load(path.read_text(encoding="utf-8")).get("stages", []):
+            found |= {format(v, "g") for v in stage.values() if isinstance(v, float)}
+    return found
+
+
+def _first_changed_block(old: str, new: str) -> str:
+    """The name of the first generated block whose lines differ between ``old`` and ``new``."""
+    name = "?"
+    for a, b in zip(old.split("\n"), new.split("\n")):
+        m = BEGIN.match(a)
+        name = m.group(2) if m else name
+        if a != b:
+            return name
+    return name
+
+
+def problems(root: Path = ROOT) -> list[str]:
+    """Each generated block under ``root`` that differs from its results store (``root/docs/results/store``), and
+    each speed figure of a checked document written outside a block (a figure with no entry behind it)."""
+    store, found = load_store(root / STORE.relative_to(ROOT)), []
+    for path in documents(root):
+        text = path.read_text(encoding="utf-8")
+        try:
+            same = "BEGIN figures:" not in text or render(path, text, store) == text
+        except (KeyError, ValueError, SparseCSEError) as error:  # a block whose entry or figure is missing
+            found.append(f"{path.relative_to(root)}: {error}")
+            continue
+        if not same:
+            found.append(f"{path.relative_to(root)}: the block {_first_changed_block(text, render(path, text, store))} "
+                         "differs from the results store (run `make figures`)")
+    settings = recipe_settings(root)
+    readme = re.sub(r"`[^`]*`", "", outside_blocks((root / "README.md").read_text(encoding="utf-8")))
+    for number in re.findall(r"(?<![\w.])\d+\.\d+", readme):
+        if number not in settings:  # the README quotes no figure outside a block, only the recipes' settings
+            found.append(f"README.md: the figure {number} has no entry in the results store (outside a generated "
+                         "block)")
+    checked = {p for pattern in CHECKED for p in root.glob(pattern)}
+    for path in sorted(checked):
+        for n, line in enumerate(outside_blocks(path.read_text(encoding="utf-8")).split("\n"), 1):
+            for figure in SPEED.findall(line):
+                found.append(f"{path.relative_to(root)}: the speed figure {figure!r} has no entry in the results "
+                             f"store (outside a generated block): {line.strip()[:100]}")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``--check``: list the problems and exit 1 if any; else rewrite every generated block."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; list what differs from the store")
+    args = parser.parse_args(argv)
+    if args.check:
+        found = problems()
+        print("\n".join(found) or "every figure comes from the results store")
+        return 1 if found else 0
+    store = load_store(STORE)
+    for path in documents():
+        text = path.read_text(encoding="utf-8")
+        if "BEGIN figures:" in text:
+            new = render(path, text, store)
+            if new != text:
+                path.write_text(new, encoding="utf-8")
+                print(f"rewrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,249 @@
+"""The whole curve in one run: ``compress --speedup 1.5,2,3`` runs the target recipe once per speed-up, each into
+``OUT/speedup-X`` (its model in ``OUT/speedup-X/model``), the targets sharing what does not depend on them (the
+input model's gate scores and the budget searches' speed probes in memory, the teacher's embeddings through their
+cache), from the smallest speed-up up. It then times the input model, every target's model and a
+``--compare-with`` model side by side in one interleaved run at the serving shape, and writes ``OUT/curve.csv``
+and ``OUT/curve.png``: dev (and test) quality against the measured speed-up.
+
+Layout of ``OUT``::
+
+    OUT/speedup-1.5/     a recipe run (see :mod:`sparsecse.recipes.runner`), its model in OUT/speedup-1.5/model
+    OUT/speedup-2/ ...
+    OUT/eval/            the input and comparison models' test results (computed once)
+    OUT/curve.csv        one row per model: measured speed-up and spread at the shape, dev and test scores
+    OUT/curve.png        the curve
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparsecse.artifacts.files import atomic_file, check_destination
+from sparsecse.errors import SparseCSEError
+from sparsecse.artifacts.model_names import resolve_model
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.recipes.card import sts_average
+from sparsecse.recipes.runner import RecipeResult, run_recipe
+from sparsecse.recipes.spec import Data, load_recipe
+from sparsecse.recipes.stages import StageContext
+from sparsecse.targets.engines import on_engine
+from sparsecse.targets.search import SharedSearch, TargetOutOfReach, sharing
+from sparsecse.targets.spec import DEFAULT_ENGINE, parse_speedups
+from sparsecse.targets.timing import engine_threads, settled, target_sentences
+
+TABLE = "curve.csv"
+PLOT = "curve.png"
+
+
+def target_name(speedup: float) -> str:
+    """The directory of one target of a curve, e.g. ``speedup-2`` or ``speedup-1.5``."""
+    return f"speedup-{speedup:g}"
+
+
+@dataclass
+class CurveResult:
+    """The runs of a curve (speed-up to :class:`~sparsecse.recipes.runner.RecipeResult`; a target out of reach
+    to its message), its rows and where the table and plot are."""
+
+    out: Path
+    runs: dict[float, RecipeResult] = field(default_factory=dict)
+    missed: dict[float, str] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    table: Path | None = None
+    plot: Path | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: what ``compress --speedup 1.5,2,3 --json`` prints."""
+        return {"out": str(self.out), "targets": {f"{k:g}": str(r.model) for k, r in self.runs.items()},
+                "missed": {f"{k:g}": v for k, v in self.missed.items()}, "rows": self.rows,
+                "table": str(self.table), "plot": str(self.plot), "seconds": self.seconds}
+
+
+def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overrides: dict[str, Any] | None = None,
+              resume: bool = False, overwrite: bool = False, **run) -> CurveResult:
+    """One model per speed-up of ``speedups`` and the curve of them all (see the module docstring).
+
+    Args:
+        recipe: the recipe each target runs (a shipped name or a file; it must hold a budget stage).
+        model: the input model.
+        corpus: the sentences the stages train and reconstruct on.
+        out: the run's directory.
+        speedups: the speed-ups (a list, or ``"1.5,2,3"``); each target's run is ``OUT/speedup-X``.
+        overrides: ``{"STAGE.KEY": value}`` for every target (the shape: ``target.metric``, ...); the recipe's
+            comparison model (``evaluation.compare_with``) goes on the curve beside them, timed in the same run.
+        resume: continue an unfinished curve in ``out`` (finished targets are kept).
+        overwrite: start over.
+        run: :func:`~sparsecse.recipes.runner.run_recipe`'s ``data_dir``, ``show_progress`` and ``data`` (the user's
+            dev and test sets).
+
+    Returns:
+        A :class:`CurveResult`. A target out of reach is left out (its candidates stay in its directory) and the
+        curve is written for the others; :class:`~sparsecse.targets.search.TargetOutOfReach` is raised after,
+        naming it.
+    """
+    import time
+
+    started = time.perf_counter()
+    speedups = sorted(parse_speedups(speedups))
+    out = Path(out)
+    overrides = dict(overrides or {})
+    data_dir, show_progress, data = run.get("data_dir"), run.get("show_progress", True), run.get("data")
+    first = load_recipe(recipe, {**overrides, "target.speedup": speedups[0]})
+    compare_with = first.evaluation.compare_with
+    if first.target is None or first.target.speedup is None:
+        raise SparseCSEError(f"The recipe {first.name} has no speed-up target for a curve.")
+    if corpus is None:
+        raise SparseCSEError(f"The recipe {first.name} needs a corpus (--corpus FILE, one sentence per line).")
+    path = resolve_model(model if model is not None else first.model)
+    model = os.path.abspath(path) if os.path.isdir(path) else path
+    check_destination(out, True, inputs={"model": model, "corpus": str(corpus)})
+    if out.exists() and not resume:
+        if not overwrite:
+            raise SparseCSEError(f"{out} already exists; choose another --out, pass --resume to continue its curve, "
+                                 "or --overwrite to start over.")
+        shutil.rmtree(out)
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    result = CurveResult(out)
+    with sharing(SharedSearch()):
+        for speedup in speedups:
+            run_dir = out / target_name(speedup)
+            try:
+                result.runs[speedup] = run_recipe(recipe, model, corpus, run_dir, data_dir=data_dir,
+                                                  overrides={**overrides, "target.speedup": speedup},
+                                                  resume=run_dir.exists(), show_progress=show_progress, data=data)
+            except TargetOutOfReach as exc:
+                result.missed[speedup] = str(exc)
+            except SparseCSEError:  # refused (or too busy to time) before any target finished: nothing kept
+                if created and not any(out.iterdir()):
+                    shutil.rmtree(out, ignore_errors=True)
+                raise
+    if result.runs:
+        result.rows = curve_rows(first, model, result.runs, compare_with, out, data_dir, data, show_progress, corpus)
+        result.table = write_curve_table(result.rows, out / TABLE)
+        result.plot = write_curve_plot(result.rows, out / PLOT, first.target)
+    result.seconds = round(time.perf_counter() - started, 3)
+    if result.missed:
+        speedup, message = next(iter(result.missed.items()))
+        raise TargetOutOfReach(f"The {speedup:g}x target of the curve was not reached ({message.rstrip('.')}); "
+                               f"the curve in {out / TABLE} holds the targets that were.")
+    return result
+
+
+def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with: str | None, out: Path, data_dir,
+               data: Data | None, show_progress: bool, corpus=None) -> list[dict[str, Any]]:
+    """One row per model (the input, each target's, the comparison model): speed-up and spread measured side by
+    side in one interleaved run at the recipe target's serving shape, dev score, and test score (the 7 STS tasks'
+    average where the runs' evaluation scores them).
+
+    Args:
+        recipe: the recipe as the first target ran it (its target's shape, evaluation and data).
+        model: the input model.
+        runs: speed-up to its run.
+        compare_with: the comparison model, or None.
+        out: the curve's directory (results under ``out/eval``).
+        data_dir: the SentEval data.
+        data: the user's dev and test sets.
+        show_progress: progress bars.
+        corpus: the sentences an int8 engine calibrates on.
+
+    Returns:
+        The rows, input first.
+    """
+    target = recipe.target
+    ctx = StageContext(corpus=Path("."), work=out, data_dir=data_dir, seed=recipe.seed, models={},
+                       dev=(data.dev if data and data.dev else recipe.data.dev))
+    dev = ctx.dev_set()
+    shape = target.shape(engine_threads())
+    dense = SentenceEncoder.load(model, device="cpu")
+    sentences = target_sentences(target, dev.sentences, dense.tokenizer, dense.max_length)
+    models = {f"{target_name(x)}": str(r.model) for x, r in runs.items()}
+    if compare_with is not None:
+        models[compare_with] = compare_with
+    work = out / "eval" / "engine"
+
+    def placed(name: str, path: str):
+        if target.engine == DEFAULT_ENGINE:
+            return SentenceEncoder.load(path, device="cpu")
+        return on_engine(path, target.engine, work / name.replace("/", "_"), corpus, recipe.seed, shape.threads)
+
+    try:
+        reference = dense if target.engine == DEFAULT_ENGINE else placed("input", model)
+        timed = settled(reference, {name: placed(name, path) for name, path in models.items()}, sentences, shape,
+                        target, show_progress)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    with_test = recipe.evaluation.test and "sts" in recipe.evaluation.tasks
+
+    def test_score(name: str, path: str, figures: dict | None) -> float | None:
+        if not with_test:
+            return None
+        if figures is not None and figures.get("sts_avg") is not None:
+            return float(figures["sts_avg"])
+        return sts_average(path, out / "eval" / f"{name.replace('/', '_')}_sts_results.json", data_dir, show_progress)
+
+    common = {"metric": shape.metric, "batch_size": shape.batch_size, "threads": shape.threads, "engine": shape.engine}
+    rows = [{"name": "input", "model": model, "kind": "input", "speedup_target": None, "speedup": 1.0, "spread": 0.0,
+             "dev": round(float(dev.score(dense)), 4), "test": test_score("input", model, None), **common}]
+    for x, run in runs.items():
+        name = target_name(x)
+        rows.append({"name": name, "model": str(run.model), "kind": "target", "speedup_target": x,
+                     "speedup": round(timed[name].speedup, 4), "spread": round(timed[name].spread, 4),
+                     "dev": round(float(dev.score(SentenceEncoder.load(run.model, device="cpu"))), 4),
+                     "test": test_score(name, str(run.model), run.evaluation), **common})
+    if compare_with is not None:
+        rows.append({"name": compare_with, "model": compare_with, "kind": "compare", "speedup_target": None,
+                     "speedup": round(timed[compare_with].speedup, 4), "spread": round(timed[compare_with].spread, 4),
+                     "dev": round(float(dev.score(SentenceEncoder.load(compare_with, device="cpu"))), 4),
+                     "test": test_score("compare", compare_with, None), **common})
+    return rows
+
+
+def write_curve_table(rows: list[dict[str, Any]], path: Path) -> Path:
+    """The curve's rows as CSV (replaced)."""
+    import pandas as pd
+
+    with atomic_file(path, overwrite=True) as tmp:
+        pd.DataFrame(rows).to_csv(tmp, index=False)
+    return path
+
+
+def write_curve_plot(rows: list[dict[str, Any]], path: Path, target) -> Path:
+    """Dev (left) and test (right, where scored) quality against the measured speed-up, spreads as bars; the
+    input model, the targets' models (joined) and the comparison model marked apart."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = ["dev"] + (["test"] if any(r["test"] is not None for r in rows) else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    shape = target.shape(rows[0]["threads"])
+    for ax, column in zip(axes[0], panels):
+        for kind, style in (("input", dict(marker="*", s=140, c="black")), ("target", dict(marker="o", c="tab:blue")),
+                            ("compare", dict(marker="s", c="tab:orange"))):
+            picked = [r for r in rows if r["kind"] == kind and r[column] is not None and math.isfinite(r[column])]
+            if not picked:
+                continue
+            xs, ys = [r["speedup"] for r in picked], [r[column] for r in picked]
+            ax.errorbar(xs, ys, xerr=[x * r["spread"] / 2 for x, r in zip(xs, picked)], fmt="none", ecolor="grey")
+            ax.scatter(xs, ys, label={"input": "input model", "target": "targets", "compare": "compared"}[kind],
+                       **style)
+            if kind == "target":
+                ax.plot(xs, ys, c="tab:blue", linewidth=0.8)
+            for x, y, r in zip(xs, ys, picked):
+                ax.annotate(r["name"], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set_xlabel(f"measured speed-up ({shape.describe()})", fontsize=8)
+        ax.set_ylabel(f"{column} score")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_file(path, overwrite=True) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
+    plt.close(fig)
+    return path

@@ -1,0 +1,73 @@
+"""The whole curve in one run (``compress --speedup 1.5,2,3``): bad lists refused in one sentence with nothing
+written; a tiny model through two targets writes a model per target, the curve table and plot with the input and
+a ``--compare-with`` model timed in the same run, scores the input model once and lets the second target start
+from the first one's probes (timing replaced by the latency model of tests/test_targets.py)."""
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from sparsecse.cli import main
+from sparsecse.recipes import stages as stages_module
+from sparsecse.targets.candidates import read_table
+from tests.test_targets import FIXED, TINY_STAGES, VARIABLE, fake_clock, text, tiny_dir  # noqa: F401  (fixtures)
+from tests.tiny import make_tiny_model_dir
+
+
+@pytest.mark.parametrize("value, words", [
+    ("2,2", "--speedup gives 2 twice"), ("1.5,abc", "--speedup 'abc' is not a number"),
+    ("", "--speedup needs one speed-up or a comma-separated list"), ("1.5,,2", "comma-separated list"),
+    ("1.5,0.5", "above 1"),
+])
+def test_bad_speedup_lists_are_refused_in_one_sentence(tmp_path, tiny_dir, text, value, words):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--out", str(out),
+                                       "--speedup", value])
+    assert result.exit_code != 0
+    message = result.output.strip()
+    assert words in message and len(message.splitlines()) == 1, message
+    assert not out.exists()
+
+
+def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_probes(tmp_path, tiny_dir, text,
+                                                                                   fake_senteval, fake_clock,
+                                                                                   monkeypatch):
+    calls = []
+    real_score = stages_module.score_model
+    monkeypatch.setattr(stages_module, "score_model", lambda *a, **k: calls.append(a[0]) or real_score(*a, **k))
+    small = make_tiny_model_dir(tmp_path / "small", "bert", layers=1, heads=4, ffn=48, seed=3, init_range=0.2)
+    out = tmp_path / "curve"
+    result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--speedup",
+                                       "1.4,1.2", "--compare-with", str(small), "--metric", "latency-p50",
+                                       "--data-dir", str(fake_senteval), "--out", str(out), "--quiet", *TINY_STAGES])
+    assert result.exit_code == 0, result.output
+    assert len(calls) == 1  # the input model is scored once for both targets
+    for name in ("speedup-1.2", "speedup-1.4"):
+        reached = json.loads((out / name / "model" / "manifest.json").read_text())["figures"]["target"]
+        assert reached["met"] and reached["shape"]["metric"] == "latency-p50" and reached["shape"]["batch_size"] == 1
+    first = read_table(out / "speedup-1.2" / "model" / "candidates.csv")
+    second = read_table(out / "speedup-1.4" / "model" / "candidates.csv")
+    assert [c.keep_flops for c in second[:len(first)]] == [c.keep_flops for c in first]  # started from its probes
+    curve = pd.read_csv(out / "curve.csv")
+    assert list(curve["name"]) == ["input", "speedup-1.2", "speedup-1.4", str(small)]
+    assert list(curve["kind"]) == ["input", "target", "target", "compare"]
+    assert set(curve["metric"]) == {"latency-p50"} and set(curve["batch_size"]) == {1}
+    rows = curve.set_index("name")
+    assert rows.loc["speedup-1.2", "speedup"] >= 1.2 and rows.loc["speedup-1.4", "speedup"] >= 1.4
+    assert rows.loc["input", "speedup"] == 1.0 and (curve["spread"] == 0).all()
+    # the comparison model on the same latency model: half the dense layers, same widths
+    assert rows.loc[str(small), "speedup"] == pytest.approx(1 / (FIXED + VARIABLE * 0.5), abs=1e-4)
+    assert curve["test"].isna().all()  # evaluation.test is false: no test column values
+    assert (out / "curve.png").stat().st_size > 1000
+    assert "wrote the curve" in result.output
+
+
+def test_an_existing_curve_directory_is_refused(tmp_path, tiny_dir, text):
+    out = tmp_path / "curve"
+    out.mkdir()
+    result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--out", str(out),
+                                       "--speedup", "1.5,2"])
+    assert result.exit_code != 0 and "already exists" in result.output
+    assert list(out.iterdir()) == []

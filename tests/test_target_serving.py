@@ -1,0 +1,62 @@
+"""The card's serving table (one speed figure per shape): the grid of threads and batches, exact figures under a
+fake clock, the fresh process's plumbing on a tiny model, the table on the card with the judged row marked, and no
+speed-up on the card without its shape."""
+
+import re
+
+import pytest
+
+from sparsecse.artifacts.card_sections import compression_section
+from sparsecse.evaluation import speed
+from sparsecse.targets.serving import measure_grid, serving_grid, serving_table
+from sparsecse.targets.spec import Shape, Target
+from tests.test_target_shapes import Clock, Costly
+from tests.tiny import make_tiny_model_dir
+
+
+def test_the_grid_is_batch_1_the_targets_and_128_on_1_thread_all_cores_and_the_targets():
+    assert serving_grid(Shape("throughput", 128, 2), cores=2) == [(1, 1), (1, 128), (2, 1), (2, 128)]
+    assert serving_grid(Shape("latency-p50", 8, 4), cores=16) == [(t, b) for t in (1, 4, 16) for b in (1, 8, 128)]
+
+
+def test_each_row_is_the_exact_ratio_and_latency_of_its_shape(monkeypatch):
+    monkeypatch.setattr(speed, "clock", Clock())
+    sentences = [f"s{i}" for i in range(256)]
+    rows = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), sentences, [(1, 1), (2, 128)], judged=(1, 1))
+    one, big = rows
+    assert one["speedup"] == pytest.approx(0.014 / 0.011, abs=1e-4) and one["judged"] and not big["judged"]
+    assert (one["p50_ms"], one["input_p50_ms"]) == (11.0, 14.0)
+    assert big["speedup"] == pytest.approx(0.522 / 0.138, abs=1e-4)  # the fixed cost fades at batch 128
+    assert (big["p95_ms"], big["input_p95_ms"], big["requests"], big["spread"]) == (138.0, 522.0, 2, 0)
+
+
+def test_the_serving_table_is_measured_in_a_fresh_process(tmp_path):
+    model = make_tiny_model_dir(tmp_path / "m", "bert", layers=1, heads=2, ffn=16, seed=1)
+    target = Target(speedup=2.0).check()
+    shape = target.shape(1)
+    table = serving_table(target, shape, str(model), str(model), ["a b c", "d e", "f"], tmp_path / "work")
+    grid = serving_grid(shape, table["cores"])
+    assert [(r["threads"], r["batch"]) for r in table["rows"]] == grid
+    assert [r["judged"] for r in table["rows"]] == [(t, b) == (1, 128) for t, b in grid]
+    assert all(r["speedup"] > 0 and r["p50_ms"] > 0 for r in table["rows"])
+    assert "fresh process" in table["method"] and table["metric"] == "throughput"
+
+
+SPEEDUP = re.compile(r"\d+\.\d+x")
+
+
+def test_the_card_has_the_serving_table_and_no_speedup_without_its_shape():
+    rows = [{"threads": t, "batch": b, "speedup": 1.3 + b / 100, "spread": 0.02, "p50_ms": 5.0, "p95_ms": 6.0,
+             "input_p50_ms": 7.0, "input_p95_ms": 8.0, "requests": 10, "judged": (t, b) == (2, 1)}
+            for t in (1, 2) for b in (1, 128)]
+    facts = {"speed": {"speedup": 2.06, "reference_speedup": 1.1, "reference": "small", "threads": 2,
+                       "batch_size": 128, "engine": "torch fp32", "cpu": "x"},
+             "target": {"speedup_target": 2.0, "speedup": 1.33, "spread": 0.03, "rounds": 5, "engine": "torch-fp32",
+                        "batch_size": 1, "shape": {"metric": "latency-p50", "threads": 2, "batch_size": 1},
+                        "met": False, "serving": {"rows": rows, "metric": "latency-p50", "method": "timed"}}}
+    card = "\n".join(compression_section(facts, "base"))
+    assert "#### Serving" in card and "| 2 | 1 | 1.31x ±2% | 5.0 / 6.0 ms | 7.0 / 8.0 ms | **judged by** (latency-p50) |" in card
+    assert card.count("**judged by**") == 1
+    for line in card.splitlines():
+        if SPEEDUP.search(line) and not line.startswith("|"):
+            assert "batch" in line, line  # every speed-up outside the serving table names its shape
