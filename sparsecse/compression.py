@@ -68,21 +68,23 @@ class CompressResult:
 
 RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress", "dev", "test")
 TARGET_OPTIONS = ("speedup", "max_drop", "engine", "timing_batch_size", "teacher", "threads", "metric",
-                  "timing_sentences", "when_busy", "compare_with")
+                  "timing_sentences", "when_busy", "compare_with", "depth")
 TARGET_RECIPE = "target"  # the shipped recipe a target without --recipe runs
 
 
 def target_overrides(speedup: float | None = None, max_drop: float | None = None, engine: str | None = None,
                      batch_size: int | None = None, teacher: str | None = None, threads: int | None = None,
                      metric: str | None = None, timing_sentences: str | None = None,
-                     when_busy: str | None = None, compare_with: str | None = None) -> dict[str, Any]:
+                     when_busy: str | None = None, compare_with: str | None = None,
+                     depth: int | None = None) -> dict[str, Any]:
     """The ``--set`` overrides a target puts on a recipe (``target.*``; ``student.teacher`` for ``teacher``,
     ``evaluation.compare_with`` for ``compare_with``),
-    once the target is checked (one sentence for a bad speed-up, drop, engine, batch size, threads, metric or
-    timing sentences file; the engine must run here: ``torch-cuda`` needs a GPU)."""
+    once the target is checked (one sentence for a bad speed-up, drop, engine, batch size, threads, metric,
+    timing sentences file or depth; the engine must run here: ``torch-cuda`` needs a GPU). ``depth`` None is
+    ``auto`` (:meth:`~sparsecse.targets.spec.Target.resolved_depth`)."""
     shape = {"engine": engine, "batch_size": batch_size, "threads": threads, "metric": metric,
              "timing_sentences": None if timing_sentences is None else os.path.abspath(timing_sentences),
-             "when_busy": when_busy}
+             "when_busy": when_busy, "depth": depth}
     settings = {"speedup": speedup, "max_drop": max_drop, **shape}
     given = {k: v for k, v in settings.items() if v is not None}
     checked = Target(**given).check()
@@ -131,7 +133,8 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
 
     ``mode``, the keywords of the other two modes: ``recipe``; a target's ``speedup``, ``max_drop``, ``engine``,
     ``timing_batch_size``, ``teacher`` and its serving shape's ``threads``, ``metric`` (``throughput``,
-    ``latency-p50``, ``latency-p95``), ``timing_sentences`` (a file) and ``when_busy`` (``stop`` or ``wait``); and the run's ``corpus``, ``data_dir``, ``overrides``
+    ``latency-p50``, ``latency-p95``), ``timing_sentences`` (a file) and ``when_busy`` (``stop`` or ``wait``), and
+    ``depth`` (the most whole layers a candidate may remove; None: ``auto``); and the run's ``corpus``, ``data_dir``, ``overrides``
     (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``, ``dev`` and ``test`` (:func:`run_recipe_mode`).
     Any other name is refused as an unexpected keyword.
     """

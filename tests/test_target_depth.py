@@ -233,3 +233,23 @@ def test_a_depth_the_model_cannot_lose_is_refused_before_any_probe(deep_dir, tmp
         search_budget(deep_dir, FakeDev(dense), Target(speedup=1.6, depth=4), tmp_path / "work",
                       scores=random_scores(dense), show_progress=False)
     assert not (tmp_path / "work" / TABLE).exists()
+
+
+def test_auto_depth_is_half_the_layers_at_a_latency_metric_and_none_at_throughput():
+    assert Target(speedup=2.0).resolved_depth(6) == 0
+    assert Target(speedup=2.0, metric="latency-p50").resolved_depth(6) == 3
+    assert Target(speedup=2.0, metric="latency-p95").resolved_depth(3) == 1
+    assert Target(speedup=2.0, metric="latency-p50", depth=0).resolved_depth(6) == 0  # named: kept as named
+    assert Target(speedup=2.0, depth=2).resolved_depth(6) == 2
+    assert Target(max_drop=1.0, metric="latency-p50").resolved_depth(6) == 0  # depth is searched for a speed-up
+    assert Target(speedup=2.0, metric="latency-p50").check().describe() == (
+        "2x on torch-fp32 (latency-p50, batch 1, up to half the layers removed)")
+
+
+def test_the_depth_option_reads_a_number_or_auto():
+    from cli.compress import parse_depth
+
+    assert [parse_depth(v) for v in (None, "auto", "AUTO", "0", "3")] == [None, None, None, 0, 3]
+    for bad in ("-1", "1.5", "two"):
+        with pytest.raises(SparseCSEError, match="--depth must be a whole number of layers"):
+            parse_depth(bad)

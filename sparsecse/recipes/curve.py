@@ -31,6 +31,7 @@ from sparsecse.recipes.card import sts_average
 from sparsecse.recipes.runner import RecipeResult, run_recipe
 from sparsecse.recipes.spec import Data, load_recipe
 from sparsecse.recipes.stages import StageContext
+from sparsecse.targets.depth import check_depth
 from sparsecse.targets.engines import on_engine
 from sparsecse.targets.search import SharedSearch, TargetOutOfReach, sharing
 from sparsecse.targets.spec import DEFAULT_ENGINE, parse_speedups
@@ -103,6 +104,7 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
     path = resolve_model(model if model is not None else first.model)
     model = os.path.abspath(path) if os.path.isdir(path) else path
     check_destination(out, True, inputs={"model": model, "corpus": str(corpus)})
+    check_depth(first.target, model)  # every target removes up to the same depth
     if out.exists() and not resume:
         if not overwrite:
             raise SparseCSEError(f"{out} already exists; choose another --out, pass --resume to continue its curve, "

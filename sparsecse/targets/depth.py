@@ -16,8 +16,13 @@ the targets guide), not assumed.
 from __future__ import annotations
 
 import copy
+import os
 from typing import Sequence
 
+from sparsecse.artifacts.model_names import resolve_model
+from sparsecse.artifacts.remote_code import allow_code
+from sparsecse.errors import SparseCSEError
+from sparsecse.modeling import register_auto_classes
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig
@@ -25,6 +30,7 @@ from sparsecse.pruning.prune import prune as prune_scores
 from sparsecse.scoring.layer_criteria import check_removable, layer_scores, removal_ranking
 from sparsecse.scoring.scores import TENSORS, GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
+from sparsecse.targets.spec import Target
 
 DEPTH_CRITERION = "block_influence"
 
@@ -51,6 +57,29 @@ def layers_removed(order: Sequence[int], k: int) -> list[int]:
         return []
     check_removable(len(order), k)
     return sorted(int(i) for i in order[:int(k)])
+
+
+def model_layers(model: str | os.PathLike) -> int:
+    """The number of transformer layers of ``model`` (a name or a directory), read from its config alone."""
+    from transformers import AutoConfig
+
+    register_auto_classes()  # sparsecse's own shrunk model types
+    path = resolve_model(model)
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=allow_code(path))
+    except Exception as exc:  # OSError, ValueError from transformers
+        raise SparseCSEError(f"Cannot load a model config from {path} ({str(exc).strip()[:160]}).") from None
+    return int(config.get_text_config().num_hidden_layers)
+
+
+def check_depth(target: Target | None, model: str | os.PathLike) -> None:
+    """Refuse (one sentence, before anything is written) a target whose ``depth`` ``model`` cannot lose: a depth
+    must leave at least one layer."""
+    if target is not None and target.depth:
+        layers = model_layers(model)
+        if target.depth >= layers:
+            raise SparseCSEError(f"--depth {target.depth} would remove every layer of {model}, which has {layers}; "
+                                 f"give 0 to {layers - 1} (or auto).")
 
 
 def overall_keep_flops(keep_flops: float, removed: int, layers: int) -> float:

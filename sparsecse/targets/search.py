@@ -16,9 +16,9 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   prune stage's steps), scored on the dev set and timed; bisection over the budget finds the smallest (fastest) one
   whose dev score is within ``max_drop`` of the input model's, measured the same way.
 
-- **depth** (``Target.depth`` > 0, with a speed-up): the speed search runs once for each number k = 0..depth of
-  whole layers removed (:mod:`sparsecse.targets.depth`: the k layers of lowest Block Influence, then the width
-  budget of the remaining layers), each timed on the engine like any probe; each k's largest budget that
+- **depth** (:meth:`~sparsecse.targets.spec.Target.resolved_depth` > 0, with a speed-up): the speed search runs
+  once for each number k = 0..depth of whole layers removed (:mod:`sparsecse.targets.depth`: the k layers of
+  lowest Block Influence, then the width budget of the remaining layers), each timed on the engine like any probe; each k's largest budget that
   reaches the aim is a finalist, and the finalist with the best dev score right after the cut wins.
   :func:`judge_after_recovery` judges the finalists again after a short recovery instead (whether the dev score
   right after the cut misjudges depth cuts is measured in the targets guide). Candidates are checked for an order
@@ -278,7 +278,8 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
 
     tried = [b for b, _ in speed_points()]
     # FLOPs alone give the first guess; probes already measured, the line through them
-    budget = next_budget() if tried else min(0.95, max(floor, prober.layers / (prober.layers - len(removed)) / aim))
+    rest = (prober.layers - len(removed)) / prober.layers if removed else 1.0  # the remaining layers' share
+    budget = next_budget() if tried else min(0.95, max(floor, 1.0 / rest / aim))
     for _ in range(target.probes):
         if any(aim <= s <= aim * (1 + CLOSE_ENOUGH) for _, s in speed_points()):
             break
@@ -420,11 +421,11 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         if target.speedup is not None:
             if scores is None:
                 raise ValueError("A speed-up target needs the dense model's scores.")
-            order = removal_order(prober.dense, prober.sentences) if target.depth else []
-            layers_removed(order, target.depth)  # a depth the model cannot lose is refused before any probe
-            summary.update(depth=target.depth, removal_order=order)
-            finalists = depth_speed_search(prober, scores, pruning, SMALLEST_BUDGET, order, target.depth,
-                                           active_sharing())
+            depth = target.resolved_depth(prober.layers)
+            order = removal_order(prober.dense, prober.sentences) if depth else []
+            layers_removed(order, depth)  # a depth the model cannot lose is refused before any probe
+            summary.update(depth=depth, depth_default=target.depth is None, removal_order=order)
+            finalists = depth_speed_search(prober, scores, pruning, SMALLEST_BUDGET, order, depth, active_sharing())
             chosen = finalists[0]
             removed = layers_removed(order, chosen.layers_removed)
         else:
