@@ -61,6 +61,7 @@ def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_prob
     rows = curve.set_index("name")
     assert rows.loc["speedup-1.2", "speedup"] >= 1.2 and rows.loc["speedup-1.4", "speedup"] >= 1.4
     assert rows.loc["input", "speedup"] == 1.0 and (curve["spread"] == 0).all()
+    assert rows.loc["input", "layers"] == 2 and rows.loc[str(small), "layers"] == 1
     # the comparison model on the same latency model: half the dense layers, same widths
     assert rows.loc[str(small), "speedup"] == pytest.approx(1 / (FIXED + VARIABLE * 0.5), abs=1e-4)
     assert curve["test"].isna().all()  # evaluation.test is false: no test column values

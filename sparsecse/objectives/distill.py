@@ -41,7 +41,7 @@ is slower than fp32).
 ``layer_weight`` > 0 adds layer-wise distillation (TinyBERT, CoFi): the MSE between the student's
 hidden states and the teacher's, over the real tokens, for each pair of ``layer_map`` (``auto``: student
 layer i of S to teacher layer round(i*T/S), or, for a student whose whole layers were removed, each kept
-layer to the teacher layer it was cut from, :func:`parse_layer_map`; or pairs ``s:t`` joined by ``/`` or ``;``, e.g.
+layer to the teacher layer it was cut from, :func:`~sparsecse.objectives.layer_map.parse_layer_map`; or pairs ``s:t`` joined by ``/`` or ``;``, e.g.
 ``1:2/2:4/3:6``; layer 0 is the embedding output). It compares token by token, so it needs the
 teacher's tokenizer and hidden width.
 """
@@ -60,6 +60,7 @@ from sparsecse.modeling.encoder import SentenceEncoder, pick_device, resolve_pre
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.teachers import Teacher
 from sparsecse.objectives.base import Objective, ObjectiveOutput
+from sparsecse.objectives.layer_map import num_layers, parse_layer_map, source_depths  # noqa: F401  (re-exported)
 from sparsecse.objectives.validation import choice, non_negative, one_of, optional, text
 from sparsecse.objectives.losses import gather_with_grad, info_nce
 from sparsecse.objectives.registry import parse_objective_args
@@ -136,65 +137,6 @@ def procrustes_rotation(source: np.ndarray, target: np.ndarray) -> tuple[np.ndar
     x = np.asarray(source, dtype=np.float64)
     u, sv, vt = np.linalg.svd(x.T @ np.asarray(target, dtype=np.float64))
     return (u @ vt).astype(np.float32), float(sv.sum() / max((x ** 2).sum(), 1e-300))
-
-
-def num_layers(encoder) -> int:
-    """The number of transformer layers of ``encoder``."""
-    return int(encoder.config.num_hidden_layers)
-
-
-def source_depths(encoder) -> tuple[list[int], int]:
-    """Where each of the encoder's layers sat in the model it was cut from: (for layer i = 1..S, the
-    1-based index of that layer in the source, the source's layer count). A model whose whole layers were
-    removed records them (``kept_layers``, ``source_layers`` in its config); any other model is its own
-    source (1..S of S)."""
-    config = encoder.config
-    kept, source = getattr(config, "kept_layers", None), getattr(config, "source_layers", None)
-    if kept and source:
-        return [int(k) + 1 for k in kept], int(source)
-    return list(range(1, num_layers(encoder) + 1)), num_layers(encoder)
-
-
-def parse_layer_map(spec: Any, student_layers: int, teacher_layers: int,
-                    depths: tuple[list[int], int] | None = None) -> list[tuple[int, int]]:
-    """The (student layer, teacher layer) pairs of a ``layer_map`` (0 is the embedding output).
-
-    Args:
-        spec: ``auto``, or ``"s:t/s:t;..."`` checked against the layer counts.
-        student_layers: the student's layer count S.
-        teacher_layers: the teacher's layer count T.
-        depths: where the student's layers sat in the model it was cut from (:func:`source_depths`); None:
-            the student is its own source.
-
-    Returns:
-        ``auto``: student layer i (1..S) to the teacher layer at the same relative depth, round(p_i*T/S0),
-        where p_i is layer i's position among the S0 layers of the student's source: a student whose
-        layers were removed learns each kept layer from the teacher layer it was cut from (with the
-        teacher as its source, T = S0 and p_i itself), skipping the removed ones; otherwise round(i*T/S).
-    """
-    spec = str(spec).strip()
-    if spec == "auto":
-        positions, source = depths or (list(range(1, student_layers + 1)), student_layers)
-        return [(i, max(1, round(p * teacher_layers / source))) for i, p in enumerate(positions, 1)]
-    pairs: list[tuple[int, int]] = []
-    for item in filter(None, (p.strip() for p in spec.replace(";", "/").split("/"))):
-        s, sep, t = item.partition(":")
-        try:
-            pair = (int(s), int(t)) if sep else None
-        except ValueError:
-            pair = None
-        if pair is None:
-            raise SparseCSEError(f"layer_map entry {item!r} is not of the form STUDENT_LAYER:TEACHER_LAYER "
-                                 "(e.g. layer_map=1:2/2:4/3:6).")
-        if not (0 <= pair[0] <= student_layers and 0 <= pair[1] <= teacher_layers):
-            raise SparseCSEError(f"layer_map entry {item!r} is out of range: the student has layers 0..{student_layers}"
-                                 f" and the teacher 0..{teacher_layers} (0 = embeddings).")
-        if pair[0] in {p[0] for p in pairs}:
-            raise SparseCSEError(f"layer_map maps student layer {pair[0]} twice.")
-        pairs.append(pair)
-    if not pairs:
-        raise SparseCSEError("layer_map is empty; give auto or pairs like 1:2/2:4/3:6.")
-    return pairs
 
 
 class Distill(Objective):
