@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from sparsecse.artifacts.citations import CITATIONS
-from sparsecse.artifacts.model_card import MODEL_PLACEHOLDER, card_sections, read_front_matter, render_card, usage_code
+from sparsecse.cards.citations import CITATIONS
+from sparsecse.cards.model_card import MODEL_PLACEHOLDER, card_sections, read_front_matter, render_card, usage_code
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.card import TRANSFER_RESULTS

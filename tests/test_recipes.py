@@ -17,7 +17,8 @@ from safetensors.torch import load_file
 from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes import runner as runner_module
-from sparsecse.recipes.card import RESULTS, read_front_matter
+from sparsecse.cards.model_card import read_front_matter
+from sparsecse.recipes.card import RESULTS
 from sparsecse.recipes.runner import run_recipe, stage_dir
 from sparsecse.recipes.spec import load_recipe, parse_recipe, parse_set_options, shipped_recipes
 from sparsecse.training.loop import CorpusSampler
@@ -451,7 +452,7 @@ def test_a_teacher_that_models_install_knows_is_installed_before_the_run(tmp_pat
 
 
 def test_the_card_names_a_local_copy_by_its_short_name(tmp_path, monkeypatch):
-    from sparsecse.recipes.card import base_model_name
+    from sparsecse.cards.facts import base_model_name
 
     copy = tmp_path / "models" / "paraphrase-MiniLM-L3-v2"
     copy.mkdir(parents=True)
@@ -464,7 +465,7 @@ def test_the_card_names_a_local_copy_by_its_short_name(tmp_path, monkeypatch):
 
 def test_the_card_names_a_model_of_the_store_by_its_name(tmp_path, monkeypatch):
     from sparsecse.artifacts import model_store
-    from sparsecse.recipes.card import base_model_name
+    from sparsecse.cards.facts import base_model_name
 
     monkeypatch.setenv("SPARSECSE_CACHE", str(tmp_path / "cache"))
     name = next(iter(model_store.KNOWN_MODELS))

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from sparsecse.artifacts.card_sections import compression_section
+from sparsecse.cards.sections import compression_section
 from sparsecse.evaluation import speed
 from sparsecse.targets.serving import measure_grid, serving_grid, serving_table
 from sparsecse.targets.spec import Shape, Target

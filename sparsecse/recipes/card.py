@@ -2,7 +2,7 @@
 ``evaluation.tasks``: the 7 STS tasks with bootstrap intervals, the 7 SentEval transfer tasks with theirs;
 paired intervals against the recipe's comparison model; encode speed measured side by side and peak
 memory while encoding) and the final model directory: its weights, ``README.md`` (the model card of
-:mod:`sparsecse.artifacts.model_card`, in sentence-transformers' layout), ``manifest.json`` (the recipe
+:mod:`sparsecse.cards.model_card`, in sentence-transformers' layout), ``manifest.json`` (the recipe
 run's), ``recipe.yaml``, ``sts_results.json`` (the per-pair similarities, so anyone can recompute the
 intervals with ``sparsecse compare``) and ``transfer_results.json`` (per fold and per test item)."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparsecse.artifacts.files import atomic_dir, make_manifest, write_json
-from sparsecse.artifacts.card_facts import base_model_name, model_facts
-from sparsecse.artifacts.model_card import read_front_matter, render_card
+from sparsecse.cards.facts import base_model_name, model_facts
+from sparsecse.cards.model_card import render_card
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.compare import compare
@@ -38,7 +38,6 @@ from sparsecse.evaluation.config import EvaluationConfig
 CARD = "README.md"
 RESULTS = "sts_results.json"
 TRANSFER_RESULTS = "transfer_results.json"  # per fold and per test item, so the paired intervals can be redone
-REEXPORTED = (base_model_name, read_front_matter)  # what callers of this module read from it
 MANIFEST = "manifest.json"
 SKIPPED = {"manifest.json", "README.md"}  # the final stage's own, replaced by the recipe's
 
@@ -345,7 +344,7 @@ def _set_only(value: Any) -> Any:
 
 def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict], figures: dict[str, Any],
                manifest: dict[str, Any], model_dir: Path) -> dict[str, Any]:
-    """The facts of a recipe's model card (:mod:`sparsecse.artifacts.model_card`): what the final model
+    """The facts of a recipe's model card (:mod:`sparsecse.cards.model_card`): what the final model
     directory records, the recipe's figures (evaluation, speed, memory, ``target``), its stages, corpus,
     command, cost and versions.
 
@@ -359,7 +358,7 @@ def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict
         model_dir: the final model directory (being assembled).
 
     Returns:
-        The facts dictionary :func:`~sparsecse.artifacts.model_card.render_card` reads.
+        The facts dictionary :func:`~sparsecse.cards.model_card.render_card` reads.
     """
     import yaml
 

@@ -1,7 +1,7 @@
 """The model card (``README.md``) of every model directory sparsecse writes, in sentence-transformers' layout.
 
 A card is rendered from a plain dictionary of facts (:func:`render_card`), so each writer passes what it
-knows: :func:`~sparsecse.artifacts.card_facts.model_facts` reads what a directory itself records (config.json, the sentence-transformers
+knows: :func:`~sparsecse.cards.facts.model_facts` reads what a directory itself records (config.json, the sentence-transformers
 files, ``sparsecse_config.json``'s lineage, shape and shrink manifest, ``manifest.json`` of a training run),
 and a recipe run or ``compress --speedup`` adds its evaluation, speed, memory and target. The card is YAML
 front matter (``base_model``, ``library_name``, ``pipeline_tag``, ``tags``, ``model-index``) and the
@@ -23,7 +23,7 @@ The facts (every key optional but ``details``)::
                      "file_size_bytes", "speed": {...}, "memory": {...}, "target": {...}},
      "training": {"recipe", "made_by", "stages": [str], "corpus", "corpus_sentences", "losses": [str], "steps",
                   "batch_size", "lr", "selected", "final_loss", "command", "recipe_yaml", "seconds": {stage: s}},
-     "methods": [citation keys of :data:`~sparsecse.artifacts.citations.CITATIONS`], "versions": {package: version}}
+     "methods": [citation keys of :data:`~sparsecse.cards.citations.CITATIONS`], "versions": {package: version}}
 
 Example::
 
@@ -37,9 +37,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from sparsecse.artifacts.card_facts import model_facts
-from sparsecse.artifacts.card_sections import compression_section, evaluation_section, known, training_section
-from sparsecse.artifacts.citations import CITATIONS
+from sparsecse.cards.facts import model_facts
+from sparsecse.cards.sections import compression_section, evaluation_section, known, training_section
+from sparsecse.cards.citations import CITATIONS
 
 CARD = "README.md"
 MODEL_PLACEHOLDER = "path/to/this/directory"  # the Usage snippet's model; a user puts the directory or hub id there
@@ -189,7 +189,7 @@ def write_card(model_dir: str | os.PathLike, facts: dict[str, Any] | None = None
 
     Args:
         model_dir: the directory.
-        facts: the card's facts; default :func:`~sparsecse.artifacts.card_facts.model_facts` of the directory.
+        facts: the card's facts; default :func:`~sparsecse.cards.facts.model_facts` of the directory.
 
     Returns:
         The card's path.

@@ -1,5 +1,5 @@
 """What a model directory records about itself, as the facts of its model card
-(:mod:`sparsecse.artifacts.model_card`): config.json, the sentence-transformers files, ``sparsecse_config.json``
+(:mod:`sparsecse.cards.model_card`): config.json, the sentence-transformers files, ``sparsecse_config.json``
 (lineage, per-layer shape, the shrink manifest with sizes before and after) and a training run's
 ``manifest.json``.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.artifacts import model_store
-from sparsecse.artifacts.citations import OBJECTIVE_METHODS
+from sparsecse.cards.citations import OBJECTIVE_METHODS
 from sparsecse.artifacts.model_dir import read_model_config
 from sparsecse.artifacts.model_names import DEFAULT_MODEL_NAME, MODELS_ENV, default_model_path
 

@@ -1,4 +1,4 @@
-"""The model card's sections with tables (:mod:`sparsecse.artifacts.model_card`): Evaluation (STS, transfer, the
+"""The model card's sections with tables (:mod:`sparsecse.cards.model_card`): Evaluation (STS, transfer, the
 user's dev/test files, MTEB), Compression (with its Target) and Training Details, each rendered from its facts;
 a value that is missing, None or nan is left out, never printed."""
 
