@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes import runner as runner_module
-from sparsecse.cards.model_card import read_front_matter
+from sparsecse.cards.facts import read_front_matter
 from sparsecse.recipes.card import RESULTS
 from sparsecse.recipes.runner import run_recipe, stage_dir
 from sparsecse.recipes.spec import load_recipe, parse_recipe, parse_set_options, shipped_recipes
@@ -457,10 +457,10 @@ def test_the_card_names_a_local_copy_by_its_short_name(tmp_path, monkeypatch):
     copy = tmp_path / "models" / "paraphrase-MiniLM-L3-v2"
     copy.mkdir(parents=True)
     monkeypatch.setenv("SPARSECSE_MODELS", str(tmp_path / "elsewhere") + os.pathsep + str(tmp_path / "models"))
-    assert base_model_name(str(copy)) == "paraphrase-MiniLM-L3-v2"
+    assert base_model_name(str(copy)) == "sentence-transformers/paraphrase-MiniLM-L3-v2"  # as sentence-transformers names it
     other = tmp_path / "runs" / "mine"
     other.mkdir(parents=True)
-    assert base_model_name(str(other)) == str(other)  # a model of the user's own: named as given
+    assert base_model_name(str(other)) == "path/to/mine"  # a model of the user's own: never this machine's path
 
 
 def test_the_card_names_a_model_of_the_store_by_its_name(tmp_path, monkeypatch):
@@ -471,9 +471,10 @@ def test_the_card_names_a_model_of_the_store_by_its_name(tmp_path, monkeypatch):
     name = next(iter(model_store.KNOWN_MODELS))
     stored = model_store.model_dir(name)
     stored.mkdir(parents=True)
-    assert base_model_name(str(stored)) == str(stored)  # not installed (no install record): as given
+    assert base_model_name(str(stored)) == f"path/to/{name}"  # not installed (no install record): a directory
     (stored / model_store.INSTALL_RECORD).write_text("{}")
-    assert base_model_name(str(stored)) == name  # the card's rebuild command then works on any machine
+    hub = model_store.KNOWN_MODELS[name].hub_id
+    assert base_model_name(str(stored)) == hub and hub.count("/") == 1  # the rebuild command works on any machine
 
 
 def test_the_cards_command_rebuilds_a_run_with_overrides():
