@@ -252,7 +252,7 @@ def test_model_card_figures_equal_the_result_files(finished):
     assert f"**{saved['avg_sts']:.2f}**" in card
     lo, hi = saved["bootstrap"]["avg"]
     assert f"[{lo:.2f}, {hi:.2f}]" in card
-    assert meta["base_model"] and meta["library_name"] == "sentence-transformers"
+    assert "base_model" not in meta and meta["library_name"] == "sentence-transformers"  # the input is a directory
     assert result.evaluation["sts_avg"] == pytest.approx(saved["avg_sts"], abs=1e-4)
 
 
