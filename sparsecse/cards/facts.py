@@ -45,20 +45,21 @@ def _short_hub_id(name: str) -> str:
     return name if name.lower() in ORIGINAL_TRANSFORMER_MODELS else f"sentence-transformers/{name}"
 
 
-def hub_id(model: str) -> str | None:
+def hub_id(model: str | os.PathLike | None) -> str | None:
     """The Hugging Face hub id of the input model, for a card's ``base_model``: the embedded default's, a model of
     sparsecse's store by its hub id, a local copy found through ``$SPARSECSE_MODELS`` or a hub name as
     sentence-transformers resolves its name (``paraphrase-MiniLM-L3-v2`` is
     ``sentence-transformers/paraphrase-MiniLM-L3-v2``); None for a directory of the user's own.
 
     Args:
-        model: a model name or directory.
+        model: a model name or directory (None: the embedded default).
 
     Returns:
         The hub id, or None.
     """
     if model in DEFAULT_ALIASES:
         return DEFAULT_MODEL_NAME
+    model = os.fspath(model)
     try:
         if _same_dir(model, default_model_path()):
             return DEFAULT_MODEL_NAME
@@ -81,7 +82,7 @@ def hub_id(model: str) -> str | None:
     return model if "/" in model else _short_hub_id(model)
 
 
-def base_model_name(model: str) -> str:
+def base_model_name(model: str | os.PathLike | None) -> str:
     """The input model as a card names it in its text and rebuild command: its hub id (:func:`hub_id`), else
     ``path/to/`` and the directory's name (never this machine's path).
 
