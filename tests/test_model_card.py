@@ -6,14 +6,16 @@ measured in a fresh process; the frontier benchmark's transfer pieces."""
 
 import json
 import math
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from sparsecse.artifacts.citations import CITATIONS
-from sparsecse.artifacts.model_card import MODEL_PLACEHOLDER, card_sections, read_front_matter, render_card, usage_code
+from sparsecse.cards.citations import CITATIONS
+from sparsecse.cards.facts import read_front_matter
+from sparsecse.cards.model_card import MODEL_PLACEHOLDER, card_sections, render_card, usage_code
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.card import TRANSFER_RESULTS
@@ -27,6 +29,9 @@ from sparsecse.shrinking.shrink import ShrinkConfig
 ALL_SECTIONS = ["Model Details", "Usage", "Evaluation", "Compression", "Training Details", "Framework Versions",
                 "Citation"]
 TRANSFER = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+
+
+INPUT_CARD = "---\nlanguage: en\nlicense: apache-2.0\ntags:\n- sentence-transformers\n---\n\n# A tiny input model\n"
 
 
 def run_usage(card: str, model_dir) -> str:
@@ -49,6 +54,7 @@ def recipe_run(tmp_path_factory, fake_senteval):
     tmp = tmp_path_factory.mktemp("card_recipe")
     teacher = make_tiny_model_dir(tmp / "teacher", "bert", seed=5, init_range=0.2)
     student = make_tiny_model_dir(tmp / "student", "bert", seed=1, init_range=0.2)
+    (student / "README.md").write_text(INPUT_CARD)  # the input model's own card: its language and license carry over
     corpus = tmp / "corpus.txt"
     corpus.write_text("\n".join(random_sentences(96, seed=4)) + "\n")
     recipe = tiny_recipe(tmp, teacher)
@@ -102,6 +108,19 @@ def test_a_recipes_card_has_every_section_and_the_result_files_figures(recipe_ru
     assert "shen2022structural" not in card and "kozlov2020neural" not in card  # no speed target, no int8
 
 
+def test_a_recipes_card_carries_the_inputs_metadata_and_names_its_frameworks(recipe_run):
+    card = (recipe_run.model / "README.md").read_text()
+    meta = read_front_matter(card)
+    assert list(meta)[:2] == ["language", "license"]  # sentence-transformers' order
+    assert meta["language"] == "en" and meta["license"] == "apache-2.0"
+    assert "base_model" not in meta  # the input is a directory of the user's own: no hub id, no machine path
+    versions = card.split("## Framework Versions")[1].split("\n## ")[0]
+    for package in ("sentence-transformers", "tokenizers", "transformers", "torch"):
+        assert f"- {package}: " in versions, versions
+    command = card.split("```bash\nsparsecse compress")[1].split("\n```")[0]
+    assert str(recipe_run.out.parent) not in command and "--model path/to/student" in command
+
+
 def test_a_recipes_usage_snippet_runs_as_written(recipe_run):
     card = (recipe_run.model / "README.md").read_text()
     printed = run_usage(card, recipe_run.model)
@@ -138,7 +157,10 @@ def test_cards_of_shrink_train_and_rewind_outputs_parse(kind, written_models):
     card = (out / "README.md").read_text()
     meta = read_front_matter(card)
     assert meta["library_name"] == "sentence-transformers" and meta["pipeline_tag"] == "sentence-similarity"
-    assert meta["base_model"] == str(written_models["source"]) and "model-index" not in meta  # nothing was evaluated
+    assert "model-index" not in meta  # nothing was evaluated
+    # the source is a directory of the user's own: no hub id for base_model, and its path is not printed
+    assert "base_model" not in meta and str(written_models["source"]) not in card
+    assert f"- **Base model:** `path/to/{written_models['source'].name}`" in card
     assert_clean(card)
     expected = {"shrunk": ["Model Details", "Usage", "Compression", "Framework Versions", "Citation"],
                 "trained": ["Model Details", "Usage", "Training Details", "Framework Versions", "Citation"],
@@ -218,6 +240,9 @@ def test_peak_memory_is_measured_in_a_fresh_process(tmp_path):
     model = make_tiny_model_dir(tmp_path / "m", "bert")
     peak = peak_encode_memory(model, random_sentences(40), batch_size=8)
     assert 0 < peak["runtime_rss_bytes"] <= peak["loaded_rss_bytes"] <= peak["peak_rss_bytes"]
+    assert peak["peak_rss_bytes"] > peak["runtime_rss_bytes"]  # this process's own high-water mark (VmHWM): loading
+    # a model adds to it; a peak equal to the runtime's ("0.0 KiB above the runtime") was the parent's inherited one
+    assert "VmHWM" in peak["method"]
     assert peak["encode_extra_bytes"] == peak["peak_rss_bytes"] - peak["loaded_rss_bytes"]
     assert peak["sentences"] == 40 and "40 sentences in batches of 8" in peak["method"]
     with pytest.raises(SparseCSEError, match="failed"):
@@ -310,6 +335,13 @@ def test_the_l3_prune_recipes_card_on_a_tiny_model_has_every_section(tmp_path, f
     assert "**Recipe:** `l3-prune-0.8`" in card and "Losses" not in card and "kwon2022fast" in card
     assert read_front_matter(card)["sparsecse_recipe"] == "l3-prune-0.8"
     assert run_usage(card, result.model).splitlines()[0] == "(2, 32)"
+    # the recipe compares with its own input (as l3-prune-0.8 does with paraphrase-MiniLM-L3-v2): timed once, not
+    # against itself; a directory of the user's own has no hub id and its path is not printed
+    speed = next(line for line in card.splitlines() if line.startswith("- **Encode speed-up over"))
+    assert speed.startswith("- **Encode speed-up over `path/to/model`:**") and len(re.findall(r"\d\.\d\dx", speed)) == 1
+    assert "base_model" not in read_front_matter(card)
+    command = card.split("The command that rebuilds it:")[1].split("```bash\n")[1].split("\n```")[0]
+    assert str(tmp_path) not in command and "--model path/to/model --corpus path/to/corpus.txt" in command
 
 
 def test_the_target_that_compress_speedup_records_is_rendered():
@@ -324,7 +356,7 @@ def test_the_target_that_compress_speedup_records_is_rendered():
     assert "Asked for a 2x speed-up on torch-fp32, batch 32: **not met**." in target_text
     assert "**Measured speed-up:** 1.94x (torch-fp32, batch 32)" in target_text
     assert "**Dev score:** 84.50 against the input model's 86.25 on STS-B dev (drop 1.75)" in target_text
-    assert "**Latency p50 / p95 of one sentence:** 12.3 / 14.5 ms (input model: 23.7 / 27.0 ms)" in target_text
+    assert "**Latency p50 / p95 of one sentence (batch 1):** 12.3 / 14.5 ms (input model: 23.7 / 27.0 ms)" in target_text
     assert "**Throughput at batch 32:** 1304.2 sentences/s (input model: 672.0)" in target_text
     assert "**File size:** 58.4 MiB" in target_text and "**CPU features:** avx2 avx512_vnni" in target_text
     assert "`candidates.csv`, plotted in `candidates.png`" in target_text

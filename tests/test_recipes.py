@@ -17,7 +17,8 @@ from safetensors.torch import load_file
 from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes import runner as runner_module
-from sparsecse.recipes.card import RESULTS, read_front_matter
+from sparsecse.cards.facts import read_front_matter
+from sparsecse.recipes.card import RESULTS
 from sparsecse.recipes.runner import run_recipe, stage_dir
 from sparsecse.recipes.spec import load_recipe, parse_recipe, parse_set_options, shipped_recipes
 from sparsecse.training.loop import CorpusSampler
@@ -251,7 +252,7 @@ def test_model_card_figures_equal_the_result_files(finished):
     assert f"**{saved['avg_sts']:.2f}**" in card
     lo, hi = saved["bootstrap"]["avg"]
     assert f"[{lo:.2f}, {hi:.2f}]" in card
-    assert meta["base_model"] and meta["library_name"] == "sentence-transformers"
+    assert "base_model" not in meta and meta["library_name"] == "sentence-transformers"  # the input is a directory
     assert result.evaluation["sts_avg"] == pytest.approx(saved["avg_sts"], abs=1e-4)
 
 
@@ -451,28 +452,29 @@ def test_a_teacher_that_models_install_knows_is_installed_before_the_run(tmp_pat
 
 
 def test_the_card_names_a_local_copy_by_its_short_name(tmp_path, monkeypatch):
-    from sparsecse.recipes.card import base_model_name
+    from sparsecse.cards.facts import base_model_name
 
     copy = tmp_path / "models" / "paraphrase-MiniLM-L3-v2"
     copy.mkdir(parents=True)
     monkeypatch.setenv("SPARSECSE_MODELS", str(tmp_path / "elsewhere") + os.pathsep + str(tmp_path / "models"))
-    assert base_model_name(str(copy)) == "paraphrase-MiniLM-L3-v2"
+    assert base_model_name(str(copy)) == "sentence-transformers/paraphrase-MiniLM-L3-v2"  # as sentence-transformers names it
     other = tmp_path / "runs" / "mine"
     other.mkdir(parents=True)
-    assert base_model_name(str(other)) == str(other)  # a model of the user's own: named as given
+    assert base_model_name(str(other)) == "path/to/mine"  # a model of the user's own: never this machine's path
 
 
 def test_the_card_names_a_model_of_the_store_by_its_name(tmp_path, monkeypatch):
     from sparsecse.artifacts import model_store
-    from sparsecse.recipes.card import base_model_name
+    from sparsecse.cards.facts import base_model_name
 
     monkeypatch.setenv("SPARSECSE_CACHE", str(tmp_path / "cache"))
     name = next(iter(model_store.KNOWN_MODELS))
     stored = model_store.model_dir(name)
     stored.mkdir(parents=True)
-    assert base_model_name(str(stored)) == str(stored)  # not installed (no install record): as given
+    assert base_model_name(str(stored)) == f"path/to/{name}"  # not installed (no install record): a directory
     (stored / model_store.INSTALL_RECORD).write_text("{}")
-    assert base_model_name(str(stored)) == name  # the card's rebuild command then works on any machine
+    hub = model_store.KNOWN_MODELS[name].hub_id
+    assert base_model_name(str(stored)) == hub and hub.count("/") == 1  # the rebuild command works on any machine
 
 
 def test_the_cards_command_rebuilds_a_run_with_overrides():

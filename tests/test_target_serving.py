@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from sparsecse.artifacts.card_sections import compression_section
+from sparsecse.cards.sections import compression_section
 from sparsecse.evaluation import speed
 from sparsecse.targets.serving import measure_grid, serving_grid, serving_table
 from sparsecse.targets.spec import Shape, Target
@@ -53,10 +53,12 @@ def test_the_card_has_the_serving_table_and_no_speedup_without_its_shape():
                        "batch_size": 128, "engine": "torch fp32", "cpu": "x"},
              "target": {"speedup_target": 2.0, "speedup": 1.33, "spread": 0.03, "rounds": 5, "engine": "torch-fp32",
                         "batch_size": 1, "shape": {"metric": "latency-p50", "threads": 2, "batch_size": 1},
+                        "latency_ms": {"p50": 5.0, "p95": 6.0}, "reference_latency_ms": {"p50": 7.0, "p95": 8.0},
+                        "throughput": 300.0, "reference_throughput": 200.0,
                         "met": False, "serving": {"rows": rows, "metric": "latency-p50", "method": "timed"}}}
     card = "\n".join(compression_section(facts, "base"))
     assert "#### Serving" in card and "| 2 | 1 | 1.31x ±2% | 5.0 / 6.0 ms | 7.0 / 8.0 ms | **judged by** (latency-p50) |" in card
     assert card.count("**judged by**") == 1
     for line in card.splitlines():
-        if SPEEDUP.search(line) and not line.startswith("|"):
-            assert "batch" in line, line  # every speed-up outside the serving table names its shape
+        if (SPEEDUP.search(line) or " ms" in line or "sentences/s" in line) and not line.startswith("|"):
+            assert "batch" in line and "threads" in line, line  # every speed figure outside the table names its shape

@@ -60,18 +60,26 @@ def hash_path(path: str | os.PathLike) -> str:
 
 
 def library_versions() -> dict[str, str]:
-    """The versions of sparsecse, Python and the libraries a result depends on, for manifests."""
+    """The versions of sparsecse, Python and the libraries a result depends on, for manifests (and the Framework
+    Versions of a model card): sentence-transformers where it is installed, and tokenizers."""
+    from importlib import metadata
+
     import numpy
     import transformers
 
-
-    return {
+    versions = {
         "sparsecse": __version__,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "numpy": numpy.__version__,
     }
+    for package in ("sentence-transformers", "tokenizers"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:  # sentence-transformers is optional (the `st` extra)
+            pass
+    return versions
 
 
 def make_manifest(

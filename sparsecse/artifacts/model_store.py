@@ -48,6 +48,11 @@ class StoredModel:
         """Its name and aliases."""
         return (self.name,) + self.aliases
 
+    @property
+    def hub_id(self) -> str:
+        """Its Hugging Face hub id (the alias with an organization, else its name)."""
+        return next((alias for alias in self.aliases if alias.count("/") == 1), self.name)
+
 
 KNOWN_MODELS = {
     m.name: m

@@ -2,7 +2,7 @@
 ``evaluation.tasks``: the 7 STS tasks with bootstrap intervals, the 7 SentEval transfer tasks with theirs;
 paired intervals against the recipe's comparison model; encode speed measured side by side and peak
 memory while encoding) and the final model directory: its weights, ``README.md`` (the model card of
-:mod:`sparsecse.artifacts.model_card`, in sentence-transformers' layout), ``manifest.json`` (the recipe
+:mod:`sparsecse.cards.model_card`, in sentence-transformers' layout), ``manifest.json`` (the recipe
 run's), ``recipe.yaml``, ``sts_results.json`` (the per-pair similarities, so anyone can recompute the
 intervals with ``sparsecse compare``) and ``transfer_results.json`` (per fold and per test item)."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparsecse.artifacts.files import atomic_dir, make_manifest, write_json
-from sparsecse.artifacts.card_facts import base_model_name, model_facts
-from sparsecse.artifacts.model_card import read_front_matter, render_card
+from sparsecse.cards.facts import base_model_name, hub_id, input_metadata, model_facts, portable_path
+from sparsecse.cards.model_card import render_card
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.compare import compare
@@ -38,7 +38,6 @@ from sparsecse.evaluation.config import EvaluationConfig
 CARD = "README.md"
 RESULTS = "sts_results.json"
 TRANSFER_RESULTS = "transfer_results.json"  # per fold and per test item, so the paired intervals can be redone
-REEXPORTED = (base_model_name, read_front_matter)  # what callers of this module read from it
 MANIFEST = "manifest.json"
 SKIPPED = {"manifest.json", "README.md"}  # the final stage's own, replaced by the recipe's
 
@@ -257,15 +256,27 @@ def _link_file(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def command_line(recipe: Recipe, model: str, corpus: Path, out: Path) -> str:
-    """The command that rebuilds the run: the recipe by name (or file) and a ``--set`` for every setting the
-    run changed from it."""
+def command_line(recipe: Recipe, model: str | None, corpus: Path, out: Path) -> str:
+    """The command that rebuilds the run, with no path of this machine in it: the recipe by name (or file), the
+    model by its hub id (:func:`~sparsecse.cards.facts.base_model_name`), the corpus and output as the user
+    named them (:func:`~sparsecse.cards.facts.portable_path`) and a ``--set`` for every setting the run changed.
+
+    Args:
+        recipe: the recipe as it ran.
+        model: the input model as the user named it (None: the recipe's default).
+        corpus: the corpus file.
+        out: the output directory.
+
+    Returns:
+        The command, quoted for a shell.
+    """
     name = recipe.source if recipe.source and Path(recipe.source).parent != Path(__file__).parent / "shipped" \
         else recipe.name
-    words = ["sparsecse", "compress", "--recipe", name, "--model", base_model_name(model), "--corpus", corpus]
+    words = ["sparsecse", "compress", "--recipe", portable_path(name), "--model", base_model_name(model),
+             "--corpus", portable_path(corpus)]
     for key, value in changed_settings(recipe, name):
-        words += ["--set", f"{key}={value}"]
-    return " ".join(shlex.quote(str(x)) for x in words + ["--out", out])
+        words += ["--set", f"{key}={portable_path(value)}"]
+    return " ".join(shlex.quote(str(x)) for x in words + ["--out", portable_path(out)])
 
 
 def changed_settings(recipe: Recipe, name: str) -> list[tuple[str, str]]:
@@ -299,10 +310,12 @@ def _as_set_value(value: Any) -> str:
 
 
 def finish(recipe: Recipe, input_model: str, corpus: Path, out: Path, final_dir: str, stages: list[dict],
-           figures: dict[str, Any], times: Callable[[], dict]) -> dict[str, Any]:
+           figures: dict[str, Any], times: Callable[[], dict], *, named_model: str | None) -> dict[str, Any]:
     """Write ``out/model`` atomically: the last model with its ``figures`` (:func:`evaluate_final`'s, and a
     target's measurement), the result files, the recipe, the manifest and the card; a budget search's candidates
-    table and plot (``out/candidates``) are copied beside the model. Returns the figures."""
+    table and plot (``out/candidates``) are copied beside the model. ``named_model`` is the input model as the
+    user named it (None: the recipe's default): the card's ``base_model`` and rebuild command name it so.
+    Returns the figures."""
     target = out / "model"
     with atomic_dir(target, overwrite=True) as tmp:
         for item in Path(final_dir).iterdir():
@@ -318,7 +331,8 @@ def finish(recipe: Recipe, input_model: str, corpus: Path, out: Path, final_dir:
         manifest = make_manifest("recipe_model", inputs={"model": input_model, "corpus": str(corpus),
                                                          "recipe": recipe.source or recipe.name},
                                  params=recipe.to_dict(), seed=recipe.seed, stages=stages, figures=figures,
-                                 seconds=times(), command=command_line(recipe, input_model, corpus, out))
+                                 seconds=times(), command=command_line(recipe, named_model, corpus, out),
+                                 base_model=hub_id(named_model), input_name=base_model_name(named_model))
         write_json(tmp / MANIFEST, manifest)
         (tmp / CARD).write_text(model_card(recipe, input_model, corpus, stages, figures, manifest, tmp),
                                 encoding="utf-8")
@@ -345,7 +359,7 @@ def _set_only(value: Any) -> Any:
 
 def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict], figures: dict[str, Any],
                manifest: dict[str, Any], model_dir: Path) -> dict[str, Any]:
-    """The facts of a recipe's model card (:mod:`sparsecse.artifacts.model_card`): what the final model
+    """The facts of a recipe's model card (:mod:`sparsecse.cards.model_card`): what the final model
     directory records, the recipe's figures (evaluation, speed, memory, ``target``), its stages, corpus,
     command, cost and versions.
 
@@ -359,12 +373,13 @@ def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict
         model_dir: the final model directory (being assembled).
 
     Returns:
-        The facts dictionary :func:`~sparsecse.artifacts.model_card.render_card` reads.
+        The facts dictionary :func:`~sparsecse.cards.model_card.render_card` reads.
     """
     import yaml
 
     facts = model_facts(model_dir)
-    base = base_model_name(input_model)
+    base = manifest["input_name"]
+    facts.update(input_metadata(input_model))  # the input model's language and license, from its own card
     evaluation = {k: v for k, v in figures.items() if k not in ("speed", "memory", "target")}
     if evaluation and not (figures.get("sts") or figures.get("transfer")):
         evaluation["note"] = "No test figures: this run chose settings on dev (`evaluation.test: false`)."
@@ -378,8 +393,11 @@ def card_facts(recipe: Recipe, input_model: str, corpus: Path, stages: list[dict
     lineage = [section.line for section in sections[:len(stages)]]
     losses = [loss for section in sections for loss in section.losses]
     methods = sorted(set(facts.get("methods") or []) | {m for section in sections for m in section.methods})
+    facts.pop("base_model", None)
+    if manifest.get("base_model"):
+        facts["base_model"] = manifest["base_model"]
     facts.update(
-        base_model=base, title=f"{base}, compressed by sparsecse's `{recipe.name}` recipe",
+        input_name=base, title=f"{base}, compressed by sparsecse's `{recipe.name}` recipe",
         description=recipe.description, evaluation=evaluation, methods=methods,
         versions=manifest.get("versions") or facts.get("versions") or {},
         training={"recipe": recipe.name, "made_by": "sparsecse compress --recipe", "stages": lineage,

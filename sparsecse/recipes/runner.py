@@ -196,7 +196,8 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     corpus = Path(corpus)
     check_text_inputs(recipe, corpus)
     out = Path(out)
-    model = _input_model(model if model is not None else recipe.model)
+    named = model if model is not None else recipe.model  # as the user named it: the card's rebuild command says so
+    model = _input_model(named)
     check_destination(out, True, inputs=run_inputs(recipe, model, corpus, data_dir))
     fingerprint = _fingerprint(recipe, model, corpus)
     continuing = _inspect(out, fingerprint, resume, overwrite)
@@ -213,7 +214,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
             write_json(out / RUN, {"fingerprint": fingerprint, "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
         # on a resume too: the fingerprint matched, and what differs (evaluation.test) is the run that finishes
         _write_recipe(out / "recipe.yaml", recipe)
-        return _run(recipe, model, corpus, out, data_dir, show_progress, started)
+        return _run(recipe, model, corpus, out, data_dir, show_progress, started, named)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated, exit status 143): which one stays
         stopped = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
         raise type(exc)(f"{stopped}; the finished stages and the last checkpoint are kept in {out}: rerun the same "
@@ -332,7 +333,7 @@ def run_stage(stage: Stage, index: int, model: str, out: Path, ctx: StageContext
 
 
 def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_progress: bool,
-         started: float) -> RecipeResult:
+         started: float, named) -> RecipeResult:
     quiet = not show_progress
     ctx = StageContext(corpus=corpus, work=out, data_dir=data_dir, seed=recipe.seed,
                        models={INPUT_REF[1:]: model}, show_progress=show_progress, target=recipe.target,
@@ -369,7 +370,8 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
                                            corpus, recipe.seed, show_progress=show_progress,
                                            serving=recipe.evaluation.speed)
     result.evaluation = card.finish(recipe, model, corpus, out, current, records, figures,
-                                    lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)})
+                                    lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)},
+                                    named_model=named)
     _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
     result.seconds = round(time.perf_counter() - started, 3)
     times = stage_times(out)

@@ -131,7 +131,7 @@ class CardSection:
     Args:
         line: its line in the card's list of stages.
         losses: the training losses it used, each ``"NAME: what"``.
-        methods: citation keys of the methods it used (``sparsecse.artifacts.citations.CITATIONS``).
+        methods: citation keys of the methods it used (``sparsecse.cards.citations.CITATIONS``).
     """
 
     line: str

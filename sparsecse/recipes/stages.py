@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sparsecse.artifacts.card_sections import target_speedups
-from sparsecse.artifacts.citations import OBJECTIVE_METHODS
+from sparsecse.cards.sections import target_speedups
+from sparsecse.cards.citations import OBJECTIVE_METHODS
 from sparsecse.artifacts.export_formats import format_names, get_format
 from sparsecse.artifacts.files import atomic_dir
 from sparsecse.errors import SparseCSEError

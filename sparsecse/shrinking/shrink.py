@@ -13,7 +13,7 @@ from sparsecse.artifacts.files import atomic_dir, hash_path, make_manifest, sha2
 
 from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.inputs import read_inputs
-from sparsecse.artifacts.model_card import write_card
+from sparsecse.cards.model_card import write_card
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
@@ -37,7 +37,7 @@ def save_model_dir(
     the sentence-transformers files, and ``sparsecse_config.json`` with the pooling, ``lineage``
     (merged over any lineage the encoder was loaded with) and ``manifest`` (the command that wrote
     this directory; a manifest the encoder was loaded with is not carried over), and its model card
-    (``README.md``, :mod:`sparsecse.artifacts.model_card`).
+    (``README.md``, :mod:`sparsecse.cards.model_card`).
     """
     extra: dict[str, Any] = {"manifest": manifest}
     if lineage is not None:

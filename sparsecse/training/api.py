@@ -18,7 +18,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import atomic_dir, hash_path, make_manifest, write_json
 from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.inputs import read_inputs
-from sparsecse.artifacts.model_card import write_card
+from sparsecse.cards.model_card import write_card
 from sparsecse.artifacts.model_names import local_model_dir
 from sparsecse.objectives.distill import lineage_teacher
 from sparsecse.objectives.teachers import teacher_names

@@ -1,5 +1,5 @@
 """The references a model card cites: SparseCSE, sentence-transformers and each method a run used
-(:mod:`sparsecse.artifacts.model_card`), as BibTeX, by key; and which key each training objective cites."""
+(:mod:`sparsecse.cards.model_card`), as BibTeX, by key; and which key each training objective cites."""
 
 CITATIONS = {
     "sparsecse": ("SparseCSE", """@article{an2023sparse,

@@ -1,16 +1,17 @@
 """The model card (``README.md``) of every model directory sparsecse writes, in sentence-transformers' layout.
 
 A card is rendered from a plain dictionary of facts (:func:`render_card`), so each writer passes what it
-knows: :func:`~sparsecse.artifacts.card_facts.model_facts` reads what a directory itself records (config.json, the sentence-transformers
+knows: :func:`~sparsecse.cards.facts.model_facts` reads what a directory itself records (config.json, the sentence-transformers
 files, ``sparsecse_config.json``'s lineage, shape and shrink manifest, ``manifest.json`` of a training run),
 and a recipe run or ``compress --speedup`` adds its evaluation, speed, memory and target. The card is YAML
 front matter (``base_model``, ``library_name``, ``pipeline_tag``, ``tags``, ``model-index``) and the
 sections Model Details, Usage, Evaluation, Compression (with its Target), Training, Framework Versions and
 Citation; a section with no facts is left out, and no figure is ever printed as ``None`` or ``nan``.
 
-The facts (every key optional but ``details``)::
+The facts (every key optional but ``details``; ``base_model`` is a hub id, ``input_name`` how the text names
+the input model when it has none, ``language`` and ``license`` are the input model's own card's)::
 
-    {"title": str, "base_model": str, "description": str,
+    {"title": str, "base_model": str, "input_name": str, "language": str | [str], "license": str, "description": str,
      "details": {"architecture", "layers", "hidden_size", "max_seq_length", "output_dim", "similarity",
                  "pooling", "remote_code"},
      "evaluation": {"stsb_dev", "sts": {task: score}, "sts_avg", "sts_avg_ci", "bootstrap", "versus": {...},
@@ -23,7 +24,7 @@ The facts (every key optional but ``details``)::
                      "file_size_bytes", "speed": {...}, "memory": {...}, "target": {...}},
      "training": {"recipe", "made_by", "stages": [str], "corpus", "corpus_sentences", "losses": [str], "steps",
                   "batch_size", "lr", "selected", "final_loss", "command", "recipe_yaml", "seconds": {stage: s}},
-     "methods": [citation keys of :data:`~sparsecse.artifacts.citations.CITATIONS`], "versions": {package: version}}
+     "methods": [citation keys of :data:`~sparsecse.cards.citations.CITATIONS`], "versions": {package: version}}
 
 Example::
 
@@ -37,9 +38,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from sparsecse.artifacts.card_facts import model_facts
-from sparsecse.artifacts.card_sections import compression_section, evaluation_section, known, training_section
-from sparsecse.artifacts.citations import CITATIONS
+from sparsecse.cards.facts import CARRIED_METADATA, model_facts
+from sparsecse.cards.sections import compression_section, evaluation_section, known, training_section
+from sparsecse.cards.citations import CITATIONS
 
 CARD = "README.md"
 MODEL_PLACEHOLDER = "path/to/this/directory"  # the Usage snippet's model; a user puts the directory or hub id there
@@ -56,7 +57,7 @@ def front_matter(facts: dict[str, Any]) -> dict[str, Any]:
     Returns:
         The metadata as a dictionary.
     """
-    meta: dict[str, Any] = {}
+    meta: dict[str, Any] = {key: facts[key] for key in CARRIED_METADATA if known(facts.get(key))}
     if known(facts.get("base_model")):
         meta["base_model"] = facts["base_model"]
     meta.update(library_name="sentence-transformers", pipeline_tag="sentence-similarity")
@@ -97,9 +98,18 @@ def _index_results(ev: dict[str, Any]) -> list[dict[str, Any]]:
     return results
 
 
+def _input_name(facts: dict[str, Any]) -> str | None:
+    """How the card names its input model: its hub id, else its display name (a directory of the user's own)."""
+    for key in ("base_model", "input_name"):
+        if known(facts.get(key)):
+            return str(facts[key])
+    return None
+
+
 def _model_details(facts: dict[str, Any]) -> list[str]:
     d = facts.get("details") or {}
-    rows = [("Base model", f"`{facts['base_model']}`" if known(facts.get("base_model")) else None),
+    base = _input_name(facts)
+    rows = [("Base model", f"`{base}`" if base else None),
             ("Architecture", f"{d.get('architecture')}, {d.get('layers')} layers, hidden size {d.get('hidden_size')}"
              if known(d.get("architecture")) and known(d.get("layers")) else None),
             ("Maximum sequence length", f"{d['max_seq_length']} tokens" if known(d.get("max_seq_length")) else None),
@@ -165,7 +175,7 @@ def render_card(facts: dict[str, Any]) -> str:
     """
     import yaml
 
-    base = facts.get("base_model") if known(facts.get("base_model")) else None
+    base = _input_name(facts)
     evaluation = facts.get("evaluation") or {}
     lines = ["---", yaml.safe_dump(front_matter(facts), sort_keys=False, allow_unicode=True).rstrip(), "---", "",
              f"# {facts.get('title') or base or 'A sparsecse model'}", "",
@@ -189,7 +199,7 @@ def write_card(model_dir: str | os.PathLike, facts: dict[str, Any] | None = None
 
     Args:
         model_dir: the directory.
-        facts: the card's facts; default :func:`~sparsecse.artifacts.card_facts.model_facts` of the directory.
+        facts: the card's facts; default :func:`~sparsecse.cards.facts.model_facts` of the directory.
 
     Returns:
         The card's path.
@@ -200,23 +210,6 @@ def write_card(model_dir: str | os.PathLike, facts: dict[str, Any] | None = None
 
 
 # ------------------------------------------------------------------------------------------- reading
-def read_front_matter(card: str) -> dict[str, Any]:
-    """The YAML metadata of a model card's text ({} without front matter).
-
-    Args:
-        card: the card's text.
-
-    Returns:
-        The metadata.
-    """
-    import yaml
-
-    if not card.startswith("---\n"):
-        return {}
-    end = card.index("\n---", 4)
-    return yaml.safe_load(card[4:end]) or {}
-
-
 def card_sections(card: str) -> list[str]:
     """The titles of a card's ``##`` sections, in order.
 

@@ -1,4 +1,4 @@
-"""The model card's sections with tables (:mod:`sparsecse.artifacts.model_card`): Evaluation (STS, transfer, the
+"""The model card's sections with tables (:mod:`sparsecse.cards.model_card`): Evaluation (STS, transfer, the
 user's dev/test files, MTEB), Compression (with its Target) and Training Details, each rendered from its facts;
 a value that is missing, None or nan is left out, never printed."""
 
@@ -281,12 +281,13 @@ def _target(t: dict[str, Any]) -> list[str]:
     reference_throughput = f"{t['reference_throughput']:.1f}" if known(t.get("reference_throughput")) else None
     spread = f" ±{t['spread']:.0%} (the spread of {t.get('rounds', 'its')} interleaved rounds)" if known(
         t.get("spread")) else ""
+    threads = f", {shape['threads']} threads" if known(shape.get("threads")) else ""
     rows = [("Measured speed-up", f"{measured:.2f}x{spread}" + (f" ({engine})" if engine else "")
              if known(measured) else None),
             ("Dev score", dev),
-            ("Latency p50 / p95 of one sentence", _beside(_latency(t.get("latency_ms")),
-                                                          _latency(t.get("reference_latency_ms")))),
-            (f"Throughput at batch {t['batch_size']}" if known(t.get("batch_size")) else "Throughput",
+            (f"Latency p50 / p95 of one sentence (batch 1{threads})",
+             _beside(_latency(t.get("latency_ms")), _latency(t.get("reference_latency_ms")))),
+            (f"Throughput at batch {t['batch_size']}{threads}" if known(t.get("batch_size")) else "Throughput",
              _beside(throughput, reference_throughput)),
             ("Layers", f"{t['layers']} of the input model's {t['input_layers']} (candidates could remove up to "
                        f"{t['depth']}{', auto' if t.get('depth_default') else ''})"

@@ -1,7 +1,9 @@
 """What a model directory records about itself, as the facts of its model card
-(:mod:`sparsecse.artifacts.model_card`): config.json, the sentence-transformers files, ``sparsecse_config.json``
+(:mod:`sparsecse.cards.model_card`): config.json, the sentence-transformers files, ``sparsecse_config.json``
 (lineage, per-layer shape, the shrink manifest with sizes before and after) and a training run's
-``manifest.json``.
+``manifest.json``; and how a card names its input model (:func:`hub_id` for ``base_model``, :func:`base_model_name`
+in its text, :func:`portable_path` for paths: never a path of this machine) and what it carries over from the
+input's own card (:func:`input_metadata`: ``language`` and ``license``).
 
 Example::
 
@@ -16,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.artifacts import model_store
-from sparsecse.artifacts.citations import OBJECTIVE_METHODS
 from sparsecse.artifacts.model_dir import read_model_config
-from sparsecse.artifacts.model_names import DEFAULT_MODEL_NAME, MODELS_ENV, default_model_path
+from sparsecse.artifacts.model_names import (DEFAULT_ALIASES, DEFAULT_MODEL_NAME, MODELS_ENV, default_model_path,
+                                              local_model_dir, looks_like_path)
+from sparsecse.cards.citations import OBJECTIVE_METHODS
+from sparsecse.errors import SparseCSEError
 
 POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
                  "pooling_mode_max_tokens": "max", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len",
@@ -26,10 +30,63 @@ POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "m
 
 
 # ------------------------------------------------------------------------------------------- names
-def base_model_name(model: str) -> str:
-    """The input model as a model card names it: the hub name of the embedded default, the name of a model
-    installed in sparsecse's model store or of a local copy found through ``$SPARSECSE_MODELS`` (never this
-    machine's path), else as given.
+CARRIED_METADATA = ("language", "license")  # what a card takes over from its input model's own card
+
+
+def _same_dir(a: str, b: str | os.PathLike | None) -> bool:
+    return b is not None and os.path.isdir(a) and os.path.isdir(b) and os.path.samefile(a, b)
+
+
+def _short_hub_id(name: str) -> str:
+    """A hub name without an organization as sentence-transformers loads it: under ``sentence-transformers/``,
+    unless it is one of the original transformers models (``bert-base-uncased``, ...), which keep their name."""
+    try:
+        from sentence_transformers.util import ORIGINAL_TRANSFORMER_MODELS
+    except ImportError:  # without sentence-transformers, a short name is loaded by transformers as it is
+        return name
+    return name if name.lower() in ORIGINAL_TRANSFORMER_MODELS else f"sentence-transformers/{name}"
+
+
+def hub_id(model: str | os.PathLike | None) -> str | None:
+    """The Hugging Face hub id of the input model, for a card's ``base_model``: the embedded default's, a model of
+    sparsecse's store by its hub id, a local copy found through ``$SPARSECSE_MODELS`` or a hub name as
+    sentence-transformers resolves its name (``paraphrase-MiniLM-L3-v2`` is
+    ``sentence-transformers/paraphrase-MiniLM-L3-v2``); None for a directory of the user's own.
+
+    Args:
+        model: a model name or directory (None: the embedded default).
+
+    Returns:
+        The hub id, or None.
+    """
+    if model in DEFAULT_ALIASES:
+        return DEFAULT_MODEL_NAME
+    model = os.fspath(model)
+    try:
+        if _same_dir(model, default_model_path()):
+            return DEFAULT_MODEL_NAME
+    except SparseCSEError:  # the default model's package is absent
+        pass
+    stored = model_store.lookup(model)
+    if stored is not None:
+        return stored.hub_id
+    for known in model_store.KNOWN_MODELS.values():
+        if _same_dir(model, model_store.installed_path(known.name)):
+            return known.hub_id
+    parent = os.path.dirname(os.path.abspath(model))
+    if os.path.isdir(model):
+        for folder in filter(None, os.environ.get(MODELS_ENV, "").split(os.pathsep)):
+            if _same_dir(parent, folder):
+                return _short_hub_id(os.path.basename(os.path.abspath(model)))
+        return None
+    if looks_like_path(model) or not model.strip():
+        return None
+    return model if "/" in model else _short_hub_id(model)
+
+
+def base_model_name(model: str | os.PathLike | None) -> str:
+    """The input model as a card names it in its text and rebuild command: its hub id (:func:`hub_id`), else
+    ``path/to/`` and the directory's name (never this machine's path).
 
     Args:
         model: a model name or directory.
@@ -37,20 +94,63 @@ def base_model_name(model: str) -> str:
     Returns:
         The name a card prints.
     """
+    return hub_id(model) or portable_path(model, always=True)
+
+
+def portable_path(path: str | os.PathLike, always: bool = False) -> str:
+    """A path as a card prints it: as the user named it when that says nothing of this machine (a relative path
+    that stays below the working directory), else ``path/to/`` and its last name.
+
+    Args:
+        path: the path.
+        always: print the placeholder whatever the path (a model directory of the user's own).
+
+    Returns:
+        The text.
+    """
+    text = os.fspath(path)
+    if always or os.path.isabs(text) or text.startswith("~") or ".." in Path(text).parts:
+        return f"path/to/{os.path.basename(os.path.normpath(text))}"
+    return text
+
+
+def read_front_matter(card: str) -> dict[str, Any]:
+    """The YAML metadata of a model card's text ({} without front matter, or with front matter that does not parse).
+
+    Args:
+        card: the card's text.
+
+    Returns:
+        The metadata.
+    """
+    import yaml
+
+    if not card.startswith("---\n") or "\n---" not in card[3:]:
+        return {}
     try:
-        if os.path.abspath(model) == os.path.abspath(default_model_path()):
-            return DEFAULT_MODEL_NAME
-    except Exception:  # the default model's package may be absent
-        pass
-    for known in model_store.KNOWN_MODELS.values():
-        installed = model_store.installed_path(known.name)
-        if installed is not None and os.path.isdir(model) and os.path.samefile(model, installed):
-            return known.name
-    parent = os.path.dirname(os.path.abspath(model))
-    for folder in filter(None, os.environ.get(MODELS_ENV, "").split(os.pathsep)):
-        if os.path.isdir(model) and os.path.isdir(folder) and os.path.samefile(parent, folder):
-            return os.path.basename(os.path.abspath(model))
-    return model
+        meta = yaml.safe_load(card[4:card.index("\n---", 3)])
+    except yaml.YAMLError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def input_metadata(model: str) -> dict[str, Any]:
+    """What a card carries over from its input model's own card (``README.md`` front matter of a local
+    directory): ``language`` and ``license``, where it has them.
+
+    Args:
+        model: the input model (a name or directory).
+
+    Returns:
+        The fields found ({} for a hub name with no local copy, or a directory without a card).
+    """
+    path = local_model_dir(model)
+    try:
+        card = (Path(path) / "README.md").read_text(encoding="utf-8") if path else ""
+    except OSError:
+        return {}
+    meta = read_front_matter(card)
+    return {key: meta[key] for key in CARRIED_METADATA if meta.get(key)}
 
 
 # ------------------------------------------------------------------------------------------- facts
@@ -155,7 +255,7 @@ def _training(manifest: dict[str, Any]) -> dict[str, Any]:
         loss = f"distill ({(params.get('objective_params') or {}).get('loss', 'mse')})"
     corpus = (manifest.get("inputs") or {}).get("corpus")
     return {"made_by": "sparsecse " + manifest["kind"].replace("_model", ""), "losses": [loss] if loss else [],
-            "corpus": corpus.get("path") if isinstance(corpus, dict) else corpus,
+            "corpus": portable_path(corpus.get("path") if isinstance(corpus, dict) else corpus) if corpus else None,
             "corpus_sentences": params.get("corpus_sentences"), "steps": result.get("steps"),
             "batch_size": params.get("batch_size"), "lr": params.get("lr"), "selected": manifest.get("selected"),
             "final_loss": result.get("final_loss"), "stsb_dev": result.get("stsb_dev")}
@@ -182,7 +282,9 @@ def model_facts(model_dir: str | os.PathLike) -> dict[str, Any]:
     facts: dict[str, Any] = {"details": _details(root, config, _json(root / "sentence_bert_config.json"), own)}
     source = lineage_source(lineage)
     if source:
-        facts["base_model"] = base_model_name(source)
+        facts.update(input_name=base_model_name(source), **input_metadata(source))
+        if hub_id(source):
+            facts["base_model"] = hub_id(source)
     compression: dict[str, Any] = {"layers": _layers(config, own, before), "file_size_bytes": weights_size(root)}
     if before.get("parameters") and after.get("parameters"):
         compression["parameters"] = [before["parameters"], after["parameters"]]
@@ -205,5 +307,5 @@ def model_facts(model_dir: str | os.PathLike) -> dict[str, Any]:
     facts["versions"] = run_manifest.get("versions") or shrink_manifest.get("versions") or {}
     kind = {"train_model": "trained", "rewind_model": "rewound", "shrunk_model": "shrunk"}.get(
         run_manifest.get("kind") or shrink_manifest.get("kind"))
-    facts["title"] = f"{facts.get('base_model', root.name)}, {kind} by sparsecse" if kind else root.name
+    facts["title"] = f"{facts.get('input_name', root.name)}, {kind} by sparsecse" if kind else root.name
     return facts
