@@ -223,6 +223,11 @@ def test_compress_with_depth_removes_the_chosen_layers_before_spending_the_budge
     kept = [i for i in range(LAYERS) if i not in removed]
     assert (config["num_hidden_layers"], config["kept_layers"], config["source_layers"]) == (len(kept), kept, LAYERS)
     assert pruned["kept_flops_ratio"] <= budget["keep_flops"] + 1e-9  # the budget of the remaining layers
+    reached = json.loads((out / "model" / "manifest.json").read_text())["figures"]["target"]
+    assert (reached["depth"], reached["depth_default"], reached["layers"], reached["input_layers"]) == (
+        2, False, len(kept), LAYERS)
+    card = (out / "model" / "README.md").read_text()
+    assert f"- **Layers:** {len(kept)} of the input model's {LAYERS} (candidates could remove up to 2)" in card
     table = read_table(out / "model" / "candidates.csv")
     assert {c.layers_removed for c in table} == {0, 1, 2}
 
