@@ -1,0 +1,139 @@
+"""Single-query latency of several encoders, timed independently of sparsecse's own timing code.
+
+Each model is loaded by sentence-transformers (a copy of each model directory without its ``*.py`` files, so
+what is timed is what a user loads with no sparsecse code and no remote code). Then STS-B test sentences are
+encoded one request at a time (``--batch-size`` sentences per request, default 1), the models taking turns
+request by request (interleaved, so a change in the machine's load touches every model alike), on
+``--threads`` intra-op threads. It prints p50/p95 per model and each model's p50 and p95 speed-up over the first
+(the reference), and for each model the largest absolute difference between sentence-transformers' embeddings
+and sparsecse's own loader's (:meth:`sparsecse.modeling.encoder.SentenceEncoder.load`) on 256 of the sentences,
+both L2-normalised (all-MiniLM-L6-v2's sentence-transformers pipeline ends in a Normalize module; sparsecse's
+``encode`` normalises only when asked).
+
+Example::
+
+    python benchmarks/serving_latency.py --threads 2 --requests 1000 \\
+        --model all-MiniLM-L6-v2 runs/l6-lat2x/model ../shared/models/paraphrase-MiniLM-L3-v2
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+def sts_test_sentences(data_dir: Path) -> list[str]:
+    """The distinct sentences of STS-B test, in file order."""
+    seen: dict[str, None] = {}
+    with open(data_dir / "STS" / "STSBenchmark" / "sts-test.csv", encoding="utf-8") as f:
+        for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+            for text in row[5:7]:
+                seen.setdefault(text, None)
+    return list(seen)
+
+
+def without_python_files(model: str, work: Path) -> str:
+    """A copy of the directory ``model`` with its ``*.py`` files deleted (a name is first found where sparsecse finds
+    it, e.g. the default model's package; a hub name it does not know is returned as it is)."""
+    from sparsecse.artifacts.model_names import resolve_model
+
+    model = resolve_model(model)
+    if not os.path.isdir(model):
+        return model
+    copy = work / Path(model).resolve().name
+    shutil.copytree(model, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    return str(copy)
+
+
+def cpu_flags() -> str:
+    """The CPU model and the vector features that decide matmul speed."""
+    name, flags = platform.processor(), set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
+    return f"{name} ({' '.join(f for f in wanted if f in flags) or 'no AVX2'})"
+
+
+def largest_difference(name: str, model, sentences: list[str]) -> float:
+    """The largest absolute difference between ``model``'s (sentence-transformers) embeddings of ``sentences``
+    and those of sparsecse's own loader of ``name``."""
+    from sparsecse.modeling.encoder import SentenceEncoder
+
+    ours = SentenceEncoder.load(name, device="cpu").encode(sentences, batch_size=32, normalize=True)
+    theirs = model.encode(sentences, batch_size=32, convert_to_numpy=True, normalize_embeddings=True)
+    return float(abs(ours - theirs).max())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", nargs="+", required=True, help="model names or directories; the first is the reference")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--data-dir", default=os.environ.get("SPARSECSE_DATA", "../shared/data/senteval"))
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    if args.threads < 1 or args.batch_size < 1 or args.requests < 1:
+        parser.error("--threads, --batch-size and --requests must be at least 1")
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(args.threads)
+    sentences = sts_test_sentences(Path(args.data_dir))
+    with tempfile.TemporaryDirectory() as tmp:
+        models = {name: SentenceTransformer(without_python_files(name, Path(tmp)), device="cpu")
+                  for name in args.model}
+        times: dict[str, list[float]] = {name: [] for name in models}
+        with torch.inference_mode():
+            for i in range(args.warmup + args.requests):
+                start = (i * args.batch_size) % len(sentences)
+                request = (sentences + sentences)[start:start + args.batch_size]
+                for name, model in models.items():
+                    t0 = time.perf_counter()
+                    model.encode(request, batch_size=args.batch_size, convert_to_numpy=True)
+                    if i >= args.warmup:
+                        times[name].append(time.perf_counter() - t0)
+        agreement = {name: largest_difference(name, model, sentences[:256]) for name, model in models.items()}
+    reference = args.model[0]
+
+    def quantile(values: list[float], q: float) -> float:
+        return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+    rows = []
+    for name, values in times.items():
+        p50, p95 = statistics.median(values), quantile(values, 0.95)
+        rows.append({"model": name, "p50_ms": round(p50 * 1e3, 3), "p95_ms": round(p95 * 1e3, 3),
+                     "p50_speedup": round(statistics.median(times[reference]) / p50, 3),
+                     "p95_speedup": round(quantile(times[reference], 0.95) / p95, 3),
+                     "max_abs_diff_vs_sparsecse": agreement[name]})
+    result = {"cpu": cpu_flags(), "threads": args.threads, "batch_size": args.batch_size, "requests": args.requests,
+              "sentences": "STS-B test, distinct, in file order, one request at a time, models interleaved",
+              "loader": "sentence-transformers, model directories without *.py files", "rows": rows}
+    print(f"{result['cpu']}, {args.threads} threads, batch {args.batch_size}, {args.requests} requests per model")
+    for row in rows:
+        print(f"{row['model']}: p50 {row['p50_ms']:.2f} ms ({row['p50_speedup']:.2f}x), "
+              f"p95 {row['p95_ms']:.2f} ms ({row['p95_speedup']:.2f}x); "
+              f"largest |ST - sparsecse| {row['max_abs_diff_vs_sparsecse']:.1e}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
