@@ -74,6 +74,9 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
                    "time of one request of --batch-size sentences).")
 @click.option("--timing-sentences", default=None, type=click.Path(dir_okay=False), metavar="FILE",
               help="With a target: time on these sentences (one per line) instead of the dev set's.")
+@click.option("--depth", default=None, metavar="N|auto",
+              help="With --speedup: the most whole layers a candidate may remove, besides heads and neurons (0: width "
+                   "only). Default auto: half the layers for a latency metric, 0 for throughput.")
 @click.option("--when-busy", default=None, metavar="stop|wait",
               help="With a target: when a timing's spread stays too wide, stop (default) or wait for a quieter "
                    "machine and time again.")
@@ -98,8 +101,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
             overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, threads, metric,
-            timing_sentences, when_busy, dev, test, compare_with, teacher, store, pooling, device, seed, overwrite,
-            as_json, quiet):
+            timing_sentences, depth, when_busy, dev, test, compare_with, teacher, store, pooling, device, seed,
+            overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does.
@@ -112,7 +115,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
         return print_recipes(as_json)
     aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
              "teacher": teacher, "threads": threads, "metric": metric, "timing_sentences": timing_sentences,
-             "when_busy": when_busy, "compare_with": compare_with}
+             "when_busy": when_busy, "compare_with": compare_with, "depth": parse_depth(depth)}
     sets = {"dev": dev, "test": test, "store": store}
     if any(v is not None for v in aimed.values()):
         return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
@@ -208,7 +211,8 @@ def print_recipes(as_json: bool) -> None:
 
 TARGET_FLAGS = {"speedup": "--speedup", "max_drop": "--max-drop", "engine": "--engine", "batch_size": "--batch-size",
                 "teacher": "--teacher", "threads": "--threads", "metric": "--metric",
-                "timing_sentences": "--timing-sentences", "when_busy": "--when-busy", "compare_with": "--compare-with"}
+                "timing_sentences": "--timing-sentences", "when_busy": "--when-busy", "compare_with": "--compare-with",
+                "depth": "--depth"}
 
 
 def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
@@ -232,6 +236,19 @@ def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrid
         raise SparseCSEError("A target needs --corpus FILE (the sentences it reconstructs and distils on).")
     run_recipe_command(recipe or "target", model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
                        quiet, target=aimed, sets=sets)
+
+
+def parse_depth(value: str | None) -> int | None:
+    """``--depth``: a whole number of layers >= 0, or ``auto`` (None, as when it is not given)."""
+    if value is None or str(value).strip().lower() == "auto":
+        return None
+    try:
+        depth = int(str(value).strip())
+    except ValueError:
+        depth = -1
+    if depth < 0:
+        raise SparseCSEError(f"--depth must be a whole number of layers (0 or more) or auto; got {value!r}.")
+    return depth
 
 
 def sets_and_target(target: dict | None, sets: dict | None) -> dict:

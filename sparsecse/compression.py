@@ -68,22 +68,30 @@ class CompressResult:
 
 RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress", "dev", "test")
 TARGET_OPTIONS = ("speedup", "max_drop", "engine", "timing_batch_size", "teacher", "threads", "metric",
-                  "timing_sentences", "when_busy", "compare_with")
+                  "timing_sentences", "when_busy", "compare_with", "depth")
 TARGET_RECIPE = "target"  # the shipped recipe a target without --recipe runs
 
 
-def target_overrides(speedup: float | None = None, max_drop: float | None = None, engine: str | None = None,
-                     batch_size: int | None = None, teacher: str | None = None, threads: int | None = None,
-                     metric: str | None = None, timing_sentences: str | None = None,
-                     when_busy: str | None = None, compare_with: str | None = None) -> dict[str, Any]:
+def target_overrides(teacher: str | None = None, compare_with: str | None = None,
+                     **target: Any) -> dict[str, Any]:
     """The ``--set`` overrides a target puts on a recipe (``target.*``; ``student.teacher`` for ``teacher``,
-    ``evaluation.compare_with`` for ``compare_with``),
-    once the target is checked (one sentence for a bad speed-up, drop, engine, batch size, threads, metric or
-    timing sentences file; the engine must run here: ``torch-cuda`` needs a GPU)."""
-    shape = {"engine": engine, "batch_size": batch_size, "threads": threads, "metric": metric,
-             "timing_sentences": None if timing_sentences is None else os.path.abspath(timing_sentences),
-             "when_busy": when_busy}
-    settings = {"speedup": speedup, "max_drop": max_drop, **shape}
+    ``evaluation.compare_with`` for ``compare_with``), once the target is checked (one sentence for a bad
+    speed-up, drop, engine, batch size, threads, metric, timing sentences file or depth; the engine must run
+    here: ``torch-cuda`` needs a GPU).
+
+    Args:
+        teacher: the student stage's teacher (None: the recipe's).
+        compare_with: the model the card (and a curve) compares with (None: the recipe's).
+        target: :class:`~sparsecse.targets.spec.Target` settings, None where not given: ``speedup``,
+            ``max_drop``, ``engine``, ``batch_size``, ``threads``, ``metric``, ``timing_sentences``, ``when_busy``,
+            ``depth`` (None: ``auto``, :meth:`~sparsecse.targets.spec.Target.resolved_depth`).
+
+    Returns:
+        ``{"STAGE.KEY": value}``.
+    """
+    speedup, max_drop = target.get("speedup"), target.get("max_drop")
+    sentences = target.get("timing_sentences")
+    settings = {**target, "timing_sentences": None if sentences is None else os.path.abspath(sentences)}
     given = {k: v for k, v in settings.items() if v is not None}
     checked = Target(**given).check()
     check_engine(checked.engine)
@@ -91,7 +99,7 @@ def target_overrides(speedup: float | None = None, max_drop: float | None = None
         read_corpus(checked.timing_sentences)
     # the two goals replace the recipe's own together (a drop alone is not added to its speed-up)
     overrides: dict[str, Any] = {"target.speedup": speedup, "target.max_drop": max_drop}
-    if metric is not None and batch_size is None:  # the metric's own default batch, not the recipe's
+    if target.get("metric") is not None and target.get("batch_size") is None:  # the metric's own default batch
         overrides["target.batch_size"] = None
     overrides.update({f"target.{k}": v for k, v in given.items()})
     if teacher is not None:
@@ -131,7 +139,8 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
 
     ``mode``, the keywords of the other two modes: ``recipe``; a target's ``speedup``, ``max_drop``, ``engine``,
     ``timing_batch_size``, ``teacher`` and its serving shape's ``threads``, ``metric`` (``throughput``,
-    ``latency-p50``, ``latency-p95``), ``timing_sentences`` (a file) and ``when_busy`` (``stop`` or ``wait``); and the run's ``corpus``, ``data_dir``, ``overrides``
+    ``latency-p50``, ``latency-p95``), ``timing_sentences`` (a file) and ``when_busy`` (``stop`` or ``wait``), and
+    ``depth`` (the most whole layers a candidate may remove; None: ``auto``); and the run's ``corpus``, ``data_dir``, ``overrides``
     (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``, ``dev`` and ``test`` (:func:`run_recipe_mode`).
     Any other name is refused as an unexpected keyword.
     """

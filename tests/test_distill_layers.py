@@ -72,6 +72,31 @@ def test_layer_loss_refuses_another_tokenizer_or_width(tiny_bert_dir, tmp_path):
         Distill(student, teacher=str(tiny_bert_dir), layer_map="1:1")
 
 
+def test_a_student_with_removed_layers_learns_each_kept_layer_from_its_source(tmp_path):
+    """Teacher layers 1..4; the student kept source layers 0, 2, 3 (1-based 1, 3, 4): auto maps them to the
+    teacher layers they were cut from, skipping the removed one. Its first layer is the teacher's, so that
+    pair's loss is 0 and the next pair's is not."""
+    from sparsecse.pruning.masks import Mask
+    from sparsecse.shrinking.shrink import shrink
+
+    teacher_dir = make_tiny_model_dir(tmp_path / "deep", "bert", layers=4, init_range=0.2, pooling="mean")
+    shrink(teacher_dir, Mask.full(4, 4, 48).without_layers([1]), tmp_path / "small",
+           config=ShrinkConfig(pooling="mean", align_ffn=1))
+    student = student_of(tmp_path / "small")
+    assert (student.config.kept_layers, student.config.source_layers) == ([0, 2, 3], 4)
+    objective = Distill(student, layer_weight=1.0)  # the teacher comes from the lineage: the 4-layer source
+    assert objective.layer_pairs == [(1, 1), (2, 3), (3, 4)]
+    batch = student.tokenize(SENTENCES[:5])
+    with torch.no_grad():
+        hidden = objective._student_hidden(batch)[1]
+    objective.layer_pairs = [(1, 1)]
+    assert float(objective.layer_loss(hidden, batch)) == pytest.approx(0.0, abs=1e-10)
+    objective.layer_pairs = [(2, 3)]
+    assert float(objective.layer_loss(hidden, batch)) > 1e-3
+    assert parse_layer_map("auto", 3, 8, ([1, 3, 4], 4)) == [(1, 2), (2, 6), (3, 8)]  # a teacher twice as deep
+    assert parse_layer_map("1:2", 3, 4, ([1, 3, 4], 4)) == [(1, 2)]  # explicit pairs name the student's own layers
+
+
 def test_layer_maps():
     assert parse_layer_map("auto", 3, 6) == [(1, 2), (2, 4), (3, 6)]
     assert parse_layer_map("auto", 6, 6) == [(i, i) for i in range(1, 7)]
@@ -91,3 +116,25 @@ def test_layer_maps():
 def test_bad_layer_maps_are_refused(spec, message):
     with pytest.raises(SparseCSEError, match=message):
         parse_layer_map(spec, 3, 6)
+
+
+@pytest.mark.parametrize("arch", ["modernbert", "qwen3", "gemma3_text"])
+def test_the_layer_map_of_a_student_with_removed_layers_holds_in_todays_families(arch, tmp_path):
+    """The hidden states the map pairs are the same layers' in every family: the student's first layer is the
+    teacher's (loss 0), its embeddings too."""
+    from sparsecse.pruning.masks import Mask
+    from sparsecse.shrinking.shrink import shrink
+    from tests.tiny_modern import make_modern_model_dir
+
+    teacher_dir = make_modern_model_dir(tmp_path / arch, arch, layers=4)
+    shrink(teacher_dir, Mask.for_model(student_of(teacher_dir).model).without_layers([1]), tmp_path / "small",
+           config=ShrinkConfig(pooling="mean", align_ffn=1))
+    student = student_of(tmp_path / "small")
+    objective = Distill(student, teacher=str(teacher_dir), layer_weight=1.0)
+    assert objective.layer_pairs == [(1, 1), (2, 3), (3, 4)]
+    batch = student.tokenize(SENTENCES[:5])
+    with torch.no_grad():
+        hidden = objective._student_hidden(batch)[1]
+        for pair, zero in (((0, 0), True), ((1, 1), True), ((2, 3), False)):
+            objective.layer_pairs = [pair]
+            assert (float(objective.layer_loss(hidden, batch)) < 1e-10) == zero, pair

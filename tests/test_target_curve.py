@@ -47,6 +47,10 @@ def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_prob
     for name in ("speedup-1.2", "speedup-1.4"):
         reached = json.loads((out / name / "model" / "manifest.json").read_text())["figures"]["target"]
         assert reached["met"] and reached["shape"]["metric"] == "latency-p50" and reached["shape"]["batch_size"] == 1
+        # a latency metric's auto depth, half the tiny model's 2 layers, passed to every target
+        assert (reached["depth"], reached["depth_default"], reached["input_layers"]) == (1, True, 2)
+        budget = json.loads((out / name / "stages" / "1-budget.summary.json").read_text())
+        assert budget["target"]["depth"] == 1
     first = read_table(out / "speedup-1.2" / "model" / "candidates.csv")
     second = read_table(out / "speedup-1.4" / "model" / "candidates.csv")
     assert [c.keep_flops for c in second[:len(first)]] == [c.keep_flops for c in first]  # started from its probes
@@ -57,11 +61,24 @@ def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_prob
     rows = curve.set_index("name")
     assert rows.loc["speedup-1.2", "speedup"] >= 1.2 and rows.loc["speedup-1.4", "speedup"] >= 1.4
     assert rows.loc["input", "speedup"] == 1.0 and (curve["spread"] == 0).all()
+    assert rows.loc["input", "layers"] == 2 and rows.loc[str(small), "layers"] == 1
     # the comparison model on the same latency model: half the dense layers, same widths
     assert rows.loc[str(small), "speedup"] == pytest.approx(1 / (FIXED + VARIABLE * 0.5), abs=1e-4)
     assert curve["test"].isna().all()  # evaluation.test is false: no test column values
     assert (out / "curve.png").stat().st_size > 1000
     assert "wrote the curve" in result.output
+
+
+@pytest.mark.parametrize("depth, words", [("2", "would remove every layer of"), ("-1", "--depth must be a whole"),
+                                          ("abc", "--depth must be a whole")])
+def test_a_depth_the_model_cannot_lose_is_refused_before_anything_is_written(tmp_path, tiny_dir, text, depth, words):
+    for speedups in ("2", "1.5,2"):  # one target, and a curve, which passes the depth to each target
+        out = tmp_path / f"run{len(speedups)}"
+        result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--out",
+                                           str(out), "--speedup", speedups, "--depth", depth])
+        message = result.output.strip()
+        assert result.exit_code != 0 and words in message and len(message.splitlines()) == 1, message
+        assert not out.exists()
 
 
 def test_an_existing_curve_directory_is_refused(tmp_path, tiny_dir, text):

@@ -135,15 +135,28 @@ def test_when_busy_wait_times_again_once_the_machine_calms_down(monkeypatch):
     assert found["c"].speedup == pytest.approx(4.0) and found["c"].spread == 0
 
 
-def candidate(budget, speedup, spread=0.0):
-    return Candidate(budget, 0, 0, speedup, 80.0, 0.0, "speed", spread=spread)
+def candidate(budget, speedup, spread=0.0, layers_removed=0):
+    return Candidate(budget, 0, 0, speedup, 80.0, 0.0, "speed", spread=spread, layers_removed=layers_removed)
 
 
 def test_an_order_that_contradicts_the_size_is_found_beyond_the_spreads():
     rows = [candidate(0.5, 1.45), candidate(0.25, 3.22), candidate(0.188, 1.22), candidate(0.156, 2.14)]
-    pairs = {(a.keep_flops, b.keep_flops) for a, b in contradictions(rows)}
+    pairs = {(a.keep_flops, b.keep_flops) for a, b in contradictions(rows, 6)}
     assert pairs == {(0.188, 0.25), (0.188, 0.5), (0.156, 0.25)}
-    assert contradictions([candidate(0.3, 2.0, 0.05), candidate(0.4, 2.1, 0.05)]) == []  # within the spreads
+    assert contradictions([candidate(0.3, 2.0, 0.05), candidate(0.4, 2.1, 0.05)], 6) == []  # within the spreads
+
+
+def test_depth_and_width_candidates_are_ordered_by_their_overall_kept_flops():
+    # 0.8 of the 2 remaining layers of 4 keeps 0.4 of the whole model: smaller than 0.5 width-only, and faster
+    wide = candidate(0.5, 1.45)
+    assert contradictions([candidate(0.8, 1.6, layers_removed=2), wide], 4) == []
+    # 0.6 of 2 remaining layers keeps 0.3 and removes more layers: running slower than 0.5 width-only contradicts
+    deep_slow = candidate(0.6, 1.2, layers_removed=2)
+    assert contradictions([deep_slow, wide], 4) == [(deep_slow, wide)]
+    # 0.9 of 3 remaining layers keeps 0.675 of the FLOPs but one layer less (its fixed cost gone): faster than the
+    # width-only 0.5 is no contradiction, though by its own budget 0.9 > 0.5 it would look like one
+    assert contradictions([candidate(0.9, 1.55, layers_removed=1), candidate(0.5, 1.39)], 4) == []
+    assert contradictions([candidate(0.9, 1.55), candidate(0.5, 1.39)], 4) != []  # width-only: out of order
 
 
 def bare_prober(timed, rows, target=None):
@@ -151,7 +164,7 @@ def bare_prober(timed, rows, target=None):
     prober.target = (target or Target(speedup=2.0)).check()
     prober.shape = prober.target.shape(2)
     prober.reference, prober.sentences = Costly(0.0, 0.004), SENTENCES
-    prober.candidates, prober.timed = rows, timed
+    prober.candidates, prober.timed, prober.layers = rows, timed, 6
     return prober
 
 

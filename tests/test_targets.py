@@ -89,7 +89,7 @@ class FakeProber:
         self.candidates.append(candidate)
         return candidate
 
-    def one_shot(self, scores, pruning, budget):
+    def one_shot(self, scores, pruning, budget, removed=()):
         return self._make(budget, "speed")
 
     def add(self, budget, encoder, heads, neurons, stage):

@@ -289,6 +289,9 @@ def _target(t: dict[str, Any]) -> list[str]:
              _beside(_latency(t.get("latency_ms")), _latency(t.get("reference_latency_ms")))),
             (f"Throughput at batch {t['batch_size']}{threads}" if known(t.get("batch_size")) else "Throughput",
              _beside(throughput, reference_throughput)),
+            ("Layers", f"{t['layers']} of the input model's {t['input_layers']} (candidates could remove up to "
+                       f"{t['depth']}{', auto' if t.get('depth_default') else ''})"
+             if known(t.get("layers")) and known(t.get("input_layers")) and known(t.get("depth")) else None),
             ("Parameters", count_text(t["params"]) if known(t.get("params")) else None),
             ("File size", size_text(t["file_size_bytes"]) if known(t.get("file_size_bytes")) else None),
             ("CPU features", " ".join(t["cpu_features"]) if known(t.get("cpu_features")) else None),

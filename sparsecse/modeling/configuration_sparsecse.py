@@ -4,9 +4,11 @@ This file is copied into every shrunk model directory (``auto_map`` in config.js
 it imports only transformers and huggingface_hub, never sparsecse. Each class subclasses the base
 architecture's own config, so the base model code reads every usual field unchanged;
 ``num_attention_heads`` and ``intermediate_size`` keep the source model's values (they fix the head
-size), while ``kept_heads`` and ``intermediate_sizes`` give the real per-layer shapes, and ``unit_layout``
-(written by sparsecse's architecture adapter) says where in a layer those heads and neurons live, so one
-modeling file (:mod:`sparsecse.modeling.modeling_sparsecse`) builds every family's layers at those sizes.
+size), while ``kept_heads`` and ``intermediate_sizes`` give the real per-layer shapes, ``num_hidden_layers``
+the layers kept (``kept_layers``: their indices among the source model's ``source_layers``; a model whose
+whole layers were removed has fewer, and per-layer fields such as ``layer_types`` list the kept ones), and
+``unit_layout`` (written by sparsecse's architecture adapter) says where in a layer those heads and neurons
+live, so one modeling file (:mod:`sparsecse.modeling.modeling_sparsecse`) builds every family's layers at those sizes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from transformers import BertConfig, CamembertConfig, ElectraConfig, MPNetConfig
 
 class ShrunkConfigMixin:
     """Per-layer shapes: ``kept_heads[i]`` lists the source-model head indices layer i kept (their
-    number is the layer's head count) and ``intermediate_sizes[i]`` is its FFN width; ``unit_layout`` (None
+    number is the layer's head count) and ``intermediate_sizes[i]`` is its FFN width; ``kept_layers[i]`` is
+    the index of layer i in the source model, which had ``source_layers`` layers (both default to every
+    layer kept, as in directories written before whole layers could be removed); ``unit_layout`` (None
     in directories written before it was recorded) holds the module paths of the family's units."""
 
     base_model_type: str
@@ -31,8 +35,13 @@ class ShrunkConfigMixin:
             self.intermediate_sizes = [self.intermediate_size] * layers
         self.kept_heads = [[int(h) for h in row] for row in self.kept_heads]
         self.intermediate_sizes = [int(n) for n in self.intermediate_sizes]
-        if len(self.kept_heads) != layers or len(self.intermediate_sizes) != layers:
-            raise ValueError(f"kept_heads and intermediate_sizes need one entry per layer ({layers}).")
+        self.kept_layers = list(range(layers)) if self.kept_layers is None else [int(i) for i in self.kept_layers]
+        self.source_layers = layers if self.source_layers is None else int(self.source_layers)
+        if len(self.kept_heads) != layers or len(self.intermediate_sizes) != layers or len(self.kept_layers) != layers:
+            raise ValueError(f"kept_heads, intermediate_sizes and kept_layers need one entry per layer ({layers}).")
+        if self.kept_layers != sorted(set(self.kept_layers)) or not all(0 <= i < self.source_layers
+                                                                        for i in self.kept_layers):
+            raise ValueError(f"kept_layers must be increasing indices below source_layers ({self.source_layers}).")
 
     @property
     def heads_per_layer(self) -> list[int]:
@@ -59,6 +68,8 @@ class SparseCSEBertConfig(ShrunkConfigMixin, BertConfig):
     base_model_type = "bert"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    kept_layers: list[int] | None = None
+    source_layers: int | None = None
     unit_layout: dict | None = None
     has_pooler: bool = True
 
@@ -70,6 +81,8 @@ class SparseCSERobertaConfig(ShrunkConfigMixin, RobertaConfig):
     base_model_type = "roberta"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    kept_layers: list[int] | None = None
+    source_layers: int | None = None
     unit_layout: dict | None = None
     has_pooler: bool = True
 
@@ -81,6 +94,8 @@ class SparseCSEXLMRobertaConfig(ShrunkConfigMixin, XLMRobertaConfig):
     base_model_type = "xlm-roberta"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    kept_layers: list[int] | None = None
+    source_layers: int | None = None
     unit_layout: dict | None = None
     has_pooler: bool = True
 
@@ -92,6 +107,8 @@ class SparseCSECamembertConfig(ShrunkConfigMixin, CamembertConfig):
     base_model_type = "camembert"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    kept_layers: list[int] | None = None
+    source_layers: int | None = None
     unit_layout: dict | None = None
     has_pooler: bool = True
 
@@ -103,6 +120,8 @@ class SparseCSEElectraConfig(ShrunkConfigMixin, ElectraConfig):
     base_model_type = "electra"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    kept_layers: list[int] | None = None
+    source_layers: int | None = None
     unit_layout: dict | None = None
     has_pooler: bool = False  # ElectraModel has no pooler
 
@@ -115,6 +134,8 @@ class SparseCSEMPNetConfig(ShrunkConfigMixin, MPNetConfig):
     base_model_type = "mpnet"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    kept_layers: list[int] | None = None
+    source_layers: int | None = None
     unit_layout: dict | None = None
     has_pooler: bool = True
 

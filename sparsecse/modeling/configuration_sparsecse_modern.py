@@ -23,6 +23,8 @@ class SparseCSEModernBertConfig(ShrunkConfigMixin, ModernBertConfig):
     base_model_type = "modernbert"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    kept_layers: list[int] | None = None
+    source_layers: int | None = None
     unit_layout: dict | None = None
     has_pooler: bool = False
 
@@ -34,6 +36,8 @@ class SparseCSEQwen3Config(ShrunkConfigMixin, Qwen3Config):
     base_model_type = "qwen3"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    kept_layers: list[int] | None = None
+    source_layers: int | None = None
     unit_layout: dict | None = None
     has_pooler: bool = False
 
@@ -45,6 +49,8 @@ class SparseCSEGemma3TextConfig(ShrunkConfigMixin, Gemma3TextConfig):
     base_model_type = "gemma3_text"
     kept_heads: list[list[int]] | None = None
     intermediate_sizes: list[int] | None = None
+    kept_layers: list[int] | None = None
+    source_layers: int | None = None
     unit_layout: dict | None = None
     has_pooler: bool = False
 

@@ -17,7 +17,8 @@ cost of its shrunk model are the same numbers. What a unit is made of is its fam
   in a family with grouped key/value heads;
 - an FFN neuron: 4·d (its input row and output column), 6·d in a gated FFN (its gate and value rows);
 - parameters are read off the model's modules, biases included where it has them; what no unit owns
-  (output biases, norms: BERT's 6·d per layer) stays when all a layer's units go.
+  (output biases, norms: BERT's 6·d per layer) stays when all a layer's units go;
+- a layer removed whole costs nothing: its units and what no unit owns go with it.
 """
 
 from __future__ import annotations
@@ -162,7 +163,9 @@ def unit_costs_of_model(model) -> dict[str, int]:
     """Parameters of one query head, one key/value head (0 where each head has its own key and value,
     which then count in the head), one FFN neuron, and of what no unit owns in all layers together,
     read from a dense model's real module shapes (biases included where the model has them) as its
-    family's :class:`~sparsecse.modeling.adapters.FamilyCost` divides them into units."""
+    family's :class:`~sparsecse.modeling.adapters.FamilyCost` divides them into units; where layers differ
+    in what no unit owns (ModernBERT's first layer has no attention norm), also that part per layer
+    (``layer_fixed_params``: what a removed layer takes with it)."""
     model = _module(model)
     cost = get_adapter(model).cost
     parts = layer_parts(model)
@@ -179,9 +182,11 @@ def unit_costs_of_model(model) -> dict[str, int]:
             head, kv = head + kv, 0
     # its output column, and its input row(s) with their biases: gate and value rows in a gated FFN
     neuron = d + (d + _bias(part.ffn_in)) * (cost.ffn_matrices - 1)
-    units = sum(p.num_heads * head + p.num_kv_heads * kv + p.ffn_size * neuron for p in parts)
-    return {"head_params": head, "kv_head_params": kv, "neuron_params": neuron,
-            "fixed_params": count_parameters(model, "layers") - units}
+    layer_fixed = [sum(t.numel() for t in layer.parameters()) - (p.num_heads * head + p.num_kv_heads * kv
+                                                                 + p.ffn_size * neuron)
+                   for layer, p in zip(layer_modules(model), parts)]
+    return {"head_params": head, "kv_head_params": kv, "neuron_params": neuron, "fixed_params": sum(layer_fixed),
+            **({"layer_fixed_params": layer_fixed} if len(set(layer_fixed)) > 1 else {})}
 
 
 def flops_per_token(model, seq_len: int = 128) -> int:

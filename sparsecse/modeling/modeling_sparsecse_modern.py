@@ -13,6 +13,8 @@ file adds the two attention forms these models need (``grouped-query`` and ``fus
   head with an index instead of the base model's uniform ``repeat_kv`` grouping.
 - **ModernBERT**: the fused ``Wqkv`` keeps the kept heads' rows in each of its q, k and v blocks;
   ``Wi`` keeps the rows of the kept neurons in both its value and gate halves.
+- A model whose first ModernBERT layer was removed gives its new first layer the attention LayerNorm
+  that layer had (:class:`SparseCSEModernBertModel`).
 - A layer with no heads left adds only the output projection's bias (none in these models), which is
   what the full layer computes with all its head gates at 0.
 """
@@ -125,9 +127,16 @@ ATTENTION_FORMS.update({"grouped-query": _grouped_query, "fused-qkv": _fused_qkv
 
 
 class SparseCSEModernBertModel(ShrunkLayersMixin, ModernBertModel):
-    """A shrunk ModernBERT model: each layer built at its kept sizes."""
+    """ModernBERT's first layer has no attention LayerNorm (the embeddings end with one); when the source
+    model's first layer was removed, the layer now first is a later one and keeps its LayerNorm."""
+
     config_class = SparseCSEModernBertConfig
     _takes_pooling_flag = False
+
+    def __init__(self, config, *args, **kwargs):
+        super().__init__(config, *args, **kwargs)
+        if self.layers and config.kept_layers[0] != 0:
+            self.layers[0].attn_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
 
 
 class SparseCSEQwen3Model(ShrunkLayersMixin, Qwen3Model):

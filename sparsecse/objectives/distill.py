@@ -40,7 +40,8 @@ is slower than fp32).
 
 ``layer_weight`` > 0 adds layer-wise distillation (TinyBERT, CoFi): the MSE between the student's
 hidden states and the teacher's, over the real tokens, for each pair of ``layer_map`` (``auto``: student
-layer i of S to teacher layer round(i*T/S); or pairs ``s:t`` joined by ``/`` or ``;``, e.g.
+layer i of S to teacher layer round(i*T/S), or, for a student whose whole layers were removed, each kept
+layer to the teacher layer it was cut from, :func:`~sparsecse.objectives.layer_map.parse_layer_map`; or pairs ``s:t`` joined by ``/`` or ``;``, e.g.
 ``1:2/2:4/3:6``; layer 0 is the embedding output). It compares token by token, so it needs the
 teacher's tokenizer and hidden width.
 """
@@ -59,6 +60,7 @@ from sparsecse.modeling.encoder import SentenceEncoder, pick_device, resolve_pre
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.teachers import Teacher
 from sparsecse.objectives.base import Objective, ObjectiveOutput
+from sparsecse.objectives.layer_map import num_layers, parse_layer_map, source_depths  # noqa: F401  (re-exported)
 from sparsecse.objectives.validation import choice, non_negative, one_of, optional, text
 from sparsecse.objectives.losses import gather_with_grad, info_nce
 from sparsecse.objectives.registry import parse_objective_args
@@ -135,38 +137,6 @@ def procrustes_rotation(source: np.ndarray, target: np.ndarray) -> tuple[np.ndar
     x = np.asarray(source, dtype=np.float64)
     u, sv, vt = np.linalg.svd(x.T @ np.asarray(target, dtype=np.float64))
     return (u @ vt).astype(np.float32), float(sv.sum() / max((x ** 2).sum(), 1e-300))
-
-
-def num_layers(encoder) -> int:
-    """The number of transformer layers of ``encoder``."""
-    return int(encoder.config.num_hidden_layers)
-
-
-def parse_layer_map(spec: Any, student_layers: int, teacher_layers: int) -> list[tuple[int, int]]:
-    """``auto`` -> student layer i (1..S) to teacher layer round(i*T/S); else ``"s:t/s:t;..."`` checked
-    against the layer counts (0 is the embedding output)."""
-    spec = str(spec).strip()
-    if spec == "auto":
-        return [(i, max(1, round(i * teacher_layers / student_layers))) for i in range(1, student_layers + 1)]
-    pairs: list[tuple[int, int]] = []
-    for item in filter(None, (p.strip() for p in spec.replace(";", "/").split("/"))):
-        s, sep, t = item.partition(":")
-        try:
-            pair = (int(s), int(t)) if sep else None
-        except ValueError:
-            pair = None
-        if pair is None:
-            raise SparseCSEError(f"layer_map entry {item!r} is not of the form STUDENT_LAYER:TEACHER_LAYER "
-                                 "(e.g. layer_map=1:2/2:4/3:6).")
-        if not (0 <= pair[0] <= student_layers and 0 <= pair[1] <= teacher_layers):
-            raise SparseCSEError(f"layer_map entry {item!r} is out of range: the student has layers 0..{student_layers}"
-                                 f" and the teacher 0..{teacher_layers} (0 = embeddings).")
-        if pair[0] in {p[0] for p in pairs}:
-            raise SparseCSEError(f"layer_map maps student layer {pair[0]} twice.")
-        pairs.append(pair)
-    if not pairs:
-        raise SparseCSEError("layer_map is empty; give auto or pairs like 1:2/2:4/3:6.")
-    return pairs
 
 
 class Distill(Objective):
@@ -251,7 +221,8 @@ class Distill(Objective):
         if teacher.hidden_size != student.hidden_size:
             raise SparseCSEError(f"Layer-wise distillation (layer_weight) needs the same hidden width; the teacher "
                                  f"{teacher.source} has {teacher.hidden_size}, the student {student.hidden_size}.")
-        return parse_layer_map(self.params["layer_map"], num_layers(student), num_layers(teacher))
+        return parse_layer_map(self.params["layer_map"], num_layers(student), num_layers(teacher),
+                               source_depths(student))
 
     @staticmethod
     def _attach_projection(encoder, teacher_dim: int) -> nn.Linear:

@@ -65,6 +65,9 @@ class UnitCosts:
     # grouped-query attention: cost of one key/value head, paid while any query head of its group stays
     kv: int = 0
     kv_heads: int = 0
+    # what no unit owns, per layer, where layers differ (ModernBERT's first layer has no attention norm);
+    # empty: ``fixed`` spreads evenly over the layers
+    layer_fixed: tuple[int, ...] = ()
 
     @property
     def group(self) -> int:
@@ -108,20 +111,37 @@ class UnitCosts:
             return cls("flops", head, flops.neuron_flops(d, recorded["ffn_matrices"]), 0, layers, heads, ffn,
                        int(seq_len), kv=kv if kv_heads else 0, kv_heads=kv_heads)
         return cls("params", recorded["head_params"], recorded["neuron_params"], recorded["fixed_params"],
-                   layers, heads, ffn, kv=recorded["kv_head_params"] if kv_heads else 0, kv_heads=kv_heads)
+                   layers, heads, ffn, kv=recorded["kv_head_params"] if kv_heads else 0, kv_heads=kv_heads,
+                   layer_fixed=tuple(shape.get("layer_fixed_params") or ()))
 
     @property
     def dense(self) -> int:
         """The dense model's cost (every head, every neuron and the fixed part)."""
         return self.fixed + self.layers * (self.heads * self.head + self.kv_heads * self.kv + self.ffn * self.neuron)
 
-    def kept(self, head_keep: torch.Tensor, neuron_keep: torch.Tensor) -> int:
+    def kept(self, head_keep: torch.Tensor, neuron_keep: torch.Tensor, layer_keep: torch.Tensor | None = None) -> int:
         """The cost of the units the keep-masks ([L, H], [L, F]) keep (a key/value head while one query head
-        of its group stays), plus the fixed part."""
+        of its group stays), plus the fixed part of the kept layers.
+
+        Args:
+            head_keep: bool [L, H], the heads kept.
+            neuron_keep: bool [L, F], the FFN neurons kept.
+            layer_keep: bool [L], the layers kept (None: all); a removed layer costs nothing, its units and
+                its share of the fixed part included.
+
+        Returns:
+            The kept cost.
+        """
+        if layer_keep is not None:
+            head_keep, neuron_keep = head_keep.bool() & layer_keep[:, None], neuron_keep.bool() & layer_keep[:, None]
         kv = 0
         if self.kv_heads:  # a key/value head costs while one query head of its group stays
             kv = int(head_keep.bool().view(head_keep.shape[0], self.kv_heads, -1).any(-1).sum()) * self.kv
-        return self.fixed + int(head_keep.sum()) * self.head + kv + int(neuron_keep.sum()) * self.neuron
+        fixed = self.fixed
+        if layer_keep is not None:
+            per_layer = self.layer_fixed or (self.fixed // self.layers,) * self.layers
+            fixed = sum(cost for cost, keep in zip(per_layer, layer_keep.tolist()) if keep)
+        return fixed + int(head_keep.sum()) * self.head + kv + int(neuron_keep.sum()) * self.neuron
 
 
 def check_budget(value: float, what: str = "budget") -> float:

@@ -1,4 +1,4 @@
-"""A pruning mask: which heads and FFN neurons survive (True = keep), saved as safetensors + JSON."""
+"""A pruning mask: which heads, FFN neurons and whole layers survive (True = keep), saved as safetensors + JSON."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ class Mask:
     # optional bool [layers, key/value heads] for grouped-query attention; a key/value head is removed
     # exactly when its whole group of query heads is, so this only ever restates head_mask (checked)
     kv_mask: torch.Tensor | None = None
+    # optional bool [layers]: False removes the whole layer (it passes its input on unchanged, and its heads
+    # and neurons go with it); None keeps every layer
+    layer_mask: torch.Tensor | None = None
 
     def __post_init__(self):
         self.head_mask = self.head_mask.bool().cpu()
@@ -37,6 +40,26 @@ class Mask:
         if self.head_mask.dim() != 2 or self.neuron_mask.dim() != 2 or \
                 self.head_mask.shape[0] != self.neuron_mask.shape[0]:
             raise SparseCSEError("A mask holds [layers, heads] and [layers, neurons] tensors with equal layers.")
+        if self.layer_mask is not None:
+            self.layer_mask = self.layer_mask.bool().cpu()
+            if tuple(self.layer_mask.shape) != (self.head_mask.shape[0],):
+                raise SparseCSEError(f"A mask's layer part holds one keep flag per layer ({self.head_mask.shape[0]}), "
+                                     f"not {tuple(self.layer_mask.shape)}.")
+            if not bool(self.layer_mask.any()):
+                raise SparseCSEError("A mask must keep at least one layer.")
+            gone = ~self.layer_mask  # a removed layer's units go with it (on copies: the caller's stay)
+            self.head_mask, self.neuron_mask = self.head_mask.clone(), self.neuron_mask.clone()
+            self.head_mask[gone], self.neuron_mask[gone] = False, False
+            if self.kv_mask is not None:
+                self.kv_mask = self.kv_mask.clone()
+                self.kv_mask[gone] = False
+
+    def without_layers(self, layers) -> "Mask":
+        """This mask with the whole ``layers`` (indices) removed as well, keeping its manifest."""
+        keep = self.layer_keep.clone()
+        keep[list(layers)] = False
+        return Mask(self.head_mask.clone(), self.neuron_mask.clone(), dict(self.manifest),
+                    None if self.kv_mask is None else self.kv_mask.clone(), keep)
 
     @classmethod
     def full(cls, layers: int, heads: int, ffn: int) -> "Mask":
@@ -53,6 +76,21 @@ class Mask:
     def shape(self) -> tuple[int, int, int]:
         """(layers, heads, FFN neurons)."""
         return (self.head_mask.shape[0], self.head_mask.shape[1], self.neuron_mask.shape[1])
+
+    @property
+    def layer_keep(self) -> torch.Tensor:
+        """bool [layers]: which layers stay (all of them without a layer part)."""
+        return torch.ones(self.shape[0], dtype=torch.bool) if self.layer_mask is None else self.layer_mask
+
+    @property
+    def kept_layers(self) -> list[int]:
+        """The indices of the layers that stay."""
+        return self.layer_keep.nonzero().flatten().tolist()
+
+    @property
+    def removed_layers(self) -> list[int]:
+        """The indices of the layers the mask removes whole."""
+        return (~self.layer_keep).nonzero().flatten().tolist()
 
     @property
     def heads_pruned(self) -> int:
@@ -88,7 +126,8 @@ class Mask:
 
     def gates(self, requires_grad: bool = False) -> Gates:
         """The mask as fixed 0/1 :class:`~sparsecse.scoring.gates.Gates`."""
-        return Gates(self.head_mask.float(), self.neuron_mask.float(), requires_grad=requires_grad)
+        return Gates(self.head_mask.float(), self.neuron_mask.float(), requires_grad=requires_grad,
+                     layer_keep=self.layer_mask)
 
     def apply(self, model: nn.Module) -> Gates:
         """Attach this mask to ``model`` as fixed 0/1 gates; call ``.detach()`` on the result to undo."""
@@ -104,6 +143,8 @@ class Mask:
         tensors = {"head_mask": self.head_mask.to(torch.uint8), "neuron_mask": self.neuron_mask.to(torch.uint8)}
         if self.kv_mask is not None:
             tensors["kv_mask"] = self.kv_mask.to(torch.uint8)
+        if self.layer_mask is not None:
+            tensors["layer_mask"] = self.layer_mask.to(torch.uint8)
         return save_tensors(path, tensors, manifest, overwrite)
 
     @classmethod
@@ -112,11 +153,12 @@ class Mask:
         tensors, manifest = load_tensors(path, what="mask file")
         if manifest.get("kind") not in (None, "mask") or not {"head_mask", "neuron_mask"} <= set(tensors):
             raise SparseCSEError(f"{path} is not a sparsecse mask file (it lacks head_mask/neuron_mask).")
-        for name in ("head_mask", "neuron_mask"):
-            check_zero_one(tensors[name], path, name)
-        kv = tensors.get("kv_mask")
+        for name in ("head_mask", "neuron_mask", "layer_mask"):
+            if name in tensors:
+                check_zero_one(tensors[name], path, name)
+        kv, layers = tensors.get("kv_mask"), tensors.get("layer_mask")
         return cls(tensors["head_mask"].bool(), tensors["neuron_mask"].bool(), manifest,
-                   None if kv is None else kv.bool())
+                   None if kv is None else kv.bool(), None if layers is None else layers.bool())
 
     def summary(self) -> dict[str, Any]:
         """The counts a mask manifest records: shape, units removed in total and per layer, the heads removed."""
@@ -124,6 +166,8 @@ class Mask:
         kv = {} if self.kv_mask is None else {  # grouped-query attention: whole key/value groups removed
             "kv_heads_pruned": int((~self.kv_mask).sum()),
             "kv_heads_pruned_per_layer": (~self.kv_mask).sum(1).tolist()}
+        if self.layer_mask is not None:
+            kv["layers_removed"] = self.removed_layers
         return {**kv,
             "shape": {"layers": layers, "heads": heads, "ffn": ffn},
             "heads_pruned": self.heads_pruned,

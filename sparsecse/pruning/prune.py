@@ -47,7 +47,8 @@ class PruningConfig:
 def encoder_param_counts(shape: dict[str, int], mask: Mask) -> dict[str, Any]:
     """Parameters of the transformer layers (no embeddings) before and after removing the masked units."""
     costs = UnitCosts.from_shape(shape, "params")
-    removed = costs.dense - costs.kept(mask.head_mask, mask.neuron_mask)  # key/value heads of emptied groups too
+    # key/value heads of emptied groups too, and whole removed layers
+    removed = costs.dense - costs.kept(mask.head_mask, mask.neuron_mask, mask.layer_mask)
     return {"encoder_params": costs.dense, "encoder_params_removed": removed,
             "encoder_param_sparsity": removed / costs.dense}
 
@@ -57,7 +58,7 @@ def kept_costs(shape: dict[str, int], mask: Mask, seq_len: int = 128) -> dict[st
     out: dict[str, Any] = {"seq_len": seq_len}
     for metric in ("flops", "params"):
         costs = UnitCosts.from_shape(shape, metric, seq_len)
-        kept = costs.kept(mask.head_mask, mask.neuron_mask)
+        kept = costs.kept(mask.head_mask, mask.neuron_mask, mask.layer_mask)
         out.update({f"kept_{metric}": kept, f"dense_{metric}": costs.dense, f"kept_{metric}_ratio": kept / costs.dense})
     return out
 

@@ -10,7 +10,7 @@ Layout of ``OUT``::
     OUT/speedup-1.5/     a recipe run (see :mod:`sparsecse.recipes.runner`), its model in OUT/speedup-1.5/model
     OUT/speedup-2/ ...
     OUT/eval/            the input and comparison models' test results (computed once)
-    OUT/curve.csv        one row per model: measured speed-up and spread at the shape, dev and test scores
+    OUT/curve.csv        one row per model: measured speed-up and spread at the shape, dev and test scores, layers
     OUT/curve.png        the curve
 """
 
@@ -31,6 +31,8 @@ from sparsecse.recipes.card import sts_average
 from sparsecse.recipes.runner import RecipeResult, run_recipe
 from sparsecse.recipes.spec import Data, load_recipe
 from sparsecse.recipes.stages import StageContext
+from sparsecse.modeling.adapters import layer_modules
+from sparsecse.targets.depth import check_depth
 from sparsecse.targets.engines import on_engine
 from sparsecse.targets.search import SharedSearch, TargetOutOfReach, sharing
 from sparsecse.targets.spec import DEFAULT_ENGINE, parse_speedups
@@ -103,6 +105,7 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
     path = resolve_model(model if model is not None else first.model)
     model = os.path.abspath(path) if os.path.isdir(path) else path
     check_destination(out, True, inputs={"model": model, "corpus": str(corpus)})
+    check_depth(first.target, model)  # every target removes up to the same depth
     if out.exists() and not resume:
         if not overwrite:
             raise SparseCSEError(f"{out} already exists; choose another --out, pass --resume to continue its curve, "
@@ -189,18 +192,21 @@ def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with
         return sts_average(path, out / "eval" / f"{name.replace('/', '_')}_sts_results.json", data_dir, show_progress)
 
     common = {"metric": shape.metric, "batch_size": shape.batch_size, "threads": shape.threads, "engine": shape.engine}
+    def scored(encoder: SentenceEncoder) -> dict[str, Any]:  # its dev score and layers (depth: fewer than input's)
+        return {"dev": round(float(dev.score(encoder)), 4), "layers": len(layer_modules(encoder.model))}
+
     rows = [{"name": "input", "model": model, "kind": "input", "speedup_target": None, "speedup": 1.0, "spread": 0.0,
-             "dev": round(float(dev.score(dense)), 4), "test": test_score("input", model, None), **common}]
+             **scored(dense), "test": test_score("input", model, None), **common}]
     for x, run in runs.items():
         name = target_name(x)
         rows.append({"name": name, "model": str(run.model), "kind": "target", "speedup_target": x,
                      "speedup": round(timed[name].speedup, 4), "spread": round(timed[name].spread, 4),
-                     "dev": round(float(dev.score(SentenceEncoder.load(run.model, device="cpu"))), 4),
+                     **scored(SentenceEncoder.load(run.model, device="cpu")),
                      "test": test_score(name, str(run.model), run.evaluation), **common})
     if compare_with is not None:
         rows.append({"name": compare_with, "model": compare_with, "kind": "compare", "speedup_target": None,
                      "speedup": round(timed[compare_with].speedup, 4), "spread": round(timed[compare_with].spread, 4),
-                     "dev": round(float(dev.score(SentenceEncoder.load(compare_with, device="cpu"))), 4),
+                     **scored(SentenceEncoder.load(compare_with, device="cpu")),
                      "test": test_score("compare", compare_with, None), **common})
     return rows
 

@@ -30,6 +30,7 @@ from typing import Any
 from sparsecse.artifacts import model_store
 from sparsecse.artifacts.files import atomic_file, hash_path, sha256_file, write_json
 from sparsecse.artifacts.destinations import check_destination
+from sparsecse.targets.depth import check_depth
 from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.locks import FileLock
 from sparsecse.artifacts.signals import Terminated
@@ -202,6 +203,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     continuing = _inspect(out, fingerprint, resume, overwrite)
     if not continuing:
         check_teachers(recipe, not show_progress)  # before anything is written
+        check_depth(recipe.target, model)
         dev_set(recipe.data.dev, data_dir)  # the dev set every stage's checkpoint choice needs (STS-B dev by default)
         if recipe.data.test is not None:
             load_eval_set(recipe.data.test, "test", data_dir, "test")

@@ -249,7 +249,8 @@ class Stage:
 class StageContext:
     """What every stage of one run shares: the corpus, the evaluation data, the seed, where the models of
     earlier stages are (``models``: stage name, or ``input``, to directory), the recipe's ``target`` and the
-    budgets its budget stages found (``budgets``: stage name to kept-FLOPs fraction)."""
+    budgets its budget stages found (``budgets``: stage name to kept-FLOPs fraction; ``removed_layers``: stage
+    name to the whole layers removed before that budget is spent)."""
 
     corpus: Path
     work: Path
@@ -259,6 +260,7 @@ class StageContext:
     show_progress: bool = True
     target: Target | None = None
     budgets: dict[str, float] = field(default_factory=dict)
+    removed_layers: dict[str, list[int]] = field(default_factory=dict)
     stages: tuple = ()
     dev: str | None = None  # the user's dev set (a pairs file or a task name; None: STS-B dev)
     test: str | None = None  # the user's test set, scored in the final evaluation

@@ -7,6 +7,7 @@ checkpoint) and says what it puts on the model card."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from sparsecse.artifacts.files import atomic_dir
 from sparsecse.errors import SparseCSEError
 from sparsecse.exporting.config import CALIBRATION_SIZE, ExportConfig
 from sparsecse.exporting.export import export
+from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.objectives.registry import available_objectives
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.recipes.stage_types import (CORPUS, CardSection, Stage, StageContext, check_choice, check_fraction,
@@ -30,7 +32,8 @@ from sparsecse.scoring.score import score as score_model
 from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig
-from sparsecse.targets.search import active_sharing, search_budget
+from sparsecse.targets.depth import without_layers
+from sparsecse.targets.search import active_sharing, judge_after_recovery, search_budget
 from sparsecse.training.api import train
 from sparsecse.training.config import TrainingConfig
 from sparsecse.training.rundir import RunDir
@@ -261,9 +264,12 @@ class PruneStage(Stage):
         """Prune and shrink (:meth:`~sparsecse.recipes.stage_types.Stage.run`)."""
         shrinking, pruning, scoring = self.settings(ctx)
         keep_flops = ctx.budgets[self.budget_ref] if self.budget_ref else self.keep_flops
+        removed = ctx.removed_layers.get(self.budget_ref) or []
+        if removed:  # the budget is that of the remaining layers
+            model = without_layers(SentenceEncoder.load(model, device=shrinking.device), removed)
         result, shrunk = prune_and_shrink(model, str(out), keep_flops=keep_flops, keep_params=self.keep_params,
                                           steps=self.steps, prune=pruning, score=scoring, shrink=shrinking)
-        return {"kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
+        return {"layers_removed": removed, "kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
                 "kept_params_ratio": result.mask.manifest["kept_params_ratio"],
                 "heads_pruned": result.mask.heads_pruned, "neurons_pruned": result.mask.neurons_pruned,
                 "out": str(shrunk.out)}
@@ -316,21 +322,38 @@ class ExportStage(Stage):
         return CardSection(self.card_line(), methods=("nncf",) if self.quantize else ())
 
 
+RECOVERY_BATCH, RECOVERY_LR = 32, 1e-4  # a depth finalist's short recovery (distill's own lr)
+
+
 @dataclass(frozen=True)
 class BudgetStage(Stage):
     """Find the kept-FLOPs budget that meets the recipe's ``target`` (:mod:`sparsecse.targets.search`):
     candidates are shrunk, timed against the input model on the target's engine and scored on the dev set;
-    a later prune stage spends the budget with ``keep_flops: "@NAME"``. Makes no model."""
+    a later prune stage spends the budget with ``keep_flops: "@NAME"``. Makes no model.
+
+    With the target's ``depth`` candidates may also remove whole layers (those of lowest Block Influence), the
+    prune stage then removing the chosen ones before it spends the budget on the remaining layers;
+    ``recovery_steps`` > 0 judges each depth's finalist by its dev score after that many distillation steps from
+    the input model (0: right after the cut)."""
 
     name: str
+    recovery_steps: int = 0
     type: str = "budget"
     makes_model: ClassVar[bool] = False
     needs_target: ClassVar[bool] = True
     makes_budget: ClassVar[bool] = True
 
+    def check(self, where: str) -> "BudgetStage":
+        """The stage with every setting checked, as :meth:`~sparsecse.recipes.stage_types.Stage.check` says."""
+        value = self.recovery_steps
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SparseCSEError(f"{where}: recovery_steps must be a whole number >= 0, not {value!r}.")
+        return self
+
     def describe(self) -> str:
         """One line saying what the stage does."""
-        return "find the budget that meets the target (candidates shrunk, timed and scored on dev)"
+        judged = f"; depth finalists judged after {self.recovery_steps} recovery steps" if self.recovery_steps else ""
+        return f"find the budget that meets the target (candidates shrunk, timed and scored on dev{judged})"
 
     def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
         """Search the budget that meets ``ctx.target`` (:func:`sparsecse.targets.search.search_budget`); the table
@@ -364,17 +387,43 @@ class BudgetStage(Stage):
                                               score=scoring, shrink=shrinking)
             return shrunk.encoder, int(result.mask.head_mask.sum()), int(result.mask.neuron_mask.sum())
 
-        found = search_budget(model, ctx.dev_set(), ctx.target, ctx.work / "candidates", scores=scores,
+        dev = ctx.dev_set()
+        found = search_budget(model, dev, ctx.target, ctx.work / "candidates", scores=scores,
                               pruning=pruning, prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed,
                               show_progress=ctx.show_progress)
+        if self.recovery_steps and len(found.finalists) > 1:  # depth finalists to judge again
+            found = judge_after_recovery(found, model, dev, scores, pruning, self.recovery(index, model, ctx))
         with atomic_dir(out) as tmp:
             for path in (found.table, found.plot):
                 shutil.copy2(path, tmp / path.name)
         return found.to_dict()
 
+    def recovery(self, index: int, model: str, ctx: StageContext):
+        """The short recovery depth finalists are judged after: ``recovery_steps`` steps of MSE distillation
+        from the input ``model`` (batch ``RECOVERY_BATCH``, lr ``RECOVERY_LR``) on a sample of the corpus.
+
+        Args:
+            index: its place in the recipe; model: the teacher; ctx: the run's shared context.
+
+        Returns:
+            A function from a finalist's encoder to its recovered encoder.
+        """
+        corpus = sampled_corpus(ctx, index, self.recovery_steps * RECOVERY_BATCH)
+        runs = itertools.count(1)
+
+        def recover(encoder: SentenceEncoder) -> SentenceEncoder:
+            config = TrainingConfig(max_steps=self.recovery_steps, batch_size=RECOVERY_BATCH, lr=RECOVERY_LR,
+                                    eval_steps=0, data_dir=ctx.data_dir, overwrite=True, show_progress=False)
+            result = train(model=encoder, corpus=str(corpus), out=str(ctx.work / "recovery" / f"finalist{next(runs)}"),
+                           objective="distill", objective_args={"teacher": model}, seed=ctx.seed, config=config)
+            return SentenceEncoder.load(result.out, device="cpu")  # the model the recovery saved
+
+        return recover
+
     def pass_on(self, summary: dict[str, Any], ctx: StageContext) -> None:
-        """The budget it found, for the prune stage that spends it."""
+        """The budget it found, and the whole layers removed before it is spent, for the prune stage."""
         ctx.budgets[self.name] = float(summary["keep_flops"])
+        ctx.removed_layers[self.name] = list(summary.get("layers_removed") or [])
 
     def card_section(self, record: dict[str, Any], figures: dict[str, Any]) -> CardSection:
         """Its line, and HALP among the methods where a speed target spent measured latency, not FLOPs."""

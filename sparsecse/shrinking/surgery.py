@@ -22,6 +22,12 @@ it builds layers of those sizes, and the cut weights load into it strictly, so a
 cut and the rebuilt shapes cannot pass unnoticed. A layer that loses every head keeps its FFN and adds
 only the attention output projection's bias, exactly what the gated model computes with all that
 layer's head gates at 0 (the pruner never empties a layer unless asked to).
+
+A mask may also remove whole layers (``Mask.layer_mask``): they leave the layer list, and the shrunk
+config records ``num_hidden_layers`` (the layers kept), ``kept_layers`` (their indices in the source
+model) and ``source_layers``; every per-layer config list (``layer_types``: ModernBERT's local/global
+alternation, Qwen3's and Gemma-3's sliding-window layers) keeps the kept layers' entries, so a kept layer
+keeps its attention type.
 """
 
 from __future__ import annotations
@@ -34,17 +40,20 @@ from torch import nn
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS
-from sparsecse.modeling.adapters import ArchitectureAdapter, UnitLayout, base_model_type, get_adapter
+from sparsecse.modeling.adapters import ArchitectureAdapter, UnitLayout, backbone, base_model_type, get_adapter
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.kv_groups import kv_group_size, kv_keep
-from sparsecse.modeling.modeling_sparsecse import head_feature_index, resolve
+from sparsecse.modeling.modeling_sparsecse import head_feature_index, replace_module, resolve
 from sparsecse.pruning.masks import Mask, check_mask_kv_groups
 
 MISSING_TORCH_PRUNING = "Shrinking needs torch-pruning (pip install torch-pruning)."
 
 # Config fields that describe the saved object rather than the architecture; never copied over.
 _CONFIG_FIELDS_NOT_COPIED = {"model_type", "architectures", "auto_map", "transformers_version", "_name_or_path",
-                             "kept_heads", "intermediate_sizes", "has_pooler", "unit_layout"}
+                             "kept_heads", "intermediate_sizes", "has_pooler", "unit_layout", "kept_layers",
+                             "source_layers"}
+# Config fields holding one entry per layer: a shrunk config keeps the kept layers' entries.
+PER_LAYER_CONFIG_FIELDS = ("layer_types",)
 
 
 def _torch_pruning():
@@ -68,7 +77,7 @@ def _check_shrinkable(model: nn.Module) -> str:
 def mask_digest(mask: Mask) -> str:
     """sha256 of the mask's keep/remove bits (independent of how or where the mask was saved)."""
     h = hashlib.sha256()
-    for tensor in (mask.head_mask, mask.neuron_mask):
+    for tensor in (mask.head_mask, mask.neuron_mask) + (() if mask.layer_mask is None else (mask.layer_mask,)):
         h.update(str(tuple(tensor.shape)).encode())
         h.update(tensor.to(torch.uint8).numpy().tobytes())
     return h.hexdigest()
@@ -89,14 +98,21 @@ def shrunk_config(model: nn.Module, mask: Mask, padding: list[int] | None = None
     config = model.config
     base = _check_shrinkable(model)
     layers = mask.shape[0]
+    kept = mask.kept_layers
     prior_heads = getattr(config, "kept_heads", None) or [list(range(mask.shape[1]))] * layers
-    kept_heads = [[prior_heads[i][h] for h in row.nonzero().flatten().tolist()]
-                  for i, row in enumerate(mask.head_mask)]
+    prior_layers = getattr(config, "kept_layers", None) or list(range(layers))
+    kept_heads = [[prior_heads[i][h] for h in mask.head_mask[i].nonzero().flatten().tolist()] for i in kept]
     fields = {k: v for k, v in config.to_dict().items() if k not in _CONFIG_FIELDS_NOT_COPIED}
-    widths = [kept + pad for kept, pad in zip(mask.neuron_mask.sum(1).tolist(), padding or [0] * layers)]
-    new = SHRUNK_CONFIGS[base].from_dict({**fields, "kept_heads": kept_heads, "intermediate_sizes": widths,
-                                          "unit_layout": get_adapter(model).layout.to_dict(),
-                                          "has_pooler": getattr(model, "pooler", None) is not None})
+    for name in PER_LAYER_CONFIG_FIELDS:
+        if isinstance(fields.get(name), list) and len(fields[name]) == layers:
+            fields[name] = [fields[name][i] for i in kept]
+    widths = [n + pad for n, pad in zip(mask.neuron_mask.sum(1).tolist(), padding or [0] * layers)]
+    new = SHRUNK_CONFIGS[base].from_dict({
+        **fields, "num_hidden_layers": len(kept), "kept_heads": kept_heads,
+        "intermediate_sizes": [widths[i] for i in kept],
+        "kept_layers": [prior_layers[i] for i in kept],
+        "source_layers": getattr(config, "source_layers", None) or layers,
+        "unit_layout": get_adapter(model).layout.to_dict(), "has_pooler": getattr(model, "pooler", None) is not None})
     new._attn_implementation = config._attn_implementation
     return new
 
@@ -206,10 +222,15 @@ def append_zero_neurons(layer: nn.Module, layout: UnitLayout, count: int) -> Non
 
 def cut_layers(model: nn.Module, adapter: ArchitectureAdapter, mask: Mask, padding: Sequence[int]) -> None:
     """Remove ``mask``'s units from ``model``'s layers in place with torch-pruning's channel pruners, and
-    append ``padding[i]`` inert neurons to layer i's FFN."""
+    append ``padding[i]`` inert neurons to layer i's FFN; then drop the layers the mask removes whole from
+    the layer list (the kept ones renumber from 0, as the shrunk model's layer list does)."""
     tp = _torch_pruning()
     group = kv_group_size(model)
-    for layer, heads, neurons, pad in zip(adapter.layer_modules(model), mask.head_mask, mask.neuron_mask, padding):
+    layers = adapter.layer_modules(model)
+    for layer, heads, neurons, pad, keep in zip(layers, mask.head_mask, mask.neuron_mask, padding,
+                                                mask.layer_keep.tolist()):
+        if not keep:
+            continue
         for path, (rows, columns) in removed_channels(layer, adapter.layout, heads.tolist(), neurons.tolist(),
                                                       group).items():
             linear = resolve(layer, path)
@@ -218,6 +239,8 @@ def cut_layers(model: nn.Module, adapter: ArchitectureAdapter, mask: Mask, paddi
             if columns:
                 tp.prune_linear_in_channels(linear, columns)
         append_zero_neurons(layer, adapter.layout, pad)
+    if mask.layer_mask is not None:
+        replace_module(backbone(model), adapter.layout.layers, nn.ModuleList([layers[i] for i in mask.kept_layers]))
 
 
 def shrink_model(model: nn.Module, mask: Mask, align_ffn: int = 1) -> nn.Module:
@@ -261,8 +284,9 @@ def shrink_encoder(encoder: SentenceEncoder, mask: Mask, align_ffn: int = 1) -> 
     when training with objectives that perturb weights, which would bring those neurons to life.
     """
     encoder.model = shrink_model(encoder.model, mask, align_ffn)
-    kept = mask.neuron_mask.sum(1).tolist()
+    kept = [mask.neuron_mask.sum(1).tolist()[i] for i in mask.kept_layers]
     encoder.extra_config["shape"] = {
+        "kept_layers": encoder.model.config.kept_layers,
         "heads_per_layer": encoder.model.config.heads_per_layer,
         "ffn_per_layer": kept,
         "ffn_zero_padding": [width - n for width, n in zip(encoder.model.config.intermediate_sizes, kept)],

@@ -27,6 +27,9 @@ class Candidate:
         stage: ``speed`` (one-shot prune, no refit: a timing probe) or ``quality`` (pruned and refit as the prune
             stage does, so its dev score is the one the bound is checked on).
         meets: whether it meets every part of the target it was checked against.
+        layers_removed: whole layers the candidate removed (:mod:`sparsecse.targets.depth`); ``keep_flops`` is
+            then the kept fraction of the remaining layers' FLOPs.
+        dev_recovered: its dev score after a short recovery, where finalists were judged so (else None).
         retimed: whether it was timed again (its order contradicted its size).
     """
 
@@ -41,6 +44,8 @@ class Candidate:
     chosen: bool = False
     spread: float = 0.0
     retimed: bool = False
+    layers_removed: int = 0
+    dev_recovered: float | None = None
 
     @property
     def dev_text(self) -> str:
@@ -48,9 +53,12 @@ class Candidate:
         return f"dev {self.dev_score:.2f}" if math.isfinite(self.dev_score) else "dev n/a: constant embeddings"
 
     def describe(self) -> str:
-        """e.g. ``kept FLOPs 0.450: 2.06x ±3%, dev 84.12 (drop +0.71)``."""
-        return (f"kept FLOPs {self.keep_flops:.3f}: {self.speedup:.2f}x ±{self.spread:.0%}, {self.dev_text} "
-                f"(drop {self.drop:+.2f})")
+        """e.g. ``kept FLOPs 0.450: 2.06x ±3%, dev 84.12 (drop +0.71)``, or ``2 layers removed, kept FLOPs of the
+        rest 0.800: ...`` for a depth candidate (and its dev score after recovery, where it was measured)."""
+        depth = f"{self.layers_removed} layers removed, kept FLOPs of the rest" if self.layers_removed else "kept FLOPs"
+        recovered = "" if self.dev_recovered is None else f", dev {self.dev_recovered:.2f} after recovery"
+        return (f"{depth} {self.keep_flops:.3f}: {self.speedup:.2f}x ±{self.spread:.0%}, {self.dev_text} "
+                f"(drop {self.drop:+.2f}){recovered}")
 
 
 SHAPE_COLUMNS = ("metric", "batch_size", "threads", "engine")  # the serving shape every row was timed at
@@ -83,8 +91,18 @@ def read_table(path: str | Path) -> list[Candidate]:
     import pandas as pd
 
     frame = pd.read_csv(path)
-    return [Candidate(**{k: (bool(v) if k in ("meets", "chosen", "retimed") else v) for k, v in row.items()
-                         if k not in SHAPE_COLUMNS}) for row in frame.to_dict("records")]
+    return [Candidate(**{k: _cell(k, v) for k, v in row.items() if k not in SHAPE_COLUMNS})
+            for row in frame.to_dict("records")]
+
+
+def _cell(column: str, value):
+    if column in ("meets", "chosen", "retimed"):
+        return bool(value)
+    if column == "layers_removed":
+        return int(value)
+    if column == "dev_recovered" and value != value:  # an empty cell reads back as NaN
+        return None
+    return value
 
 
 def write_plot(candidates: list[Candidate], path: str | Path, target: dict[str, Any], title: str) -> Path:

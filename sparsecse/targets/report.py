@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
+from sparsecse.modeling.adapters import layer_modules
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.flops import size_report
 from sparsecse.targets.engines import on_engine
@@ -38,7 +39,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
     Returns:
         dict: JSON-ready, ``speedup`` (measured at the target's serving shape, ``shape``) and its ``spread``, ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
         p50/p95 (ms) and throughput (sentences/s) on the engine, ``params`` and ``file_size_bytes`` (the exported
-        graph's on an exported engine, else the weights'), the CPU.
+        graph's on an exported engine, else the weights'), the CPU; ``depth`` (the most whole layers candidates could
+        remove, ``depth_default`` when ``auto`` chose it), ``layers`` (the final model's) and ``input_layers``.
     """
     work = Path(work)
     dense = SentenceEncoder.load(input_model, device="cpu")
@@ -66,9 +68,12 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
     met_speed = target.speedup is None or speedup >= float(target.speedup)
     met_quality = target.max_drop is None or drop <= float(target.max_drop)
     size = size_report(final.model, model_dir=model_dir)
+    layers, input_layers = len(layer_modules(final.model)), len(layer_modules(dense.model))
     return {
         "speedup_target": target.speedup, "max_drop": target.max_drop, "engine": target.engine,
         "batch_size": shape.batch_size, "shape": shape.to_dict(), "speedup": round(speedup, 4),
+        "depth": target.resolved_depth(input_layers), "depth_default": target.depth is None, "layers": layers,
+        "input_layers": input_layers,
         "spread": round(timing.spread, 4), "rounds": timing.rounds, "met": bool(met_speed and met_quality),
         "met_speed": bool(met_speed), "met_quality": bool(met_quality),
         "dev_set": getattr(dev, "name", "dev"), "dev_score": round(dev_score, 4),

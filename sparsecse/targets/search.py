@@ -16,6 +16,14 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   prune stage's steps), scored on the dev set and timed; bisection over the budget finds the smallest (fastest) one
   whose dev score is within ``max_drop`` of the input model's, measured the same way.
 
+- **depth** (:meth:`~sparsecse.targets.spec.Target.resolved_depth` > 0, with a speed-up): the speed search runs
+  once for each number k = 0..depth of whole layers removed (:mod:`sparsecse.targets.depth`: the k layers of
+  lowest Block Influence, then the width budget of the remaining layers), each timed on the engine like any probe; each k's largest budget that
+  reaches the aim is a finalist, and the finalist with the best dev score right after the cut wins.
+  :func:`judge_after_recovery` judges the finalists again after a short recovery instead (whether the dev score
+  right after the cut misjudges depth cuts is measured in the targets guide). Candidates are checked for an order
+  that contradicts their size by their overall kept FLOPs (:func:`~sparsecse.targets.depth.overall_keep_flops`).
+
 Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates`).
 """
 
@@ -36,12 +44,14 @@ from typing import Any, Callable
 
 from sparsecse.artifacts.model_names import model_label
 from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.adapters import layer_modules
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.pruning.prune import prune as prune_scores
 from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, write_plot, write_table
+from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops, removal_order
 from sparsecse.targets.engines import on_engine
 from sparsecse.targets.spec import DEFAULT_ENGINE, Target
 from sparsecse.targets.timing import (BUSY_WAIT_SECONDS, BUSY_WAITS, MachineTooBusy, Timing, engine_threads, settled,
@@ -68,14 +78,19 @@ class SearchResult:
     table: Path
     plot: Path
     target: dict[str, Any] = field(default_factory=dict)
+    layers_removed: list[int] = field(default_factory=list)  # removed whole first; keep_flops is then of the rest
+    finalists: list[Candidate] = field(default_factory=list)  # each depth's best (one: the chosen)
+    title: str = ""  # the plot's
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the stage summary and the card read it)."""
         chosen = next(c for c in self.candidates if c.chosen)
-        return {"keep_flops": self.keep_flops, "reference_dev": round(self.reference_dev, 4),
+        return {"keep_flops": self.keep_flops, "layers_removed": self.layers_removed,
+                "reference_dev": round(self.reference_dev, 4),
                 "chosen": {"keep_flops": chosen.keep_flops, "speedup": round(chosen.speedup, 4),
-                           "spread": round(chosen.spread, 4),
-                           "dev_score": round(chosen.dev_score, 4), "stage": chosen.stage},
+                           "spread": round(chosen.spread, 4), "dev_score": round(chosen.dev_score, 4),
+                           "stage": chosen.stage, "layers_removed": chosen.layers_removed,
+                           "dev_recovered": chosen.dev_recovered},
                 "candidates": len(self.candidates), "table": str(self.table), "plot": str(self.plot),
                 "target": self.target}
 
@@ -119,6 +134,7 @@ class _Prober:
         self.calibration, self.seed, self.show_progress = calibration, seed, show_progress
         self.dense = SentenceEncoder.load(model, device="cpu")
         self.reference_dev = float(dev.score(self.dense))
+        self.layers = len(layer_modules(self.dense.model))
         self.shape = target.shape(engine_threads())
         self.reference = self._on_engine(self.dense, "input")
         self.sentences = target_sentences(target, dev.sentences, self.dense.tokenizer, self.dense.max_length)
@@ -140,12 +156,18 @@ class _Prober:
         timing = settled(self.reference, {name: timed}, self.sentences, self.shape, self.target)[name]
         return timed, timing
 
-    def add(self, budget: float, encoder: SentenceEncoder, heads: int, neurons: int, stage: str) -> Candidate:
+    def name(self, keep_flops: float, removed: int = 0) -> str:
+        """A candidate as messages name it, by the kept fraction of all the input model's layer FLOPs."""
+        overall = overall_keep_flops(keep_flops, removed, self.layers)
+        return f"the candidate keeping {overall:.3f} of the layer FLOPs" + (f" ({removed} layers removed)"
+                                                                            if removed else "")
+
+    def add(self, budget: float, encoder: SentenceEncoder, heads: int, neurons: int, stage: str,
+            layers_removed: int = 0) -> Candidate:
         dev = float(self.dev.score(encoder))
-        timed, timing = self._speed(encoder, f"probe{len(self.candidates) + 1}",
-                                    f"the candidate keeping {budget:.3f} of the layer FLOPs")
+        timed, timing = self._speed(encoder, f"probe{len(self.candidates) + 1}", self.name(budget, layers_removed))
         candidate = Candidate(round(budget, 4), heads, neurons, timing.speedup, dev, self.reference_dev - dev, stage,
-                              spread=timing.spread)
+                              spread=timing.spread, layers_removed=layers_removed)
         self.candidates.append(candidate)
         self.timed.append(timed)
         if self.show_progress:
@@ -159,18 +181,22 @@ class _Prober:
             self.candidates.append(dataclasses.replace(candidate, meets=False, chosen=False))
             self.timed.append(timed)
 
-    def one_shot(self, scores: GateScores, pruning: PruningConfig, budget: float) -> Candidate:
-        mask = prune_scores(scores, keep_flops=budget, config=pruning)
-        encoder = copy.deepcopy(self.dense)
-        remove_units(encoder, mask, ShrinkConfig(), shrink_lineage(self.dense.source, mask))
-        return self.add(budget, encoder, int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), "speed")
+    def one_shot(self, scores: GateScores, pruning: PruningConfig, budget: float, removed=()) -> Candidate:
+        if removed:  # whole layers first, then the budget of the rest
+            encoder, mask = depth_width_probe(self.dense, scores, pruning, removed, budget)
+        else:
+            mask = prune_scores(scores, keep_flops=budget, config=pruning)
+            encoder = copy.deepcopy(self.dense)
+            remove_units(encoder, mask, ShrinkConfig(), shrink_lineage(self.dense.source, mask))
+        return self.add(budget, encoder, int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), "speed",
+                        layers_removed=len(removed))
 
     def settle(self, stage: str) -> None:
         """Time again, side by side, the ``stage`` candidates whose order contradicts their size (a smaller budget
-        slower than a larger one beyond their spreads); one whose order still contradicts stops the run
+        slower than a larger one beyond their spreads, sizes compared by overall kept FLOPs); one whose order still contradicts stops the run
         (:class:`~sparsecse.targets.timing.MachineTooBusy`) before anything is chosen."""
         rows = [i for i, c in enumerate(self.candidates) if c.stage == stage]
-        suspects = contradictions([self.candidates[i] for i in rows])
+        suspects = contradictions([self.candidates[i] for i in rows], self.layers)
         if not suspects:
             return
         waits = BUSY_WAITS if self.target.when_busy == "wait" else 0
@@ -181,30 +207,35 @@ class _Prober:
                 time.sleep(BUSY_WAIT_SECONDS)
             involved = {id(c) for pair in suspects for c in pair}
             picked = [i for i in rows if id(self.candidates[i]) in involved]
-            names = {i: f"the candidate keeping {self.candidates[i].keep_flops:.3f} of the layer FLOPs" for i in picked}
+            names = {i: self.name(self.candidates[i].keep_flops, self.candidates[i].layers_removed) for i in picked}
             again = settled(self.reference, {names[i]: self.timed[i] for i in picked}, self.sentences, self.shape,
                             self.target)
             for i in picked:
                 self.candidates[i].speedup, self.candidates[i].spread = again[names[i]].speedup, again[names[i]].spread
                 self.candidates[i].retimed = True
-            suspects = contradictions([self.candidates[i] for i in rows])
+            suspects = contradictions([self.candidates[i] for i in rows], self.layers)
             if not suspects:
                 return
         small, large = suspects[0]
         hint = "" if waits else ", or pass --when-busy wait"
         raise MachineTooBusy(
-            f"The machine is too busy to time: timed again at {self.shape.describe()}, the candidate keeping "
-            f"{small.keep_flops:.3f} of the layer FLOPs ran {small.speedup:.2f}x (±{small.spread:.0%}) and the "
-            f"larger one keeping {large.keep_flops:.3f} ran {large.speedup:.2f}x (±{large.spread:.0%}), an order "
-            f"that contradicts their size; run it on a quieter machine{hint}.")
+            f"The machine is too busy to time: timed again at {self.shape.describe()}, "
+            f"{self.name(small.keep_flops, small.layers_removed)} ran {small.speedup:.2f}x (±{small.spread:.0%}) and "
+            f"the larger {self.name(large.keep_flops, large.layers_removed)[4:]} ran {large.speedup:.2f}x "
+            f"(±{large.spread:.0%}), an order that contradicts their size; run it on a quieter machine{hint}.")
 
 
-def contradictions(candidates: list[Candidate]) -> list[tuple[Candidate, Candidate]]:
-    """Pairs (smaller, larger budget) where the smaller one measured slower than the larger one by more than
-    ``ORDER_TOLERANCE`` plus both spreads: an order that contradicts their size."""
-    ordered = sorted(candidates, key=lambda c: c.keep_flops)
+def contradictions(candidates: list[Candidate], layers: int) -> list[tuple[Candidate, Candidate]]:
+    """Pairs (smaller, larger) where the smaller one measured slower than the larger one by more than
+    ``ORDER_TOLERANCE`` plus both spreads: an order that contradicts their size. Sizes are the kept fractions of
+    all the input model's ``layers`` layers' FLOPs (:func:`~sparsecse.targets.depth.overall_keep_flops`); one is
+    smaller than another only where it also removes at least as many whole layers (a removed layer takes its
+    fixed cost with it, so fewer layers at more FLOPs may rightly run faster)."""
+    size = {id(c): overall_keep_flops(c.keep_flops, c.layers_removed, layers) for c in candidates}
+    ordered = sorted(candidates, key=lambda c: size[id(c)])
     return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]
-            if b.keep_flops > a.keep_flops and a.speedup < b.speedup * (1 - ORDER_TOLERANCE - a.spread - b.spread)]
+            if size[id(b)] > size[id(a)] and a.layers_removed >= b.layers_removed
+            and a.speedup < b.speedup * (1 - ORDER_TOLERANCE - a.spread - b.spread)]
 
 
 def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) -> float:
@@ -225,36 +256,45 @@ def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) ->
 
 
 def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float,
-                 shared: SharedSearch | None = None) -> Candidate:
+                 removed: list[int] | tuple = (), shared: SharedSearch | None = None) -> Candidate:
     """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring), starting
-    from ``shared``'s probes (the new ones are added to it)."""
+    from the probes already made (those ``shared`` holds included; the new ones are added to it); with
+    ``removed`` layers, the budget of the remaining layers of candidates that remove them first."""
     target = prober.target
     aim = target.aim
-    if shared is not None:
-        prober.reuse(shared)
     known = len(prober.candidates)
 
+    def mine(c: Candidate) -> bool:
+        return c.stage == "speed" and c.layers_removed == len(removed)
+
     def speed_points() -> list[tuple[float, float]]:
-        return [(c.keep_flops, c.speedup) for c in prober.candidates if c.stage == "speed"]
+        return [(c.keep_flops, c.speedup) for c in prober.candidates if mine(c)]
+
+    def next_budget() -> float:
+        points = speed_points()
+        if removed and len(points) == 1:  # the line through (1, 1) would not hold: the rest's full model is faster
+            return round(min(0.98, max(floor, points[0][0] * math.sqrt(points[0][1] / aim))), 4)
+        return round(_next_budget(points, aim, floor), 4)
 
     tried = [b for b, _ in speed_points()]
     # FLOPs alone give the first guess; probes already measured, the line through them
-    budget = round(_next_budget(speed_points(), aim, floor), 4) if tried else min(0.95, max(floor, 1.0 / aim))
+    rest = (prober.layers - len(removed)) / prober.layers if removed else 1.0  # the remaining layers' share
+    budget = next_budget() if tried else min(0.95, max(floor, 1.0 / rest / aim))
     for _ in range(target.probes):
         if any(aim <= s <= aim * (1 + CLOSE_ENOUGH) for _, s in speed_points()):
             break
         if any(abs(budget - b) < 0.002 for b in tried):
             break
-        candidate = prober.one_shot(scores, pruning, budget)
+        candidate = prober.one_shot(scores, pruning, budget, removed)
         tried.append(candidate.keep_flops)
         if candidate.speedup < aim and budget <= floor:
             break  # the smallest budget is too slow: out of reach
-        budget = round(_next_budget(speed_points(), aim, floor), 4)
+        budget = next_budget()
     prober.settle("speed")
     if shared is not None:
         shared.rows.extend((dataclasses.replace(c), prober.timed[i]) for i, c in enumerate(prober.candidates)
                            if i >= known and c.stage == "speed")
-    speed = [c for c in prober.candidates if c.stage == "speed"]
+    speed = [c for c in prober.candidates if mine(c)]
     for c in speed:
         c.meets = c.speedup >= float(target.speedup)
     ok = [c for c in speed if c.speedup >= aim] or [c for c in speed if c.meets]
@@ -262,10 +302,58 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
         fastest = max(speed, key=lambda c: c.speedup)
         raise TargetOutOfReach(
             f"A {float(target.speedup):g}x speed-up on {target.engine} is out of reach for {prober.model} at "
-            f"{prober.shape.describe()}: the fastest candidate tried keeps {fastest.keep_flops:g} of its layer FLOPs "
-            f"and runs {fastest.speedup:.2f}x ±{fastest.spread:.0%} ({fastest.dev_text}); the candidates are in "
-            f"{prober.work / TABLE}.")
+            f"{prober.shape.describe()}: the fastest candidate tried keeps {fastest.keep_flops:g} of its "
+            f"{'remaining ' if removed else ''}layer FLOPs and runs {fastest.speedup:.2f}x ±{fastest.spread:.0%} "
+            f"({fastest.dev_text}); the candidates are in {prober.work / TABLE}.")
     return max(ok, key=lambda c: c.keep_flops)
+
+
+def depth_speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float, order: list[int],
+                       depth: int, shared: SharedSearch | None = None) -> list[Candidate]:
+    """Each depth's speed-search finalist (0..``depth`` layers of ``order`` removed, those out of reach left out),
+    best dev score first, starting from ``shared``'s probes; the target is out of reach when no depth reaches it."""
+    if shared is not None:
+        prober.reuse(shared)
+    finalists, missed = [], None
+    for k in range(depth + 1):
+        try:
+            finalists.append(speed_search(prober, scores, pruning, floor, layers_removed(order, k), shared))
+        except TargetOutOfReach as exc:
+            missed = missed or exc
+    if not finalists:
+        raise missed
+    return sorted(finalists, key=lambda c: -c.dev_score if math.isfinite(c.dev_score) else math.inf)
+
+
+def judge_after_recovery(result: SearchResult, model: str | os.PathLike, dev, scores: GateScores,
+                         pruning: PruningConfig, recover: Callable[[SentenceEncoder], SentenceEncoder]) -> SearchResult:
+    """Choose among ``result``'s depth finalists by their dev score after a short recovery, not right after the cut.
+
+    Args:
+        result: a depth search's result (fewer than two finalists: returned as it is).
+        model: the input model.
+        dev: the dev set the search scored on.
+        scores: the input model's gate scores the search pruned from.
+        pruning: the pruning rule it used.
+        recover: an encoder -> the encoder after the short recovery (e.g. a few hundred distillation steps).
+
+    Returns:
+        ``result``, its finalists' ``dev_recovered`` set, the best of them chosen, its table and plot rewritten.
+    """
+    if len(result.finalists) < 2:
+        return result
+    dense = SentenceEncoder.load(model, device="cpu")
+    order = result.target["removal_order"]
+    for c in result.finalists:
+        encoder, _ = depth_width_probe(dense, scores, pruning, layers_removed(order, c.layers_removed), c.keep_flops)
+        c.dev_recovered = float(dev.score(recover(encoder)))
+    best = max(result.finalists, key=lambda c: c.dev_recovered if math.isfinite(c.dev_recovered) else -math.inf)
+    for c in result.candidates:
+        c.chosen = c is best
+    result.keep_flops, result.layers_removed = best.keep_flops, layers_removed(order, best.layers_removed)
+    write_table(result.candidates, result.table, result.target.get("shape"))
+    write_plot(result.candidates, result.plot, result.target, result.title)
+    return result
 
 
 def quality_search(prober: _Prober, prune_fn: Callable[[float], tuple[SentenceEncoder, int, int]]) -> Candidate:
@@ -333,15 +421,23 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         if target.speedup is not None:
             if scores is None:
                 raise ValueError("A speed-up target needs the dense model's scores.")
-            chosen = speed_search(prober, scores, pruning, SMALLEST_BUDGET, active_sharing())
+            depth = target.resolved_depth(prober.layers)
+            order = removal_order(prober.dense, prober.sentences) if depth else []
+            layers_removed(order, depth)  # a depth the model cannot lose is refused before any probe
+            summary.update(depth=depth, depth_default=target.depth is None, removal_order=order)
+            finalists = depth_speed_search(prober, scores, pruning, SMALLEST_BUDGET, order, depth, active_sharing())
+            chosen = finalists[0]
+            removed = layers_removed(order, chosen.layers_removed)
         else:
             if prune_fn is None:
                 raise ValueError("A quality-only target needs prune_fn.")
-            chosen = quality_search(prober, prune_fn)
+            chosen, removed = quality_search(prober, prune_fn), []
+            finalists = [chosen]
         chosen.chosen = True
     finally:
         table = write_table(prober.candidates, work / TABLE, summary["shape"]) if prober.candidates else work / TABLE
-        plot = write_plot(prober.candidates, work / PLOT, summary, f"{model_label(model)}: "
-                          f"{target.describe()}") if prober.candidates else work / PLOT
+        title = f"{model_label(model)}: {target.describe()}"
+        plot = write_plot(prober.candidates, work / PLOT, summary, title) if prober.candidates else work / PLOT
         shutil.rmtree(work / "engine", ignore_errors=True)
-    return SearchResult(chosen.keep_flops, prober.candidates, prober.reference_dev, table, plot, summary)
+    return SearchResult(chosen.keep_flops, prober.candidates, prober.reference_dev, table, plot, summary, removed,
+                        finalists, title)

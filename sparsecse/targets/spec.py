@@ -115,6 +115,8 @@ class Target:
         margin: probes aim ``speedup x (1 + margin)``, since the final model (pruned in steps, distilled) is timed
             again and its speed-up varies a little around the probe's.
         probes: the most candidate budgets the search tries.
+        depth: with a speed-up, candidates may also remove up to this many whole layers (0: width only;
+            :mod:`sparsecse.targets.depth`); None (``auto``): :meth:`resolved_depth` decides from the metric.
     """
 
     speedup: float | None = None
@@ -128,6 +130,7 @@ class Target:
     timing_sentences: str | None = None
     max_spread: float = MAX_SPREAD
     when_busy: str = "stop"
+    depth: int | None = None
 
     def check(self, where: str = "") -> "Target":
         """The target itself once every setting is valid (one sentence naming the setting otherwise)."""
@@ -173,6 +176,13 @@ class Target:
             raise SparseCSEError(f"{prefix}The target's margin must be in [0, 1); got {self.margin!r}.")
         if isinstance(self.probes, bool) or not isinstance(self.probes, int) or not 2 <= self.probes <= 30:
             raise SparseCSEError(f"{prefix}The target's probes must be a whole number in [2, 30]; got {self.probes!r}.")
+        if self.depth is not None and (isinstance(self.depth, bool) or not isinstance(self.depth, int)
+                                       or self.depth < 0):
+            raise SparseCSEError(f"{prefix}The target's depth (the most whole layers a candidate removes) must be a "
+                                 f"whole number of at least 0; got {self.depth!r}.")
+        if self.depth and self.speedup is None:
+            raise SparseCSEError(f"{prefix}Removing whole layers (depth) is searched for a speed-up target; give "
+                                 "--speedup.")
         return self
 
     @property
@@ -188,6 +198,15 @@ class Target:
         return Shape(self.metric, self.batch, int(self.threads or default_threads), self.timing_sentences or "dev",
                      self.engine, self.threads is None)
 
+    def resolved_depth(self, layers: int) -> int:
+        """The most whole layers a candidate may remove from a model of ``layers`` layers: ``depth`` where given,
+        else (``auto``) half the layers, rounded down, for a speed-up at a latency metric, whose requests are small
+        enough that each layer's fixed cost (norms, softmax, small kernels, dispatch) weighs, and 0 otherwise (a
+        throughput at a large batch is bound by FLOPs, which width cuts as well)."""
+        if self.depth is not None:
+            return int(self.depth)
+        return int(layers) // 2 if self.speedup is not None and self.metric != "throughput" else 0
+
     @property
     def aim(self) -> float | None:
         """The speed-up the probes aim at (``speedup x (1 + margin)``)."""
@@ -198,7 +217,10 @@ class Target:
         parts = []
         threads = f", {self.threads} threads" if self.threads else ""
         if self.speedup is not None:
-            parts.append(f"{float(self.speedup):g}x on {self.engine} ({self.metric}, batch {self.batch}{threads})")
+            depth = f", up to {self.depth} layers removed" if self.depth else ""
+            if self.depth is None and self.metric != "throughput":
+                depth = ", up to half the layers removed"
+            parts.append(f"{float(self.speedup):g}x on {self.engine} ({self.metric}, batch {self.batch}{threads}{depth})")
         if self.max_drop is not None:
             parts.append(f"a dev drop of at most {float(self.max_drop):g}")
         return " with ".join(parts) if self.speedup is not None else (parts[0] + f" (speed on {self.engine})")

@@ -1,0 +1,64 @@
+"""Layer importance for depth pruning: ShortGPT's Block Influence on known values, and on every family
+(a layer made an identity has influence 0 and is the first to go)."""
+
+import pytest
+import torch
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.pruning.masks import Mask
+from sparsecse.scoring.layer_criteria import LAYER_CRITERIA, get_layer_criterion, layer_scores, layers_to_remove
+from tests.helpers import random_sentences
+from tests.tiny import make_tiny_model_dir
+from tests.tiny_modern import FFN, make_modern_model_dir
+
+SENTENCES = random_sentences(12, seed=7)
+
+
+def test_block_influence_on_known_values():
+    bi = get_layer_criterion("block_influence")
+    inputs = torch.tensor([[[[1.0, 0.0], [1.0, 0.0], [3.0, 4.0]]],  # layer 0: same, orthogonal, padding
+                           [[[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]])  # layer 1: opposite, same, padding
+    outputs = torch.tensor([[[[5.0, 0.0], [0.0, 2.0], [0.0, 0.0]]],
+                            [[[-1.0, 0.0], [0.0, 3.0], [9.0, -9.0]]]])
+    total, count = bi.per_batch(inputs, outputs, torch.tensor([[1, 1, 0]]))
+    assert total.tolist() == [0.0 + 1.0, 2.0 + 0.0] and count.tolist() == [2.0, 2.0]
+    assert set(LAYER_CRITERIA) >= {"block_influence"}
+    with pytest.raises(SparseCSEError, match="Unknown layer criterion 'nope'; choose block_influence"):
+        get_layer_criterion("nope")
+
+
+@pytest.mark.parametrize("arch", ["bert", "mpnet", "modernbert", "qwen3", "gemma3_text"])
+def test_a_skipped_layer_has_influence_zero_and_goes_first(arch, tmp_path):
+    path = (make_tiny_model_dir(tmp_path / arch, arch, layers=3, init_range=0.2) if arch in ("bert", "mpnet")
+            else make_modern_model_dir(tmp_path / arch, arch))
+    encoder = SentenceEncoder.load(path, pooling="mean", device="cpu")
+    dense = layer_scores(encoder, SENTENCES, batch_size=5)
+    assert dense.shape == (3,) and bool((dense > 1e-4).all())
+    with Mask.for_model(encoder.model).without_layers([1]).apply(encoder.model):
+        scores = layer_scores(encoder, SENTENCES, batch_size=5)
+    assert scores[1].item() == pytest.approx(0.0, abs=1e-12)
+    assert scores[0].item() == pytest.approx(dense[0].item(), rel=1e-6)  # the layer before is untouched
+    assert layers_to_remove(scores, 1) == [1]
+
+
+def test_a_pre_norm_layer_with_zero_output_projections_is_an_identity(tmp_path):
+    """Qwen3's layers add their attention and FFN to the residual: with o_proj and down_proj at zero the
+    layer is the identity, its influence 0, and the batch size does not change the scores."""
+    encoder = SentenceEncoder.load(make_modern_model_dir(tmp_path / "qwen3", "qwen3"), pooling="last", device="cpu")
+    with torch.no_grad():
+        encoder.model.layers[2].self_attn.o_proj.weight.zero_()
+        encoder.model.layers[2].mlp.down_proj.weight.zero_()
+    scores = layer_scores(encoder, SENTENCES, batch_size=4)
+    assert scores[2].item() == pytest.approx(0.0, abs=1e-12) and bool((scores[:2] > 1e-4).all())
+    assert torch.allclose(layer_scores(encoder, SENTENCES, batch_size=12), scores, rtol=1e-6)
+    assert FFN == encoder.model.layers[2].mlp.down_proj.in_features
+
+
+def test_layers_to_remove_takes_the_least_important():
+    scores = torch.tensor([0.9, 0.1, 0.5, 0.1, 0.7])
+    assert layers_to_remove(scores, 0) == []
+    assert layers_to_remove(scores, 2) == [1, 3]
+    assert layers_to_remove(scores, 3) == [1, 2, 3]
+    with pytest.raises(SparseCSEError, match="can lose 0 to 4 of them, not 5"):
+        layers_to_remove(scores, 5)
