@@ -357,7 +357,10 @@ class Distill(Objective):
             index = torch.tensor([self._rows[s] for s in sentences])
         except KeyError as exc:
             raise SparseCSEError(f"The sentence {str(exc)[:60]} is not in the corpus the teacher embedded.") from None
-        return self._table[index].to(batch["input_ids"].device)
+        device = batch["input_ids"].device
+        if device.type == "cuda" and self._table.device != device:  # looked up where the step runs, once moved
+            self._table = self._table.to(device)
+        return self._table[index.to(self._table.device)].to(device, non_blocking=True)
 
     def forward(self, batch: dict[str, torch.Tensor], sentences: Sequence[str] | None = None) -> ObjectiveOutput:
         target = self.targets(batch, sentences)
@@ -379,15 +382,15 @@ class Distill(Objective):
             distill = similarity_loss(gather_with_grad(student), gather_with_grad(target))
         else:
             distill = (1.0 - F.cosine_similarity(student, target, dim=-1)).mean()
-        logs = {"distill_loss": float(distill.detach())}
+        logs = {"distill_loss": distill.detach()}  # tensors: read when the loop logs
         loss = distill
         if contrastive is not None:
             loss = distill + self.params["simcse_weight"] * contrastive
-            logs["simcse_loss"] = float(contrastive.detach())
+            logs["simcse_loss"] = contrastive.detach()
         if hidden is not None:
             layer = self.layer_loss(hidden, batch)
             loss = loss + self.params["layer_weight"] * layer
-            logs["layer_loss"] = float(layer.detach())
+            logs["layer_loss"] = layer.detach()
         return ObjectiveOutput(loss, logs)
 
     def _student_hidden(self, batch: dict[str, torch.Tensor]):
