@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from sparsecse.artifacts.model_names import model_label
 from sparsecse.errors import SparseCSEError
-from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder, encoding_device
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.pruning.prune import prune as prune_scores
 from sparsecse.scoring.scores import GateScores
@@ -80,7 +80,8 @@ class _Prober:
         self.model, self.dev, self.target, self.work = model, dev, target, work
         self.calibration, self.seed, self.show_progress = calibration, seed, show_progress
         self.dense = SentenceEncoder.load(model, device="cpu")
-        self.reference_dev = float(dev.score(self.dense))
+        with encoding_device(self.dense):  # scored on the GPU when there is one; timed on the target's engine
+            self.reference_dev = float(dev.score(self.dense))
         self.reference = self.dense if engines()[target.engine] is None else on_engine(
             model, target.engine, work / "engine" / "input", calibration, seed)
         self.sentences = timing_sentences(dev.sentences, self.dense.tokenizer, self.dense.max_length)
@@ -102,7 +103,8 @@ class _Prober:
         return speed
 
     def add(self, budget: float, encoder: SentenceEncoder, heads: int, neurons: int, stage: str) -> Candidate:
-        dev = float(self.dev.score(encoder))
+        with encoding_device(encoder):
+            dev = float(self.dev.score(encoder))
         speed = self._speed(encoder, f"probe{len(self.candidates) + 1}")
         candidate = Candidate(round(budget, 4), heads, neurons, speed, dev, self.reference_dev - dev, stage)
         self.candidates.append(candidate)
