@@ -300,12 +300,14 @@ class Trainer:
         means over equal parts; a loss over the gathered batch is the same everywhere)."""
         if not pending:
             return []
+        several = self.acc.num_processes > 1  # then every figure is averaged; alone only tensors need reading
+        kinds = (int, float, torch.Tensor) if several else (torch.Tensor,)
         keys = ["loss"] + sorted(k for k, v in pending[0].items()
-                                 if k not in ("step", "epoch", "loss", "lr") and isinstance(v, (int, float, torch.Tensor))
+                                 if k not in ("step", "epoch", "loss", "lr") and isinstance(v, kinds)
                                  and not isinstance(v, bool))
         values = torch.stack([torch.stack([torch.as_tensor(r[k], device=self.acc.device).to(torch.float64).reshape(())
                                            for k in keys]) for r in pending])
-        if self.acc.num_processes > 1:
+        if several:
             values = self.acc.reduce(values, reduction="sum") / self.acc.num_processes
         rows = values.tolist()
         return [{**record, **dict(zip(keys, row))} for record, row in zip(pending, rows)]
