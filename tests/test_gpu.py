@@ -9,7 +9,7 @@ embedding backward adds with atomics, so two GPU runs differ in the last bits an
 from __future__ import annotations
 
 import json
-import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -76,8 +76,6 @@ def test_train_under_torchrun_on_one_gpu(gpu_setup, tmp_path):
     cmd = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "1", "--master_addr", "127.0.0.1",
            "--master_port", str(free_port()), str(Path(sys.executable).parent / "sparsecse"), *gpu_setup["train"], "--out",
            str(launched)]
-    import subprocess
-
     run = subprocess.run(cmd, env=environment(tmp_path), capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     manifest = json.loads((launched / "manifest.json").read_text())
@@ -94,4 +92,3 @@ def test_two_gpu_processes_meet_over_nccl_and_train(gpu_setup, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["params"]["processes"] == 2
     assert [r["step"] for r in log(out) if "loss" in r] == list(range(1, STEPS + 1))
-    assert os.environ.get("WORLD_SIZE") is None  # the test process itself stayed out of the group
