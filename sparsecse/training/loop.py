@@ -23,7 +23,7 @@ from torch import nn
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import dumps_json, write_json
-from sparsecse.training.batches import BUCKET_WINDOW, CorpusSampler, TokenizedBatches  # noqa: F401
+from sparsecse.training.batches import CorpusSampler, TokenizedBatches
 from sparsecse.training.distributed import init_process_group
 from sparsecse.training.rundir import RunDir
 from sparsecse.training.state import capture_rng, read_state, restore_rng, write_state
@@ -47,7 +47,7 @@ class LoopSettings:
     desc: str = "training"
     bucket_by_length: bool = False  # batches of similar token length (less padding); see CorpusSampler
     gather_negatives: bool = True  # in-batch negatives (and similarity pairs) over all processes' sentences
-    log_steps: int = 50  # losses stay on the device and are read (one host sync) every log_steps steps
+    log_steps: int = 50  # on a GPU the losses stay there and are read (one host sync) every log_steps steps
 
 
 @dataclass
@@ -312,6 +312,11 @@ class Trainer:
         rows = values.tolist()
         return [{**record, **dict(zip(keys, row))} for record, row in zip(pending, rows)]
 
+    def _read_every(self) -> int:
+        """Steps between reads of the figures: ``log_steps`` on a GPU (it runs behind the host, and a read waits
+        for it), 1 on a CPU (a CPU tensor is read at no cost)."""
+        return max(1, self.settings.log_steps) if self.acc.device.type == "cuda" else 1
+
     def _sync_clock(self) -> float:
         """The time once the device has finished what was queued (CUDA runs behind the host)."""
         if self.acc.device.type == "cuda":
@@ -351,6 +356,7 @@ class Trainer:
         result = LoopResult(steps=s.max_steps)
         self.wrapped.train()
         pending: list[dict[str, Any]] = []
+        log_every = self._read_every()
 
         def flush() -> None:
             """Read the pending losses (the device synchronized), check them, log them."""
@@ -377,7 +383,7 @@ class Trainer:
                 evaluate = bool(s.eval_steps and self.evaluate and (self.step % s.eval_steps == 0
                                                                     or self.step == s.max_steps))
                 save = bool(s.save_steps and self.step % s.save_steps == 0 and self.step < s.max_steps)
-                if evaluate or save or len(pending) >= max(1, s.log_steps) or self.step == s.max_steps:
+                if evaluate or save or len(pending) >= log_every or self.step == s.max_steps:
                     result.train_seconds += self._sync_clock() - tick
                     flush()  # logged before the evaluation and the checkpoint, so a resumed log never lacks a step
                     if evaluate:
