@@ -92,3 +92,13 @@ def test_two_gpu_processes_meet_over_nccl_and_train(gpu_setup, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["params"]["processes"] == 2
     assert [r["step"] for r in log(out) if "loss" in r] == list(range(1, STEPS + 1))
+
+
+def test_encoding_device_encodes_on_the_gpu_and_puts_the_model_back(gpu_setup):
+    from sparsecse.modeling.encoder import encoding_device
+
+    encoder = SentenceEncoder.load(gpu_setup["model"], device="cpu")
+    with encoding_device(encoder):
+        assert encoder.device.type == "cuda"
+        assert encoder.encode(["a man is playing the guitar"]).shape == (1, encoder.dim)
+    assert encoder.device.type == "cpu"
