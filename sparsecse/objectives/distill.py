@@ -358,9 +358,12 @@ class Distill(Objective):
         except KeyError as exc:
             raise SparseCSEError(f"The sentence {str(exc)[:60]} is not in the corpus the teacher embedded.") from None
         device = batch["input_ids"].device
-        if device.type == "cuda" and self._table.device != device:  # looked up where the step runs, once moved
-            self._table = self._table.to(device)
-        return self._table[index.to(self._table.device)].to(device, non_blocking=True)
+        if device.type == "cuda":  # looked up where the step runs, the table moved there once
+            if self._table.device != device:
+                self._table = self._table.to(device)
+            # from pinned memory the copy does not wait for the steps queued before it (pageable memory would)
+            index = index.pin_memory().to(device, non_blocking=True)
+        return self._table[index].to(device)
 
     def forward(self, batch: dict[str, torch.Tensor], sentences: Sequence[str] | None = None) -> ObjectiveOutput:
         target = self.targets(batch, sentences)
