@@ -42,7 +42,7 @@ from sparsecse.pruning.masks import Mask  # noqa: E402
 from sparsecse.pruning.prune import prune  # noqa: E402
 from sparsecse.pruning.selection import masks_from_scores  # noqa: E402
 from sparsecse.training import rewind  # noqa: E402
-from sparsecse.training.loop import CorpusSampler  # noqa: E402
+from sparsecse.training.batches import CorpusSampler  # noqa: E402
 from sparsecse.training.config import TrainingConfig  # noqa: E402
 
 PRUNED_TARGET = 1.4

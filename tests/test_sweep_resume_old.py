@@ -3,7 +3,9 @@ STS-B files) is resumed by the current code without recomputing a point or the s
 
 tests/fixtures/sweep_f87e056 is that directory as the old code wrote it (dense, 2x2 masked and 2 budget
 points, stand-in evaluation scores); only the fingerprint's two absolute paths (model and data directory,
-which the old run had under /tmp) are pointed at this run's copies before resuming."""
+which the old run had under /tmp) are pointed at this run's copies before resuming, and the model's sha256 is this
+run's: the tiny model's config.json records the installed transformers version, so its hash is the version's, not
+the layout's (it differed on a machine with another transformers)."""
 
 import json
 import shutil
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sparsecse.artifacts.files import hash_path
 from sparsecse.sweeps import prepared, run as sweep_mod
 from sparsecse.sweeps.config import SweepOptions
 from sparsecse.sweeps.run import sweep
@@ -29,6 +32,7 @@ def old_sweep(tmp_path, tiny_bert_dir, tiny_stsb_dir):
     shutil.copytree(FIXTURE, out)
     state = json.loads((out / "sweep.json").read_text())
     state["fingerprint"]["model"] = str(tiny_bert_dir)
+    state["fingerprint"]["model_sha256"] = hash_path(tiny_bert_dir)
     state["fingerprint"]["data_dir"] = str(Path(tiny_stsb_dir).resolve())
     (out / "sweep.json").write_text(json.dumps(state, indent=2))
     return out

@@ -312,3 +312,28 @@ def test_tensorboard_logs_land_in_the_output(tiny_bert_dir, corpus, tmp_path):
     pytest.importorskip("tensorboard")
     result = train(tiny_bert_dir, corpus, tmp_path / "out", **quick(tensorboard=True, max_steps=2))
     assert any((result.out / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_figures_read_every_few_steps_as_on_a_gpu_log_every_step_and_stop_at_a_bad_loss(tiny_bert_dir, corpus,
+                                                                                         tmp_path, monkeypatch):
+    """The GPU's way (losses kept on the device, read every log_steps steps), run on the CPU: the same losses
+    and a log line per step as reading every step; a non-finite loss still names its own step."""
+    from sparsecse.training import loop
+
+    every_step = train(tiny_bert_dir, corpus, tmp_path / "a", **quick(max_steps=7, save_steps=3))
+    monkeypatch.setattr(loop.Trainer, "_read_every", lambda self: 4)
+    deferred = train(tiny_bert_dir, corpus, tmp_path / "b", **quick(max_steps=7, save_steps=3))
+    assert deferred.losses == every_step.losses and sorted(deferred.losses) == list(range(1, 8))
+    lines = [json.loads(line) for line in (tmp_path / "b" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == list(range(1, 8)) and all(isinstance(r["loss"], float) for r in lines)
+
+    forward, calls = SimCSE.forward, []
+
+    def nan_from_step_5(self, batch):
+        calls.append(1)
+        out = forward(self, batch)
+        return type(out)(out.loss * float("nan"), out.logs) if len(calls) >= 5 else out
+
+    monkeypatch.setattr(SimCSE, "forward", nan_from_step_5)
+    with pytest.raises(SparseCSEError, match=r"^The loss became nan at step 5; try a lower --lr\.$"):
+        train(tiny_bert_dir, corpus, tmp_path / "c", **quick(max_steps=7, save_steps=0))

@@ -73,6 +73,32 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+@contextlib.contextmanager
+def encoding_device(encoder, device: str | torch.device | None = None):
+    """``encoder`` on ``device`` for the block (None: cuda when available, else cpu), then back where it was.
+
+    Evaluation that only encodes (dev scores, eval sets) runs on the GPU this way, while the same encoder,
+    loaded on the CPU, is timed there on the engine a target names. An encoder that is not a torch
+    :class:`SentenceEncoder` (an exported graph) stays as it is.
+
+    Args:
+        encoder: the encoder.
+        device: where it encodes inside the block.
+    """
+    if not isinstance(encoder, SentenceEncoder):
+        yield encoder
+        return
+    home, target = encoder.device, pick_device(device)
+    if home == target or (target.type == home.type and target.index is None):
+        yield encoder
+        return
+    encoder.to(target)
+    try:
+        yield encoder
+    finally:
+        encoder.to(home)
+
+
 def _read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())

@@ -31,7 +31,7 @@ class ObjectiveOutput:
     ``logs`` (named figures, e.g. ``{"simcse_loss": 0.71, "acc": 0.5}``, written to the training log)."""
 
     loss: torch.Tensor
-    logs: dict[str, float] = field(default_factory=dict)
+    logs: dict[str, Any] = field(default_factory=dict)  # numbers, or 0-dim tensors the loop reads when it logs
 
 
 class Objective(nn.Module):

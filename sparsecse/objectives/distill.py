@@ -340,7 +340,13 @@ class Distill(Objective):
             index = torch.tensor([self._rows[s] for s in sentences])
         except KeyError as exc:
             raise SparseCSEError(f"The sentence {str(exc)[:60]} is not in the corpus the teacher embedded.") from None
-        return self._table[index].to(batch["input_ids"].device)
+        device = batch["input_ids"].device
+        if device.type == "cuda":  # looked up where the step runs, the table moved there once
+            if self._table.device != device:
+                self._table = self._table.to(device)
+            # from pinned memory the copy does not wait for the steps queued before it (pageable memory would)
+            index = index.pin_memory().to(device, non_blocking=True)
+        return self._table[index].to(device)
 
     def forward(self, batch: dict[str, torch.Tensor], sentences: Sequence[str] | None = None) -> ObjectiveOutput:
         """The distillation loss of a batch (plus SimCSE's and the layers' where asked).
@@ -371,15 +377,15 @@ class Distill(Objective):
             distill = similarity_loss(gather_with_grad(student), gather_with_grad(target))
         else:
             distill = (1.0 - F.cosine_similarity(student, target, dim=-1)).mean()
-        logs = {"distill_loss": float(distill.detach())}
+        logs = {"distill_loss": distill.detach()}  # tensors: read when the loop logs
         loss = distill
         if contrastive is not None:
             loss = distill + self.params["simcse_weight"] * contrastive
-            logs["simcse_loss"] = float(contrastive.detach())
+            logs["simcse_loss"] = contrastive.detach()
         if hidden is not None:
             layer = self.layer_loss(hidden, batch)
             loss = loss + self.params["layer_weight"] * layer
-            logs["layer_loss"] = float(layer.detach())
+            logs["layer_loss"] = layer.detach()
         return ObjectiveOutput(loss, logs)
 
     def _student_hidden(self, batch: dict[str, torch.Tensor]):

@@ -68,4 +68,4 @@ class SimCSE(Objective):
         z1, z2 = two_views(self.encoder, batch)
         loss, logits = info_nce(self.project(z1), self.project(z2), self.params["temperature"])
         acc = (logits.argmax(-1) == torch.arange(logits.shape[0], device=logits.device)).float().mean()
-        return ObjectiveOutput(loss, {"simcse_loss": float(loss.detach()), "acc": float(acc)})
+        return ObjectiveOutput(loss, {"simcse_loss": loss.detach(), "acc": acc.detach()})  # read when logged

@@ -103,7 +103,8 @@ def eval_set_figures(spec: str, role: str, model_dir: str, data_dir, replicates:
         model_dir: the final model; data_dir: the SentEval data (task names).
         replicates: bootstrap replicates (at least 1).
     """
-    figures = load_eval_set(spec, role, data_dir, role).evaluate(SentenceEncoder.load(model_dir, device="cpu"),
+    # only encoding: on the chosen device (cuda when available), as the STS and transfer figures
+    figures = load_eval_set(spec, role, data_dir, role).evaluate(SentenceEncoder.load(model_dir, device=None),
                                                                  replicates=max(replicates, 1), seed=0)
     figures.pop("items")
     return figures

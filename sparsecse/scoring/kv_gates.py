@@ -59,6 +59,9 @@ class KVGroupGates:
         if tuple(self.gate.shape) != (len(parts), parts[0].num_kv_heads):
             raise SparseCSEError(f"The key/value gates are {tuple(self.gate.shape)}, but the model has "
                                  f"{len(parts)} layers x {parts[0].num_kv_heads} key/value heads.")
+        device = next(model.parameters()).device
+        if self.gate.device != device:  # on the model's device (a GPU model): as the head and neuron gates
+            self.gate = self.gate.detach().to(device).requires_grad_(self.gate.requires_grad)
         for i, part in enumerate(parts):
             self._handles.append(part.value.register_forward_hook(self._hook(i, part.head_dim)))
         return self

@@ -11,7 +11,7 @@ from typing import Any
 
 from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
 from sparsecse.modeling.adapters import layer_modules
-from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder, encoding_device
 from sparsecse.modeling.flops import size_report
 from sparsecse.targets.engines import on_engine
 from sparsecse.targets.serving import serving_table
@@ -63,7 +63,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
                               calibration) if serving else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    reference_dev, dev_score = float(dev.score(dense)), float(dev.score(final))
+    with encoding_device(dense), encoding_device(final):  # scored on the GPU when there is one, timed above
+        reference_dev, dev_score = float(dev.score(dense)), float(dev.score(final))
     drop = reference_dev - dev_score
     met_speed = target.speedup is None or speedup >= float(target.speedup)
     met_quality = target.max_drop is None or drop <= float(target.max_drop)

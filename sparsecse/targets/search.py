@@ -45,7 +45,7 @@ from typing import Any, Callable
 from sparsecse.artifacts.model_names import model_label
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_modules
-from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.encoder import SentenceEncoder, encoding_device
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.pruning.prune import prune as prune_scores
 from sparsecse.scoring.scores import GateScores
@@ -133,7 +133,8 @@ class _Prober:
         self.model, self.dev, self.target, self.work = model, dev, target, work
         self.calibration, self.seed, self.show_progress = calibration, seed, show_progress
         self.dense = SentenceEncoder.load(model, device="cpu")
-        self.reference_dev = float(dev.score(self.dense))
+        with encoding_device(self.dense):  # scored on the GPU when there is one; timed on the target's engine
+            self.reference_dev = float(dev.score(self.dense))
         self.layers = len(layer_modules(self.dense.model))
         self.shape = target.shape(engine_threads())
         self.reference = self._on_engine(self.dense, "input")
@@ -164,7 +165,8 @@ class _Prober:
 
     def add(self, budget: float, encoder: SentenceEncoder, heads: int, neurons: int, stage: str,
             layers_removed: int = 0) -> Candidate:
-        dev = float(self.dev.score(encoder))
+        with encoding_device(encoder):
+            dev = float(self.dev.score(encoder))
         timed, timing = self._speed(encoder, f"probe{len(self.candidates) + 1}", self.name(budget, layers_removed))
         candidate = Candidate(round(budget, 4), heads, neurons, timing.speedup, dev, self.reference_dev - dev, stage,
                               spread=timing.spread, layers_removed=layers_removed)

@@ -23,6 +23,7 @@ from torch import nn
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import dumps_json, write_json
+from sparsecse.training.batches import CorpusSampler, TokenizedBatches
 from sparsecse.training.distributed import init_process_group
 from sparsecse.training.rundir import RunDir
 from sparsecse.training.state import capture_rng, read_state, restore_rng, write_state
@@ -47,6 +48,7 @@ class LoopSettings:
     desc: str = "training"
     bucket_by_length: bool = False  # batches of similar token length (less padding); see CorpusSampler
     gather_negatives: bool = True  # in-batch negatives (and similarity pairs) over all processes' sentences
+    log_steps: int = 50  # on a GPU the losses stay there and are read (one host sync) every log_steps steps
 
 
 @dataclass
@@ -58,73 +60,13 @@ class LoopResult:
     best_step: int | None = None
     best_score: float | None = None
     best_dir: Path | None = None
-    train_seconds: float = 0.0  # inside optimisation steps only (no evaluation, checkpoints, logging)
+    train_seconds: float = 0.0  # optimisation steps only (no evaluation, checkpoints); the device synchronized
     steps_run: int = 0
 
     @property
     def steps_per_second(self) -> float:
         """Optimisation steps per second of this call (NaN if it ran none)."""
         return self.steps_run / self.train_seconds if self.train_seconds else float("nan")
-
-
-BUCKET_WINDOW = 64  # batches whose sentences are sorted by length together (a "mega-batch")
-
-
-class CorpusSampler:
-    """Global batch ``step`` = a slice of the epoch's fixed permutation; each process takes its part.
-
-    With ``lengths`` (token counts per sentence), the epoch's sentences are the same, but each window of
-    ``BUCKET_WINDOW`` batches of the permutation is sorted by length before it is cut into batches, and
-    the batches are then shuffled: a batch holds sentences of similar length, so little of it is padding
-    (the mega-batch bucketing of fairseq and sentence-transformers' length grouping). The order stays a
-    fixed function of (seed, epoch), so a checkpoint resumes exactly.
-    """
-
-    def __init__(self, sentences: Sequence[str], batch_size: int, seed: int, rank: int = 0, world: int = 1,
-                 lengths: Sequence[int] | None = None):
-        if batch_size % world:
-            raise SparseCSEError(f"--batch-size {batch_size} does not split evenly over {world} processes.")
-        self.steps_per_epoch = len(sentences) // batch_size  # the last incomplete batch is dropped
-        if self.steps_per_epoch == 0:
-            raise SparseCSEError(
-                f"The corpus has {len(sentences)} sentences, fewer than one batch of {batch_size}; "
-                f"lower --batch-size or use a larger corpus."
-            )
-        if lengths is not None and len(lengths) != len(sentences):
-            raise SparseCSEError(f"{len(lengths)} lengths were given for {len(sentences)} sentences.")
-        self.sentences, self.batch_size, self.seed = sentences, batch_size, seed
-        self.lengths = torch.as_tensor(list(lengths)) if lengths is not None else None
-        self.local = batch_size // world
-        self.rank = rank
-        self._epoch, self._order = -1, None
-
-    def epoch_of(self, step: int) -> int:
-        """The epoch that global ``step`` falls in."""
-        return step // self.steps_per_epoch
-
-    def epoch_order(self, epoch: int) -> torch.Tensor:
-        """The sentence indices of ``epoch`` in batch order (``steps_per_epoch * batch_size`` of them)."""
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        order = torch.randperm(len(self.sentences), generator=generator)
-        if self.lengths is None:
-            return order
-        used = order[: self.steps_per_epoch * self.batch_size]
-        window = BUCKET_WINDOW * self.batch_size
-        batches = []
-        for start in range(0, len(used), window):
-            part = used[start:start + window]
-            part = part[torch.argsort(self.lengths[part], stable=True)]
-            batches.extend(part.split(self.batch_size))
-        shuffled = torch.randperm(len(batches), generator=generator)
-        return torch.cat([batches[i] for i in shuffled.tolist()])
-
-    def local_batch(self, step: int) -> list[str]:
-        """This process's share of the sentences of global ``step`` (the epoch's seeded order)."""
-        epoch = self.epoch_of(step)
-        if epoch != self._epoch:
-            self._epoch, self._order = epoch, self.epoch_order(epoch)
-        start = (step % self.steps_per_epoch) * self.batch_size + self.rank * self.local
-        return [self.sentences[i] for i in self._order[start : start + self.local].tolist()]
 
 
 class TrainStep(nn.Module):
@@ -244,6 +186,7 @@ class Trainer:
                                                              max_length=settings.max_length)["input_ids"]]
         self.sampler = CorpusSampler(sentences, settings.batch_size, settings.seed,
                                      accelerator.process_index, accelerator.num_processes, lengths)
+        self.batches = TokenizedBatches(encoder.tokenizer, self.sampler, settings.max_length, accelerator.device)
         self.module = TrainStep(encoder, objective)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         optimizer = _adamw(self.params, lr=settings.lr, weight_decay=settings.weight_decay)
@@ -339,16 +282,13 @@ class Trainer:
             set_seed(self.settings.seed + 7919 * rank + 104729 * offset)
 
     # ------------------------------------------------------------------ the loop
-    def _tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        batch = self.encoder.tokenizer(texts, padding=True, truncation=True, max_length=self.settings.max_length,
-                                       return_tensors="pt")
-        return {k: v.to(self.acc.device) for k, v in batch.items()}
-
-    def _train_step(self) -> tuple[float, dict[str, float], float]:
+    def _train_step(self) -> tuple[torch.Tensor, dict[str, Any], float]:
+        """One optimisation step: (the loss, the objective's figures, both as they are: tensors stay on the
+        device until :meth:`_flush` reads them; the learning rate)."""
         lr = self.scheduler.get_last_lr()[0]
-        texts = self.sampler.local_batch(self.step)
+        texts, batch = self.batches.get(self.step)
         with gathering(self.settings.gather_negatives):
-            loss, logs = self.wrapped(self._tokenize(texts), sentences=texts)
+            loss, logs = self.wrapped(batch, sentences=texts)
         self.acc.backward(loss)
         self.objective.after_backward()
         if self.settings.max_grad_norm:
@@ -357,19 +297,36 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        loss, logs = self._global_figures(loss, logs)
-        return loss, logs, lr
+        return loss.detach(), logs, lr
 
-    def _global_figures(self, loss: torch.Tensor, logs: dict[str, float]) -> tuple[float, dict[str, float]]:
-        """The loss and logged figures as means over the processes: the mean of per-process means over
-        equal parts is the global batch's mean (a loss over the gathered batch is the same everywhere)."""
-        if self.acc.num_processes == 1:
-            return float(loss.detach()), logs
-        keys = sorted(k for k, v in logs.items() if isinstance(v, (int, float)))
-        local = torch.tensor([float(loss.detach())] + [float(logs[k]) for k in keys], dtype=torch.float64,
-                             device=self.acc.device)
-        mean = (self.acc.reduce(local, reduction="sum") / self.acc.num_processes).tolist()
-        return mean[0], {**logs, **dict(zip(keys, mean[1:]))}
+    def _flush(self, pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The step records of ``pending`` with every figure a number: one host sync for them all. Several
+        processes: each figure is the mean over the processes, i.e. the global batch's (the mean of per-process
+        means over equal parts; a loss over the gathered batch is the same everywhere)."""
+        if not pending:
+            return []
+        several = self.acc.num_processes > 1  # then every figure is averaged; alone only tensors need reading
+        kinds = (int, float, torch.Tensor) if several else (torch.Tensor,)
+        keys = ["loss"] + sorted(k for k, v in pending[0].items()
+                                 if k not in ("step", "epoch", "loss", "lr") and isinstance(v, kinds)
+                                 and not isinstance(v, bool))
+        values = torch.stack([torch.stack([torch.as_tensor(r[k], device=self.acc.device).to(torch.float64).reshape(())
+                                           for k in keys]) for r in pending])
+        if several:
+            values = self.acc.reduce(values, reduction="sum") / self.acc.num_processes
+        rows = values.tolist()
+        return [{**record, **dict(zip(keys, row))} for record, row in zip(pending, rows)]
+
+    def _read_every(self) -> int:
+        """Steps between reads of the figures: ``log_steps`` on a GPU (it runs behind the host, and a read waits
+        for it), 1 on a CPU (a CPU tensor is read at no cost)."""
+        return max(1, self.settings.log_steps) if self.acc.device.type == "cuda" else 1
+
+    def _sync_clock(self) -> float:
+        """The time once the device has finished what was queued (CUDA runs behind the host)."""
+        if self.acc.device.type == "cuda":
+            torch.cuda.synchronize(self.acc.device)
+        return time.perf_counter()
 
     def _evaluate(self) -> dict[str, Any] | None:
         self.check_finite_weights()
@@ -404,25 +361,47 @@ class Trainer:
         board = _tensorboard(self.run_dir.path / "tensorboard", self.step) if s.tensorboard and main else None
         result = LoopResult(steps=s.max_steps)
         self.wrapped.train()
+        pending: list[dict[str, Any]] = []
+        log_every = self._read_every()
+
+        def flush() -> None:
+            """Read the pending losses (the device synchronized), check them, log them."""
+            records = self._flush(pending)
+            pending.clear()
+            for record in records:
+                result.losses[record["step"]] = record["loss"]
+                if not math.isfinite(record["loss"]):
+                    if main:
+                        self._report([r for r in records if r["step"] < record["step"]], log, board, bar)
+                    raise SparseCSEError(f"The loss became {record['loss']} at step {record['step']}; try a lower "
+                                         "--lr.")
+            if main:
+                self._report(records, log, board, bar)
+
         try:
+            tick = time.perf_counter()
             while self.step < s.max_steps:
-                tick = time.perf_counter()
                 loss, logs, lr = self._train_step()
-                result.train_seconds += time.perf_counter() - tick
                 result.steps_run += 1
-                result.losses[self.step] = loss
-                if not math.isfinite(loss):
-                    raise SparseCSEError(f"The loss became {loss} at step {self.step}; try a lower --lr.")
-                records = [{"step": self.step, "epoch": self.sampler.epoch_of(self.step - 1), "loss": loss,
-                            "lr": lr, **logs}]
-                if s.eval_steps and self.evaluate and (self.step % s.eval_steps == 0 or self.step == s.max_steps):
-                    records.append(self._evaluate())
-                if main:  # logged before the checkpoint, so a resumed log never lacks a step
-                    self._report(records, log, board, bar)
-                if s.save_steps and self.step % s.save_steps == 0 and self.step < s.max_steps:
-                    self.save_checkpoint()
+                pending.append({"step": self.step, "epoch": self.sampler.epoch_of(self.step - 1), "loss": loss,
+                                "lr": lr, **logs})
+                bar.update(1)
+                evaluate = bool(s.eval_steps and self.evaluate and (self.step % s.eval_steps == 0
+                                                                    or self.step == s.max_steps))
+                save = bool(s.save_steps and self.step % s.save_steps == 0 and self.step < s.max_steps)
+                if evaluate or save or len(pending) >= log_every or self.step == s.max_steps:
+                    result.train_seconds += self._sync_clock() - tick
+                    flush()  # logged before the evaluation and the checkpoint, so a resumed log never lacks a step
+                    if evaluate:
+                        record = self._evaluate()
+                        if main:
+                            self._report([record], log, board, bar)
+                    if save:
+                        self.save_checkpoint()
+                    tick = time.perf_counter()
             self.check_finite_weights()  # the last weights may be saved as the model
         finally:
+            self.batches.close()
             bar.close()
             if log:
                 log.close()
@@ -439,10 +418,12 @@ class Trainer:
             if board is not None:
                 for key, value in record.items():
                     if key not in ("step", "best") and isinstance(value, (int, float)):
-                        board.add_scalar(key, value, self.step)
+                        board.add_scalar(key, value, record["step"])
         log.flush()
-        postfix = {"loss": f"{records[0]['loss']:.4g}"}
-        if self.best_score is not None:
-            postfix["best_dev"] = f"{self.best_score:.2f}"
-        bar.set_postfix(postfix, refresh=False)
-        bar.update(1)
+        losses = [r["loss"] for r in records if r and "loss" in r]
+        self._last_loss = losses[-1] if losses else getattr(self, "_last_loss", None)
+        if self._last_loss is not None or self.best_score is not None:
+            postfix = {"loss": f"{self._last_loss:.4g}"} if self._last_loss is not None else {}
+            if self.best_score is not None:
+                postfix["best_dev"] = f"{self.best_score:.2f}"
+            bar.set_postfix(postfix, refresh=False)
