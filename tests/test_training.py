@@ -337,3 +337,14 @@ def test_figures_read_every_few_steps_as_on_a_gpu_log_every_step_and_stop_at_a_b
     monkeypatch.setattr(SimCSE, "forward", nan_from_step_5)
     with pytest.raises(SparseCSEError, match=r"^The loss became nan at step 5; try a lower --lr\.$"):
         train(tiny_bert_dir, corpus, tmp_path / "c", **quick(max_steps=7, save_steps=0))
+
+
+def test_two_trainings_in_one_process_may_use_different_precisions():
+    """A budget stage's recovery trains in full precision, then the student stage in bf16, in one process: accelerate
+    keeps one precision per process unless its state is reset (it raised 'AcceleratorState has already been
+    initialized')."""
+    from sparsecse.training.loop import make_accelerator
+
+    assert make_accelerator("cpu", "no").mixed_precision == "no"
+    assert make_accelerator("cpu", "bf16").mixed_precision == "bf16"
+    assert make_accelerator("cpu", "no").mixed_precision == "no"

@@ -101,6 +101,7 @@ def make_accelerator(device: str | None = None, mixed_precision: str | None = No
     import os
 
     from accelerate import Accelerator, DistributedDataParallelKwargs
+    from accelerate.state import AcceleratorState
 
     device = check_device(device)
     cpu = (device is not None and device.type == "cpu") or not torch.cuda.is_available()
@@ -110,6 +111,9 @@ def make_accelerator(device: str | None = None, mixed_precision: str | None = No
         mixed_precision = "no" if cpu else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
     # BERT's pooler (and some objectives' parts) get no gradient under cls_before_pooler / mean pooling
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
+    # Accelerate keeps one precision per process; a run's earlier training (a budget stage's recovery, an earlier
+    # stage) may have used another. The process layout (PartialState, the process group) is kept.
+    AcceleratorState._reset_state()
     return Accelerator(cpu=cpu, mixed_precision=mixed_precision, kwargs_handlers=[ddp])
 
 
