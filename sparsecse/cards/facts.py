@@ -1,9 +1,10 @@
 """What a model directory records about itself, as the facts of its model card
 (:mod:`sparsecse.cards.model_card`): config.json, the sentence-transformers files, ``sparsecse_config.json``
 (lineage, per-layer shape, the shrink manifest with sizes before and after) and a training run's
-``manifest.json``; and how a card names its input model (:func:`hub_id` for ``base_model``, :func:`base_model_name`
-in its text, :func:`portable_path` for paths: never a path of this machine) and what it carries over from the
-input's own card (:func:`input_metadata`: ``language`` and ``license``).
+``manifest.json``; and how a card names its input model (:func:`~sparsecse.cards.facts.hub_id` for
+``base_model``, :func:`~sparsecse.cards.facts.base_model_name` in its text,
+:func:`~sparsecse.cards.facts.portable_path` for paths: never a path of this machine) and what it carries over
+from the input's own card (:func:`~sparsecse.cards.facts.input_metadata`: ``language`` and ``license``).
 
 Example::
 

@@ -79,7 +79,7 @@ class Mask:
 
     @property
     def layer_keep(self) -> torch.Tensor:
-        """bool [layers]: which layers stay (all of them without a layer part)."""
+        """Which layers stay (all of them without a layer part), as a bool tensor with one entry per layer."""
         return torch.ones(self.shape[0], dtype=torch.bool) if self.layer_mask is None else self.layer_mask
 
     @property

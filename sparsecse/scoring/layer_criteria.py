@@ -107,7 +107,7 @@ def layer_scores(encoder, sentences: Sequence[str], criterion: str = "block_infl
         batch_size: sentences per forward pass.
 
     Returns:
-        float64 [layers]: higher is more important.
+        A float64 tensor with one score per layer; higher is more important.
     """
     import torch
 

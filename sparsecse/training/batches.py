@@ -1,5 +1,5 @@
-"""The training batches: which sentences each step takes (:class:`CorpusSampler`) and their tokens, prepared
-ahead of the step (:class:`TokenizedBatches`).
+"""The training batches: which sentences each step takes (:class:`~sparsecse.training.batches.CorpusSampler`) and their tokens, prepared
+ahead of the step (:class:`~sparsecse.training.batches.TokenizedBatches`).
 
 The sentences of ``AHEAD_STEPS`` steps are tokenized in one call of the (Rust) tokenizer and each step's
 batch is padded from those token ids, which gives exactly the tensors ``tokenizer(texts, padding=True,
