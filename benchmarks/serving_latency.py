@@ -1,7 +1,8 @@
 """Single-query latency of several encoders, timed independently of sparsecse's own timing code.
 
 Each model is loaded by sentence-transformers (a copy of each model directory without its ``*.py`` files, so
-what is timed is what a user loads with no sparsecse code and no remote code). Then STS-B test sentences are
+what is timed is what a user loads with no remote code: sparsecse, once imported, registers its shrunk model
+classes with transformers). Then STS-B test sentences are
 encoded one request at a time (``--batch-size`` sentences per request, default 1), the models taking turns
 request by request (interleaved, so a change in the machine's load touches every model alike), on
 ``--threads`` intra-op threads. It prints p50/p95 per model and each model's p50 and p95 speed-up over the first
@@ -50,7 +51,7 @@ def without_python_files(model: str, work: Path) -> str:
     model = resolve_model(model)
     if not os.path.isdir(model):
         return model
-    copy = work / Path(model).resolve().name
+    copy = work / f"{len(list(work.iterdir()))}-{Path(model).resolve().name}"  # two models may share a name
     shutil.copytree(model, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     return str(copy)
 
@@ -94,6 +95,8 @@ def main() -> None:
     if args.threads < 1 or args.batch_size < 1 or args.requests < 1:
         parser.error("--threads, --batch-size and --requests must be at least 1")
     from sentence_transformers import SentenceTransformer
+
+    import sparsecse.modeling.encoder  # noqa: F401 (registers the shrunk model classes with transformers' Auto*)
 
     torch.set_num_threads(args.threads)
     sentences = sts_test_sentences(Path(args.data_dir))

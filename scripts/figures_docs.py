@@ -341,9 +341,25 @@ def corpus_size(store: dict[str, Entry]) -> str:
     return "\n".join(lines + ["", "Rebuilt by:", "", CORPUS_COMMANDS])
 
 
+def latency_target(store: dict[str, Entry]) -> str:
+    """The targets guide's latency-p50 run: what it reached, its independent single-query timing, its finalists."""
+    run = store["target.l6-lat2x.intel-xeon-avx-512-vnni-amx"]
+    f, t = run.figures, run.figures["target"]
+    versus = f["versus"]
+    return "\n".join([
+        f"On {cpu(run)}, `--speedup 2.0 --metric latency-p50` (batch 1) chose 3 layers removed and 0.645 of the rest's "
+        f"FLOPs: the run measured {x(t['speedup'])} at p50 ({t['latency_ms']['p50']:.2f} ms), STS-B dev "
+        f"{f['stsb_dev']:.2f} (input {t['reference_dev']:.2f}), 7-task STS avg {f['sts_avg']:.2f} {ci(f['ci'])}, "
+        f"{pm(versus['difference'])} {ci(versus['paired_ci'], True)} against paraphrase-MiniLM-L3-v2 "
+        f"({versus['sts_avg']:.2f}). At batch 128 the same model is {x(f['speedup'])} the input "
+        f"(L3: {x(f['reference_speedup'])}). {run.provenance['note'].capitalize()}.", "",
+        stored_table(store["serving-latency.l6-lat2x.intel-xeon-avx-512-vnni-amx"]), "",
+        stored_table(store["depth-finalists.l6-lat2x.intel-xeon-avx-512-vnni-amx"])])
+
+
 BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
           "mpnet-summary": mpnet_summary, "target-run": target_run, "targets-table": targets_table,
-          "headline": headline, "deploy-engines": deploy_engines}
+          "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target}
 
 
 # ------------------------------------------------------------------------------------------------ the files
