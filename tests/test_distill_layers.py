@@ -6,7 +6,8 @@ import torch
 
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
-from sparsecse.objectives.distill import Distill, parse_layer_map
+from sparsecse.objectives.distill import Distill
+from sparsecse.objectives.layer_map import parse_layer_map
 from tests.tiny import SENTENCES, make_tiny_model_dir
 from sparsecse.shrinking.shrink import ShrinkConfig
 

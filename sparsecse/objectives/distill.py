@@ -60,7 +60,7 @@ from sparsecse.modeling.encoder import SentenceEncoder, pick_device, resolve_pre
 from sparsecse.errors import SparseCSEError
 from sparsecse.objectives.teachers import Teacher
 from sparsecse.objectives.base import Objective, ObjectiveOutput
-from sparsecse.objectives.layer_map import num_layers, parse_layer_map, source_depths  # noqa: F401  (re-exported)
+from sparsecse.objectives.layer_map import num_layers, parse_layer_map, source_depths
 from sparsecse.objectives.validation import choice, non_negative, one_of, optional, text
 from sparsecse.objectives.losses import gather_with_grad, info_nce
 from sparsecse.objectives.registry import parse_objective_args

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparsecse.artifacts.files import atomic_file, check_destination
+from sparsecse.artifacts.destinations import check_destination
+from sparsecse.artifacts.files import atomic_file
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.model_names import resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
@@ -32,6 +33,7 @@ from sparsecse.recipes.runner import RecipeResult, run_recipe
 from sparsecse.recipes.spec import Data, load_recipe
 from sparsecse.recipes.stages import StageContext
 from sparsecse.modeling.adapters import layer_modules
+from sparsecse.targets.candidates import save_png
 from sparsecse.targets.depth import check_depth
 from sparsecse.targets.engines import on_engine
 from sparsecse.targets.search import SharedSearch, TargetOutOfReach, sharing
@@ -248,8 +250,4 @@ def write_curve_plot(rows: list[dict[str, Any]], path: Path, target) -> Path:
         ax.set_xlabel(f"measured speed-up ({shape.describe()})", fontsize=8)
         ax.set_ylabel(f"{column} score")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    with atomic_file(path, overwrite=True) as tmp:
-        fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
-    return path
+    return save_png(fig, path)

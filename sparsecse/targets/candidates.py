@@ -140,8 +140,23 @@ def write_plot(candidates: list[Candidate], path: str | Path, target: dict[str, 
     ax.set_ylabel("dev score")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
+    return save_png(fig, path)
+
+
+def save_png(fig, path: str | Path) -> Path:
+    """Write the matplotlib figure ``fig`` to ``path`` as a PNG (atomically, replacing it) and close it.
+
+    Args:
+        fig: the figure.
+        path: where it goes.
+
+    Returns:
+        ``path``.
+    """
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     with atomic_file(path, overwrite=True) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
-    return path
+    return Path(path)
