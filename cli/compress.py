@@ -275,8 +275,9 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
                       overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
                       show_progress=not quiet, **sets_and_target(target, sets))
     if store is not None:  # one entry per model made (a curve makes one per target)
-        for made in ([r.model for r in result.runs.values()] if hasattr(result, "runs") else [result.model]):
-            write_store_entry(store, made.parent, made)
+        curve = hasattr(result, "runs")
+        for made in ([r.model for r in result.runs.values()] if curve else [result.model]):
+            write_store_entry(store, Path(out).name + (f".{made.parent.name}" if curve else ""), made)
     if as_json:
         echo_json(result.to_dict())
         return refuse_missed_target(result)
@@ -323,14 +324,14 @@ def refuse_missed_target(result) -> None:
                              "candidates table say what was tried.")
 
 
-def write_store_entry(store, out, model_dir) -> None:
-    """The run's final measurement as one entry of the results store ``store`` (id: the --out folder's name and
-    this machine)."""
+def write_store_entry(store, name, model_dir) -> None:
+    """The run's final measurement as one entry of the results store ``store`` (id: ``name``, the --out folder's
+    name, or ``NAME.speedup-X`` for a curve's target, and this machine)."""
     from sparsecse.reporting.store import machine_slug, run_entry, write_entry
 
     manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
     command = typed_command(click.get_current_context())
-    ident = re.sub(r"[^a-z0-9.]+", "-", f"{Path(out).name}.{machine_slug()}".lower()).strip("-.")
+    ident = re.sub(r"[^a-z0-9.]+", "-", f"{name}.{machine_slug()}".lower()).strip("-.")
     click.echo(f"wrote {write_entry(store, run_entry(ident, manifest, command))}")
 
 

@@ -41,9 +41,13 @@ def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_prob
     out = tmp_path / "curve"
     result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--speedup",
                                        "1.4,1.2", "--compare-with", str(small), "--metric", "latency-p50",
-                                       "--data-dir", str(fake_senteval), "--out", str(out), "--quiet", *TINY_STAGES])
+                                       "--data-dir", str(fake_senteval), "--out", str(out), "--quiet", "--store",
+                                       str(tmp_path / "store"), *TINY_STAGES])
     assert result.exit_code == 0, result.output
     assert len(calls) == 1  # the input model is scored once for both targets
+    # one results-store entry per target, named after the run and the target
+    assert sorted(p.name.split(".")[:3] for p in (tmp_path / "store").iterdir()) == [
+        ["curve", "speedup-1", "2"], ["curve", "speedup-1", "4"]]
     for name in ("speedup-1.2", "speedup-1.4"):
         reached = json.loads((out / name / "model" / "manifest.json").read_text())["figures"]["target"]
         assert reached["met"] and reached["shape"]["metric"] == "latency-p50" and reached["shape"]["batch_size"] == 1
@@ -88,3 +92,26 @@ def test_an_existing_curve_directory_is_refused(tmp_path, tiny_dir, text):
                                        "--speedup", "1.5,2"])
     assert result.exit_code != 0 and "already exists" in result.output
     assert list(out.iterdir()) == []
+
+
+def test_runs_sharing_reference_results_evaluate_the_comparison_model_once(tmp_path, tiny_dir, fake_senteval,
+                                                                           monkeypatch):
+    """A curve's targets run inside ``shared_reference_results``: the second target reads the comparison model's
+    STS results the first one computed, and gets the same paired figures as if it had computed them itself."""
+    from sparsecse.recipes import card
+    from sparsecse.recipes.spec import load_recipe
+
+    small = make_tiny_model_dir(tmp_path / "small", "bert", layers=1, heads=4, ffn=48, seed=3, init_range=0.2)
+    recipe = load_recipe("target", {"evaluation.compare_with": str(small), "evaluation.tasks": ["sts"],
+                                    "evaluation.bootstrap": 20})
+    evaluated = []
+    real = card._evaluate
+    monkeypatch.setattr(card, "_evaluate", lambda model, *a, **k: evaluated.append(model) or real(model, *a, **k))
+    with card.shared_reference_results(tmp_path / "shared"):
+        first = card._test_figures(recipe, str(tiny_dir), tmp_path / "a", fake_senteval, False)
+        second = card._test_figures(recipe, str(tiny_dir), tmp_path / "b", fake_senteval, False)
+    assert evaluated == [str(tiny_dir), str(small), str(tiny_dir)]  # the comparison model once
+    assert (tmp_path / "shared" / card.REFERENCE_RESULTS).is_file() and not (tmp_path / "a" / card.REFERENCE_RESULTS).exists()
+    alone = card._test_figures(recipe, str(tiny_dir), tmp_path / "c", fake_senteval, False)  # outside: its own copy
+    assert (tmp_path / "c" / card.REFERENCE_RESULTS).is_file()
+    assert first["versus"] == second["versus"] == alone["versus"]

@@ -108,6 +108,28 @@ def test_the_speed_search_keeps_the_largest_budget_that_reaches_the_aim():
     assert len(prober.candidates) <= 3  # FLOPs' guess, then the line lands on it
 
 
+def test_a_probe_short_of_the_aim_by_less_than_its_spread_reaches_it_if_it_meets_the_target():
+    aim = 2.0 * 1.03
+    assert Candidate(0.1647, 0, 0, 2.0549, 80.0, 0.0, "speed", meets=True, spread=0.0197).reaches(aim)
+    assert not Candidate(0.1647, 0, 0, 2.0549, 80.0, 0.0, "speed", meets=True, spread=0.0).reaches(aim)
+    assert not Candidate(0.1647, 0, 0, 1.99, 80.0, 0.0, "speed", meets=False, spread=0.05).reaches(aim)
+    assert Candidate(0.0342, 0, 0, 2.7425, 80.0, 0.0, "speed", spread=0.0).reaches(aim)
+
+
+def test_the_speed_search_keeps_a_probe_within_its_spread_of_the_aim_over_a_far_smaller_one_that_overshoots():
+    # one layer removed on all-MiniLM-L6-v2 at latency-p50 (aim 2.06): 0.1647 ran 2.055x ±2%, 0.0342 ran 2.74x;
+    # the search probes no more (a third probe between them would land within 0.002 of 0.1647)
+    prober = FakeProber(Target(speedup=2.0, margin=0.03, probes=2))
+    prober.candidates = [Candidate(b, 0, 0, speed, 80.0, 0.0, "speed", spread=spread) for b, speed, spread in
+                         [(0.0342, 2.7425, 0.0062), (0.2279, 1.9352, 0.0295), (0.1647, 2.0549, 0.0197)]]
+    prober.one_shot = lambda *args: pytest.fail("no probe was needed")
+    prober.candidates.append(Candidate(0.1640, 0, 0, 2.0551, 80.0, 0.0, "speed", spread=0.0))  # the line's next
+    assert speed_search(prober, None, None, 0.02).keep_flops == 0.1647
+    for c in prober.candidates:
+        c.spread = 0.0  # timed without a spread, 2.055 falls short of the aim and the overshoot stays
+    assert speed_search(prober, None, None, 0.02).keep_flops == 0.0342
+
+
 def test_a_speed_target_out_of_reach_names_the_fastest_candidate():
     prober = FakeProber(Target(speedup=50.0))
     with pytest.raises(TargetOutOfReach, match="50x speed-up on torch-fp32 is out of reach") as caught:

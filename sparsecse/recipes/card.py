@@ -8,6 +8,8 @@ intervals with ``sparsecse compare``) and ``transfer_results.json`` (per fold an
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import shlex
@@ -20,7 +22,7 @@ from sparsecse.cards.facts import base_model_name, hub_id, input_metadata, model
 from sparsecse.cards.model_card import render_card
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.evaluation import evaluate
-from sparsecse.evaluation.compare import compare
+from sparsecse.evaluation.compare import ComparisonConfig, compare
 from sparsecse.evaluation.eval_sets import load_eval_set
 from sparsecse.evaluation.memory import peak_encode_memory
 from sparsecse.evaluation.results_file import load_results, save_results
@@ -32,14 +34,37 @@ from sparsecse.artifacts.model_names import resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes.spec import Recipe, load_recipe
-from sparsecse.evaluation.compare import ComparisonConfig
 from sparsecse.evaluation.config import EvaluationConfig
 
 CARD = "README.md"
 RESULTS = "sts_results.json"
+REFERENCE_RESULTS = "reference_" + RESULTS  # the comparison model's
 TRANSFER_RESULTS = "transfer_results.json"  # per fold and per test item, so the paired intervals can be redone
 MANIFEST = "manifest.json"
 SKIPPED = {"manifest.json", "README.md"}  # the final stage's own, replaced by the recipe's
+
+
+# a comparison model's results do not depend on the run: a curve's targets share one copy
+_REFERENCE_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("sparsecse_reference_dir", default=None)
+
+
+@contextlib.contextmanager
+def shared_reference_results(directory: Path):
+    """While active, runs keep their comparison model's test results (``reference_*.json``) in ``directory``, not
+    their own ``eval/``: computed once for runs of one recipe's ``evaluation`` block (a curve's targets)."""
+    token = _REFERENCE_DIR.set(Path(directory))
+    try:
+        yield
+    finally:
+        _REFERENCE_DIR.reset(token)
+
+
+def reference_file(work: Path, name: str) -> Path:
+    """Where the comparison model's results file ``name`` is kept: the shared directory, else ``work``."""
+    shared = _REFERENCE_DIR.get()
+    if shared is not None:
+        shared.mkdir(parents=True, exist_ok=True)
+    return (shared or work) / name
 
 
 def _evaluate(model: str, data_dir, replicates: int, split: str = "test", tasks: str = "sts",
@@ -127,7 +152,7 @@ def _test_figures(recipe: Recipe, model_dir: str, work: Path, data_dir, show_pro
     figures["sts_avg_ci"] = [round(float(x), 4) for x in boot["avg"]] if boot else None
     figures["bootstrap"] = ev.bootstrap
     if ev.compare_with:
-        reference = _results_file(work / "reference_sts_results.json", ev.compare_with, data_dir, ev.bootstrap,
+        reference = _results_file(reference_file(work, REFERENCE_RESULTS), ev.compare_with, data_dir, ev.bootstrap,
                                   show_progress)
         paired = compare(str(reference), str(mine), config=ComparisonConfig(replicates=max(ev.bootstrap, 1)))
         avg = paired["avg_sts"]
@@ -177,8 +202,8 @@ def transfer_figures(recipe: Recipe, model_dir: str, work: Path, data_dir, show_
                               else "SentEval's settings as SimCSE reports them: 10 folds, Adam")
                              + f"; seed {recipe.seed}"}
     if ev.compare_with:
-        reference = _transfer_file(work / f"reference_{TRANSFER_RESULTS}", ev.compare_with, data_dir, recipe,
-                                   show_progress)
+        reference = _transfer_file(reference_file(work, f"reference_{TRANSFER_RESULTS}"), ev.compare_with, data_dir,
+                                   recipe, show_progress)
         paired = paired_transfer_difference(reference["details"], details, max(ev.bootstrap, 1), recipe.seed)
         figures["transfer_versus"] = {"model": ev.compare_with, "avg": round(float(reference["avg_transfer"]), 4),
                                       "avg_diff": round(float(results["avg_transfer"] - reference["avg_transfer"]), 4),
@@ -244,10 +269,7 @@ def _same_model(a: str, b: str) -> bool:
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
-    if src.is_dir():
-        shutil.copytree(src, dst, copy_function=_link_file)
-    else:
-        _link_file(str(src), str(dst))
+    shutil.copytree(src, dst, copy_function=_link_file) if src.is_dir() else _link_file(str(src), str(dst))
 
 
 def _link_file(src: str, dst: str) -> None:

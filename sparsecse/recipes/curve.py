@@ -1,7 +1,7 @@
 """The whole curve in one run: ``compress --speedup 1.5,2,3`` runs the target recipe once per speed-up, each into
 ``OUT/speedup-X`` (its model in ``OUT/speedup-X/model``), the targets sharing what does not depend on them (the
 input model's gate scores and the budget searches' speed probes in memory, the teacher's embeddings through their
-cache), from the smallest speed-up up. It then times the input model, every target's model and a
+cache, the comparison model's test results in ``OUT/eval``), from the smallest speed-up up. It then times the input model, every target's model and a
 ``--compare-with`` model side by side in one interleaved run at the serving shape, and writes ``OUT/curve.csv``
 and ``OUT/curve.png``: dev (and test) quality against the measured speed-up.
 
@@ -28,7 +28,7 @@ from sparsecse.artifacts.files import atomic_file
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.model_names import resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.recipes.card import sts_average
+from sparsecse.recipes.card import shared_reference_results, sts_average
 from sparsecse.recipes.runner import RecipeResult, run_recipe
 from sparsecse.recipes.spec import Data, load_recipe
 from sparsecse.recipes.stages import StageContext
@@ -116,7 +116,7 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     result = CurveResult(out)
-    with sharing(SharedSearch()):
+    with sharing(SharedSearch()), shared_reference_results(out / "eval"):
         for speedup in speedups:
             run_dir = out / target_name(speedup)
             try:
@@ -209,7 +209,7 @@ def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with
         rows.append({"name": compare_with, "model": compare_with, "kind": "compare", "speedup_target": None,
                      "speedup": round(timed[compare_with].speedup, 4), "spread": round(timed[compare_with].spread, 4),
                      **scored(SentenceEncoder.load(compare_with, device="cpu")),
-                     "test": test_score("compare", compare_with, None), **common})
+                     "test": test_score("reference", compare_with, None), **common})
     return rows
 
 

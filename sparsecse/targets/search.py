@@ -10,7 +10,8 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   the input model on the engine, interleaved, on the dev sentences. The next budget comes from the line through
   the two nearest probes in (budget, 1/speed-up) (the first guess from FLOPs alone), so three or four probes
   usually land within a few percent of the aim ``speedup x (1 + margin)``. The largest budget that reaches the
-  aim wins. A target no probe reaches, down to the smallest budget that keeps a unit, is out of reach.
+  aim (or meets the target, short of the aim by less than its own timing spread) wins. A target no probe reaches,
+  down to the smallest budget that keeps a unit, is out of reach.
 - **quality** (``Target.max_drop`` alone): a probe is pruned from the dense model's scores with reconstruction
   (``prune_fn``: the recipe's budget stage prunes in one step, a cheaper and slightly pessimistic stand-in for the
   prune stage's steps), scored on the dev set and timed; bisection over the budget finds the smallest (fastest) one
@@ -299,7 +300,7 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     speed = [c for c in prober.candidates if mine(c)]
     for c in speed:
         c.meets = c.speedup >= float(target.speedup)
-    ok = [c for c in speed if c.speedup >= aim] or [c for c in speed if c.meets]
+    ok = [c for c in speed if c.reaches(aim)] or [c for c in speed if c.meets]
     if not ok:
         fastest = max(speed, key=lambda c: c.speedup)
         raise TargetOutOfReach(
