@@ -91,6 +91,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--data-dir", default=os.environ.get("SPARSECSE_DATA", "../shared/data/senteval"))
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--store", default=None, metavar="DIR",
+                        help="also write the results as one entry of this results store (docs/results/store)")
+    parser.add_argument("--store-id", default=None, metavar="ID",
+                        help="the entry's id (default: serving-latency.b<batch>.<machine>)")
     args = parser.parse_args()
     if args.threads < 1 or args.batch_size < 1 or args.requests < 1:
         parser.error("--threads, --batch-size and --requests must be at least 1")
@@ -136,6 +140,22 @@ def main() -> None:
               f"largest |ST - sparsecse| {row['max_abs_diff_vs_sparsecse']:.1e}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    if args.store:
+        print(f"wrote {store_entry(result, args)}")
+
+
+def store_entry(result: dict, args) -> Path:
+    """The run as one results-store entry: per model its p50/p95 latency, speed-ups over the first model and the
+    largest difference from sparsecse's loader, with the command, CPU, threads and batch."""
+    from sparsecse.reporting.store import Entry, command_line, machine_slug, provenance, write_entry
+
+    ident = args.store_id or f"serving-latency.b{args.batch_size}.{machine_slug()}"
+    figures = {k: result[k] for k in ("rows", "requests", "sentences", "loader")}
+    prov = provenance(command_line("benchmarks/serving_latency.py"), threads=args.threads, batch_size=args.batch_size,
+                      engine="torch-fp32 (sentence-transformers)")
+    title = (f"benchmarks/serving_latency.py: {args.batch_size} STS-B test sentence(s) per request, models interleaved, "
+             "loaded by sentence-transformers without their Python files")
+    return write_entry(args.store, Entry(ident, title, figures, prov))
 
 
 if __name__ == "__main__":

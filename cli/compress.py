@@ -274,10 +274,12 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
     result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
                       overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
                       show_progress=not quiet, **sets_and_target(target, sets))
-    if store is not None:  # one entry per model made (a curve makes one per target)
+    if store is not None:  # one entry per model made (a curve makes one per target, and one of the curve's rows)
         curve = hasattr(result, "runs")
         for made in ([r.model for r in result.runs.values()] if curve else [result.model]):
             write_store_entry(store, Path(out).name + (f".{made.parent.name}" if curve else ""), made)
+        if curve and result.rows:
+            write_curve_entry(store, Path(out).name, result.rows)
     if as_json:
         echo_json(result.to_dict())
         return refuse_missed_target(result)
@@ -333,6 +335,19 @@ def write_store_entry(store, name, model_dir) -> None:
     command = typed_command(click.get_current_context())
     ident = re.sub(r"[^a-z0-9.]+", "-", f"{name}.{machine_slug()}".lower()).strip("-.")
     click.echo(f"wrote {write_entry(store, run_entry(ident, manifest, command))}")
+
+
+def write_curve_entry(store, name: str, rows: list[dict]) -> None:
+    """A curve's rows (every model's speed-up and spread from its one interleaved timing, dev and test scores) as
+    the results-store entry ``NAME.curve.MACHINE``."""
+    from sparsecse.reporting.store import Entry, machine_slug, provenance, write_entry
+
+    shape = rows[0]
+    prov = provenance(typed_command(click.get_current_context()), threads=shape["threads"],
+                      batch_size=shape["batch_size"], engine=shape["engine"])
+    ident = re.sub(r"[^a-z0-9.]+", "-", f"{name}.curve.{machine_slug()}".lower()).strip("-.")
+    entry = Entry(ident, f"the curve of {prov['command']}", {"metric": shape["metric"], "rows": rows}, prov)
+    click.echo(f"wrote {write_entry(store, entry)}")
 
 
 def typed_command(ctx: click.Context) -> str:

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from sparsecse.cli import main
+from sparsecse.reporting.store import load_store
 from sparsecse.recipes import stages as stages_module
 from sparsecse.targets.candidates import read_table
 from tests.test_targets import FIXED, TINY_STAGES, VARIABLE, fake_clock, text, tiny_dir  # noqa: F401  (fixtures)
@@ -46,8 +47,9 @@ def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_prob
     assert result.exit_code == 0, result.output
     assert len(calls) == 1  # the input model is scored once for both targets
     # one results-store entry per target, named after the run and the target
-    assert sorted(p.name.split(".")[:3] for p in (tmp_path / "store").iterdir()) == [
-        ["curve", "speedup-1", "2"], ["curve", "speedup-1", "4"]]
+    entries = {ident.rsplit(".", 1)[0]: e for ident, e in load_store(tmp_path / "store").items()}  # less the CPU
+    assert sorted(entries) == ["curve.curve", "curve.speedup-1.2", "curve.speedup-1.4"]
+    curve_entry = entries["curve.curve"]
     for name in ("speedup-1.2", "speedup-1.4"):
         reached = json.loads((out / name / "model" / "manifest.json").read_text())["figures"]["target"]
         assert reached["met"] and reached["shape"]["metric"] == "latency-p50" and reached["shape"]["batch_size"] == 1
@@ -71,6 +73,8 @@ def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_prob
     assert curve["test"].isna().all()  # evaluation.test is false: no test column values
     assert (out / "curve.png").stat().st_size > 1000
     assert "wrote the curve" in result.output
+    assert [r["name"] for r in curve_entry.figures["rows"]] == list(curve["name"])  # the store holds the curve
+    assert curve_entry.provenance["batch_size"] == 1 and curve_entry.figures["metric"] == "latency-p50"
 
 
 @pytest.mark.parametrize("depth, words", [("2", "would remove every layer of"), ("-1", "--depth must be a whole"),

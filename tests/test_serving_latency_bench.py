@@ -1,0 +1,31 @@
+"""benchmarks/serving_latency.py --store: the timing it printed becomes one results-store entry that reads back
+with its rows, CPU, threads and batch (the entry the docs' latency tables are written from)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from sparsecse.reporting.store import load_store
+from tests.helpers import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def serving_latency():
+    yield from load_benchmark("serving_latency")
+
+
+def test_the_timing_is_stored_as_one_entry_with_its_shape(serving_latency, tmp_path):
+    rows = [{"model": "all-MiniLM-L6-v2", "p50_ms": 7.3, "p95_ms": 8.5, "p50_speedup": 1.0, "p95_speedup": 1.0,
+             "max_abs_diff_vs_sparsecse": 1e-7},
+            {"model": "runs/x/model", "p50_ms": 3.5, "p95_ms": 4.1, "p50_speedup": 2.086, "p95_speedup": 2.073,
+             "max_abs_diff_vs_sparsecse": 8e-8}]
+    result = {"cpu": "a CPU", "threads": 2, "batch_size": 128, "requests": 40, "sentences": "STS-B test",
+              "loader": "sentence-transformers", "rows": rows}
+    args = SimpleNamespace(store=str(tmp_path), store_id="serving-latency.test.a-cpu", batch_size=128, threads=2)
+    path = serving_latency.store_entry(result, args)
+    entry = load_store(tmp_path)["serving-latency.test.a-cpu"]
+    assert path == tmp_path / "serving-latency.test.a-cpu.json"
+    assert entry.figures["rows"] == rows and entry.figures["requests"] == 40
+    assert (entry.provenance["threads"], entry.provenance["batch_size"]) == (2, 128)
+    assert entry.provenance["command"].startswith("python benchmarks/serving_latency.py")
+    assert "128 STS-B test sentence(s) per request" in entry.title
