@@ -279,7 +279,7 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
         for made in ([r.model for r in result.runs.values()] if curve else [result.model]):
             write_store_entry(store, Path(out).name + (f".{made.parent.name}" if curve else ""), made)
         if curve and result.rows:
-            write_curve_entry(store, Path(out).name, result.rows)
+            write_curve_entry(store, Path(out).name, result.rows, result.seconds)
     if as_json:
         echo_json(result.to_dict())
         return refuse_missed_target(result)
@@ -337,16 +337,17 @@ def write_store_entry(store, name, model_dir) -> None:
     click.echo(f"wrote {write_entry(store, run_entry(ident, manifest, command))}")
 
 
-def write_curve_entry(store, name: str, rows: list[dict]) -> None:
-    """A curve's rows (every model's speed-up and spread from its one interleaved timing, dev and test scores) as
-    the results-store entry ``NAME.curve.MACHINE``."""
+def write_curve_entry(store, name: str, rows: list[dict], seconds: float) -> None:
+    """A curve's rows (every model's speed-up and spread from its one interleaved timing, dev and test scores) and
+    its wall time ``seconds`` as the results-store entry ``NAME.curve.MACHINE``."""
     from sparsecse.reporting.store import Entry, machine_slug, provenance, write_entry
 
     shape = rows[0]
     prov = provenance(typed_command(click.get_current_context()), threads=shape["threads"],
                       batch_size=shape["batch_size"], engine=shape["engine"])
     ident = re.sub(r"[^a-z0-9.]+", "-", f"{name}.curve.{machine_slug()}".lower()).strip("-.")
-    entry = Entry(ident, f"the curve of {prov['command']}", {"metric": shape["metric"], "rows": rows}, prov)
+    figures = {"metric": shape["metric"], "rows": rows, "minutes": round(seconds / 60, 1)}
+    entry = Entry(ident, f"the curve of {prov['command']}", figures, prov)
     click.echo(f"wrote {write_entry(store, entry)}")
 
 
