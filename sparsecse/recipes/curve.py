@@ -104,7 +104,8 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
         raise SparseCSEError(f"The recipe {first.name} has no speed-up target for a curve.")
     if corpus is None:
         raise SparseCSEError(f"The recipe {first.name} needs a corpus (--corpus FILE, one sentence per line).")
-    path = resolve_model(model if model is not None else first.model)
+    named = model if model is not None else first.model  # as the user named it: the curve's input row says so
+    path = resolve_model(named)
     model = os.path.abspath(path) if os.path.isdir(path) else path
     check_destination(out, True, inputs={"model": model, "corpus": str(corpus)})
     check_depth(first.target, model)  # every target removes up to the same depth
@@ -131,6 +132,7 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
                 raise
     if result.runs:
         result.rows = curve_rows(first, model, result.runs, compare_with, out, data_dir, data, show_progress, corpus)
+        result.rows[0]["model"] = str(named)
         result.table = write_curve_table(result.rows, out / TABLE)
         result.plot = write_curve_plot(result.rows, out / PLOT, first.target)
     result.seconds = round(time.perf_counter() - started, 3)
