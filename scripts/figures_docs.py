@@ -357,9 +357,43 @@ def latency_target(store: dict[str, Entry]) -> str:
         stored_table(store["depth-finalists.l6-lat2x.intel-xeon-avx-512-vnni-amx"])])
 
 
+def curve_l6(store: dict[str, Entry]) -> str:
+    """The targets guide's curve: each model's speed-up in the curve's one interleaved timing, in its own target
+    run, and in an independent sentence-transformers timing at batch 128; its dev and 7-task STS scores."""
+    curve = next(e for i, e in sorted(store.items()) if i.startswith("l6-curve.curve."))
+    slug = curve.id.split(".")[-1]
+    timing = store[f"serving-latency.b128.l6-curve.{slug}"]
+    independent = {r["model"]: r for r in timing.figures["rows"]}
+    runs = {r["name"]: store[f"l6-curve.{r['name']}.{slug}"] for r in curve.figures["rows"] if r["kind"] == "target"}
+    lines = [f"On {cpu(curve)} (throughput at batch 128, torch fp32), `{curve.provenance['command']}` made "
+             f"{len(runs)} models and the curve in {curve.figures['minutes']:.1f} min from a cold cache "
+             f"({pm_minutes(runs)}); {curve.provenance.get('note', '')}.", "",
+             "| model | speed-up in the curve's timing | in its own run | independent (sentence-transformers, "
+             "batch 128) | STS-B dev | 7-task STS avg | sentence-transformers − sparsecse |",
+             "|---|---|---|---|---|---|---|"]
+    for r in curve.figures["rows"]:
+        run = runs.get(r["name"])
+        own = x(run.figures["target"]["speedup"]) if run else "—"
+        timed = independent.get(r["model"]) or independent.get(r["name"]) or {}
+        sts = f"{run.figures['sts_avg']:.2f} {ci(run.figures['ci'])}" if run else f"{r['test']:.2f}"
+        indep, diff = ((x(timed["p50_speedup"]), f"{timed['max_abs_diff_vs_sparsecse']:.1e}") if timed
+                       else ("—", "—"))
+        lines.append(f"| {r['name']} | {x(r['speedup'])} ±{r['spread']:.0%} | {own} | {indep} | {r['dev']:.2f} | "
+                     f"{sts} | {diff} |")
+    return "\n".join(lines + ["", f"The independent timing: {where(timing)}, {timing.figures['requests']} requests of "
+                                  "128 STS-B test sentences per model, interleaved; the models loaded by "
+                                  "sentence-transformers from copies without their Python files."])
+
+
+def pm_minutes(runs: dict[str, Entry]) -> str:
+    """Each target run's wall time, e.g. ``speedup-1.5 22.1 min, ...``."""
+    return ", ".join(f"{name} {run.figures['minutes']:.1f} min" for name, run in runs.items())
+
+
 BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
           "mpnet-summary": mpnet_summary, "target-run": target_run, "targets-table": targets_table,
-          "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target}
+          "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target,
+          "curve-l6": curve_l6}
 
 
 # ------------------------------------------------------------------------------------------------ the files
