@@ -105,3 +105,21 @@ def test_every_kept_card_has_its_rebuild_command_with_no_machine_path():
         model = command.split("--model ")[1].split()[0]
         assert model.count("/") == 1 and not model.startswith((".", "/", "~")), command  # a hub id
         assert "../" not in command and "/work" not in command and "/home" not in command, command
+
+
+MACHINE_PATH = re.compile(r"(?:^|[\s\"'`(=])(/(?:work|tmp|root|home|Users)/[^\s\"'`),]*)")
+
+
+def test_the_docs_name_no_path_of_the_machine_that_made_them():
+    """Cards, summaries and figure files record how a result was made: commands and files as the user named
+    them (a corpus, ``runs/...``), never the absolute paths of the machine that ran them."""
+    root = DOCS.parent
+    found = {}
+    for path in [root / "README.md", *(p for p in DOCS.rglob("*") if p.suffix in {".md", ".json", ".csv", ".yaml"}
+                                        and "_build" not in p.parts)]:
+        hits = MACHINE_PATH.findall(path.read_text(encoding="utf-8", errors="replace"))
+        if hits:
+            found[str(path.relative_to(root))] = hits[:3]
+    assert found == {}
+    assert MACHINE_PATH.findall('"model": "/work/wt55d/.venv/x/model", corpus `/tmp/dd/wiki.txt`') == [
+        "/work/wt55d/.venv/x/model", "/tmp/dd/wiki.txt"]
