@@ -412,6 +412,41 @@ def curve_l6(store: dict[str, Entry]) -> str:
         "evaluation in this run) are now computed once per curve."])
 
 
+def latency_table(entry: Entry, names: dict[str, str]) -> str:
+    """A ``benchmarks/serving_latency.py`` entry as a table: p50/p95 latency and speed-ups per model (``names``
+    gives each model's label), and the largest difference from sparsecse's loader."""
+    lines = [f"Measured by {where(entry)}, {entry.figures['requests']} requests per model, interleaved:", "",
+             "| model | p50 ms | p95 ms | p50 speed-up | p95 speed-up | sentence-transformers − sparsecse |",
+             "|---|---|---|---|---|---|"]
+    for r in entry.figures["rows"]:
+        lines.append(f"| {names.get(r['model'], r['model'])} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} | "
+                     f"{x(r['p50_speedup'])} | {x(r['p95_speedup'])} | {r['max_abs_diff_vs_sparsecse']:.1e} |")
+    return "\n".join(lines)
+
+
+def latency_teacher(store: dict[str, Entry]) -> str:
+    """The targets guide's latency-p50 run with a teacher ensemble: what it chose and reached, its independent
+    single-query timing, its finalists."""
+    run = next(e for i, e in sorted(store.items()) if i.startswith("l6-lat2x-ens."))
+    slug = run.id.split(".")[-1]
+    f, t, versus = run.figures, run.figures["target"], run.figures["versus"]
+    finalists = store[f"depth-finalists.l6-lat2x-ens.{slug}"]
+    chosen = next(r for r in finalists.figures["rows"] if r[-1] == "chosen")
+    timing = store[f"serving-latency.l6-lat2x-ens.{slug}"]
+    mine = next(r for r in timing.figures["rows"] if "l6-lat2x-ens" in r["model"])
+    aim = "met" if f["sts_avg"] >= 77.0 else "missed"
+    return "\n".join([
+        f"The same target with a teacher better than the input, `{run.provenance['command']}`, on {cpu(run)}: it "
+        f"chose {chosen[0]} layers removed and {float(chosen[1]):.3f} of the rest's FLOPs. The run measured "
+        f"{x(t['speedup'])} at p50 ({t['latency_ms']['p50']:.2f} ms); the independent single-query timing below "
+        f"{x(mine['p50_speedup'])}. 7-task STS avg **{f['sts_avg']:.2f}** {ci(f['ci'])} ({aim}: at least 77.0 was "
+        f"asked), {pm(versus['difference'])} {ci(versus['paired_ci'], True)} against paraphrase-MiniLM-L3-v2 "
+        f"({versus['sts_avg']:.2f}); STS-B dev {f['stsb_dev']:.2f}; {f['minutes']:.1f} min.", "",
+        latency_table(timing, {"all-MiniLM-L6-v2": "all-MiniLM-L6-v2 (input)",
+                               mine["model"]: "the latency-p50 2x model, teacher ensemble"}), "",
+        stored_table(finalists)])
+
+
 def busy_pair(store: dict[str, Entry]) -> str:
     """The targets guide's busy-machine pair: one ``--max-drop`` run on a quiet machine and beside a CPU-heavy
     process, what each chose or why it stopped, and every candidate's timing with its spread."""
@@ -446,7 +481,8 @@ def pm_minutes(runs: dict[str, Entry]) -> str:
 BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
           "mpnet-summary": mpnet_summary, "target-run": target_run, "targets-table": targets_table,
           "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target,
-          "curve-l6": curve_l6, "busy-pair": busy_pair}
+          "curve-l6": curve_l6, "busy-pair": busy_pair,
+          "latency-teacher": latency_teacher}
 
 
 # ------------------------------------------------------------------------------------------------ the files
