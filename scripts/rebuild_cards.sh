@@ -21,7 +21,7 @@ declare -A COMMANDS=(
   [frontier-2x]="--recipe frontier-2x --model sentence-transformers/all-MiniLM-L6-v2"
   [frontier-3.5x]="--recipe frontier-3.5x --model sentence-transformers/paraphrase-MiniLM-L3-v2"
   [l3-prune-0.8]="--recipe l3-prune-0.8 --model sentence-transformers/paraphrase-MiniLM-L3-v2"
-  [target-l6-2x]="--recipe target --model sentence-transformers/all-MiniLM-L6-v2"
+  [target-l6-2x]="--recipe target --model sentence-transformers/all-MiniLM-L6-v2 --set evaluation.compare_with=paraphrase-MiniLM-L3-v2"
 )
 
 cards=("$@")
