@@ -345,6 +345,13 @@ def corpus_size(store: dict[str, Entry]) -> str:
         lines.append(f"| {size(e):,} sentences{' (¹)' if e in whole else ''} | {cpu(e)} | "
                      f"{x(speed) if speed else '—'} | {f['stsb_dev']:.2f} | {f['sts_avg']:.2f} {ci(f['ci'])} | "
                      f"{f.get('minutes', 0):.1f} min |")
+    full = next((e for e in rows if size(e) == CORPUS_SIZES["94k"]), None)
+    if full is not None:
+        lines += [""] + [f"- {size(e):,} sentences: {pm(e.figures['sts_avg'] - full.figures['sts_avg'])} on the 7-task "
+                         f"average against all {size(full):,} (their 95% intervals "
+                         f"{'overlap' if e.figures['ci'][1] >= full.figures['ci'][0] else 'do not overlap'}), in "
+                         f"{e.figures['minutes']:.1f} min against {full.figures['minutes']:.1f}."
+                         for e in rows if e is not full]
     notes = [f"(¹) The run of `{whole[0].provenance['command']}` on {whole[0].provenance['date']} (commit "
              f"{whole[0].provenance['commit']}): the same target on the whole file, at an earlier commit than the "
              "smaller corpora's runs."] if any(e in whole for e in rows) else []
