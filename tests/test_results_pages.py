@@ -2,15 +2,14 @@
 command that rebuilds each recipe row), then what did not work; the rounds live on one archive page (history: out of the
 table of contents, linked from the changelog), and every
 figure file either page names exists; every model card kept in docs/figures/cards has its rebuild command (with no
-machine path) in scripts/rebuild_cards.sh, and none times its input against itself or reads "0.0 KiB" of memory (an
-expected failure until those cards are rebuilt)."""
+machine path) in scripts/rebuild_cards.sh, and none times its input against itself or reads "0.0 KiB" of memory; no
+doc names a path of the machine that made it."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-import pytest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 RECIPES = Path(__file__).resolve().parents[1] / "sparsecse" / "recipes" / "shipped"
@@ -89,7 +88,6 @@ def test_the_card_check_finds_a_self_comparison_and_a_parents_memory():
     assert _card_faults(fine) == []
 
 
-@pytest.mark.xfail(strict=True, reason="kept cards predate the fix; rebuild with scripts/rebuild_cards.sh")
 def test_no_kept_card_times_its_input_against_itself_or_reads_the_parents_memory():
     faults = {card.name: _card_faults(card.read_text()) for card in sorted(CARDS.glob("*.md"))}
     assert {name: found for name, found in faults.items() if found} == {}
