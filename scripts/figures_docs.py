@@ -393,7 +393,7 @@ def curve_l6(store: dict[str, Entry]) -> str:
         own = x(run.figures["target"]["speedup"]) if run else "—"
         timed = independent.get(r["model"]) or independent.get(r["name"]) or {}
         sts = f"{run.figures['sts_avg']:.2f} {ci(run.figures['ci'])}" if run else f"{r['test']:.2f}"
-        indep, diff = ((x(timed["total_speedup"]), f"{timed['max_abs_diff_vs_sparsecse']:.1e}") if timed
+        indep, diff = ((x(timed["p50_speedup"]), f"{timed['max_abs_diff_vs_sparsecse']:.1e}") if timed
                        else ("—", "—"))
         lines.append(f"| {r['name']} | {x(r['speedup'])} ±{r['spread']:.0%} | {own} | {indep} | {r['dev']:.2f} | "
                      f"{sts} | {diff} |")
@@ -404,8 +404,13 @@ def curve_l6(store: dict[str, Entry]) -> str:
     per = lambda stage: ", ".join(f"{v[stage] / 60:.1f}" for v in secs.values())  # noqa: E731
     return "\n".join(lines + [
         "", f"The independent timing: {where(timing)}, {timing.figures['requests']} requests per model, each "
-        f"{timing.figures['sentences']}; its figure is the ratio of the summed request times. The models were loaded "
-        "by sentence-transformers from copies without their Python files.", "",
+        f"{timing.figures['sentences']}; its figure is the ratio of the median round times (a round is one encoding "
+        "of the whole set). The models were loaded by sentence-transformers from copies without their Python "
+        "files.", "",
+        f"- **The pruned models' independent figures are higher than their runs' own**, by more than the 0.1 asked, "
+        f"while L3, a plain BERT, agrees ({x(independent[l3['model']]['p50_speedup'])} against {x(l3['speedup'])}): "
+        "the difference is in how the shrunk models run under the two loaders. The run's figure is the "
+        "conservative one; the cause is not pinned down yet.",
         "What it shows, on this CPU and at this shape:", "",
         f"- At batch 128 paraphrase-MiniLM-L3-v2 lies above the width-only curve: {l3['test']:.2f} at "
         f"{x(l3['speedup'])}, where the 2x target keeps {two.figures['sts_avg']:.2f} at {x(rows['speedup-2']['speedup'])}."
