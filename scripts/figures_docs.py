@@ -411,7 +411,7 @@ def curve_l6(store: dict[str, Entry]) -> str:
         f"while L3, a plain BERT, agrees ({x(independent[l3['model']]['p50_speedup'])} against {x(l3['speedup'])}). "
         "It is not the loader: sparsecse's own encoder, timed the independent way (the whole set per call), gives "
         "the same ratio as sentence-transformers. It is the timing method: the run times the models taking turns "
-        "batch by batch, so each batch of the small model starts with the other model's weights in the caches; "
+        "batch by batch, so each batch of the small model most likely starts with the other model's weights in the caches; "
         "encoded alone, as a server runs one model, the small model keeps its own. The run's figure is the "
         "conservative one.",
         "What it shows, on this CPU and at this shape:", "",
