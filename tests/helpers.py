@@ -275,3 +275,20 @@ def load_benchmark(name: str):
     finally:
         sys.modules.pop(name, None)
         sys.path.remove(str(BENCHMARKS))
+
+
+def automodel_pooled(model_dir, sentences: list[str], last_token: bool):
+    """``model_dir`` loaded by transformers' ``AutoModel`` alone (no sparsecse encoder), and its pooled embeddings
+    of ``sentences``: the last non-padding token's state (whichever side the tokenizer pads) or the masked mean.
+    Returns the model and the embeddings as a numpy array."""
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(model_dir).eval()
+    batch = AutoTokenizer.from_pretrained(model_dir)(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state
+    if last_token:
+        last = (batch["attention_mask"] * torch.arange(1, hidden.shape[1] + 1)).argmax(1)
+        return model, hidden[torch.arange(len(sentences)), last].numpy()
+    weights = batch["attention_mask"].unsqueeze(-1).float()
+    return model, ((hidden * weights).sum(1) / weights.sum(1)).numpy()

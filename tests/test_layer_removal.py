@@ -18,7 +18,7 @@ from sparsecse.pruning.budget import UnitCosts
 from sparsecse.pruning.masks import Mask
 from sparsecse.shrinking.shrink import ShrinkConfig, shrink
 from sparsecse.shrinking.surgery import mask_digest, shrink_encoder
-from tests.helpers import assert_same_embeddings, random_mask, random_sentences
+from tests.helpers import assert_same_embeddings, automodel_pooled, random_mask, random_sentences
 from tests.tiny import make_tiny_model_dir
 from tests.tiny_modern import make_modern_model_dir
 
@@ -111,7 +111,7 @@ def test_counts_of_the_shrunk_model_equal_the_prediction(family_dir, metric):
 @pytest.mark.parametrize("arch", ["bert", "qwen3", "modernbert"])
 def test_directory_with_fewer_layers_loads_everywhere_without_its_code(arch, tmp_path):
     from sentence_transformers import SentenceTransformer
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
 
     path = (make_tiny_model_dir(tmp_path / arch, arch, layers=3, init_range=0.2) if arch == "bert"
             else make_modern_model_dir(tmp_path / arch, arch))
@@ -138,18 +138,8 @@ def test_directory_with_fewer_layers_loads_everywhere_without_its_code(arch, tmp
         file.unlink()
     assert_same_embeddings(SentenceEncoder.load(result.out, device="cpu").encode(HELD_OUT), expected)
     assert_same_embeddings(SentenceTransformer(str(result.out), device="cpu").encode(HELD_OUT), expected)
-    model = AutoModel.from_pretrained(result.out).eval()
-    tokenizer = AutoTokenizer.from_pretrained(result.out)
-    batch = tokenizer(HELD_OUT, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        hidden = model(**batch).last_hidden_state
-    if arch == "qwen3":
-        last = (batch["attention_mask"] * torch.arange(1, hidden.shape[1] + 1)).argmax(1)
-        pooled = hidden[torch.arange(len(HELD_OUT)), last]
-    else:
-        weights = batch["attention_mask"].unsqueeze(-1).float()
-        pooled = (hidden * weights).sum(1) / weights.sum(1)
-    assert_same_embeddings(pooled.numpy(), expected)
+    _, pooled = automodel_pooled(result.out, HELD_OUT, last_token=arch == "qwen3")
+    assert_same_embeddings(pooled, expected)
 
 
 def test_mask_layer_part_saves_reloads_and_is_checked(tmp_path):

@@ -25,7 +25,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts, model_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.scoring.kv_gates import KVGroupGates, check_gate_unit
-from tests.helpers import assert_same_embeddings, assert_trains, random_mask, random_sentences
+from tests.helpers import assert_same_embeddings, assert_trains, automodel_pooled, random_mask, random_sentences
 from tests.tiny import similarity_gap, write_spread_stsb
 from sparsecse.data.sts import read_sts_benchmark
 from tests.tiny import SENTENCES
@@ -235,7 +235,6 @@ def test_last_token_pooling_respects_the_padding_side(qwen3_dir):
 # ----------------------------------------------------------------------------- saving and loading
 def test_shrunk_directory_loads_everywhere_without_its_code(arch_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
-    from transformers import AutoModel, AutoTokenizer
 
     arch, path = arch_dir
     mask = masks_for(arch)["structured"]
@@ -254,19 +253,9 @@ def test_shrunk_directory_loads_everywhere_without_its_code(arch_dir, tmp_path):
     assert_same_embeddings(SentenceEncoder.load(result.out, device="cpu").encode(HELD_OUT), expected)
     st = SentenceTransformer(str(result.out), device="cpu")
     assert_same_embeddings(st.encode(HELD_OUT), expected)
-    model = AutoModel.from_pretrained(result.out).eval()
+    model, pooled = automodel_pooled(result.out, HELD_OUT, last_token=arch == "qwen3")
     assert type(model).__module__ == "sparsecse.modeling.modeling_sparsecse_modern"
-    tokenizer = AutoTokenizer.from_pretrained(result.out)
-    batch = tokenizer(HELD_OUT, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        hidden = model(**batch).last_hidden_state
-    if arch == "qwen3":  # the last non-padding token, whichever side the tokenizer pads
-        last = (batch["attention_mask"] * torch.arange(1, hidden.shape[1] + 1)).argmax(1)
-        pooled = hidden[torch.arange(len(HELD_OUT)), last]
-    else:
-        weights = batch["attention_mask"].unsqueeze(-1).float()
-        pooled = (hidden * weights).sum(1) / weights.sum(1)
-    assert_same_embeddings(pooled.numpy(), expected)
+    assert_same_embeddings(pooled, expected)
 
 
 def test_export_to_onnx_and_openvino_matches_torch(qwen3_dir, modernbert_dir, tmp_path):
