@@ -326,26 +326,33 @@ def refuse_missed_target(result) -> None:
                              "candidates table say what was tried.")
 
 
+def store_id(name: str) -> str:
+    """A results-store id: ``name`` and this machine, lower-case, other characters made dashes."""
+    from sparsecse.reporting.store import machine_slug
+
+    return re.sub(r"[^a-z0-9.]+", "-", f"{name}.{machine_slug()}".lower()).strip("-.")
+
+
 def write_store_entry(store, name, model_dir) -> None:
     """The run's final measurement as one entry of the results store ``store`` (id: ``name``, the --out folder's
     name, or ``NAME.speedup-X`` for a curve's target, and this machine)."""
-    from sparsecse.reporting.store import machine_slug, run_entry, write_entry
+    from sparsecse.reporting.store import run_entry, write_entry
 
     manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
     command = typed_command(click.get_current_context())
-    ident = re.sub(r"[^a-z0-9.]+", "-", f"{name}.{machine_slug()}".lower()).strip("-.")
+    ident = store_id(name)
     click.echo(f"wrote {write_entry(store, run_entry(ident, manifest, command))}")
 
 
 def write_curve_entry(store, name: str, rows: list[dict], seconds: float) -> None:
     """A curve's rows (every model's speed-up and spread from its one interleaved timing, dev and test scores) and
     its wall time ``seconds`` as the results-store entry ``NAME.curve.MACHINE``."""
-    from sparsecse.reporting.store import Entry, machine_slug, provenance, write_entry
+    from sparsecse.reporting.store import Entry, provenance, write_entry
 
     shape = rows[0]
     prov = provenance(typed_command(click.get_current_context()), threads=shape["threads"],
                       batch_size=shape["batch_size"], engine=shape["engine"])
-    ident = re.sub(r"[^a-z0-9.]+", "-", f"{name}.curve.{machine_slug()}".lower()).strip("-.")
+    ident = store_id(f"{name}.curve")
     figures = {"metric": shape["metric"], "rows": rows, "minutes": round(seconds / 60, 1)}
     entry = Entry(ident, f"the curve of {prov['command']}", figures, prov)
     click.echo(f"wrote {write_entry(store, entry)}")
