@@ -11,6 +11,8 @@ from tests.tiny import make_tiny_model_dir, write_stsb
 torch.set_num_threads(min(2, torch.get_num_threads()))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# timings in the test process, where tests replace the clock (tests/test_fresh_timing.py times in a fresh one)
+os.environ.setdefault("SPARSECSE_TIMING", "inline")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SENTEVAL = Path(os.environ.get("SPARSECSE_DATA") or SHARED_DATA / "senteval")

@@ -292,3 +292,11 @@ def automodel_pooled(model_dir, sentences: list[str], last_token: bool):
         return model, hidden[torch.arange(len(sentences)), last].numpy()
     weights = batch["attention_mask"].unsqueeze(-1).float()
     return model, ((hidden * weights).sum(1) / weights.sum(1)).numpy()
+
+
+def worker_pid(encoders, sentences):
+    """For :func:`sparsecse.targets.fresh.run`: the process it ran in and each encoder's embeddings of
+    ``sentences``."""
+    import os
+
+    return os.getpid(), {name: encoder.encode(sentences) for name, encoder in encoders.items()}

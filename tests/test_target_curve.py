@@ -76,6 +76,7 @@ def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_prob
     assert [r["name"] for r in curve_entry.figures["rows"]] == list(curve["name"])  # the store holds the curve
     assert curve_entry.provenance["batch_size"] == 1 and curve_entry.figures["metric"] == "latency-p50"
     assert curve_entry.figures["minutes"] > 0
+    assert not (out / "probes").exists()  # the shared probes' copies go when the curve is done
 
 
 @pytest.mark.parametrize("depth, words", [("2", "would remove every layer of"), ("-1", "--depth must be a whole"),

@@ -34,6 +34,9 @@ from sparsecse.artifacts.model_names import resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes.spec import Recipe, load_recipe
+from sparsecse.targets import fresh
+from sparsecse.targets.engines import to_time
+from sparsecse.targets.spec import DEFAULT_ENGINE
 from sparsecse.evaluation.config import EvaluationConfig
 
 CARD = "README.md"
@@ -249,16 +252,22 @@ def measure_speed(input_model: str, model_dir: str, reference: str | None, data_
 
     if reference and _same_model(reference, input_model):
         reference = None  # compared with itself: the input model's own 1.0x, timed twice, says nothing
-    models = {"input": SentenceEncoder.load(input_model, device="cpu"),
-              "model": SentenceEncoder.load(model_dir, device="cpu")}
+    models = {"input": to_time(input_model, DEFAULT_ENGINE), "model": to_time(model_dir, DEFAULT_ENGINE)}
     if reference:
-        models["reference"] = SentenceEncoder.load(reference, device="cpu")
-    speed = speedups(models, "input", data_dir, batch_size=SPEED_BATCH, show_progress=show_progress)
+        models["reference"] = to_time(reference, DEFAULT_ENGINE)
+    speed = fresh.run(speedups_of, models, data_dir, SPEED_BATCH, show_progress)  # a fresh process, as served
     return {"speedup": speed["model"]["speedup"],
             "reference_speedup": speed["reference"]["speedup"] if reference else None,
             "seconds": {k: v["seconds"] for k, v in speed.items()}, "threads": torch.get_num_threads(),
             "cpu": describe_cpu(), "engine": "torch fp32", "batch_size": SPEED_BATCH,
-            "sentences": "distinct STS-B test sentences, interleaved batch by batch, best of 3"}
+            "sentences": "distinct STS-B test sentences, the models taking turns pass by pass in a fresh process, "
+                         "best of 3 per batch"}
+
+
+def speedups_of(encoders: dict, data_dir, batch_size: int, show_progress: bool) -> dict[str, dict[str, float]]:
+    """:func:`~sparsecse.evaluation.speed.speedups` over the input model (``encoders["input"]``), on torch's
+    threads (where :func:`~sparsecse.targets.fresh.run` runs it)."""
+    return speedups(encoders, "input", data_dir, batch_size=batch_size, show_progress=show_progress)
 
 
 def _same_model(a: str, b: str) -> bool:

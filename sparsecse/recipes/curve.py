@@ -35,9 +35,9 @@ from sparsecse.recipes.stages import StageContext
 from sparsecse.modeling.adapters import layer_modules
 from sparsecse.targets.candidates import save_png
 from sparsecse.targets.depth import check_depth
-from sparsecse.targets.engines import on_engine
+from sparsecse.targets.engines import to_time
 from sparsecse.targets.search import SharedSearch, TargetOutOfReach, sharing
-from sparsecse.targets.spec import DEFAULT_ENGINE, parse_speedups
+from sparsecse.targets.spec import parse_speedups
 from sparsecse.targets.timing import engine_threads, settled, target_sentences
 
 TABLE = "curve.csv"
@@ -117,7 +117,8 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     result = CurveResult(out)
-    with sharing(SharedSearch()), shared_reference_results(out / "eval"):
+    probes = out / "probes"  # the shared speed probes' copies, timed in a fresh process
+    with sharing(SharedSearch(directory=probes)), shared_reference_results(out / "eval"):
         for speedup in speedups:
             run_dir = out / target_name(speedup)
             try:
@@ -127,9 +128,11 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
             except TargetOutOfReach as exc:
                 result.missed[speedup] = str(exc)
             except SparseCSEError:  # refused (or too busy to time) before any target finished: nothing kept
+                shutil.rmtree(probes, ignore_errors=True)
                 if created and not any(out.iterdir()):
                     shutil.rmtree(out, ignore_errors=True)
                 raise
+    shutil.rmtree(probes, ignore_errors=True)
     if result.runs:
         result.rows = curve_rows(first, model, result.runs, compare_with, out, data_dir, data, show_progress, corpus)
         result.rows[0]["model"] = str(named)
@@ -176,12 +179,10 @@ def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with
     work = out / "eval" / "engine"
 
     def placed(name: str, path: str):
-        if target.engine == DEFAULT_ENGINE:
-            return SentenceEncoder.load(path, device="cpu")
-        return on_engine(path, target.engine, work / name.replace("/", "_"), corpus, recipe.seed, shape.threads)
+        return to_time(path, target.engine, work / name.replace("/", "_"), corpus, recipe.seed, shape.threads)
 
     try:
-        reference = dense if target.engine == DEFAULT_ENGINE else placed("input", model)
+        reference = placed("input", model)
         timed = settled(reference, {name: placed(name, path) for name, path in models.items()}, sentences, shape,
                         target, show_progress)
     finally:

@@ -11,8 +11,8 @@ from pathlib import Path
 from sparsecse.errors import SparseCSEError
 from sparsecse.exporting.config import ExportConfig
 from sparsecse.exporting.export import export
-from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.serving.loading import load_encoder
+from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
+from sparsecse.targets.fresh import OnDisk
 from sparsecse.targets.spec import GPU_ENGINE, engines
 
 
@@ -55,6 +55,32 @@ def gpu_precision() -> str:
     return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
 
 
+def exported_copy(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike | None,
+                  calibration: str | os.PathLike | None = None, seed: int = 0) -> Path | None:
+    """``model_dir`` exported for ``engine`` into ``work`` (replaced if present); None for a torch engine.
+
+    Args:
+        model_dir: a dense or shrunk model directory (or a model name).
+        engine: a key of :func:`~sparsecse.targets.spec.engines`.
+        work: where the exported copy is written (required for every engine but the torch ones).
+        calibration: the corpus int8 engines calibrate on.
+        seed: the calibration sample's seed.
+    """
+    spec = engines()[engine]
+    if spec is None:
+        return None
+    if work is None:
+        raise ValueError(f"The engine {engine} needs a work directory for its exported copy.")
+    work = Path(work)
+    if work.exists():
+        shutil.rmtree(work)
+    fmt, quantize = spec
+    config = ExportConfig(format=fmt, quantize=quantize, calibration=str(calibration) if quantize else None,
+                          calibration_seed=seed)
+    export(str(model_dir), str(work), config=config)
+    return work
+
+
 def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike | None = None,
               calibration: str | os.PathLike | None = None, seed: int = 0, threads: int | None = None):
     """An encoder (``.encode(sentences, batch_size=...)``) running ``model_dir`` on ``engine``.
@@ -71,19 +97,20 @@ def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike
         The torch :class:`~sparsecse.modeling.encoder.SentenceEncoder` (fp32, CPU), a :class:`GpuEncoder`, or the
         exported graph's runtime encoder.
     """
+    placed = to_time(model_dir, engine, work, calibration, seed, threads)
+    return placed.load() if isinstance(placed, OnDisk) else placed
+
+
+def to_time(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike | None = None,
+            calibration: str | os.PathLike | None = None, seed: int = 0, threads: int | None = None):
+    """What a timing (:mod:`sparsecse.targets.timing`) takes for ``model_dir`` on ``engine``: the directory it
+    loads in a fresh process (:class:`~sparsecse.targets.fresh.OnDisk`: the torch model on the CPU, or its
+    exported copy in ``work``), or, on the GPU, a :class:`GpuEncoder` (arguments as :func:`on_engine`)."""
     check_engine(engine)
     if engine == GPU_ENGINE:
         return GpuEncoder(SentenceEncoder.load(model_dir, device="cuda"), gpu_precision())
-    spec = engines()[engine]
-    if spec is None:
-        return SentenceEncoder.load(model_dir, device="cpu")
-    if work is None:
-        raise ValueError(f"The engine {engine} needs a work directory for its exported copy.")
-    work = Path(work)
-    if work.exists():
-        shutil.rmtree(work)
-    fmt, quantize = spec
-    config = ExportConfig(format=fmt, quantize=quantize, calibration=str(calibration) if quantize else None,
-                          calibration_seed=seed)
-    export(str(model_dir), str(work), config=config)
-    return load_encoder(work, threads=threads)
+    copy = exported_copy(model_dir, engine, work, calibration, seed)
+    if copy is not None:
+        return OnDisk(str(copy.resolve()), threads)
+    path = resolve_model(model_dir)
+    return OnDisk(os.path.abspath(path) if os.path.isdir(path) else str(path))

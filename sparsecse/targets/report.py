@@ -13,10 +13,12 @@ from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
 from sparsecse.modeling.adapters import layer_modules
 from sparsecse.modeling.encoder import SentenceEncoder, encoding_device
 from sparsecse.modeling.flops import size_report
-from sparsecse.targets.engines import on_engine
+from sparsecse.targets import fresh
+from sparsecse.targets.engines import to_time
+from sparsecse.targets.fresh import OnDisk
 from sparsecse.targets.serving import serving_table
-from sparsecse.targets.spec import DEFAULT_ENGINE, Target, engines
-from sparsecse.targets.timing import engine_threads, latency_profile, settled, target_sentences
+from sparsecse.targets.spec import Target, engines
+from sparsecse.targets.timing import engine_threads, latency_profiles, settled, target_sentences
 
 
 def measure_target(target: Target, input_model: str, model_dir: str, dev, work: str | os.PathLike,
@@ -48,17 +50,16 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
     sentences = target_sentences(target, dev.sentences, dense.tokenizer, dense.max_length)
     shape = target.shape(engine_threads())
     exported = engines()[target.engine] is not None
-    moved = target.engine != DEFAULT_ENGINE
     try:
-        reference = on_engine(input_model, target.engine, work / "input", calibration, seed,
-                              shape.threads) if moved else dense
-        model = on_engine(model_dir, target.engine, work / "model", calibration, seed, shape.threads) if moved else final
+        reference = to_time(input_model, target.engine, work / "input", calibration, seed, shape.threads)
+        model = to_time(model_dir, target.engine, work / "model", calibration, seed, shape.threads)
         timing = settled(reference, {"the final model": model}, sentences, shape, target,
                          show_progress)["the final model"]
         speedup = timing.speedup
-        profile = latency_profile(model, sentences, shape.batch_size, repeats=repeats)
-        reference_profile = latency_profile(reference, sentences, shape.batch_size, repeats=repeats)
-        graph_bytes = _graph_bytes(model) if exported else None
+        profiles = fresh.run(latency_profiles, {"model": model, "input": reference}, sentences, shape.batch_size,
+                             repeats, shape.threads)
+        profile, reference_profile = profiles["model"], profiles["input"]
+        graph_bytes = _graph_bytes(model.load() if isinstance(model, OnDisk) else model) if exported else None
         table = serving_table(target, shape, input_model, model_dir, sentences, work / "serving",
                               calibration) if serving else None
     finally:

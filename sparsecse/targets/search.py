@@ -38,6 +38,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,8 +54,8 @@ from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, write_plot, write_table
 from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops, removal_order
-from sparsecse.targets.engines import on_engine
-from sparsecse.targets.spec import DEFAULT_ENGINE, Target
+from sparsecse.targets.engines import to_time
+from sparsecse.targets.spec import Target
 from sparsecse.targets.timing import (BUSY_WAIT_SECONDS, BUSY_WAITS, MachineTooBusy, Timing, engine_threads, settled,
                                      target_sentences)
 
@@ -101,10 +102,13 @@ class SharedSearch:
     """What the targets of one run (``compress --speedup 1.5,2,3``) share, in memory, while :func:`sharing` is
     active: the input model's gate scores (by model; the budget stage reads them) and one list of one-shot speed
     probes, each with what it was timed as, which every target's search starts from, probing more only where none
-    of them lands near its aim. Valid for one input model, pruning rule and serving shape (one curve)."""
+    of them lands near its aim. Valid for one input model, pruning rule and serving shape (one curve). The probes
+    are timed from copies on disk (:class:`~sparsecse.targets.fresh.OnDisk`): in ``directory``, which outlives the
+    targets (the run removes it at its end), else in each target's own work directory."""
 
     scores: dict[str, GateScores] = field(default_factory=dict)
     rows: list[tuple[Candidate, Any]] = field(default_factory=list)
+    directory: Path | None = None
 
 
 _SHARING: contextvars.ContextVar[SharedSearch | None] = contextvars.ContextVar("sparsecse_shared_search",
@@ -138,20 +142,20 @@ class _Prober:
             self.reference_dev = float(dev.score(self.dense))
         self.layers = len(layer_modules(self.dense.model))
         self.shape = target.shape(engine_threads())
-        self.reference = self._on_engine(self.dense, "input")
+        self.reference = to_time(model, target.engine, work / "engine" / "input", calibration, seed,
+                                 self.shape.threads)
         self.sentences = target_sentences(target, dev.sentences, self.dense.tokenizer, self.dense.max_length)
         self.candidates: list[Candidate] = []
-        self.timed: list = []  # the encoder each candidate was timed as
+        self.timed: list = []  # what each candidate was timed as (its copy on disk, on the engine)
 
     def _on_engine(self, encoder: SentenceEncoder, tag: str):
-        if self.target.engine == DEFAULT_ENGINE:
-            return encoder
-        model_dir = self.work / "engine" / f"{tag}-model"
-        if model_dir.exists():
-            shutil.rmtree(model_dir)
-        encoder.save(model_dir)
-        return on_engine(model_dir, self.target.engine, self.work / "engine" / tag, self.calibration, self.seed,
-                         self.shape.threads)
+        shared = active_sharing()
+        root = shared.directory if shared is not None and shared.directory is not None else self.work / "engine"
+        root.mkdir(parents=True, exist_ok=True)
+        place = Path(tempfile.mkdtemp(prefix=f"{tag}-", dir=root))
+        encoder.save(place / "model")
+        return to_time(place / "model", self.target.engine, place / "engine", self.calibration, self.seed,
+                       self.shape.threads)
 
     def _speed(self, encoder: SentenceEncoder, tag: str, name: str) -> tuple[object, Timing]:
         timed = self._on_engine(encoder, tag)

@@ -19,6 +19,7 @@ from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation import speed
 from sparsecse.evaluation.speed import unique_by_length
+from sparsecse.targets import fresh
 from sparsecse.targets.spec import Shape, Target
 
 TIMING_SENTENCES = 2048  # distinct sentences timed per throughput (longest-first order, evenly thinned)
@@ -112,14 +113,23 @@ def _round_figures(seconds: np.ndarray, shape: Shape) -> np.ndarray:
     return np.percentile(seconds, shape.percentile, axis=1) if shape.latency else seconds.sum(axis=1)
 
 
+def interleaved(encoders: dict, timed: list[list[str]], batch_size: int, rounds: int, threads: int | None,
+                show_progress: bool = False) -> dict[str, np.ndarray]:
+    """:func:`~sparsecse.evaluation.speed.interleaved_rounds` on ``threads`` torch threads (where
+    :func:`~sparsecse.targets.fresh.run` runs it: a fresh process)."""
+    with speed.torch_threads(threads):
+        return speed.interleaved_rounds(encoders, timed, batch_size, rounds, show_progress)
+
+
 def measure(reference, candidates: dict, sentences: list[str], shape: Shape, rounds: int = ROUNDS,
             show_progress: bool = False) -> dict[str, Timing]:
     """{name: :class:`Timing`} for each encoder of ``candidates`` against ``reference``, all timed in one
-    interleaved run at ``shape`` (torch's threads set to ``shape.threads`` meanwhile).
+    interleaved run at ``shape`` (torch's threads set to ``shape.threads`` meanwhile), in a fresh process where
+    the models are :class:`~sparsecse.targets.fresh.OnDisk` (:func:`sparsecse.targets.fresh.run`).
 
     Args:
-        reference: the input model on the engine (the 1x).
-        candidates: name to encoder on the same engine.
+        reference: the input model on the engine (the 1x): an :class:`~sparsecse.targets.fresh.OnDisk` or an encoder.
+        candidates: name to model on the same engine (as ``reference``).
         sentences: the timed sentences, longest first.
         shape: the serving shape.
         rounds: interleaved rounds.
@@ -130,8 +140,7 @@ def measure(reference, candidates: dict, sentences: list[str], shape: Shape, rou
     """
     models = {REFERENCE: reference, **candidates}
     timed = requests(sentences, shape)
-    with speed.torch_threads(shape.threads):
-        seconds = speed.interleaved_rounds(models, timed, shape.batch_size, rounds, show_progress)
+    seconds = fresh.run(interleaved, models, timed, shape.batch_size, rounds, shape.threads, show_progress)
     count = sum(len(r) for r in timed)
     per_round = {key: _round_figures(s, shape) for key, s in seconds.items()}
     ref = per_round[REFERENCE]
@@ -197,3 +206,12 @@ def latency_profile(encoder, sentences: list[str], batch_size: int, count: int =
     best_total = min(speed.clock(encoder, sentences, batch_size) for _ in range(repeats))
     return {"latency_ms_p50": float(np.percentile(latencies, 50)), "latency_ms_p95": float(np.percentile(latencies, 95)),
             "throughput": len(sentences) / best_total, "latency_sentences": len(picked)}
+
+
+def latency_profiles(encoders: dict, sentences: list[str], batch_size: int, repeats: int,
+                     threads: int | None) -> dict[str, dict[str, float]]:
+    """{name: :func:`latency_profile`} of each encoder on ``threads`` torch threads, one after the other (where
+    :func:`~sparsecse.targets.fresh.run` runs it: a fresh process)."""
+    with speed.torch_threads(threads):
+        return {name: latency_profile(encoder, sentences, batch_size, repeats=repeats)
+                for name, encoder in encoders.items()}

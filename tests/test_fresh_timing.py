@@ -1,0 +1,82 @@
+"""Timings in a fresh process (sparsecse.targets.fresh): the worker loads model directories and times them, apart
+from the process that built them; the interleaved rounds let a model run its whole round alone."""
+
+import os
+
+import numpy as np
+import pytest
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.evaluation import speed
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.targets import fresh
+from sparsecse.targets.engines import to_time
+from sparsecse.targets.spec import Shape
+from sparsecse.targets.timing import ROUNDS, measure
+from tests.helpers import worker_pid
+from tests.tiny import make_tiny_model_dir
+
+SENTENCES = ["a short one", "a somewhat longer sentence to embed here", "three words here", "and one more"]
+
+
+@pytest.fixture
+def in_fresh_process(monkeypatch):
+    monkeypatch.setenv(fresh.ENV, "fresh")
+    yield
+    fresh.close()
+
+
+def test_models_on_disk_run_in_another_process_and_embed_as_here(tmp_path, in_fresh_process):
+    a = make_tiny_model_dir(tmp_path / "a", "bert", seed=1)
+    pid, embeddings = fresh.run(worker_pid, {"a": fresh.OnDisk(str(a))}, SENTENCES)
+    assert pid != os.getpid()
+    np.testing.assert_allclose(embeddings["a"], SentenceEncoder.load(str(a), device="cpu").encode(SENTENCES),
+                               atol=1e-5)
+    again, _ = fresh.run(worker_pid, {"a": fresh.OnDisk(str(a))}, SENTENCES)
+    assert again == pid  # one worker for the run's timings
+
+
+def test_a_directory_written_again_is_loaded_again(tmp_path, in_fresh_process):
+    place = tmp_path / "probe"
+    make_tiny_model_dir(place, "bert", seed=1)
+    _, first = fresh.run(worker_pid, {"p": fresh.OnDisk(str(place))}, SENTENCES)
+    make_tiny_model_dir(place, "bert", seed=2)
+    _, second = fresh.run(worker_pid, {"p": fresh.OnDisk(str(place))}, SENTENCES)
+    np.testing.assert_allclose(second["p"], SentenceEncoder.load(str(place), device="cpu").encode(SENTENCES),
+                               atol=1e-5)
+    assert not np.allclose(first["p"], second["p"])
+
+
+def test_a_target_timing_in_a_fresh_process_gives_every_round(tmp_path, in_fresh_process):
+    big = make_tiny_model_dir(tmp_path / "big", "bert", layers=2, seed=1)
+    small = make_tiny_model_dir(tmp_path / "small", "bert", layers=1, seed=2)
+    reference, candidate = to_time(str(big), "torch-fp32"), to_time(str(small), "torch-fp32")
+    assert isinstance(reference, fresh.OnDisk) and reference.path == str(big.resolve())
+    timing = measure(reference, {"small": candidate}, SENTENCES * 8, Shape("throughput", 8, 1))["small"]
+    assert timing.rounds == ROUNDS and len(timing.ratios) == ROUNDS
+    assert all(r > 0 for r in timing.ratios) and timing.figure > 0 and timing.reference_figure > 0
+
+
+def test_models_already_loaded_are_timed_here(tmp_path, monkeypatch):
+    monkeypatch.setenv(fresh.ENV, "fresh")
+    encoder = SentenceEncoder.load(str(make_tiny_model_dir(tmp_path / "m", "bert")), device="cpu")
+    pid, _ = fresh.run(worker_pid, {"m": encoder}, SENTENCES)
+    assert pid == os.getpid()
+
+
+def test_an_unknown_timing_mode_is_refused_in_one_sentence(monkeypatch):
+    monkeypatch.setenv(fresh.ENV, "sideways")
+    with pytest.raises(SparseCSEError, match=r"^SPARSECSE_TIMING='sideways' is not a timing mode; use fresh or "
+                                             r"inline\.$"):
+        fresh.mode()
+
+
+def test_each_model_runs_its_whole_round_alone_and_the_order_rotates(monkeypatch):
+    calls = []
+    monkeypatch.setattr(speed, "clock", lambda encoder, request, batch: calls.append((encoder, request[0])) or 1.0)
+    requests = [["r1"], ["r2"], ["r3"]]
+    seconds = speed.interleaved_rounds({"a": "A", "b": "B"}, requests, 1, 2)
+    timed = calls[2:]  # after one warm-up request each
+    assert timed == [("A", "r1"), ("A", "r2"), ("A", "r3"), ("B", "r1"), ("B", "r2"), ("B", "r3"),
+                     ("B", "r1"), ("B", "r2"), ("B", "r3"), ("A", "r1"), ("A", "r2"), ("A", "r3")]
+    assert seconds["a"].shape == (2, 3)
