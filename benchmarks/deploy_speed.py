@@ -6,7 +6,7 @@ torch bf16 (only where the CPU has native bf16, or with ``--bf16 always``), ONNX
 ONNX static int8, OpenVINO fp32 and OpenVINO int8 (NNCF), the int8 ones calibrated on the same seeded
 sample of ``--calibration`` (exported with :func:`sparsecse.export`). Each row's 7-task STS average
 comes from ``evaluate`` (what ``sparsecse eval`` runs); then all rows encode the distinct STS-B test
-sentences on ``--threads`` threads, interleaved batch by batch in rotating order, each keeping its best
+sentences on ``--threads`` threads, interleaved pass by pass in rotating order, each keeping its best
 of ``--repeats`` times per batch. Exports and quality rows are cached under ``--work``, so a stopped
 run resumes; the timing is always one fresh interleaved pass. The CPU's int8/bf16 features are printed
 first: figures from different machines must not be mixed.

@@ -30,7 +30,7 @@ is below. ``--transfer-only`` scores only that, on existing model directories (t
 and L3; no layer-dropping or model2vec row is made, nothing is timed), into ``OUT-transfer.md``/``.json``.
 
 Speed: every row's model encodes the distinct STS-B test sentences in the same process, interleaved
-batch by batch, best of ``--repeats`` per batch, on ``--threads`` threads
+pass by pass, best of ``--repeats`` per batch, on ``--threads`` threads
 (``benchmarks/shrink_speed.py``'s timing). Evaluation results, and the models this benchmark makes,
 are cached under ``--work`` (one JSON per row), so a stopped run resumes; timing is always redone.
 

@@ -2,9 +2,9 @@
 
 all-MiniLM-L6-v2 (the default model) is pruned at each sparsity (a fraction of heads and of FFN
 neurons), physically shrunk, and every model encodes the STS-B test sentences on the CPU. The runs
-interleave batch by batch (each batch of length-sorted sentences is encoded by every model in turn,
-``--repeats`` times) so background load hits every model alike; a model's time is the sum over
-batches of its best wall-clock time per batch (the process CPU time is printed beside it, as it is
+interleave pass by pass (in each of ``--repeats`` passes every model in turn encodes every batch of
+length-sorted sentences, the order rotating) so background load hits every model alike; a model's time is the
+sum over batches of its best wall-clock time per batch (the process CPU time is printed beside it, as it is
 less disturbed by other jobs on a shared machine). Printed per sparsity: parameters, FLOPs per token and
 its ratio to the dense model, measured speedup, speedup / FLOPs ratio, and the STS-B test score
 (cosine Spearman x100 as sparsecse eval computes it, no retraining).

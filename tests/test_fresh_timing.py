@@ -13,7 +13,7 @@ from sparsecse.targets import fresh
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.spec import Shape
 from sparsecse.targets.timing import ROUNDS, measure
-from tests.helpers import worker_pid
+from tests.helpers import worker_exit, worker_pid
 from tests.tiny import make_tiny_model_dir
 
 SENTENCES = ["a short one", "a somewhat longer sentence to embed here", "three words here", "and one more"]
@@ -80,3 +80,11 @@ def test_each_model_runs_its_whole_round_alone_and_the_order_rotates(monkeypatch
     assert timed == [("A", "r1"), ("A", "r2"), ("A", "r3"), ("B", "r1"), ("B", "r2"), ("B", "r3"),
                      ("B", "r1"), ("B", "r2"), ("B", "r3"), ("A", "r1"), ("A", "r2"), ("A", "r3")]
     assert seconds["a"].shape == (2, 3)
+
+
+def test_a_worker_that_dies_is_reported_in_one_sentence_and_the_next_timing_starts_anew(tmp_path, in_fresh_process):
+    a = fresh.OnDisk(str(make_tiny_model_dir(tmp_path / "a", "bert", seed=1)))
+    with pytest.raises(SparseCSEError, match=r"^The timing process stopped before it finished .*run the command again"):
+        fresh.run(worker_exit, {"a": a})
+    pid, _ = fresh.run(worker_pid, {"a": a}, SENTENCES)
+    assert pid != os.getpid()

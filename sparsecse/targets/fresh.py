@@ -17,9 +17,12 @@ import atexit
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from sparsecse.errors import SparseCSEError
 
 ENV = "SPARSECSE_TIMING"  # "fresh" (the default) or "inline"
 
@@ -47,8 +50,6 @@ def mode() -> str:
     """Where timings run: ``fresh`` (a worker process) unless ``SPARSECSE_TIMING`` says ``inline``."""
     value = os.environ.get(ENV, "fresh").strip().lower() or "fresh"
     if value not in ("fresh", "inline"):
-        from sparsecse.errors import SparseCSEError
-
         raise SparseCSEError(f"{ENV}={value!r} is not a timing mode; use fresh or inline.")
     return value
 
@@ -102,6 +103,11 @@ def run(function: Callable, models: dict[str, Any], *args) -> Any:
     """
     on_disk = all(isinstance(m, OnDisk) for m in models.values())
     if on_disk and mode() == "fresh":
-        return _pool().submit(_call, function, dict(models), args).result()
+        try:
+            return _pool().submit(_call, function, dict(models), args).result()
+        except BrokenProcessPool as exc:  # the worker died (out of memory, killed): the next timing starts anew
+            close()
+            raise SparseCSEError(f"The timing process stopped before it finished ({exc}); nothing was timed, so "
+                                 "nothing is chosen: run the command again (with --resume where it has one).") from exc
     encoders = {name: m.load() if isinstance(m, OnDisk) else m for name, m in models.items()}
     return function(encoders, *args)

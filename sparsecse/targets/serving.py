@@ -120,8 +120,9 @@ def serving_table(target: Target, shape: Shape, input_model: str, model_dir: str
         raise SparseCSEError(f"Measuring the serving table of {model_dir} failed: {last}")
     rows = json.loads(done.stdout.strip().splitlines()[-1])
     return {"rows": rows, "engine": target.engine, "metric": shape.metric, "cores": cores, "rounds": ROUNDS,
-            "method": (f"The model and its input timed side by side in one interleaved run ({ROUNDS} rounds) in a "
-                       f"fresh process on {len(sentences):,} sentences, {target.engine}; speed-up: the median ratio "
+            "method": (f"The model and its input timed side by side in one interleaved run ({ROUNDS} rounds, each "
+                       f"model encoding its whole round in its turn) in a fresh process on {len(sentences):,} "
+                       f"sentences, {target.engine}; speed-up: the median ratio "
                        "of their summed request times, ± the spread of the rounds; latency: one request of the "
                        "batch")}
 
