@@ -473,6 +473,31 @@ def latency_teacher(store: dict[str, Entry]) -> str:
         stored_table(finalists)])
 
 
+def latency_longer(store: dict[str, Entry]) -> str:
+    """The targets guide's latency-p50 run self-distilled on twice the sentences, timed in a fresh process: what it
+    chose and reached, its independent single-query timing, its finalists."""
+    run = next((e for i, e in sorted(store.items()) if i.startswith("l6-lat2x-long.")), None)
+    if run is None:
+        return "**Not measured yet.**"
+    slug = run.id.split(".")[-1]
+    f, t, versus = run.figures, run.figures["target"], run.figures["versus"]
+    finalists = store[f"depth-finalists.l6-lat2x-long.{slug}"]
+    chosen = next(r for r in finalists.figures["rows"] if r[-1] == "chosen")
+    timing = store[f"serving-latency.l6-lat2x-long.{slug}"]
+    mine = next(r for r in timing.figures["rows"] if "l6-lat2x-long" in r["model"])
+    aim = "met" if f["sts_avg"] >= 77.0 else "missed"
+    return "\n".join([
+        f"`{run.provenance['command']}`, on {cpu(run)}: it chose {chosen[0]} layers removed and "
+        f"{float(chosen[1]):.3f} of the rest's FLOPs. The run measured {x(t['speedup'])} at p50 "
+        f"({t['latency_ms']['p50']:.2f} ms); the independent single-query timing below {x(mine['p50_speedup'])}. "
+        f"7-task STS avg **{f['sts_avg']:.2f}** {ci(f['ci'])} ({aim}: at least 77.0 was asked), "
+        f"{pm(versus['difference'])} {ci(versus['paired_ci'], True)} against paraphrase-MiniLM-L3-v2 "
+        f"({versus['sts_avg']:.2f}); STS-B dev {f['stsb_dev']:.2f}; {f['minutes']:.1f} min.", "",
+        latency_table(timing, {"all-MiniLM-L6-v2": "all-MiniLM-L6-v2 (input)",
+                               mine["model"]: "the latency-p50 2x model, 2,000 student steps"}), "",
+        stored_table(finalists)])
+
+
 def busy_pair(store: dict[str, Entry]) -> str:
     """The targets guide's busy-machine pair: one ``--max-drop`` run on a quiet machine and beside a CPU-heavy
     process, what each chose or why it stopped, and every candidate's timing with its spread."""
@@ -507,7 +532,7 @@ def pm_minutes(runs: dict[str, Entry]) -> str:
 BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
           "mpnet-summary": mpnet_summary, "target-run": target_run, "targets-table": targets_table,
           "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target,
-          "curve-l6": curve_l6, "busy-pair": busy_pair,
+          "curve-l6": curve_l6, "busy-pair": busy_pair, "latency-longer": latency_longer,
           "latency-teacher": latency_teacher}
 
 

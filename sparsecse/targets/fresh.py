@@ -1,8 +1,8 @@
 """Timing in a fresh process. A run's own process has scored, pruned, trained and allocated for most of an hour,
 and a model timed there runs at a speed no server that loads it sees: a small model's fixed per-call costs grow
 most (a pruned all-MiniLM-L6-v2 measured about a tenth slower against its input in a long run's process than in
-a fresh one, on the same machine and sentences). So targets time model directories in a worker: a spawned process that only loads models
-and times them, keeping what it loaded for the next call.
+a fresh one, on the same machine and sentences; so did a timing worker kept for an hour). So targets time model
+directories in a worker: a spawned process, new for every timing, that only loads the models it times.
 
     >>> seconds = run(interleaved, {"input": OnDisk("runs/x/input"), "probe1": OnDisk("runs/x/probe1")},
     ...               requests, 128, 5, 2)  # doctest: +SKIP
@@ -13,13 +13,11 @@ and times them, keeping what it loaded for the next call.
 
 from __future__ import annotations
 
-import atexit
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 from sparsecse.errors import SparseCSEError
@@ -34,10 +32,6 @@ class OnDisk:
 
     path: str
     threads: int | None = None
-
-    def stamp(self) -> int:
-        """When the directory last changed (a directory written again holds another model)."""
-        return max((f.stat().st_mtime_ns for f in Path(self.path).iterdir() if f.is_file()), default=0)
 
     def load(self):
         """The encoder the directory holds (:func:`~sparsecse.serving.loading.load_encoder`)."""
@@ -54,39 +48,12 @@ def mode() -> str:
     return value
 
 
-_POOL: ProcessPoolExecutor | None = None
-_LOADED: dict[tuple[str, int | None, int], Any] = {}  # in the worker: what it loaded, by directory and stamp
-
-
-def _pool() -> ProcessPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        atexit.register(close)
-    return _POOL
-
-
-def close() -> None:
-    """Stop the worker (a later timing starts a new one)."""
-    global _POOL
-    if _POOL is not None:
-        _POOL.shutdown(wait=True, cancel_futures=True)
-        _POOL = None
-
-
-def _loaded(models: dict[str, OnDisk]) -> dict[str, Any]:
-    """In the worker: the encoders of ``models``, loaded once; models no longer asked for are let go."""
-    keys = {name: (m.path, m.threads, m.stamp()) for name, m in models.items()}
-    for key in [k for k in _LOADED if k not in keys.values()]:
-        del _LOADED[key]
-    for name, m in models.items():
-        if keys[name] not in _LOADED:
-            _LOADED[keys[name]] = m.load()
-    return {name: _LOADED[keys[name]] for name in models}
+def _worker() -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
 
 def _call(function: Callable, models: dict[str, OnDisk], args: tuple) -> Any:
-    return function(_loaded(models), *args)
+    return function({name: m.load() for name, m in models.items()}, *args)
 
 
 def run(function: Callable, models: dict[str, Any], *args) -> Any:
@@ -103,11 +70,13 @@ def run(function: Callable, models: dict[str, Any], *args) -> Any:
     """
     on_disk = all(isinstance(m, OnDisk) for m in models.values())
     if on_disk and mode() == "fresh":
+        worker = _worker()  # one per timing: a worker that has loaded and freed many models slows small ones too
         try:
-            return _pool().submit(_call, function, dict(models), args).result()
-        except BrokenProcessPool as exc:  # the worker died (out of memory, killed): the next timing starts anew
-            close()
+            return worker.submit(_call, function, dict(models), args).result()
+        except BrokenProcessPool as exc:  # the worker died (out of memory, killed)
             raise SparseCSEError(f"The timing process stopped before it finished ({exc}); nothing was timed, so "
                                  "nothing is chosen: run the command again (with --resume where it has one).") from exc
+        finally:
+            worker.shutdown(wait=True, cancel_futures=True)
     encoders = {name: m.load() if isinstance(m, OnDisk) else m for name, m in models.items()}
     return function(encoders, *args)
