@@ -4,7 +4,7 @@ Each model is loaded by sentence-transformers (a copy of each model directory wi
 what is timed is what a user loads with no remote code: sparsecse, once imported, registers its shrunk model
 classes with transformers). Then STS-B test sentences are
 encoded one request at a time (``--batch-size`` sentences per request, default 1), the models taking turns
-request by request (interleaved, so a change in the machine's load touches every model alike), on
+(``--turn`` requests each, default 1; the order rotates, so a change in the machine's load touches every model alike), on
 ``--threads`` intra-op threads. It prints p50/p95 per model, each model's p50 and p95 speed-up over the first
 (the reference) and the ratio of their summed request times (the throughput ratio, the figure to compare with a
 throughput target), and for each model the largest absolute difference between sentence-transformers' embeddings
@@ -83,6 +83,17 @@ def largest_difference(name: str, model, sentences: list[str]) -> float:
     return float(abs(ours - theirs).max())
 
 
+def schedule(order: list[str], requests: int, turn: int) -> list[tuple[str, int]]:
+    """(model, request index) in the order they are timed: each model serves ``turn`` requests in its turn, the
+    order of the models rotating from turn to turn."""
+    timed = []
+    for k, first in enumerate(range(0, requests, turn)):
+        shift = k % len(order)
+        for name in order[shift:] + order[:shift]:
+            timed += [(name, i) for i in range(first, min(first + turn, requests))]
+    return timed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", nargs="+", required=True, help="model names or directories; the first is the reference")
@@ -95,14 +106,18 @@ def main() -> None:
                         help="each request is every test sentence in one encode call (sentence-transformers sorts "
                              "them by length and cuts batches of --batch-size): the throughput of encoding a "
                              "collection, as a throughput target is timed; --requests is then the rounds")
+    parser.add_argument("--turn", type=int, default=1, metavar="N",
+                        help="requests each model serves in its turn before the next model takes over, the order "
+                             "rotating (default 1: request by request; a server runs one model, so a larger turn is "
+                             "closer to serving)")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--store", default=None, metavar="DIR",
                         help="also write the results as one entry of this results store (docs/results/store)")
     parser.add_argument("--store-id", default=None, metavar="ID",
                         help="the entry's id (default: serving-latency.b<batch>.<machine>)")
     args = parser.parse_args()
-    if args.threads < 1 or args.batch_size < 1 or args.requests < 1:
-        parser.error("--threads, --batch-size and --requests must be at least 1")
+    if args.threads < 1 or args.batch_size < 1 or args.requests < 1 or args.turn < 1:
+        parser.error("--threads, --batch-size, --requests and --turn must be at least 1")
     from sentence_transformers import SentenceTransformer
 
     import sparsecse.modeling.encoder  # noqa: F401 (registers the shrunk model classes with transformers' Auto*)
@@ -113,15 +128,19 @@ def main() -> None:
         models = {name: SentenceTransformer(without_python_files(name, Path(tmp)), device="cpu")
                   for name in args.model}
         times: dict[str, list[float]] = {name: [] for name in models}
+
+        def request(i: int) -> list[str]:
+            start = (i * args.batch_size) % len(sentences)
+            return sentences if args.whole else (sentences + sentences)[start:start + args.batch_size]
+
         with torch.inference_mode():
-            for i in range(args.warmup + args.requests):
-                start = (i * args.batch_size) % len(sentences)
-                request = sentences if args.whole else (sentences + sentences)[start:start + args.batch_size]
-                for name, model in models.items():
-                    t0 = time.perf_counter()
-                    model.encode(request, batch_size=args.batch_size, convert_to_numpy=True)
-                    if i >= args.warmup:
-                        times[name].append(time.perf_counter() - t0)
+            for name, model in models.items():
+                for i in range(args.warmup):
+                    model.encode(request(i), batch_size=args.batch_size, convert_to_numpy=True)
+            for name, i in schedule(list(models), args.requests, args.turn):
+                t0 = time.perf_counter()
+                models[name].encode(request(args.warmup + i), batch_size=args.batch_size, convert_to_numpy=True)
+                times[name].append(time.perf_counter() - t0)
         agreement = {name: largest_difference(name, model, sentences[:256]) for name, model in models.items()}
     reference = args.model[0]
 
@@ -142,7 +161,9 @@ def main() -> None:
               "sentences": (f"every distinct STS-B test sentence ({len(sentences)}) per request, in batches of "
                             f"{args.batch_size} sorted by length, models interleaved" if args.whole else
                             f"{args.batch_size} distinct STS-B test sentence(s) per request, in file order, one "
-                            "request at a time, models interleaved"),
+                            "request at a time, models interleaved"
+                            + (" request by request" if args.turn == 1 else f" in turns of {args.turn} requests")),
+              "turn": args.turn,
               "loader": "sentence-transformers, model directories without *.py files", "rows": rows}
     print(f"{result['cpu']}, {args.threads} threads, batch {args.batch_size}, {args.requests} requests per model")
     for row in rows:
@@ -161,7 +182,7 @@ def store_entry(result: dict, args) -> Path:
     from sparsecse.reporting.store import Entry, command_line, machine_slug, provenance, write_entry
 
     ident = args.store_id or f"serving-latency.b{args.batch_size}.{machine_slug()}"
-    figures = {k: result[k] for k in ("rows", "requests", "sentences", "loader")}
+    figures = {k: result[k] for k in ("rows", "requests", "sentences", "loader", "turn") if k in result}
     prov = provenance(command_line("benchmarks/serving_latency.py"), threads=args.threads, batch_size=args.batch_size,
                       engine="torch-fp32 (sentence-transformers)")
     title = (f"benchmarks/serving_latency.py: {result['sentences']}, loaded by sentence-transformers without their "

@@ -30,3 +30,9 @@ def test_the_timing_is_stored_as_one_entry_with_its_shape(serving_latency, tmp_p
     assert (entry.provenance["threads"], entry.provenance["batch_size"]) == (2, 128)
     assert entry.provenance["command"].startswith("python benchmarks/serving_latency.py")
     assert entry.title.startswith("benchmarks/serving_latency.py: 128 STS-B test sentences per request")
+
+
+def test_each_model_serves_its_turn_of_requests_and_the_order_rotates(serving_latency):
+    assert serving_latency.schedule(["a", "b"], 3, 1) == [("a", 0), ("b", 0), ("b", 1), ("a", 1), ("a", 2), ("b", 2)]
+    assert serving_latency.schedule(["a", "b"], 5, 2) == [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("b", 2), ("b", 3),
+                                                          ("a", 2), ("a", 3), ("a", 4), ("b", 4)]
