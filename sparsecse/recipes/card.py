@@ -252,22 +252,14 @@ def measure_speed(input_model: str, model_dir: str, reference: str | None, data_
 
     if reference and _same_model(reference, input_model):
         reference = None  # compared with itself: the input model's own 1.0x, timed twice, says nothing
-    models = {"input": to_time(input_model, DEFAULT_ENGINE), "model": to_time(model_dir, DEFAULT_ENGINE)}
-    if reference:
-        models["reference"] = to_time(reference, DEFAULT_ENGINE)
-    speed = fresh.run(speedups_of, models, data_dir, SPEED_BATCH, show_progress)  # a fresh process, as served
+    named = {"input": input_model, "model": model_dir, **({"reference": reference} if reference else {})}
+    models = {key: to_time(path, DEFAULT_ENGINE) for key, path in named.items()}  # timed in a fresh process
+    speed = fresh.run(speedups, models, "input", data_dir, SPEED_BATCH, 3, show_progress)
     return {"speedup": speed["model"]["speedup"],
             "reference_speedup": speed["reference"]["speedup"] if reference else None,
             "seconds": {k: v["seconds"] for k, v in speed.items()}, "threads": torch.get_num_threads(),
             "cpu": describe_cpu(), "engine": "torch fp32", "batch_size": SPEED_BATCH,
-            "sentences": "distinct STS-B test sentences, the models taking turns pass by pass in a fresh process, "
-                         "best of 3 per batch"}
-
-
-def speedups_of(encoders: dict, data_dir, batch_size: int, show_progress: bool) -> dict[str, dict[str, float]]:
-    """:func:`~sparsecse.evaluation.speed.speedups` over the input model (``encoders["input"]``), on torch's
-    threads (where :func:`~sparsecse.targets.fresh.run` runs it)."""
-    return speedups(encoders, "input", data_dir, batch_size=batch_size, show_progress=show_progress)
+            "sentences": "distinct STS-B test sentences, models taking turns pass by pass, best of 3 per batch"}
 
 
 def _same_model(a: str, b: str) -> bool:

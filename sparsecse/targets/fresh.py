@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.serving.loading import load_encoder
 
 ENV = "SPARSECSE_TIMING"  # "fresh" (the default) or "inline"
 
@@ -35,8 +36,6 @@ class OnDisk:
 
     def load(self):
         """The encoder the directory holds (:func:`~sparsecse.serving.loading.load_encoder`)."""
-        from sparsecse.serving.loading import load_encoder
-
         return load_encoder(self.path, device="cpu", threads=self.threads)
 
 

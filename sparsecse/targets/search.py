@@ -149,8 +149,7 @@ class _Prober:
         self.timed: list = []  # what each candidate was timed as (its copy on disk, on the engine)
 
     def _on_engine(self, encoder: SentenceEncoder, tag: str):
-        shared = active_sharing()
-        root = shared.directory if shared is not None and shared.directory is not None else self.work / "engine"
+        root = getattr(active_sharing(), "directory", None) or self.work / "engine"
         root.mkdir(parents=True, exist_ok=True)
         place = Path(tempfile.mkdtemp(prefix=f"{tag}-", dir=root))
         encoder.save(place / "model")
