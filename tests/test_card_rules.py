@@ -114,7 +114,7 @@ def test_the_input_model_is_never_timed_against_itself(tmp_path, monkeypatch):
 
     timed = []
 
-    def fake_speedups(models, baseline, data_dir, batch_size, show_progress):
+    def fake_speedups(models, baseline, data_dir, batch_size, repeats, show_progress):
         timed.append(sorted(models))
         return {name: {"speedup": 1.0 if name == baseline else 2.0, "seconds": 1.0} for name in models}
 
