@@ -27,7 +27,7 @@ from sparsecse.data.sts import read_sts_benchmark  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
 from sparsecse.reporting.store import Entry, command_line, machine_slug, provenance, write_entry  # noqa: E402
 from sparsecse.targets.engines import to_time  # noqa: E402
-from sparsecse.targets.spec import Shape  # noqa: E402
+from sparsecse.targets.spec import LOADERS, Shape, default_loader  # noqa: E402
 from sparsecse.targets.timing import measure, timing_sentences  # noqa: E402
 
 
@@ -42,15 +42,17 @@ def main() -> None:
     parser.add_argument("curve", help="the curve's directory (OUT of compress --speedup A,B,C)")
     parser.add_argument("--data-dir", default=os.environ.get("SPARSECSE_DATA", "../shared/data/senteval"))
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--loader", choices=LOADERS, default=default_loader("torch-fp32"),
+                        help="what loads the models to time them (default: sentence-transformers where installed)")
     parser.add_argument("--store", default=None, metavar="DIR", help="also write the figures as one results-store entry")
     parser.add_argument("--store-id", default="retimed", metavar="ID", help="the entry's id, less the machine")
     args = parser.parse_args()
     curve = Path(args.curve)
     rows = pd.read_csv(curve / "curve.csv").to_dict("records")
-    shape = Shape(rows[0]["metric"], int(rows[0]["batch_size"]), int(rows[0]["threads"]))
+    shape = Shape(rows[0]["metric"], int(rows[0]["batch_size"]), int(rows[0]["threads"]), loader=args.loader)
     dense = SentenceEncoder.load(rows[0]["model"], device="cpu")
-    reference = to_time(rows[0]["model"], "torch-fp32")
-    models = {r["name"]: to_time(r["model"], "torch-fp32") for r in rows[1:]}  # paths as the run wrote them
+    reference = to_time(rows[0]["model"], "torch-fp32", loader=args.loader)
+    models = {r["name"]: to_time(r["model"], "torch-fp32", loader=args.loader) for r in rows[1:]}  # paths as the run wrote them
     sets = {"dev": split_sentences(args.data_dir, "dev", dense.tokenizer, dense.max_length, 2048),
             "test": split_sentences(args.data_dir, "test", dense.tokenizer, dense.max_length, 10 ** 6)}
     found = {name: measure(reference, models, sentences, shape, rounds=args.rounds) for name, sentences in sets.items()}

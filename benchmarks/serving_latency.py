@@ -99,7 +99,9 @@ def main() -> None:
     parser.add_argument("--model", nargs="+", required=True, help="model names or directories; the first is the reference")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--batch-size", type=int, default=1)
-    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--requests", type=int, default=None,
+                        help="requests per model (default: one per distinct STS-B test sentence, each once; the "
+                             "file is ordered by genre, so its first thousand are mostly short image captions)")
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--data-dir", default=os.environ.get("SPARSECSE_DATA", "../shared/data/senteval"))
     parser.add_argument("--whole", action="store_true",
@@ -116,7 +118,7 @@ def main() -> None:
     parser.add_argument("--store-id", default=None, metavar="ID",
                         help="the entry's id (default: serving-latency.b<batch>.<machine>)")
     args = parser.parse_args()
-    if args.threads < 1 or args.batch_size < 1 or args.requests < 1 or args.turn < 1:
+    if args.threads < 1 or args.batch_size < 1 or (args.requests is not None and args.requests < 1) or args.turn < 1:
         parser.error("--threads, --batch-size, --requests and --turn must be at least 1")
     from sentence_transformers import SentenceTransformer
 
@@ -124,6 +126,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     sentences = sts_test_sentences(Path(args.data_dir))
+    if args.requests is None:
+        args.requests = 1 if args.whole else -(-len(sentences) // args.batch_size)
     with tempfile.TemporaryDirectory() as tmp:
         models = {name: SentenceTransformer(without_python_files(name, Path(tmp)), device="cpu")
                   for name in args.model}

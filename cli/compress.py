@@ -381,4 +381,5 @@ def shape_text(reached: dict) -> str:
     shape = reached.get("shape")
     if not shape:
         return f"batch {reached['batch_size']} on {reached['engine']}"
-    return Shape(shape["metric"], shape["batch_size"], shape["threads"], shape["sentences"], shape["engine"]).describe()
+    return Shape(shape["metric"], shape["batch_size"], shape["threads"], shape["sentences"], shape["engine"],
+                 loader=shape.get("loader", "sparsecse")).describe()

@@ -16,7 +16,7 @@ from sparsecse.evaluation import speed
 from sparsecse.targets import timing
 from sparsecse.targets.candidates import Candidate, read_table
 from sparsecse.targets.search import _Prober, contradictions
-from sparsecse.targets.spec import Shape, Target
+from sparsecse.targets.spec import Shape, Target, default_loader
 from sparsecse.targets.timing import MachineTooBusy, measure, settled
 from tests.test_targets import TINY_STAGES, fake_clock, text, tiny_dir  # noqa: F401  (fixtures)
 
@@ -195,8 +195,9 @@ def test_the_serving_shape_is_recorded_in_the_manifest_the_table_and_the_card(tm
                                        "--out", str(out), "--quiet", *TINY_STAGES])
     assert result.exit_code == 0, result.output
     reached = json.loads((out / "model" / "manifest.json").read_text())["figures"]["target"]
+    served = "" if default_loader("torch-fp32") == "sparsecse" else " via sentence-transformers"
     assert reached["shape"] == {"metric": "latency-p50", "batch_size": 1, "threads": 1, "threads_default": False,
-                                "sentences": "dev", "engine": "torch-fp32"}
+                                "sentences": "dev", "engine": "torch-fp32", "loader": default_loader("torch-fp32")}
     assert reached["spread"] == 0 and reached["rounds"] == 5
     import pandas as pd
 
@@ -204,8 +205,8 @@ def test_the_serving_shape_is_recorded_in_the_manifest_the_table_and_the_card(tm
     assert set(table["metric"]) == {"latency-p50"} and set(table["batch_size"]) == {1} and set(table["threads"]) == {1}
     assert all(c.spread == 0 for c in read_table(out / "model" / "candidates.csv"))
     card = (out / "model" / "README.md").read_text()
-    assert "(torch-fp32, latency-p50, batch 1, 1 threads)" in card
-    assert "at latency-p50 at batch 1 on 1 thread, torch-fp32" in result.output
+    assert f"(torch-fp32, latency-p50, batch 1, 1 threads{served.replace(' via', ', via')})" in card
+    assert f"at latency-p50 at batch 1 on 1 thread, torch-fp32{served}" in result.output
 
 
 def test_an_out_of_reach_message_names_the_serving_shape(tmp_path, tiny_dir, text, fake_senteval, fake_clock):
@@ -215,7 +216,8 @@ def test_an_out_of_reach_message_names_the_serving_shape(tmp_path, tiny_dir, tex
                                        "--data-dir", str(fake_senteval), "--out", str(out), "--quiet", *TINY_STAGES])
     assert result.exit_code != 0
     message = result.output.strip().splitlines()[-1]
-    assert "at latency-p95 at batch 4 on 2 threads, torch-fp32: the fastest candidate" in message, message
+    served = "" if default_loader("torch-fp32") == "sparsecse" else " via sentence-transformers"
+    assert f"at latency-p95 at batch 4 on 2 threads, torch-fp32{served}: the fastest candidate" in message, message
     assert np.isfinite(read_table(out / "candidates" / "candidates.csv")[0].speedup)
 
 

@@ -213,8 +213,9 @@ def compression_section(c: dict[str, Any], base: str | None) -> list[str]:
         threads = f", {speed['threads']} threads" if known(speed.get("threads")) else ""
         sentences = f", {speed['sentences']}" if known(speed.get("sentences")) else ""
         batch = f"throughput at batch {speed['batch_size']}, " if known(speed.get("batch_size")) else ""
+        loader = f" via {speed['loader']}" if speed.get("loader") not in (None, "sparsecse") else ""
         sizes.append(f"- **Encode speed-up over `{base or 'the input model'}`:** {speed['speedup']:.2f}x{ref} "
-                     f"({batch}{speed.get('engine', 'torch fp32')}{threads}{sentences}); CPU: "
+                     f"({batch}{speed.get('engine', 'torch fp32')}{loader}{threads}{sentences}); CPU: "
                      f"{speed.get('cpu', 'not recorded')}")
     memory = c.get("memory") or {}
     if known(memory.get("peak_rss_bytes")):
@@ -265,8 +266,8 @@ def _target(t: dict[str, Any]) -> list[str]:
         asked.append(f"at most {t['max_drop']:g} points lost on dev")
     shape = t.get("shape") or {}
     engine = ", ".join(str(x) for x in (t.get("engine"), shape.get("metric"), f"batch {t['batch_size']}" if known(
-        t.get("batch_size")) else None, f"{shape['threads']} threads" if known(shape.get("threads")) else None)
-        if known(x))
+        t.get("batch_size")) else None, f"{shape['threads']} threads" if known(shape.get("threads")) else None,
+        f"via {shape['loader']}" if shape.get("loader") not in (None, "sparsecse") else None) if known(x))
     lines = ["### Target", ""]
     if asked:
         met = {True: "met", False: "**not met**"}.get(t.get("met"), "")

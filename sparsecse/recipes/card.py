@@ -36,7 +36,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.recipes.spec import Recipe, load_recipe
 from sparsecse.targets import fresh
 from sparsecse.targets.engines import to_time
-from sparsecse.targets.spec import DEFAULT_ENGINE
+from sparsecse.targets.spec import DEFAULT_ENGINE, default_loader
 from sparsecse.evaluation.config import EvaluationConfig
 
 CARD = "README.md"
@@ -246,19 +246,19 @@ SPEED_BATCH = 128  # the batch of the card's throughput speed-up (its serving ta
 
 def measure_speed(input_model: str, model_dir: str, reference: str | None, data_dir,
                   show_progress: bool) -> dict[str, Any]:
-    """Encode speed-up of the final model (and the comparison model) over the input model, torch fp32,
-    measured side by side on the distinct STS-B test sentences, with the machine's CPU features."""
+    """Encode speed-up of the final model (and the comparison model) over the input model, torch fp32 (loaded as
+    targets load it), side by side on the distinct STS-B test sentences in a fresh process, with the CPU features."""
     import torch
 
     if reference and _same_model(reference, input_model):
         reference = None  # compared with itself: the input model's own 1.0x, timed twice, says nothing
     named = {"input": input_model, "model": model_dir, **({"reference": reference} if reference else {})}
-    models = {key: to_time(path, DEFAULT_ENGINE) for key, path in named.items()}  # timed in a fresh process
+    models = {key: to_time(path, DEFAULT_ENGINE, loader=(loader := default_loader(DEFAULT_ENGINE))) for key, path in named.items()}
     speed = fresh.run(speedups, models, "input", data_dir, SPEED_BATCH, 3, show_progress)
     return {"speedup": speed["model"]["speedup"],
             "reference_speedup": speed["reference"]["speedup"] if reference else None,
             "seconds": {k: v["seconds"] for k, v in speed.items()}, "threads": torch.get_num_threads(),
-            "cpu": describe_cpu(), "engine": "torch fp32", "batch_size": SPEED_BATCH,
+            "cpu": describe_cpu(), "engine": "torch fp32", "loader": loader, "batch_size": SPEED_BATCH,
             "sentences": "distinct STS-B test sentences, models taking turns pass by pass, best of 3 per batch"}
 
 

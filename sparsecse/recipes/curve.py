@@ -179,7 +179,8 @@ def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with
     work = out / "eval" / "engine"
 
     def placed(name: str, path: str):
-        return to_time(path, target.engine, work / name.replace("/", "_"), corpus, recipe.seed, shape.threads)
+        return to_time(path, target.engine, work / name.replace("/", "_"), corpus, recipe.seed, shape.threads,
+                       shape.loader)
 
     try:
         reference = placed("input", model)
@@ -196,7 +197,9 @@ def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with
             return float(figures["sts_avg"])
         return sts_average(path, out / "eval" / f"{name.replace('/', '_')}_sts_results.json", data_dir, show_progress)
 
-    common = {"metric": shape.metric, "batch_size": shape.batch_size, "threads": shape.threads, "engine": shape.engine}
+    common = {"metric": shape.metric, "batch_size": shape.batch_size, "threads": shape.threads, "engine": shape.engine,
+              "loader": shape.loader}
+
     def scored(encoder: SentenceEncoder) -> dict[str, Any]:  # its dev score and layers (depth: fewer than input's)
         return {"dev": round(float(dev.score(encoder)), 4), "layers": len(layer_modules(encoder.model))}
 

@@ -82,7 +82,8 @@ def exported_copy(model_dir: str | os.PathLike, engine: str, work: str | os.Path
 
 
 def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike | None = None,
-              calibration: str | os.PathLike | None = None, seed: int = 0, threads: int | None = None):
+              calibration: str | os.PathLike | None = None, seed: int = 0, threads: int | None = None,
+              loader: str = "sparsecse"):
     """An encoder (``.encode(sentences, batch_size=...)``) running ``model_dir`` on ``engine``.
 
     Args:
@@ -92,17 +93,19 @@ def on_engine(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike
         calibration: the corpus int8 engines calibrate on.
         seed: the calibration sample's seed.
         threads: an exported graph's runtime threads (None: torch's; torch engines take theirs while timing).
+        loader: what loads a ``torch-fp32`` model (:attr:`~sparsecse.targets.spec.Target.loader`).
 
     Returns:
         The torch :class:`~sparsecse.modeling.encoder.SentenceEncoder` (fp32, CPU), a :class:`GpuEncoder`, or the
         exported graph's runtime encoder.
     """
-    placed = to_time(model_dir, engine, work, calibration, seed, threads)
+    placed = to_time(model_dir, engine, work, calibration, seed, threads, loader)
     return placed.load() if isinstance(placed, OnDisk) else placed
 
 
 def to_time(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike | None = None,
-            calibration: str | os.PathLike | None = None, seed: int = 0, threads: int | None = None):
+            calibration: str | os.PathLike | None = None, seed: int = 0, threads: int | None = None,
+            loader: str = "sparsecse"):
     """What a timing (:mod:`sparsecse.targets.timing`) takes for ``model_dir`` on ``engine``: the directory it
     loads in a fresh process (:class:`~sparsecse.targets.fresh.OnDisk`: the torch model on the CPU, or its
     exported copy in ``work``), or, on the GPU, a :class:`GpuEncoder` (arguments as :func:`on_engine`)."""
@@ -113,4 +116,4 @@ def to_time(model_dir: str | os.PathLike, engine: str, work: str | os.PathLike |
     if copy is not None:
         return OnDisk(str(copy.resolve()), threads)
     path = resolve_model(model_dir)
-    return OnDisk(os.path.abspath(path) if os.path.isdir(path) else str(path))
+    return OnDisk(os.path.abspath(path) if os.path.isdir(path) else str(path), loader=loader)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.serving import st_encoder
 from sparsecse.serving.loading import load_encoder
 
 ENV = "SPARSECSE_TIMING"  # "fresh" (the default) or "inline"
@@ -28,14 +29,20 @@ ENV = "SPARSECSE_TIMING"  # "fresh" (the default) or "inline"
 
 @dataclass(frozen=True)
 class OnDisk:
-    """A model directory as a timing loads it: a torch directory (fp32 on the CPU) or an exported one
-    (its runtime with ``threads`` intra-op threads; None: torch's)."""
+    """A model directory as a timing loads it: a torch directory (fp32 on the CPU) through ``loader``
+    (``sparsecse`` or ``sentence-transformers``), or an exported one (its runtime with ``threads`` intra-op
+    threads; None: torch's)."""
 
     path: str
     threads: int | None = None
+    loader: str = "sparsecse"
 
     def load(self):
-        """The encoder the directory holds (:func:`~sparsecse.serving.loading.load_encoder`)."""
+        """The encoder the directory holds (:func:`~sparsecse.serving.loading.load_encoder`, or
+        :class:`~sparsecse.serving.st_encoder.SentenceTransformersEncoder` for a torch directory served by
+        sentence-transformers)."""
+        if self.loader == st_encoder.NAME:
+            return st_encoder.SentenceTransformersEncoder.load(self.path)
         return load_encoder(self.path, device="cpu", threads=self.threads)
 
 

@@ -51,8 +51,9 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
     shape = target.shape(engine_threads())
     exported = engines()[target.engine] is not None
     try:
-        reference = to_time(input_model, target.engine, work / "input", calibration, seed, shape.threads)
-        model = to_time(model_dir, target.engine, work / "model", calibration, seed, shape.threads)
+        reference = to_time(input_model, target.engine, work / "input", calibration, seed, shape.threads,
+                            shape.loader)
+        model = to_time(model_dir, target.engine, work / "model", calibration, seed, shape.threads, shape.loader)
         timing = settled(reference, {"the final model": model}, sentences, shape, target,
                          show_progress)["the final model"]
         speedup = timing.speedup

@@ -143,7 +143,7 @@ class _Prober:
         self.layers = len(layer_modules(self.dense.model))
         self.shape = target.shape(engine_threads())
         self.reference = to_time(model, target.engine, work / "engine" / "input", calibration, seed,
-                                 self.shape.threads)
+                                 self.shape.threads, self.shape.loader)
         self.sentences = target_sentences(target, dev.sentences, self.dense.tokenizer, self.dense.max_length)
         self.candidates: list[Candidate] = []
         self.timed: list = []  # what each candidate was timed as (its copy on disk, on the engine)
@@ -154,7 +154,7 @@ class _Prober:
         place = Path(tempfile.mkdtemp(prefix=f"{tag}-", dir=root))
         encoder.save(place / "model")
         return to_time(place / "model", self.target.engine, place / "engine", self.calibration, self.seed,
-                       self.shape.threads)
+                       self.shape.threads, self.shape.loader)
 
     def _speed(self, encoder: SentenceEncoder, tag: str, name: str) -> tuple[object, Timing]:
         timed = self._on_engine(encoder, tag)

@@ -22,9 +22,9 @@ import numpy as np
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation import speed
-from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.serving.loading import load_encoder
 from sparsecse.targets.engines import on_engine
+from sparsecse.targets.fresh import OnDisk
 from sparsecse.targets.spec import DEFAULT_BATCH_SIZE, DEFAULT_ENGINE, Shape, Target, engines
 from sparsecse.targets.timing import ROUNDS, requests, thin
 
@@ -107,7 +107,7 @@ def serving_table(target: Target, shape: Shape, input_model: str, model_dir: str
     cores = machine_cores()
     args = {"engine": target.engine, "input": str(input_model), "model": str(model_dir), "sentences": sentences,
             "grid": serving_grid(shape, cores), "judged": [shape.threads, shape.batch_size], "work": str(work),
-            "calibration": None if calibration is None else str(calibration)}
+            "calibration": None if calibration is None else str(calibration), "loader": shape.loader}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(args, f)
     try:
@@ -122,7 +122,7 @@ def serving_table(target: Target, shape: Shape, input_model: str, model_dir: str
     return {"rows": rows, "engine": target.engine, "metric": shape.metric, "cores": cores, "rounds": ROUNDS,
             "method": (f"The model and its input timed side by side in one interleaved run ({ROUNDS} rounds, each "
                        f"model encoding its whole round in its turn) in a fresh process on {len(sentences):,} "
-                       f"sentences, {target.engine}; speed-up: the median ratio "
+                       f"sentences, {target.engine}{'' if shape.loader == 'sparsecse' else ' via ' + shape.loader}; speed-up: the median ratio "
                        "of their summed request times, ± the spread of the rounds; latency: one request of the "
                        "batch")}
 
@@ -131,7 +131,7 @@ def _main(path: str) -> None:
     args = json.loads(Path(path).read_text())
     engine, work = args["engine"], Path(args["work"])
     if engine == DEFAULT_ENGINE:
-        placed = {k: SentenceEncoder.load(args[k], device="cpu") for k in ("model", "input")}
+        placed = {k: OnDisk(args[k], loader=args["loader"]).load() for k in ("model", "input")}
     else:  # exported once; an exported runtime takes its threads when loaded (below)
         placed = {k: on_engine(args[k], engine, work / k, args.get("calibration")) for k in ("model", "input")}
     exported = engines()[engine] is not None

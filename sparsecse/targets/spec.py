@@ -16,10 +16,12 @@ from typing import Any
 
 from sparsecse.artifacts.export_formats import format_names, get_format
 from sparsecse.errors import SparseCSEError
+from sparsecse.serving import st_encoder
 
 DEFAULT_ENGINE = "torch-fp32"  # the torch model itself, in fp32
 GPU_ENGINE = "torch-cuda"  # the torch model on the GPU under bf16 autocast (fp16 where bf16 is missing)
 METRICS = ("throughput", "latency-p50", "latency-p95")  # what a speed-up compares (see :class:`Shape`)
+LOADERS = (st_encoder.NAME, "sparsecse")  # what loads a torch-fp32 model to time it (see Target.loader)
 WHEN_BUSY = ("stop", "wait")  # a timing whose spread stays too wide: stop, or wait for a quieter machine
 
 
@@ -37,6 +39,15 @@ def engines() -> dict[str, tuple[str, str | None] | None]:
         for quantization in get_format(name).quantizations:
             found[f"{name}-{quantization.name}"] = (name, quantization.name)
     return found
+
+
+def default_loader(engine: str) -> str:
+    """What loads a model on ``engine`` to time it when the target names no loader: sentence-transformers for
+    ``torch-fp32`` where it is installed, else sparsecse (the only one for the other engines, which time their own
+    runtime)."""
+    return st_encoder.NAME if engine == DEFAULT_ENGINE and st_encoder.available() else "sparsecse"
+
+
 DEFAULT_BATCH_SIZE = 128  # the batch size a throughput is measured at unless the user names one
 LATENCY_BATCH_SIZE = 1  # a latency metric's default request: one sentence
 DEFAULT_PROBES = 6
@@ -61,6 +72,7 @@ class Shape:
     sentences: str = "dev"
     engine: str = DEFAULT_ENGINE
     threads_default: bool = False
+    loader: str = "sparsecse"
 
     @property
     def latency(self) -> bool:
@@ -74,13 +86,14 @@ class Shape:
 
     def describe(self) -> str:
         """One phrase, e.g. ``throughput at batch 128 on 2 threads, torch-fp32``."""
+        served = f" via {self.loader}" if self.loader != "sparsecse" else ""
         return (f"{self.metric} at batch {self.batch_size} on {self.threads} thread{'s' if self.threads != 1 else ''}, "
-                f"{self.engine}")
+                f"{self.engine}{served}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the manifest's and the card's ``shape``)."""
         return {"metric": self.metric, "batch_size": self.batch_size, "threads": self.threads,
-                "threads_default": self.threads_default, "sentences": self.sentences, "engine": self.engine}
+                "threads_default": self.threads_default, "sentences": self.sentences, "engine": self.engine, "loader": self.loader}
 
 
 def _number(value: Any) -> float | None:
@@ -117,6 +130,11 @@ class Target:
         probes: the most candidate budgets the search tries.
         depth: with a speed-up, candidates may also remove up to this many whole layers (0: width only;
             :mod:`sparsecse.targets.depth`); None (``auto``): :meth:`resolved_depth` decides from the metric.
+        loader: what loads a ``torch-fp32`` model to time it, as its users serve it: ``sentence-transformers``
+            (its ``encode``, with that library's per-call work; :mod:`sparsecse.serving.st_encoder`) or
+            ``sparsecse`` (:class:`~sparsecse.modeling.encoder.SentenceEncoder`); None: sentence-transformers where
+            it is installed, else sparsecse (the resolved one is recorded with the shape). Other engines time their
+            own runtime.
     """
 
     speedup: float | None = None
@@ -131,6 +149,7 @@ class Target:
     max_spread: float = MAX_SPREAD
     when_busy: str = "stop"
     depth: int | None = None
+    loader: str | None = None
 
     def check(self, where: str = "") -> "Target":
         """The target itself once every setting is valid (one sentence naming the setting otherwise)."""
@@ -180,6 +199,13 @@ class Target:
                                        or self.depth < 0):
             raise SparseCSEError(f"{prefix}The target's depth (the most whole layers a candidate removes) must be a "
                                  f"whole number of at least 0; got {self.depth!r}.")
+        if self.loader is not None and self.loader not in LOADERS:
+            raise SparseCSEError(f"{prefix}Unknown loader {self.loader!r} to time through; choose one of "
+                                 f"{', '.join(LOADERS)}.")
+        if self.loader == st_encoder.NAME and self.engine != DEFAULT_ENGINE:
+            raise SparseCSEError(f"{prefix}The {st_encoder.NAME} loader times the torch model on the CPU "
+                                 f"({DEFAULT_ENGINE}); the engine {self.engine} times its own runtime, so leave the "
+                                 "loader out.")
         if self.depth and self.speedup is None:
             raise SparseCSEError(f"{prefix}Removing whole layers (depth) is searched for a speed-up target; give "
                                  "--speedup.")
@@ -196,7 +222,13 @@ class Target:
         """The serving shape this target is timed at, ``default_threads`` standing in for unnamed threads (the
         engine's default on this machine: :func:`sparsecse.targets.timing.engine_threads`)."""
         return Shape(self.metric, self.batch, int(self.threads or default_threads), self.timing_sentences or "dev",
-                     self.engine, self.threads is None)
+                     self.engine, self.threads is None, self.resolved_loader)
+
+    @property
+    def resolved_loader(self) -> str:
+        """``loader``, or where it is None: sentence-transformers for ``torch-fp32`` when it is installed, else
+        sparsecse (the only one for the other engines, which time their own runtime)."""
+        return self.loader if self.loader is not None else default_loader(self.engine)
 
     def resolved_depth(self, layers: int) -> int:
         """The most whole layers a candidate may remove from a model of ``layers`` layers: ``depth`` where given,
