@@ -56,7 +56,8 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
               help="Instead of a budget: a speed-up over --model to reach, measured on --engine at the serving shape "
                    "(runs the shipped `target` recipe with --corpus: find the budget by timing candidates, prune, "
                    "distil, choose on dev); several, e.g. 1.5,2,3, make one model each in OUT/speedup-X/model and "
-                   "the curve OUT/curve.csv / curve.png.")
+                   "the curve OUT/curve.csv / curve.png (a curve's models are tested on the 7 STS tasks; "
+                   "--set evaluation.tasks=[sts,transfer] adds the transfer tasks).")
 @click.option("--max-drop", type=float, default=None, metavar="D",
               help="The largest drop of the dev score below --model's own (points); alone: the fastest candidate "
                    "within it.")

@@ -8,7 +8,9 @@ import pytest
 
 from sparsecse.cards.sections import compression_section
 from sparsecse.evaluation import speed
-from sparsecse.targets.serving import measure_grid, serving_grid, serving_table
+from sparsecse.targets import fresh
+from sparsecse.targets.engines import to_time
+from sparsecse.targets.serving import measure_grid, profiles, serving_grid, serving_table
 from sparsecse.targets.spec import Shape, Target
 from tests.test_target_shapes import Clock, Costly
 from tests.tiny import make_tiny_model_dir
@@ -30,11 +32,24 @@ def test_each_row_is_the_exact_ratio_and_latency_of_its_shape(monkeypatch):
     assert (big["p95_ms"], big["input_p95_ms"], big["requests"], big["spread"]) == (138.0, 522.0, 2, 0)
 
 
-def test_the_serving_table_is_measured_in_a_fresh_process(tmp_path):
+def test_the_cards_latency_and_throughput_are_the_tables_rows_at_the_shapes_threads(monkeypatch):
+    monkeypatch.setattr(speed, "clock", Clock())
+    sentences = [f"s{i}" for i in range(256)]
+    rows = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), sentences, [(1, 1), (1, 128), (2, 1)],
+                        judged=(1, 128))
+    assert (rows[1]["throughput"], rows[1]["input_throughput"]) == (round(256 / 0.276, 1), round(256 / 1.044, 1))
+    mine, theirs = profiles({"rows": rows}, Shape("throughput", 128, 1))
+    assert (mine["latency_ms_p50"], mine["latency_ms_p95"], theirs["latency_ms_p50"]) == (11.0, 11.0, 14.0)
+    assert (mine["throughput"], theirs["throughput"]) == (rows[1]["throughput"], rows[1]["input_throughput"])
+
+
+def test_the_serving_table_is_measured_in_a_fresh_process(tmp_path, monkeypatch):
+    monkeypatch.setenv(fresh.ENV, "fresh")
     model = make_tiny_model_dir(tmp_path / "m", "bert", layers=1, heads=2, ffn=16, seed=1)
     target = Target(speedup=2.0).check()
     shape = target.shape(1)
-    table = serving_table(target, shape, str(model), str(model), ["a b c", "d e", "f"], tmp_path / "work")
+    placed = to_time(model, target.engine, loader=shape.loader)
+    table = serving_table(target, shape, placed, placed, ["a b c", "d e", "f"])
     grid = serving_grid(shape, table["cores"])
     assert [(r["threads"], r["batch"]) for r in table["rows"]] == grid
     assert [r["judged"] for r in table["rows"]] == [(t, b) == (1, 128) for t, b in grid]

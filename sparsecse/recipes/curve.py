@@ -42,6 +42,9 @@ from sparsecse.targets.timing import engine_threads, settled, target_sentences
 
 TABLE = "curve.csv"
 PLOT = "curve.png"
+# A curve's targets are compared on the 7 STS tasks (its test axis); the 7 transfer tasks, about 3 minutes a model on
+# 2 cores, are left to the model you keep (sparsecse eval --tasks transfer), unless evaluation.tasks is set
+CURVE_TASKS = ["sts"]
 
 
 def target_name(speedup: float) -> str:
@@ -81,6 +84,7 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
         speedups: the speed-ups (a list, or ``"1.5,2,3"``); each target's run is ``OUT/speedup-X``.
         overrides: ``{"STAGE.KEY": value}`` for every target (the shape: ``target.metric``, ...); the recipe's
             comparison model (``evaluation.compare_with``) goes on the curve beside them, timed in the same run.
+            ``evaluation.tasks`` defaults to :data:`CURVE_TASKS` (the STS tasks only).
         resume: continue an unfinished curve in ``out`` (finished targets are kept).
         overwrite: start over.
         run: :func:`~sparsecse.recipes.runner.run_recipe`'s ``data_dir``, ``show_progress`` and ``data`` (the user's
@@ -96,7 +100,7 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
     started = time.perf_counter()
     speedups = sorted(parse_speedups(speedups))
     out = Path(out)
-    overrides = dict(overrides or {})
+    overrides = {"evaluation.tasks": CURVE_TASKS, **(overrides or {})}
     data_dir, show_progress, data = run.get("data_dir"), run.get("show_progress", True), run.get("data")
     first = load_recipe(recipe, {**overrides, "target.speedup": speedups[0]})
     compare_with = first.evaluation.compare_with

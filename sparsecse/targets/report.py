@@ -16,7 +16,7 @@ from sparsecse.modeling.flops import size_report
 from sparsecse.targets import fresh
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.fresh import OnDisk
-from sparsecse.targets.serving import serving_table
+from sparsecse.targets.serving import profiles, serving_table
 from sparsecse.targets.spec import Target, engines
 from sparsecse.targets.timing import engine_threads, latency_profiles, settled, target_sentences
 
@@ -34,7 +34,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         work: a scratch directory for exported copies (removed afterwards).
         calibration: the corpus int8 engines calibrate on.
         seed: the calibration sample's seed.
-        repeats: timing repeats (best of) for the card's single-sentence latency and throughput.
+        repeats: timing repeats (best of) for the card's single-sentence latency and throughput without a serving
+            table (with one, they are its rows on the shape's threads).
         show_progress: a progress bar while timing.
         serving: add the card's serving table (:func:`~sparsecse.targets.serving.serving_table`, a fresh process).
 
@@ -57,12 +58,14 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         timing = settled(reference, {"the final model": model}, sentences, shape, target,
                          show_progress)["the final model"]
         speedup = timing.speedup
-        profiles = fresh.run(latency_profiles, {"model": model, "input": reference}, sentences, shape.batch_size,
-                             repeats, shape.threads)
-        profile, reference_profile = profiles["model"], profiles["input"]
+        table = serving_table(target, shape, reference, model, sentences) if serving else None
+        if table:  # the card's latency and throughput are the table's rows at the shape's threads
+            profile, reference_profile = profiles(table, shape)
+        else:
+            timed = fresh.run(latency_profiles, {"model": model, "input": reference}, sentences, shape.batch_size,
+                              repeats, shape.threads)
+            profile, reference_profile = timed["model"], timed["input"]
         graph_bytes = _graph_bytes(model.load() if isinstance(model, OnDisk) else model) if exported else None
-        table = serving_table(target, shape, input_model, model_dir, sentences, work / "serving",
-                              calibration) if serving else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with encoding_device(dense), encoding_device(final):  # scored on the GPU when there is one, timed above

@@ -3,29 +3,21 @@ in one interleaved run, in a fresh process (nothing the run loaded or allocated 
 the target's batch and 128, on 1 thread and on all of the machine's cores (and on the target's threads, where they
 are neither). Each row gives the speed-up (the median over rounds of the ratio of the two models' summed request
 times, with its spread) and the p50 / p95 latency of one request of that batch for both models; the row the target
-was judged by is marked. On its own::
-
-    python -m sparsecse.targets.serving ARGS.json   # prints the rows as JSON (ARGS: see serving_table)
+was judged by is marked.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation import speed
-from sparsecse.serving.loading import load_encoder
-from sparsecse.targets.engines import on_engine
+from sparsecse.targets import fresh
 from sparsecse.targets.fresh import OnDisk
-from sparsecse.targets.spec import DEFAULT_BATCH_SIZE, DEFAULT_ENGINE, Shape, Target, engines
+from sparsecse.targets.spec import DEFAULT_BATCH_SIZE, Shape, Target
 from sparsecse.targets.timing import ROUNDS, requests, thin
 
 SERVING_BATCHES = (1, DEFAULT_BATCH_SIZE)  # with the target's batch
@@ -61,7 +53,8 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
 
     Returns:
         The rows, each a dict of ``threads``, ``batch``, ``speedup``, ``spread``, ``p50_ms``, ``p95_ms``,
-        ``input_p50_ms``, ``input_p95_ms``, ``requests``, ``judged``.
+        ``input_p50_ms``, ``input_p95_ms``, ``throughput`` and ``input_throughput`` (sentences per second, the median
+        round), ``requests``, ``judged``.
     """
     rows = []
     for threads, batch in grid:
@@ -75,73 +68,60 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
         def ms(key: str, q: float) -> float:
             return round(float(np.median(np.percentile(seconds[key], q, axis=1))) * 1000, 3)
 
+        count = sum(len(r) for r in timed)
+
+        def per_second(key: str) -> float:
+            return round(count / float(np.median(seconds[key].sum(axis=1))), 1)
+
         rows.append({"threads": threads, "batch": batch, "speedup": round(median, 4),
                      "spread": round(float((q75 - q25) / median), 4), "p50_ms": ms("model", 50),
                      "p95_ms": ms("model", 95), "input_p50_ms": ms("input", 50), "input_p95_ms": ms("input", 95),
+                     "throughput": per_second("model"), "input_throughput": per_second("input"),
                      "requests": len(timed), "judged": (threads, batch) == tuple(judged)})
     return rows
 
 
-def serving_table(target: Target, shape: Shape, input_model: str, model_dir: str, sentences: list[str],
-                  work: str | os.PathLike, calibration: str | os.PathLike | None = None,
-                  timeout: float = 3600) -> dict[str, Any]:
-    """The serving table of ``model_dir`` against ``input_model``, measured in a fresh process.
+def serving_table(target: Target, shape: Shape, reference, model, sentences: list[str]) -> dict[str, Any]:
+    """The serving table of ``model`` against ``reference``, each thread count's rows timed in a new fresh process
+    (:func:`sparsecse.targets.fresh.run`; an exported copy is loaded there with that many runtime threads).
 
     Args:
         target: the target the run aimed at (its engine).
         shape: the serving shape it was judged at (marked).
-        input_model: the input model.
-        model_dir: the final model.
+        reference: the input model as timings take it (:func:`~sparsecse.targets.engines.to_time`).
+        model: the final model, likewise.
         sentences: the timed sentences (longest first).
-        work: a scratch directory for exported copies.
-        calibration: the corpus an int8 engine calibrates on.
-        timeout: seconds before the measurement is abandoned.
 
     Returns:
         ``rows`` (:func:`measure_grid`), ``engine``, ``metric`` (the one the target was judged by), ``cores``,
         ``rounds`` and ``method`` (in words).
-
-    Raises:
-        SparseCSEError: when the measuring process fails.
     """
     cores = machine_cores()
-    args = {"engine": target.engine, "input": str(input_model), "model": str(model_dir), "sentences": sentences,
-            "grid": serving_grid(shape, cores), "judged": [shape.threads, shape.batch_size], "work": str(work),
-            "calibration": None if calibration is None else str(calibration), "loader": shape.loader}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(args, f)
-    try:
-        done = subprocess.run([sys.executable, "-m", "sparsecse.targets.serving", f.name], capture_output=True,
-                              text=True, timeout=timeout)
-    finally:
-        os.unlink(f.name)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SparseCSEError(f"Measuring the serving table of {model_dir} failed: {last}")
-    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    grid, judged = serving_grid(shape, cores), (shape.threads, shape.batch_size)
+    rows: list[dict[str, Any]] = []
+    for threads in dict.fromkeys(t for t, _ in grid):
+        placed = {k: replace(m, threads=threads) if isinstance(m, OnDisk) else m
+                  for k, m in (("model", model), ("input", reference))}
+        rows += fresh.run(_grid, placed, sentences, [(t, b) for t, b in grid if t == threads], judged)
+    served = "" if shape.loader == "sparsecse" else f" via {shape.loader}"
     return {"rows": rows, "engine": target.engine, "metric": shape.metric, "cores": cores, "rounds": ROUNDS,
             "method": (f"The model and its input timed side by side in one interleaved run ({ROUNDS} rounds, each "
                        f"model encoding its whole round in its turn) in a fresh process on {len(sentences):,} "
-                       f"sentences, {target.engine}{'' if shape.loader == 'sparsecse' else ' via ' + shape.loader}; speed-up: the median ratio "
+                       f"sentences, {target.engine}{served}; speed-up: the median ratio "
                        "of their summed request times, ± the spread of the rounds; latency: one request of the "
                        "batch")}
 
 
-def _main(path: str) -> None:
-    args = json.loads(Path(path).read_text())
-    engine, work = args["engine"], Path(args["work"])
-    if engine == DEFAULT_ENGINE:
-        placed = {k: OnDisk(args[k], loader=args["loader"]).load() for k in ("model", "input")}
-    else:  # exported once; an exported runtime takes its threads when loaded (below)
-        placed = {k: on_engine(args[k], engine, work / k, args.get("calibration")) for k in ("model", "input")}
-    exported = engines()[engine] is not None
-    rows = []
-    for threads, batch in args["grid"]:
-        model, reference = (load_encoder(work / k, threads=threads) if exported else placed[k]
-                            for k in ("model", "input"))
-        rows += measure_grid(model, reference, args["sentences"], [(threads, batch)], tuple(args["judged"]))
-    print(json.dumps(rows))
+def _grid(encoders: dict, sentences: list[str], grid: list[tuple[int, int]], judged: tuple[int, int]) -> list[dict]:
+    return measure_grid(encoders["model"], encoders["input"], sentences, grid, judged)
 
 
-if __name__ == "__main__":
-    _main(sys.argv[1])
+def profiles(table: dict[str, Any], shape: Shape) -> tuple[dict[str, float], dict[str, float]]:
+    """The model's and the input's single-sentence latency (p50 / p95, ms) and throughput at the shape's batch
+    (sentences/s), read from the serving table's rows on the shape's threads, as
+    :func:`~sparsecse.targets.timing.latency_profile` gives them."""
+    rows = {(r["threads"], r["batch"]): r for r in table["rows"]}
+    one, batch = rows[(shape.threads, 1)], rows[(shape.threads, shape.batch_size)]
+    return tuple({"latency_ms_p50": one[f"{who}p50_ms"], "latency_ms_p95": one[f"{who}p95_ms"],
+                  "throughput": batch[f"{who}throughput"], "latency_sentences": one["requests"]}
+                 for who in ("", "input_"))
