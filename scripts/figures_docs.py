@@ -524,6 +524,39 @@ def latency_longer(store: dict[str, Entry]) -> str:
         *latency_tables(timing, mine, "the latency-p50 2x model, 2,000 student steps", finalists)])
 
 
+def latency_longer_all(store: dict[str, Entry]) -> str:
+    """The latency-p50 run trained longer (timed in one long-lived process) served one query at a time over every
+    distinct STS-B test sentence."""
+    run, _, timing = latency_entries(store, "l6-lat2x-long", "serving-latency.turn100-all")
+    mine = next(r for r in timing.figures["rows"] if "l6-lat2x-long" in r["model"])
+    return latency_table(timing, {"all-MiniLM-L6-v2": "all-MiniLM-L6-v2 (input)",
+                                  mine["model"]: "the latency-p50 2x model, 2,000 student steps"})
+
+
+def latency_served(store: dict[str, Entry]) -> str:
+    """The targets guide's latency-p50 run timed through sentence-transformers: what it chose, its own final figure,
+    the independent single-query timing over every test sentence, its quality against L3, and its finalists (the
+    width-only one at the same latency among them)."""
+    run, finalists, timing = latency_entries(store, "l6-lat2x-st", "serving-latency.turn100")
+    _, f, t, versus, chosen, mine = latency_facts(run, finalists, timing, "l6-lat2x-st")
+    l3 = next(r for r in timing.figures["rows"] if L3 in r["model"])
+    width = next((r for r in finalists.figures["rows"] if r[0] == "0"), None)
+    speed_aim = "met" if mine["p50_speedup"] >= 1.9 else "missed"
+    quality_aim = ("met, and the 77.5 aimed at too" if f["sts_avg"] >= 77.5 else "met; short of the 77.5 aimed at"
+                   if f["sts_avg"] >= 77.0 else "missed")
+    return "\n".join([
+        f"`{run.provenance['command']}`, on {cpu(run)}, {f['minutes']:.1f} min: the search chose {chosen[0]} layers "
+        f"removed and {float(chosen[1]):.3f} of the rest's FLOPs, probed at {chosen[2]}; the run's own final figure "
+        f"is {x(t['speedup'])} ±{t['spread']:.0%}. The independent single-query timing: sentence-transformers serves "
+        f"it at **{x(mine['p50_speedup'])}** the input's p50 ({speed_aim}: at least 1.9× was asked; L3 "
+        f"{x(l3['p50_speedup'])}). Its 7-task STS avg is **{f['sts_avg']:.2f}** {ci(f['ci'])} ({quality_aim}), "
+        f"{pm(versus['difference'])} {ci(versus['paired_ci'], True)} against paraphrase-MiniLM-L3-v2 "
+        f"({versus['sts_avg']:.2f}); STS-B dev {f['stsb_dev']:.2f}."
+        + (f" The width-only candidate at the same latency kept {float(width[1]):.3f} of the FLOPs and scored "
+           f"{width[4]} on dev after 100 recovery steps, against {chosen[4]} for the chosen one." if width else ""), "",
+        *latency_tables(timing, mine, "the latency-p50 2x model, timed as served", finalists)])
+
+
 def busy_pair(store: dict[str, Entry]) -> str:
     """The targets guide's busy-machine pair: one ``--max-drop`` run on a quiet machine and beside a CPU-heavy
     process, what each chose or why it stopped, and every candidate's timing with its spread."""
@@ -559,6 +592,7 @@ BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recip
           "mpnet-summary": mpnet_summary, "target-run": target_run, "targets-table": targets_table,
           "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target,
           "curve-l6": curve_l6, "busy-pair": busy_pair, "latency-longer": latency_longer,
+          "latency-served": latency_served, "latency-longer-all": latency_longer_all,
           "latency-teacher": latency_teacher}
 
 

@@ -15,7 +15,8 @@ from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.targets import search as search_module
 from sparsecse.targets.candidates import TABLE, Candidate, read_table, write_table
-from sparsecse.targets.search import TargetOutOfReach, _next_budget, quality_search, speed_search
+from sparsecse.targets.candidates import next_budget_line
+from sparsecse.targets.search import TargetOutOfReach, quality_search, speed_search
 from sparsecse.targets.spec import Target
 from tests.helpers import random_sentences
 from tests.tiny import make_tiny_model_dir
@@ -70,8 +71,19 @@ def test_the_next_budget_is_exact_on_a_linear_latency_model():
     aim = 2.0
     first = 0.5
     speed = 1 / (FIXED + VARIABLE * first)
-    budget = _next_budget([(first, speed)], aim, 0.02)
+    budget = next_budget_line([(first, speed)], aim, 0.02)
     assert budget == pytest.approx((1 / aim - FIXED) / VARIABLE, abs=1e-12)  # 0.2857..., not FLOPs' 0.5
+
+
+def test_beyond_every_probe_the_next_budget_follows_all_of_them_not_two_noisy_neighbours():
+    # the curve's shared probes as timed at throughput on L6 (two close probes slope the wrong way under noise):
+    # the 2x target must probe below them all, not at 0.98
+    probes = [(0.757, 1.21), (0.647, 1.48), (0.618, 1.52), (0.595, 1.51)]
+    budget = next_budget_line(probes, 2.06, 0.02)
+    assert 0.3 < budget < 0.595
+    # a probe slower than the dense model: no line rises, so time is taken as proportional to the budget from the
+    # point nearest the aim (the dense model itself here)
+    assert next_budget_line([(0.9, 0.9)], 2.0, 0.02) == pytest.approx(0.5)
 
 
 class FakeProber:
@@ -241,3 +253,15 @@ def test_grouped_query_models_reach_a_speed_target(arch, tmp_path, text, fake_se
     assert sum(len(h) for h in kept_heads) == LAYERS * 4 - mask["heads_pruned"]
     group = 4 // KV_HEADS  # a key/value head stays exactly while a query head of its group does
     assert [sorted(k) for k in kept_kv] == [sorted({h // group for h in heads}) for heads in kept_heads]
+
+
+def test_an_exported_engines_graph_size_is_read_from_its_config_not_loaded(tmp_path):
+    from sparsecse.exporting.config import ExportConfig
+    from sparsecse.exporting.export import export
+    from sparsecse.targets.report import _graph_bytes
+
+    out = tmp_path / "onnx"
+    export(str(make_tiny_model_dir(tmp_path / "m", "bert", seed=1)), str(out), config=ExportConfig(format="onnx"))
+    graph = json.loads((out / "sparsecse_config.json").read_text())["onnx"]["file"]
+    assert _graph_bytes(str(out)) == (out / graph).stat().st_size > 0
+    assert _graph_bytes(str(tmp_path / "m")) is None  # a torch directory has no graph

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sparsecse.artifacts.files import atomic_file
 
 TABLE = "candidates.csv"
@@ -166,3 +168,28 @@ def save_png(fig, path: str | Path) -> Path:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return Path(path)
+
+
+def next_budget_line(points: list[tuple[float, float]], aim: float, floor: float, anchored: bool = True) -> float:
+    """The budget where time (1/speed-up, with the dense model at (1, 1)) reaches 1/aim: between the probes that
+    bracket it, the line through those two; beyond every probe, the least-squares line through them all (two noisy
+    probes close together can slope the wrong way), or, where even that does not rise with the budget, time taken
+    as proportional to the budget from the probe nearest the aim. ``anchored``: the dense model (1, 1) is a point
+    (not for the width of a model with layers removed, whose whole rest is already faster)."""
+    goal = 1.0 / aim
+    pts = sorted({*([(1.0, 1.0)] if anchored else []), *[(b, 1.0 / s) for b, s in points]})
+    below = [p for p in pts if p[1] <= goal]  # fast enough
+    above = [p for p in pts if p[1] > goal]
+    if below and above:
+        (b0, t0), (b1, t1) = max(below), min(above)
+        if abs(t1 - t0) < 1e-12:
+            return max(floor, min(b0, b1) / 2)
+        b = b0 + (goal - t0) * (b1 - b0) / (t1 - t0)
+    else:
+        slope, intercept = np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
+        if slope > 1e-9:
+            b = (goal - intercept) / slope
+        else:
+            near_b, near_t = min(pts, key=lambda p: abs(p[1] - goal))
+            b = near_b * goal / near_t
+    return min(0.98, max(floor, b))

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from sparsecse.artifacts.exported_model import export_settings, exported_format
 from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
 from sparsecse.modeling.adapters import layer_modules
 from sparsecse.modeling.encoder import SentenceEncoder, encoding_device
@@ -65,7 +66,7 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
             timed = fresh.run(latency_profiles, {"model": model, "input": reference}, sentences, shape.batch_size,
                               repeats, shape.threads)
             profile, reference_profile = timed["model"], timed["input"]
-        graph_bytes = _graph_bytes(model.load() if isinstance(model, OnDisk) else model) if exported else None
+        graph_bytes = _graph_bytes(model.path) if exported and isinstance(model, OnDisk) else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with encoding_device(dense), encoding_device(final):  # scored on the GPU when there is one, timed above
@@ -96,9 +97,12 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
     }
 
 
-def _graph_bytes(encoder) -> int | None:
-    """Bytes of the graph file an exported encoder runs, with its companions (OpenVINO's weights beside its .xml)."""
-    graph = Path(encoder.source) / encoder.file if getattr(encoder, "file", None) else None
+def _graph_bytes(directory: str) -> int | None:
+    """Bytes of the graph file an exported directory runs (the one its export chose, read from its config, not
+    loaded), with its companions (OpenVINO's weights beside its .xml)."""
+    format = exported_format(directory)
+    settings = export_settings(directory, format) if format else None
+    graph = Path(directory) / settings["file"] if settings else None
     if graph is None or not graph.is_file():
         return None
     companions = [graph.with_suffix(".bin")] if graph.suffix == ".xml" else []

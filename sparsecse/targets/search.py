@@ -52,7 +52,7 @@ from sparsecse.pruning.prune import PruningConfig
 from sparsecse.pruning.prune import prune as prune_scores
 from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
-from sparsecse.targets.candidates import PLOT, TABLE, Candidate, write_plot, write_table
+from sparsecse.targets.candidates import PLOT, TABLE, Candidate, next_budget_line, write_plot, write_table
 from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops, removal_order
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.spec import Target
@@ -244,23 +244,6 @@ def contradictions(candidates: list[Candidate], layers: int) -> list[tuple[Candi
             and a.speedup < b.speedup * (1 - ORDER_TOLERANCE - a.spread - b.spread)]
 
 
-def _next_budget(points: list[tuple[float, float]], aim: float, floor: float) -> float:
-    """The budget where the line through the two probes nearest the aim (in 1/speed-up, with the dense model at
-    (1, 1)) reaches 1/aim."""
-    goal = 1.0 / aim
-    pts = sorted({(1.0, 1.0), *[(b, 1.0 / s) for b, s in points]})
-    below = [p for p in pts if p[1] <= goal]  # fast enough
-    above = [p for p in pts if p[1] > goal]
-    if below and above:
-        (b0, t0), (b1, t1) = max(below), min(above)
-    else:  # extrapolate from the two nearest the goal
-        (b0, t0), (b1, t1) = sorted(pts, key=lambda p: abs(p[1] - goal))[:2]
-    if abs(t1 - t0) < 1e-12:
-        return max(floor, min(b0, b1) / 2)
-    b = b0 + (goal - t0) * (b1 - b0) / (t1 - t0)
-    return min(0.98, max(floor, b))
-
-
 def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float,
                  removed: list[int] | tuple = (), shared: SharedSearch | None = None) -> Candidate:
     """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring), starting
@@ -280,7 +263,7 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
         points = speed_points()
         if removed and len(points) == 1:  # the line through (1, 1) would not hold: the rest's full model is faster
             return round(min(0.98, max(floor, points[0][0] * math.sqrt(points[0][1] / aim))), 4)
-        return round(_next_budget(points, aim, floor), 4)
+        return round(next_budget_line(points, aim, floor, anchored=not removed), 4)
 
     tried = [b for b, _ in speed_points()]
     # FLOPs alone give the first guess; probes already measured, the line through them
