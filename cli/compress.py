@@ -292,7 +292,7 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
                        + (f", STS avg {row['test']:.2f}" if row.get("test") is not None else "")
                        + (f" ({row['model']})" if row["kind"] == "target" else ""))
         click.echo(f"wrote the curve {result.table} and {result.plot} in {result.seconds / 60:.1f} min")
-        return
+        return refuse_missed_target(result)
     figures = result.evaluation
     if figures.get("sts_avg") is not None:
         ci = figures.get("sts_avg_ci")
@@ -317,13 +317,18 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
 
 
 def refuse_missed_target(result) -> None:
-    """A run whose final model misses its target ends non-zero (after its figures, printed or as JSON)."""
-    reached = (getattr(result, "evaluation", None) or {}).get("target")
-    if reached and not reached["met"]:
+    """A run whose final model misses its target ends non-zero (after its figures, printed or as JSON); so does a
+    curve with a target whose model does, naming the first (the curve is written first)."""
+    runs = list(result.runs.values()) if hasattr(result, "runs") else [result]
+    missing = [(r, reached) for r in runs if (reached := (getattr(r, "evaluation", None) or {}).get("target"))
+               and not reached["met"]]
+    if missing:
+        run, reached = missing[0]
         missed = (f"runs {reached['speedup']:.2f}x, short of {reached['speedup_target']:g}x"
                   if not reached["met_speed"] else
                   f"drops {reached['drop']:.2f} on dev, more than {reached['max_drop']:g}")
-        raise SparseCSEError(f"The model in {result.model} {missed} at {shape_text(reached)}; its card and "
+        more = f" ({len(missing) - 1} more target{'s' if len(missing) > 2 else ''} missed)" if len(missing) > 1 else ""
+        raise SparseCSEError(f"The model in {run.model} {missed} at {shape_text(reached)}{more}; its card and "
                              "candidates table say what was tried.")
 
 

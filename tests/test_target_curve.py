@@ -121,3 +121,25 @@ def test_runs_sharing_reference_results_evaluate_the_comparison_model_once(tmp_p
     alone = card._test_figures(recipe, str(tiny_dir), tmp_path / "c", fake_senteval, False)  # outside: its own copy
     assert (tmp_path / "c" / card.REFERENCE_RESULTS).is_file()
     assert first["versus"] == second["versus"] == alone["versus"]
+
+
+def test_a_curve_with_a_missed_target_ends_non_zero_naming_it(tmp_path):
+    from types import SimpleNamespace
+
+    from sparsecse.cli.compress import refuse_missed_target
+    from sparsecse.errors import SparseCSEError
+    from sparsecse.recipes.curve import CurveResult
+
+    shape = {"metric": "throughput", "batch_size": 128, "threads": 2, "sentences": "dev", "engine": "torch-fp32"}
+
+    def run(name, speedup, target):
+        reached = {"met": speedup >= target, "met_speed": speedup >= target, "speedup": speedup,
+                   "speedup_target": target, "shape": shape}
+        return SimpleNamespace(model=tmp_path / name / "model", evaluation={"target": reached})
+
+    curve = CurveResult(tmp_path, runs={1.5: run("speedup-1.5", 1.47, 1.5), 2.0: run("speedup-2", 2.17, 2.0)})
+    with pytest.raises(SparseCSEError, match=r"speedup-1.5/model runs 1.47x, short of 1.5x at throughput") as info:
+        refuse_missed_target(curve)
+    assert len(str(info.value).splitlines()) == 1
+    curve.runs[1.5] = run("speedup-1.5", 1.52, 1.5)
+    refuse_missed_target(curve)  # every target met: nothing raised

@@ -84,7 +84,7 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
         speedups: the speed-ups (a list, or ``"1.5,2,3"``); each target's run is ``OUT/speedup-X``.
         overrides: ``{"STAGE.KEY": value}`` for every target (the shape: ``target.metric``, ...); the recipe's
             comparison model (``evaluation.compare_with``) goes on the curve beside them, timed in the same run.
-            ``evaluation.tasks`` defaults to :data:`CURVE_TASKS` (the STS tasks only).
+            ``evaluation.tasks`` defaults to ``CURVE_TASKS`` (the STS tasks only).
         resume: continue an unfinished curve in ``out`` (finished targets are kept).
         overwrite: start over.
         run: :func:`~sparsecse.recipes.runner.run_recipe`'s ``data_dir``, ``show_progress`` and ``data`` (the user's
