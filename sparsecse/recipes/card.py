@@ -37,6 +37,7 @@ from sparsecse.recipes.spec import Recipe, load_recipe
 from sparsecse.targets import fresh
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.spec import DEFAULT_ENGINE, default_loader
+from sparsecse.targets.timing import engine_threads
 from sparsecse.evaluation.config import EvaluationConfig
 
 CARD = "README.md"
@@ -248,16 +249,15 @@ def measure_speed(input_model: str, model_dir: str, reference: str | None, data_
                   show_progress: bool) -> dict[str, Any]:
     """Encode speed-up of the final model (and the comparison model) over the input model, torch fp32 (loaded as
     targets load it), side by side on the distinct STS-B test sentences in a fresh process, with the CPU features."""
-    import torch
-
     if reference and _same_model(reference, input_model):
         reference = None  # compared with itself: the input model's own 1.0x, timed twice, says nothing
     named = {"input": input_model, "model": model_dir, **({"reference": reference} if reference else {})}
-    models = {key: to_time(path, DEFAULT_ENGINE, loader=(loader := default_loader(DEFAULT_ENGINE))) for key, path in named.items()}
+    loader = default_loader(DEFAULT_ENGINE)
+    models = {key: to_time(path, DEFAULT_ENGINE, loader=loader) for key, path in named.items()}
     speed = fresh.run(speedups, models, "input", data_dir, SPEED_BATCH, 3, show_progress)
     return {"speedup": speed["model"]["speedup"],
             "reference_speedup": speed["reference"]["speedup"] if reference else None,
-            "seconds": {k: v["seconds"] for k, v in speed.items()}, "threads": torch.get_num_threads(),
+            "seconds": {k: v["seconds"] for k, v in speed.items()}, "threads": engine_threads(),
             "cpu": describe_cpu(), "engine": "torch fp32", "loader": loader, "batch_size": SPEED_BATCH,
             "sentences": "distinct STS-B test sentences, models taking turns pass by pass, best of 3 per batch"}
 

@@ -41,17 +41,17 @@ def engines() -> dict[str, tuple[str, str | None] | None]:
     return found
 
 
+DEFAULT_BATCH_SIZE = 128  # the batch size a throughput is measured at unless the user names one
+LATENCY_BATCH_SIZE = 1  # a latency metric's default request: one sentence
+DEFAULT_PROBES = 6
+MAX_SPREAD = 0.1  # the widest relative spread (IQR / median of the per-round ratios) a timing may keep
+
+
 def default_loader(engine: str) -> str:
     """What loads a model on ``engine`` to time it when the target names no loader: sentence-transformers for
     ``torch-fp32`` where it is installed, else sparsecse (the only one for the other engines, which time their own
     runtime)."""
     return st_encoder.NAME if engine == DEFAULT_ENGINE and st_encoder.available() else "sparsecse"
-
-
-DEFAULT_BATCH_SIZE = 128  # the batch size a throughput is measured at unless the user names one
-LATENCY_BATCH_SIZE = 1  # a latency metric's default request: one sentence
-DEFAULT_PROBES = 6
-MAX_SPREAD = 0.1  # the widest relative spread (IQR / median of the per-round ratios) a timing may keep
 
 
 @dataclass(frozen=True)
