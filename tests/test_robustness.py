@@ -504,6 +504,43 @@ print(json.dumps({{"computed": r.computed, "reused": r.reused, "busy": r.busy}})
                             env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"})
 
 
+def test_a_sweep_directory_being_created_by_another_process_is_waited_for(tmp_path):
+    """The other process holds the sweep lock and has only its temporary file in ``out``: the directory is
+    waited for, not refused as foreign (the race two processes splitting a sweep once lost)."""
+    import threading
+
+    from sparsecse.artifacts.locks import FileLock
+    from sparsecse.sweeps.directory import open_sweep_dir
+
+    out = tmp_path / "sweep"
+    out.mkdir()
+    print_ = {"model": "m", "scoring": {"seed": 0}}
+    lock = FileLock(out / "sweep.json.lock")
+    lock.wait()
+    (out / ".sweep.json.partial").write_text("{")
+    opened = {}
+
+    def open_it():
+        try:
+            opened["state"] = open_sweep_dir(out, print_)
+        except SparseCSEError as err:
+            opened["error"] = err
+
+    other = threading.Thread(target=open_it)
+    other.start()
+    other.join(timeout=1.0)
+    assert other.is_alive() and not opened, "the second opener did not wait for the lock"
+    (out / ".sweep.json.partial").unlink()
+    (out / "sweep.json").write_text(json.dumps({"fingerprint": print_, "runs": ["first"]}))
+    lock.release()
+    other.join(timeout=30)
+    assert opened.get("state", {}).get("runs") == ["first"], opened
+    with pytest.raises(SparseCSEError, match="different model or scoring settings"):
+        open_sweep_dir(out, {**print_, "model": "other"})
+    assert open_sweep_dir(out, {**print_, "model": "other"}, overwrite=True)["runs"] == []
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.json"]
+
+
 def test_two_processes_split_a_sweep(tiny_bert_dir, tiny_stsb_dir, tmp_path, monkeypatch):
     out = tmp_path / "sweep"
     barrier = tmp_path / "sync" / "ready"

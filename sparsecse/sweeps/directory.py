@@ -104,26 +104,42 @@ def _short(value, width: int = 48) -> str:
 
 def open_sweep_dir(out: Path, print_: dict[str, Any], overwrite: bool = False) -> dict[str, Any]:
     """Create ``out`` or reopen it; refuses a directory from another model or other scoring settings
-    (``overwrite``: deletes that sweep and starts afresh). Safe when several processes open it at once."""
+    (``overwrite``: deletes that sweep and starts afresh). Safe when several processes open it at once.
 
-    state_path = out / SWEEP_FILE
-    if state_path.is_file():
-        old = recorded_fingerprint(out)
-        diffs = _differences(old, print_)
-        if diffs and not overwrite:
-            raise SparseCSEError(
-                f"{out} holds a sweep with different model or scoring settings ({'; '.join(diffs[:3])}); "
-                "choose another --out to start a new sweep, or pass --overwrite to replace it.")
-        if diffs:
-            import shutil
+    Args:
+        out: the sweep directory.
+        print_: this sweep's fingerprint (``fingerprint``).
+        overwrite: whether a sweep with another fingerprint in ``out`` is replaced.
 
-            shutil.rmtree(out)
-    elif out.exists() and (not out.is_dir() or any(not p.name.endswith(".lock") for p in out.iterdir())):
+    Returns:
+        The sweep's state: ``{"fingerprint", "runs"}``.
+    """
+    if out.exists() and not out.is_dir():
         raise SparseCSEError(f"{out} exists and is not a sweep directory; choose another --out.")
     out.mkdir(parents=True, exist_ok=True)
-    with FileLock(out / (SWEEP_FILE + ".lock")):  # another process may be creating it right now
+    lock = out / (SWEEP_FILE + ".lock")
+    # every check under the lock: another process may be writing the sweep file (and its temporary) right now
+    with FileLock(lock):
+        state_path = out / SWEEP_FILE
         if state_path.is_file():
-            return read_sweep_state(out)
+            diffs = _differences(recorded_fingerprint(out), print_)
+            if not diffs:
+                return read_sweep_state(out)
+            if not overwrite:
+                raise SparseCSEError(
+                    f"{out} holds a sweep with different model or scoring settings ({'; '.join(diffs[:3])}); "
+                    "choose another --out to start a new sweep, or pass --overwrite to replace it.")
+            _empty_but(out, lock)
+        elif any(not p.name.endswith(".lock") for p in out.iterdir()):
+            raise SparseCSEError(f"{out} exists and is not a sweep directory; choose another --out.")
         state = {"fingerprint": print_, "runs": []}
         write_json(state_path, state)
     return state
+
+
+def _empty_but(directory: Path, kept: Path) -> None:
+    import shutil
+
+    for path in directory.iterdir():
+        if path != kept:
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
