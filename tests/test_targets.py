@@ -142,6 +142,24 @@ def test_the_speed_search_keeps_a_probe_within_its_spread_of_the_aim_over_a_far_
     assert speed_search(prober, None, None, 0.02).keep_flops == 0.0342
 
 
+def test_the_speed_search_stops_once_the_next_budget_could_not_beat_one_that_reaches_the_aim():
+    # the L6 curve's 1.5x target (aim 1.545): 0.611 ran 1.52x ±5%, which reaches the aim within its spread; the
+    # line through the probes then pointed below 0.611, where no probe can win, yet four more were timed
+    prober = FakeProber(Target(speedup=1.5, margin=0.03))
+    prober.candidates = [Candidate(0.647, 0, 0, 1.47, 80.0, 0.0, "speed", spread=0.01),
+                         Candidate(0.611, 0, 0, 1.52, 80.0, 0.0, "speed", spread=0.05)]
+    prober.one_shot = lambda *args: pytest.fail("a probe below a budget that already reaches the aim was timed")
+    chosen = speed_search(prober, None, None, 0.02)
+    assert chosen.keep_flops == 0.611 and chosen.meets
+    assert [c.meets for c in prober.candidates] == [False, True]
+    # without the spread 0.611 falls short of the aim, so the search probes below it
+    prober = FakeProber(Target(speedup=1.5, margin=0.03))
+    prober.candidates = [Candidate(0.647, 0, 0, 1.47, 80.0, 0.0, "speed", spread=0.01),
+                         Candidate(0.611, 0, 0, 1.52, 80.0, 0.0, "speed", spread=0.0)]
+    speed_search(prober, None, None, 0.02)
+    assert len(prober.candidates) > 2 and min(c.keep_flops for c in prober.candidates) < 0.611
+
+
 def test_a_speed_target_out_of_reach_names_the_fastest_candidate():
     prober = FakeProber(Target(speedup=50.0))
     with pytest.raises(TargetOutOfReach, match="50x speed-up on torch-fp32 is out of reach") as caught:

@@ -10,7 +10,8 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   the input model on the engine, interleaved, on the dev sentences. The next budget comes from the line through
   the two nearest probes in (budget, 1/speed-up) (the first guess from FLOPs alone), so three or four probes
   usually land within a few percent of the aim ``speedup x (1 + margin)``. The largest budget that reaches the
-  aim (or meets the target, short of the aim by less than its own timing spread) wins. A target no probe reaches,
+  aim (or meets the target, short of the aim by less than its own timing spread) wins, so the search stops as soon
+  as the next budget would be no larger than one that already reaches it. A target no probe reaches,
   down to the smallest budget that keeps a unit, is out of reach.
 - **quality** (``Target.max_drop`` alone): a probe is pruned from the dense model's scores with reconstruction
   (``prune_fn``: the recipe's budget stage prunes in one step, a cheaper and slightly pessimistic stand-in for the
@@ -259,6 +260,13 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     def speed_points() -> list[tuple[float, float]]:
         return [(c.keep_flops, c.speedup) for c in prober.candidates if mine(c)]
 
+    def winner() -> float:
+        """The largest budget reaching the aim so far (0: none); a probe at or below it can no longer win."""
+        for c in prober.candidates:
+            if mine(c):
+                c.meets = c.speedup >= float(target.speedup)
+        return max((c.keep_flops for c in prober.candidates if mine(c) and c.reaches(aim)), default=0.0)
+
     def next_budget() -> float:
         points = speed_points()
         if removed and len(points) == 1:  # the line through (1, 1) would not hold: the rest's full model is faster
@@ -272,7 +280,7 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     for _ in range(target.probes):
         if any(aim <= s <= aim * (1 + CLOSE_ENOUGH) for _, s in speed_points()):
             break
-        if any(abs(budget - b) < 0.002 for b in tried):
+        if any(abs(budget - b) < 0.002 for b in tried) or budget <= winner():
             break
         candidate = prober.one_shot(scores, pruning, budget, removed)
         tried.append(candidate.keep_flops)
@@ -283,9 +291,8 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     if shared is not None:
         shared.rows.extend((dataclasses.replace(c), prober.timed[i]) for i, c in enumerate(prober.candidates)
                            if i >= known and c.stage == "speed")
+    winner()  # marks each probe's meets, after settling
     speed = [c for c in prober.candidates if mine(c)]
-    for c in speed:
-        c.meets = c.speedup >= float(target.speedup)
     ok = [c for c in speed if c.reaches(aim)] or [c for c in speed if c.meets]
     if not ok:
         fastest = max(speed, key=lambda c: c.speedup)
