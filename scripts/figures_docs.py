@@ -310,13 +310,10 @@ CORPUS_COMMANDS = """```bash
 shuf -n 2000 --random-source=<(yes) ../shared/data/unlabeled/train_sentences.txt > runs/corpus-2k.txt
 shuf -n 10000 --random-source=<(yes) ../shared/data/unlabeled/train_sentences.txt > runs/corpus-10k.txt
 cp ../shared/data/unlabeled/train_sentences.txt runs/corpus-94k.txt      # all 94,199 sentences
-for n in 2k 10k; do
+for n in 2k 10k 94k; do   # each from a cold cache (an empty SPARSECSE_CACHE)
   sparsecse compress --model all-MiniLM-L6-v2 --corpus runs/corpus-$n.txt --speedup 2.0 --out runs/corpus-$n \\
       --store docs/results/store
 done
-# the same target (the target recipe's --speedup 2.0) on all 94,199 sentences
-sparsecse compress --recipe target --model sentence-transformers/all-MiniLM-L6-v2 --corpus runs/corpus-94k.txt \\
-    --out runs/corpus-94k --store docs/results/store
 make figures
 ```"""
 
@@ -325,26 +322,22 @@ def corpus_size(store: dict[str, Entry]) -> str:
     """The corpus-size table: the entries ``corpus-2k.*``, ``corpus-10k.*``, ``corpus-94k.*`` that
     ``compress --speedup 2.0 --out runs/corpus-N --store`` writes, one row per corpus and machine; until they exist,
     the slot says so and gives the commands."""
-    rows = [e for e in store.values() if re.match(r"corpus-(2k|10k|94k)\.", e.id)]
-    whole = [e for e in store.values() if e.id.startswith("target.t2x.")]  # the same target on the whole file
-    if rows and not any(e.id.startswith("corpus-94k.") for e in rows) and whole:
-        rows.append(whole[0])
-    size = lambda e: CORPUS_SIZES["94k" if e in whole else e.id.split(".")[0][7:]]  # noqa: E731
-    rows.sort(key=lambda e: (size(e), e.machine))
+    size = lambda e: CORPUS_SIZES[e.id.split(".")[0][7:]]  # noqa: E731
+    rows = sorted((e for e in store.values() if re.match(r"corpus-(2k|10k|94k)\.", e.id)),
+                  key=lambda e: (size(e), e.machine))
     if not rows:
         return ("**Not measured yet.** This table is written from the results store by `make figures` once the three "
-                "runs below have stored their final measurements (each about 18 minutes on a 2-core CPU):\n\n"
-                + CORPUS_COMMANDS)
+                "runs below have stored their final measurements:\n\n" + CORPUS_COMMANDS)
+    commits = sorted({e.provenance["commit"] for e in rows})
     lines = ["all-MiniLM-L6-v2, `--speedup 2.0` (torch fp32, batch 128), the same seeded samples of the 94,199 "
-             "training sentences; each row one run:", "",
+             f"training sentences; each row one run from a cold cache, at commit {', '.join(commits)}:", "",
              "| corpus | machine | speed-up (the run's own timing) | STS-B dev | 7-task STS avg | wall |",
              "|---|---|---|---|---|---|"]
     for e in rows:
         f = e.figures
         speed = (f.get("target") or {}).get("speedup")
-        lines.append(f"| {size(e):,} sentences{' (¹)' if e in whole else ''} | {cpu(e)} | "
-                     f"{x(speed) if speed else '—'} | {f['stsb_dev']:.2f} | {f['sts_avg']:.2f} {ci(f['ci'])} | "
-                     f"{f.get('minutes', 0):.1f} min |")
+        lines.append(f"| {size(e):,} sentences | {cpu(e)} | {x(speed) if speed else '—'} | {f['stsb_dev']:.2f} | "
+                     f"{f['sts_avg']:.2f} {ci(f['ci'])} | {f.get('minutes', 0):.1f} min |")
     full = next((e for e in rows if size(e) == CORPUS_SIZES["94k"]), None)
     if full is not None:
         lines += [""] + [f"- {size(e):,} sentences: {pm(e.figures['sts_avg'] - full.figures['sts_avg'])} on the 7-task "
@@ -352,29 +345,28 @@ def corpus_size(store: dict[str, Entry]) -> str:
                          f"{'overlap' if e.figures['ci'][1] >= full.figures['ci'][0] else 'do not overlap'}), in "
                          f"{e.figures['minutes']:.1f} min against {full.figures['minutes']:.1f}."
                          for e in rows if e is not full]
-    notes = [f"(¹) The run of `{whole[0].provenance['command']}` on {whole[0].provenance['date']} (commit "
-             f"{whole[0].provenance['commit']}): the same target on the whole file, at an earlier commit than the "
-             "smaller corpora's runs."] if any(e in whole for e in rows) else []
-    return "\n".join(lines + [""] + notes + (["", "Rebuilt by:"] if notes else ["Rebuilt by:"]) + ["", CORPUS_COMMANDS])
+    return "\n".join(lines + ["", "Rebuilt by:", "", CORPUS_COMMANDS])
 
 
 def latency_target(store: dict[str, Entry]) -> str:
     """The targets guide's latency-p50 run: what it reached, its independent single-query timing, its finalists."""
     run = store["target.l6-lat2x.intel-xeon-avx-512-vnni-amx"]
+    finalists = store["depth-finalists.l6-lat2x.intel-xeon-avx-512-vnni-amx"]
     f, t = run.figures, run.figures["target"]
     versus = f["versus"]
+    chosen = next(r for r in finalists.figures["rows"] if r[-1] == "chosen")
     return "\n".join([
-        f"On {cpu(run)}, `--speedup 2.0 --metric latency-p50` (batch 1) chose 3 layers removed and 0.645 of the rest's "
-        f"FLOPs: the run measured {x(t['speedup'])} at p50 ({t['latency_ms']['p50']:.2f} ms), STS-B dev "
+        f"On {cpu(run)}, `--speedup 2.0 --metric latency-p50` (batch 1) chose {chosen[0]} layers removed and "
+        f"{float(chosen[1]):.3f} of the rest's FLOPs: the run measured {x(t['speedup'])} at p50 ({t['latency_ms']['p50']:.2f} ms), STS-B dev "
         f"{f['stsb_dev']:.2f} (input {t['reference_dev']:.2f}), 7-task STS avg {f['sts_avg']:.2f} {ci(f['ci'])}, "
         f"{pm(versus['difference'])} {ci(versus['paired_ci'], True)} against paraphrase-MiniLM-L3-v2 "
         f"({versus['sts_avg']:.2f}). At batch 128 the same model is {x(f['speedup'])} the input "
         f"(L3: {x(f['reference_speedup'])}). {run.provenance['note'].capitalize()}.", "",
         stored_table(store["serving-latency.l6-lat2x.intel-xeon-avx-512-vnni-amx"]), "",
-        stored_table(store["depth-finalists.l6-lat2x.intel-xeon-avx-512-vnni-amx"])])
+        stored_table(finalists)])
 
 
-L6_CURVE = "l6-curve3"  # the run the targets guide's curve block shows
+L6_CURVE = "l6-curve4"  # the run the targets guide's curve block shows
 
 
 def curve_l6(store: dict[str, Entry]) -> str:

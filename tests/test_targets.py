@@ -215,7 +215,12 @@ TINY_STAGES = ["--set", "prune.steps=1", "--set", "prune.reconstruct_sentences=3
 
 
 def test_a_tiny_model_reaches_a_speed_target_through_the_target_recipe(tmp_path, tiny_dir, text, fake_senteval,
-                                                                     fake_clock):
+                                                                     fake_clock, monkeypatch):
+    from sparsecse.shrinking import iterative
+
+    rescored = []
+    scoring = iterative.score_model
+    monkeypatch.setattr(iterative, "score_model", lambda *a, **k: rescored.append(a) or scoring(*a, **k))
     out = tmp_path / "run"
     result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--speedup", "1.3",
                                        "--data-dir", str(fake_senteval), "--out", str(out), "--quiet", *TINY_STAGES])
@@ -233,6 +238,7 @@ def test_a_tiny_model_reaches_a_speed_target_through_the_target_recipe(tmp_path,
     assert summary["keep_flops"] == chosen[0].keep_flops
     assert pruned["kept_flops_ratio"] <= summary["keep_flops"] + 1e-9
     assert math.isfinite(reached["latency_ms"]["p50"]) and reached["params"] > 0
+    assert not rescored  # the prune stage's one step starts from the scores the budget stage made of the same model
 
 
 def test_a_target_out_of_reach_ends_non_zero_and_keeps_its_candidates(tmp_path, tiny_dir, text, fake_senteval,

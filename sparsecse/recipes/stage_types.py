@@ -250,7 +250,8 @@ class StageContext:
     """What every stage of one run shares: the corpus, the evaluation data, the seed, where the models of
     earlier stages are (``models``: stage name, or ``input``, to directory), the recipe's ``target`` and the
     budgets its budget stages found (``budgets``: stage name to kept-FLOPs fraction; ``removed_layers``: stage
-    name to the whole layers removed before that budget is spent)."""
+    name to the whole layers removed before that budget is spent; ``input_scores``: model to the gate scores a budget
+    stage scored it with, which a prune stage spending that budget on the same model starts from)."""
 
     corpus: Path
     work: Path
@@ -261,6 +262,7 @@ class StageContext:
     target: Target | None = None
     budgets: dict[str, float] = field(default_factory=dict)
     removed_layers: dict[str, list[int]] = field(default_factory=dict)
+    input_scores: dict[str, Any] = field(default_factory=dict)
     stages: tuple = ()
     dev: str | None = None  # the user's dev set (a pairs file or a task name; None: STS-B dev)
     test: str | None = None  # the user's test set, scored in the final evaluation

@@ -265,10 +265,13 @@ class PruneStage(Stage):
         shrinking, pruning, scoring = self.settings(ctx)
         keep_flops = ctx.budgets[self.budget_ref] if self.budget_ref else self.keep_flops
         removed = ctx.removed_layers.get(self.budget_ref) or []
+        # the first step's scores: those the budget stage scored this same model with (same settings), if it did
+        scores = None if removed or not self.budget_ref else ctx.input_scores.get(model)
         if removed:  # the budget is that of the remaining layers
             model = without_layers(SentenceEncoder.load(model, device=shrinking.device), removed)
         result, shrunk = prune_and_shrink(model, str(out), keep_flops=keep_flops, keep_params=self.keep_params,
-                                          steps=self.steps, prune=pruning, score=scoring, shrink=shrinking)
+                                          steps=self.steps, scores=scores, prune=pruning, score=scoring,
+                                          shrink=shrinking)
         return {"layers_removed": removed, "kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
                 "kept_params_ratio": result.mask.manifest["kept_params_ratio"],
                 "heads_pruned": result.mask.heads_pruned, "neurons_pruned": result.mask.neurons_pruned,
@@ -381,6 +384,7 @@ class BudgetStage(Stage):
             scores = score_model(model, scoring)
             if shared is not None:
                 shared.scores[model] = scores
+        ctx.input_scores[model] = scores  # the prune stage spending this budget starts from them
 
         def prune_once(budget: float):
             result, shrunk = prune_and_shrink(model, keep_flops=budget, steps=1, scores=scores, prune=pruning,

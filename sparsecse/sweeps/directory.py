@@ -112,7 +112,7 @@ def open_sweep_dir(out: Path, print_: dict[str, Any], overwrite: bool = False) -
         overwrite: whether a sweep with another fingerprint in ``out`` is replaced.
 
     Returns:
-        The sweep's state: ``{"fingerprint", "runs"}``.
+        The sweep's state, ``{"fingerprint", "runs"}``.
     """
     if out.exists() and not out.is_dir():
         raise SparseCSEError(f"{out} exists and is not a sweep directory; choose another --out.")
