@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.reporting.store import Entry, load_store  # noqa: E402
+from sparsecse.targets.spec import Target  # noqa: E402
 
 STORE = ROOT / "docs" / "results" / "store"
 BEGIN = re.compile(r"^(<!-- |# )BEGIN figures: ([\w.-]+)(?: -->| \(.*\))?$")  # YAML: "# BEGIN ... (a note)"
@@ -354,7 +355,7 @@ def latency_target(store: dict[str, Entry]) -> str:
     finalists = store["depth-finalists.l6-lat2x.intel-xeon-avx-512-vnni-amx"]
     f, t = run.figures, run.figures["target"]
     versus = f["versus"]
-    chosen = next(r for r in finalists.figures["rows"] if r[-1] == "chosen")
+    chosen = chosen_finalist(finalists)
     return "\n".join([
         f"On {cpu(run)}, `--speedup 2.0 --metric latency-p50` (batch 1) chose {chosen[0]} layers removed and "
         f"{float(chosen[1]):.3f} of the rest's FLOPs: the run measured {x(t['speedup'])} at p50 ({t['latency_ms']['p50']:.2f} ms), STS-B dev "
@@ -433,7 +434,7 @@ def curve_l6(store: dict[str, Entry]) -> str:
         "- **Met in their own runs**: " + "; ".join(
             f"{name} {'met' if run.figures['target'].get('met') else 'not met'} ({x(run.figures['target']['speedup'])})"
             for name, run in runs.items()) + ". A target is met when its run's own final figure reaches it; the "
-        "search aims 3% above it, and the final figure varies by a few percent from the probe's.",
+        f"search aims {Target.margin:.0%} above it, and the final figure varies by a few percent from the probe's.",
         "",
         "What it shows, on this CPU and at this shape:", "",
         f"- At batch 128, paraphrase-MiniLM-L3-v2 scores {l3['test']:.2f} at {x(l3['speedup'])}; the 2x target keeps "
@@ -468,9 +469,14 @@ def latency_entries(store: dict[str, Entry], name: str, timing_prefix: str) -> t
     return run, store[f"depth-finalists.{name}.{slug}"], store[f"{timing_prefix}.{name}.{slug}"]
 
 
+def chosen_finalist(finalists: Entry) -> list:
+    """The chosen row of a depth-finalists entry (layers removed, kept FLOPs of the rest, ...)."""
+    return next(r for r in finalists.figures["rows"] if r[-1] == "chosen")
+
+
 def latency_facts(run: Entry, finalists: Entry, timing: Entry, name: str) -> tuple:
     """(machine slug, figures, target, versus, the chosen finalist's row, the model's row of the timing)."""
-    chosen = next(r for r in finalists.figures["rows"] if r[-1] == "chosen")
+    chosen = chosen_finalist(finalists)
     mine = next(r for r in timing.figures["rows"] if name in r["model"])
     f = run.figures
     return run.id.split(".")[-1], f, f["target"], f["versus"], chosen, mine

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +139,6 @@ def open_sweep_dir(out: Path, print_: dict[str, Any], overwrite: bool = False) -
 
 
 def _empty_but(directory: Path, kept: Path) -> None:
-    import shutil
-
     for path in directory.iterdir():
         if path != kept:
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()

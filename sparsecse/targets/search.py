@@ -260,12 +260,16 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     def speed_points() -> list[tuple[float, float]]:
         return [(c.keep_flops, c.speedup) for c in prober.candidates if mine(c)]
 
+    def marked() -> list[Candidate]:
+        """This search's probes, each marked whether it meets the target (as last timed)."""
+        speed = [c for c in prober.candidates if mine(c)]
+        for c in speed:
+            c.meets = c.speedup >= float(target.speedup)
+        return speed
+
     def winner() -> float:
         """The largest budget reaching the aim so far (0: none); a probe at or below it can no longer win."""
-        for c in prober.candidates:
-            if mine(c):
-                c.meets = c.speedup >= float(target.speedup)
-        return max((c.keep_flops for c in prober.candidates if mine(c) and c.reaches(aim)), default=0.0)
+        return max((c.keep_flops for c in marked() if c.reaches(aim)), default=0.0)
 
     def next_budget() -> float:
         points = speed_points()
@@ -291,8 +295,7 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     if shared is not None:
         shared.rows.extend((dataclasses.replace(c), prober.timed[i]) for i, c in enumerate(prober.candidates)
                            if i >= known and c.stage == "speed")
-    winner()  # marks each probe's meets, after settling
-    speed = [c for c in prober.candidates if mine(c)]
+    speed = marked()  # after settling
     ok = [c for c in speed if c.reaches(aim)] or [c for c in speed if c.meets]
     if not ok:
         fastest = max(speed, key=lambda c: c.speedup)
