@@ -219,6 +219,11 @@ def test_a_recipe_runs_manifest_becomes_an_entry():
     assert entry.figures["minutes"] == 18.1 and entry.figures["ci"] == [77.26, 78.63]
     assert entry.figures["target"]["speedup"] == 2.08 and entry.provenance["engine"] == "torch-fp32"
     assert entry.provenance["threads"] == 2 and entry.provenance["batch_size"] == 128
+    # a target run has no separate throughput line: its target's figure (judged at its shape) stands for it
+    manifest["figures"].pop("speed")
+    manifest["figures"]["target"]["shape"] = {"threads": 2}
+    entry = run_entry("t2x.here", manifest, "sparsecse compress --speedup 2.0")
+    assert entry.figures["speedup"] == 2.08 and entry.provenance["threads"] == 2
     with pytest.raises(SparseCSEError, match="holds no figures"):
         run_entry("x", {"figures": {}}, "c")
 

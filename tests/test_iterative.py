@@ -11,7 +11,9 @@ from click.testing import CliRunner
 
 from sparsecse.pruning.budget import UnitCosts, budget_cap, select_under_budget
 from sparsecse.cli import main
-from sparsecse.shrinking.iterative import iterative_prune, shrink_iterative, silence, step_budgets
+from sparsecse.shrinking import iterative
+from sparsecse.shrinking.iterative import (continued_budgets, iterative_prune, shrink_iterative, silence,
+                                          step_budgets)
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.flops import count_parameters, flops_per_token
@@ -35,6 +37,39 @@ def test_step_budgets_are_geometric_and_end_at_the_budget():
     for bad in (0, -1, 1.5):
         with pytest.raises(SparseCSEError, match="whole number of at least 1"):
             step_budgets(0.5, bad)
+
+
+def test_a_continued_path_takes_the_steps_its_log_distance_takes_from_the_dense_model():
+    assert continued_budgets(0.566, 0.419, 3) == [0.419]  # a third of log(0.419)'s distance: one of three steps
+    b = continued_budgets(0.8, 0.2, 3)  # 86% of it: three steps, geometric
+    assert len(b) == 3 and b[-1] == 0.2 and b[0] == pytest.approx(0.8 * 0.25 ** (1 / 3))
+    for start, budget in ((0.4, 0.5), (0.4, 0.4), (1.5, 0.4)):
+        with pytest.raises(SparseCSEError, match="continues to a smaller budget"):
+            continued_budgets(start, budget, 3)
+
+
+def test_continuing_a_path_is_one_run_through_both_budgets(tiny_bert_dir, tiny_stsb_dir, corpus, dense_scores,
+                                                           monkeypatch):
+    plan = ReconstructionPlan.prepare(corpus, 20)
+    settings = dict(reconstruct=plan, score=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=8), device="cpu")
+    larger = iterative_prune(tiny_bert_dir, keep_flops=0.6, steps=2, scores=dense_scores, keep_path=True, **settings)
+    path = larger.path
+    assert path.kept == larger.mask.manifest["kept_flops_ratio"] and path.budgets == step_budgets(0.6, 2)
+    assert path.encoder is not larger.encoder  # a copy: shrinking the larger model leaves the path as it was
+    shrink_iterative(larger, config=ShrinkConfig(align_ffn=1))
+    went_on = iterative_prune(tiny_bert_dir, keep_flops=0.3, steps=2, start=path, **settings)
+    assert went_on.mask.manifest["iterative"]["budgets"] == pytest.approx(path.budgets + continued_budgets(
+        path.kept, 0.3, 2)) and went_on.mask.manifest["iterative"]["continued_after"] == 2
+    # the independent path: one run from the dense model through every budget of both
+    monkeypatch.setattr(iterative, "step_budgets", lambda budget, steps: path.budgets + continued_budgets(
+        path.kept, 0.3, 2))
+    whole = iterative_prune(tiny_bert_dir, keep_flops=0.3, steps=2, scores=dense_scores, **settings)
+    assert torch.equal(went_on.mask.head_mask, whole.mask.head_mask)
+    assert torch.equal(went_on.mask.neuron_mask, whole.mask.neuron_mask)
+    assert abs(went_on.encoder.encode(SENTENCES) - whole.encoder.encode(SENTENCES)).max() < 1e-5
+    assert not (went_on.mask.head_mask & ~path.mask.head_mask).any()  # within where the path stood
+    with pytest.raises(SparseCSEError, match="rescores its first step"):
+        iterative_prune(tiny_bert_dir, keep_flops=0.3, steps=2, start=path, scores=dense_scores, **settings)
 
 
 def test_search_within_allowed_units_is_optimal_and_never_leaves_them():

@@ -79,6 +79,34 @@ def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_prob
     assert not (out / "probes").exists()  # the shared probes' copies go when the curve is done
 
 
+def test_a_curves_smaller_budget_continues_the_larger_ones_pruning_steps(tmp_path, tiny_dir, text, fake_senteval,
+                                                                          fake_clock, monkeypatch):
+    from sparsecse.shrinking import iterative
+
+    rescored = []
+    scoring = iterative.score_model
+    monkeypatch.setattr(iterative, "score_model", lambda *a, **k: rescored.append(a) or scoring(*a, **k))
+    out = tmp_path / "curve"
+    stages = [x if x != "prune.steps=1" else "prune.steps=3" for x in TINY_STAGES]
+    result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--speedup",
+                                       "1.2,1.6", "--data-dir", str(fake_senteval), "--out", str(out), "--quiet",
+                                       *stages])
+    assert result.exit_code == 0, result.output
+    first, second = (json.loads((out / f"speedup-{x}" / "stages" / "2-prune.summary.json").read_text())
+                     for x in ("1.2", "1.6"))
+    assert first["layers_removed"] == second["layers_removed"] == []  # throughput: width only, one path
+    assert (first["continued_from"], first["prune_steps"]) == (None, 3)
+    assert second["continued_from"] == round(first["kept_flops_ratio"], 4)
+    assert second["kept_flops_ratio"] < first["kept_flops_ratio"]
+    steps = iterative.continued_budgets(first["kept_flops_ratio"], second["kept_flops_ratio"], 3)
+    # the first target's first step reuses the budget stage's scores; every other step rescores
+    assert second["prune_steps"] == len(rescored) - 2 and len(rescored) == 2 + len(steps)
+    made = json.loads((out / "speedup-1.6" / "model" / "sparsecse_config.json").read_text())["manifest"]
+    assert made["mask_manifest"]["iterative"]["continued_after"] == 3
+    card = (out / "speedup-1.6" / "model" / "README.md").read_text()
+    assert "on from where a larger budget's steps ended" in card
+
+
 @pytest.mark.parametrize("depth, words", [("2", "would remove every layer of"), ("-1", "--depth must be a whole"),
                                           ("abc", "--depth must be a whole")])
 def test_a_depth_the_model_cannot_lose_is_refused_before_anything_is_written(tmp_path, tiny_dir, text, depth, words):

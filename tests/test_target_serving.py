@@ -10,7 +10,8 @@ from sparsecse.cards.sections import compression_section
 from sparsecse.evaluation import speed
 from sparsecse.targets import fresh
 from sparsecse.targets.engines import to_time
-from sparsecse.targets.serving import measure_grid, profiles, serving_grid, serving_table
+from sparsecse.targets.serving import (SERVING_REQUESTS, SERVING_SENTENCES, judged_timing, measure_grid, profiles,
+                                      serving_grid, serving_table)
 from sparsecse.targets.spec import Shape, Target
 from tests.test_target_shapes import Clock, Costly
 from tests.tiny import make_tiny_model_dir
@@ -24,7 +25,8 @@ def test_the_grid_is_batch_1_the_targets_and_128_on_1_thread_all_cores_and_the_t
 def test_each_row_is_the_exact_ratio_and_latency_of_its_shape(monkeypatch):
     monkeypatch.setattr(speed, "clock", Clock())
     sentences = [f"s{i}" for i in range(256)]
-    rows = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), sentences, [(1, 1), (2, 128)], judged=(1, 1))
+    rows = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), sentences, [(1, 1), (2, 128)],
+                        judged=Shape("latency-p50", 1, 1))
     one, big = rows
     assert one["speedup"] == pytest.approx(0.014 / 0.011, abs=1e-4) and one["judged"] and not big["judged"]
     assert (one["p50_ms"], one["input_p50_ms"]) == (11.0, 14.0)
@@ -36,11 +38,64 @@ def test_the_cards_latency_and_throughput_are_the_tables_rows_at_the_shapes_thre
     monkeypatch.setattr(speed, "clock", Clock())
     sentences = [f"s{i}" for i in range(256)]
     rows = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), sentences, [(1, 1), (1, 128), (2, 1)],
-                        judged=(1, 128))
+                        judged=Shape("throughput", 128, 1))
     assert (rows[1]["throughput"], rows[1]["input_throughput"]) == (round(256 / 0.276, 1), round(256 / 1.044, 1))
     mine, theirs = profiles({"rows": rows}, Shape("throughput", 128, 1))
     assert (mine["latency_ms_p50"], mine["latency_ms_p95"], theirs["latency_ms_p50"]) == (11.0, 11.0, 14.0)
     assert (mine["throughput"], theirs["throughput"]) == (rows[1]["throughput"], rows[1]["input_throughput"])
+
+
+def test_the_judged_row_is_the_targets_own_measurement_its_requests_and_its_metric(monkeypatch):
+    monkeypatch.setattr(speed, "clock", Clock())
+    sentences = [f"s{i}" for i in range(36)]  # at batch 8: four requests of 8 and one of 4
+    rows = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), sentences, [(1, 1), (1, 8)],
+                        judged=Shape("latency-p95", 8, 1))
+    one, judged = rows
+    assert judged["judged"] and judged["requests"] == 5
+    assert judged["speedup"] == pytest.approx(0.042 / 0.018, abs=1e-4)  # p95 per round, not 0.194 / 0.086 summed
+    assert judged_timing({"rows": rows}).speedup == pytest.approx(judged["speedup"], abs=1e-4)
+    assert one["requests"] == SERVING_REQUESTS and "ratios" not in one  # off the target: thinned, summed
+    big = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), [f"s{i}" for i in range(2048)], [(1, 128), (1, 1)],
+                       judged=Shape("latency-p50", 1, 1))[0]
+    assert big["requests"] == SERVING_SENTENCES // 128 and not big["judged"]  # 4 of the 16 requests of 128
+
+
+class Dev:
+    name, sentences = "dev", [f"sentence number {i} of the dev set" for i in range(40)]
+
+    def score(self, encoder):
+        return 80.0
+
+
+def test_the_target_figure_is_the_serving_tables_judged_row_and_a_wide_one_is_timed_again(tmp_path, monkeypatch):
+    from sparsecse.targets import report
+    from tests.test_targets import FakeClock
+
+    monkeypatch.setattr(speed, "clock", FakeClock())
+    dense = make_tiny_model_dir(tmp_path / "dense", "bert", layers=2, heads=2, ffn=16, seed=1)
+    small = make_tiny_model_dir(tmp_path / "small", "bert", layers=1, heads=2, ffn=16, seed=1)
+    target = Target(speedup=1.2, threads=1).check()
+    reached = report.measure_target(target, str(dense), str(small), Dev(), tmp_path / "work", serving=True)
+    judged = [r for r in reached["serving"]["rows"] if r["judged"]]
+    assert len(judged) == 1 and (judged[0]["threads"], judged[0]["batch"]) == (1, 128)
+    assert reached["speedup"] == judged[0]["speedup"] > 1.2 and reached["spread"] == judged[0]["spread"] == 0
+    assert "timed_again" not in judged[0]
+    # a judged row too wide to judge by: the shape timed again as the search times it, and the row replaced
+    wide = report.serving_table
+
+    def noisy(*args):
+        table = wide(*args)
+        next(r for r in table["rows"] if r["judged"])["ratios"] = [1.0, 1.5, 2.0, 2.5, 3.0]
+        return table
+
+    timed = []
+    settled = report.settled
+    monkeypatch.setattr(report, "serving_table", noisy)
+    monkeypatch.setattr(report, "settled", lambda *a, **k: timed.append(a[-2]) or settled(*a, **k))
+    again = report.measure_target(target, str(dense), str(small), Dev(), tmp_path / "work", serving=True)
+    row = next(r for r in again["serving"]["rows"] if r["judged"])
+    assert len(timed) == 1 and row["timed_again"] and row["speedup"] == again["speedup"] == reached["speedup"]
+    assert again["spread"] == row["spread"] == 0
 
 
 def test_the_serving_table_is_measured_in_a_fresh_process(tmp_path, monkeypatch):

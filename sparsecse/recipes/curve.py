@@ -1,7 +1,8 @@
 """The whole curve in one run: ``compress --speedup 1.5,2,3`` runs the target recipe once per speed-up, each into
 ``OUT/speedup-X`` (its model in ``OUT/speedup-X/model``), the targets sharing what does not depend on them (the
-input model's gate scores and the budget searches' speed probes in memory, the teacher's embeddings through their
-cache, the comparison model's test results in ``OUT/eval``), from the smallest speed-up up. It then times the input model, every target's model and a
+input model's gate scores, the budget searches' speed probes and where the last prune stage's steps ended, in
+memory: a smaller budget continues them; the teacher's embeddings through their cache; the comparison model's test
+results in ``OUT/eval``), from the smallest speed-up up. It then times the input model, every target's model and a
 ``--compare-with`` model side by side in one interleaved run at the serving shape, and writes ``OUT/curve.csv``
 and ``OUT/curve.png``: dev (and test) quality against the measured speed-up.
 

@@ -265,22 +265,33 @@ class PruneStage(Stage):
         shrinking, pruning, scoring = self.settings(ctx)
         keep_flops = ctx.budgets[self.budget_ref] if self.budget_ref else self.keep_flops
         removed = ctx.removed_layers.get(self.budget_ref) or []
+        # a curve's targets, from the largest budget down: each continues the last one's steps (same model, cut
+        # and settings), which reached a larger budget on the way down
+        shared = active_sharing() if self.budget_ref else None
+        key = (model, tuple(removed), self, str(ctx.corpus), ctx.seed, str(ctx.dev), str(ctx.data_dir))
+        start = shared.paths.get(key) if shared is not None else None
+        start = start if start is not None and keep_flops < start.kept else None
         # the first step's scores: those the budget stage scored this same model with (same settings), if it did
-        scores = None if removed or not self.budget_ref else ctx.input_scores.get(model)
+        scores = None if removed or not self.budget_ref or start else ctx.input_scores.get(model)
         if removed:  # the budget is that of the remaining layers
             model = without_layers(SentenceEncoder.load(model, device=shrinking.device), removed)
         result, shrunk = prune_and_shrink(model, str(out), keep_flops=keep_flops, keep_params=self.keep_params,
                                           steps=self.steps, scores=scores, prune=pruning, score=scoring,
-                                          shrink=shrinking)
+                                          shrink=shrinking, start=start, keep_path=shared is not None)
+        if shared is not None:
+            shared.paths[key] = result.path
         return {"layers_removed": removed, "kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],
                 "kept_params_ratio": result.mask.manifest["kept_params_ratio"],
                 "heads_pruned": result.mask.heads_pruned, "neurons_pruned": result.mask.neurons_pruned,
+                "continued_from": round(start.kept, 4) if start else None, "prune_steps": len(result.steps),
                 "out": str(shrunk.out)}
 
     def card_section(self, record: dict[str, Any], figures: dict[str, Any]) -> CardSection:
         """Its line (with the FLOPs it kept) and the pruning methods."""
-        kept = record.get("kept_flops_ratio")
-        return CardSection(self.card_line(f"kept {kept:.4f} of layer FLOPs" if kept else ""),
+        kept, start = record.get("kept_flops_ratio"), record.get("continued_from")
+        went_on = (f" in {record.get('prune_steps')} step(s) on from where a larger budget's steps ended ({start:.4f}; "
+                   "a curve's targets share their steps on the way down)" if start else "")
+        return CardSection(self.card_line(f"kept {kept:.4f} of layer FLOPs{went_on}" if kept else ""),
                            methods=("sparsecse", "kprune"))  # pruning in steps with reconstruction
 
 

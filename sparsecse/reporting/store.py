@@ -226,8 +226,9 @@ def command_line(script: str, argv: list[str] | None = None) -> str:
 
 def run_entry(ident: str, manifest: dict, command: str) -> Entry:
     """A recipe or target run's final measurement (the ``manifest.json`` beside its model) as an entry measured on
-    this machine: STS average and interval, STS-B dev, transfer average, the paired comparison, the torch fp32
-    speed-up over the input model, the target's measurement where there is one, and the minutes per stage.
+    this machine: STS average and interval, STS-B dev, transfer average, the paired comparison, the speed-up over
+    the input model (the card's throughput line; a target run has none, its target's measurement stands for it),
+    the target's measurement where there is one, and the minutes per stage.
 
     Args:
         ident: the entry's id.
@@ -242,7 +243,7 @@ def run_entry(ident: str, manifest: dict, command: str) -> Entry:
     seconds = {k: v for k, v in (manifest.get("seconds") or {}).items() if isinstance(v, (int, float))}
     kept = {"sts_avg": figures.get("sts_avg"), "ci": figures.get("sts_avg_ci"), "stsb_dev": figures.get("stsb_dev"),
             "transfer_avg": figures.get("transfer_avg"), "versus": figures.get("versus"),
-            "speedup": speed.get("speedup"), "reference_speedup": speed.get("reference_speedup"),
+            "speedup": speed.get("speedup", target.get("speedup")), "reference_speedup": speed.get("reference_speedup"),
             "minutes": round(sum(seconds.values()) / 60, 1) if seconds else None,
             "seconds": {k: round(v) for k, v in seconds.items()} or None}
     if target:
@@ -252,6 +253,7 @@ def run_entry(ident: str, manifest: dict, command: str) -> Entry:
     kept = {k: v for k, v in kept.items() if v is not None}
     if not kept:
         raise SparseCSEError("The run's manifest holds no figures to store.")
-    prov = provenance(command, threads=speed.get("threads"), batch_size=target.get("batch_size"),
+    prov = provenance(command, threads=speed.get("threads", (target.get("shape") or {}).get("threads")),
+                      batch_size=target.get("batch_size"),
                       engine=(target.get("engine") or "torch-fp32").lower().replace(" ", "-"))
     return Entry(ident, f"the final measurement of {command}", kept, prov)

@@ -17,6 +17,10 @@ The last step's budget is the target itself, so the final mask meets it exactly 
 does; the model is then shrunk like ``sparsecse shrink``. Every step's mask and reconstruction report
 are kept for the manifest.
 
+A smaller budget of the same model may continue where a larger one's steps ended (a :class:`PrunePath`: a curve's
+targets, from the largest budget down, share their steps on the way down): it rescores the model as that run left
+it and takes as many steps as the same log-distance takes from the dense model (:func:`continued_budgets`).
+
     >>> from sparsecse.shrinking.iterative import iterative_prune  # doctest: +SKIP
     >>> result = iterative_prune(keep_flops=0.5, steps=3, reconstruct="wiki1m_sample.txt")  # doctest: +SKIP
     >>> result.mask.manifest["kept_flops_ratio"] <= 0.5  # doctest: +SKIP
@@ -26,6 +30,7 @@ are kept for the manifest.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -82,6 +87,40 @@ def step_budgets(budget: float, steps: int) -> list[float]:
     return [budget ** ((k + 1) / steps) for k in range(steps - 1)] + [budget]
 
 
+def continued_budgets(start: float, budget: float, steps: int) -> list[float]:
+    """Geometric budgets from ``start`` (where an earlier run's steps ended) down to ``budget``, the last exactly
+    ``budget``: as many steps as that log-distance takes in a run of ``steps`` from the dense model to ``budget``
+    (rounded, at least one), so each step removes about what such a run's steps remove.
+
+    >>> [round(b, 3) for b in continued_budgets(0.566, 0.419, 3)]
+    [0.419]
+    >>> [round(b, 3) for b in continued_budgets(0.8, 0.2, 3)]
+    [0.504, 0.317, 0.2]
+    """
+    if not 0 < budget < start <= 1:
+        raise SparseCSEError(f"A pruning path continues to a smaller budget: {budget:g} is not below {start:g}.")
+    count = max(1, round(steps * math.log(budget / start) / math.log(budget)))
+    return [start * (budget / start) ** ((k + 1) / count) for k in range(count - 1)] + [budget]
+
+
+@dataclass
+class PrunePath:
+    """Where a pruning run's steps ended, for a smaller budget of the same model to continue from: the full-size
+    encoder after its last step (removed units silenced, a copy of its own), its mask, the dense model every step's
+    reconstruction matches, the kind of budget and every budget stepped through so far."""
+
+    encoder: SentenceEncoder
+    mask: Mask
+    dense: torch.nn.Module
+    kind: str
+    budgets: list[float]
+
+    @property
+    def kept(self) -> float:
+        """The kept fraction (of FLOPs or parameters, as ``kind`` says) where the path stands."""
+        return float(self.mask.manifest[f"kept_{self.kind.split('_')[1]}_ratio"])
+
+
 @torch.no_grad()
 def silence(model: torch.nn.Module, mask: Mask) -> None:
     """Zero the output-projection columns of ``mask``'s removed heads and neurons in place: the model
@@ -101,6 +140,7 @@ class IterativeResult:
     encoder: SentenceEncoder
     steps: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    path: PrunePath | None = None  # where the steps ended (with ``keep_path``), for a smaller budget to go on from
 
     def to_dict(self) -> dict[str, Any]:
         """The steps and the time, JSON-ready (the shrunk model's manifest keeps them)."""
@@ -120,6 +160,8 @@ def iterative_prune(
     score: ScoringConfig | None = None,
     pooling: str | None = None,
     device: str | None = None,
+    start: PrunePath | None = None,
+    keep_path: bool = False,
 ) -> IterativeResult:
     """Prune ``model`` to a kept-FLOPs or kept-parameters budget in ``steps`` steps (module docstring).
 
@@ -130,12 +172,19 @@ def iterative_prune(
     :class:`~sparsecse.pruning.prune.PruningConfig`: λ, criterion, seq_len, keep_one_head) is that of
     :func:`sparsecse.pruning.prune.prune`. The returned encoder is full size; shrink it with
     :func:`shrink_iterative`.
+
+    ``start`` (a :class:`PrunePath` of this same model, at a larger budget of the same kind) continues that run's
+    steps instead of starting from ``model``'s dense units (:func:`continued_budgets`; ``scores`` must then be
+    None: the first step rescores the model as that run left it). ``keep_path`` keeps a copy of where these steps
+    end in the result's ``path``.
     """
     rule, scoring = stage_config(PruningConfig, prune, "prune"), stage_config(ScoringConfig, score, "score")
     kind, budget = one_target(None, keep_flops, keep_params)
     budget = check_target(kind, budget)
     check_lambda(rule.lam)
-    budgets = step_budgets(budget, steps)
+    if start is not None and (scores is not None or start.kind != kind):
+        raise SparseCSEError("A pruning path continues with its own kind of budget and rescores its first step.")
+    budgets = step_budgets(budget, steps) if start is None else continued_budgets(start.kept, budget, steps)
     plan = reconstruction_plan(reconstruct)
     if plan is None:
         raise SparseCSEError("Iterative pruning needs a reconstruction corpus (--reconstruct) to refit the "
@@ -147,10 +196,13 @@ def iterative_prune(
         raise SparseCSEError(f"The score file was made for {first.manifest.get('model')}, not {encoder.source}.")
     check_budget_keeps_a_unit(model_costs(encoder, kind, rule.seq_len), budget, bool(rule.keep_one_head))  # not
     # after scoring and reconstructing, with a step's budget the user never gave
-    start = time.perf_counter()
-    dense = copy.deepcopy(encoder.model)
+    began = time.perf_counter()
+    if start is None:
+        dense, mask, earlier = copy.deepcopy(encoder.model), None, []
+    else:  # the model as the earlier run left it, matched to the same dense model
+        encoder, dense, mask, earlier = copy.deepcopy(start.encoder), start.dense, start.mask, start.budgets
     batches = token_batches(encoder.tokenizer, plan.calibration.sentences, plan.batch_size, plan.max_length)
-    mask, records = None, []
+    records = []
     for k, b in enumerate(budgets):
         t0 = time.perf_counter()
         step_scores = first if k == 0 and first is not None else score_model(encoder, scoring)
@@ -165,13 +217,15 @@ def iterative_prune(
                         "score_seconds": round(scored_s, 3), "reconstruction_seconds": round(report.seconds, 3),
                         "reconstruction": report.to_dict()["layers"]})
     mask.manifest.update(method="iterative", iterative={
-        "steps": len(budgets), "budgets": budgets, "reconstruction": {**plan.calibration.describe(),
+        "steps": len(earlier) + len(budgets), "budgets": earlier + budgets,
+        **({"continued_after": len(earlier)} if earlier else {}), "reconstruction": {**plan.calibration.describe(),
                                                                       "method": plan.method, "target": plan.target,
                                                                       "ridge": plan.ridge,
                                                                       "weighting": plan.weighting},
         "rescoring": {"split": scoring.split, "batch_size": scoring.batch_size, "max_batches": scoring.max_batches,
                       "seed": scoring.seed}})
-    return IterativeResult(mask, encoder, records, time.perf_counter() - start)
+    path = PrunePath(copy.deepcopy(encoder), mask, dense, kind, earlier + budgets) if keep_path else None
+    return IterativeResult(mask, encoder, records, time.perf_counter() - began, path)
 
 
 def shrink_iterative(result: IterativeResult, out: str | os.PathLike | None = None, overwrite: bool = False,
@@ -192,7 +246,8 @@ def prune_and_shrink(model: str | os.PathLike | SentenceEncoder | None, out: str
                      keep_flops: float | None = None, keep_params: float | None = None, steps: int = DEFAULT_STEPS,
                      scores: GateScores | str | os.PathLike | None = None, prune: PruningConfig | None = None,
                      score: ScoringConfig | None = None, shrink: ShrinkConfig | None = None,
-                     overwrite: bool = False) -> tuple[IterativeResult, ShrinkResult]:
+                     overwrite: bool = False, start: PrunePath | None = None,
+                     keep_path: bool = False) -> tuple[IterativeResult, ShrinkResult]:
     """The prune stage, written once: :func:`iterative_prune` to the budget, reconstructing on ``shrink``'s
     ``reconstruct`` (a corpus file or a ready plan, ``reconstruct_sentences`` of it) with its ``pooling`` and
     ``device``, then :func:`shrink_iterative` (saved to ``out`` when given). ``compress``'s single stage, a
@@ -209,6 +264,8 @@ def prune_and_shrink(model: str | os.PathLike | SentenceEncoder | None, out: str
         score: the :class:`~sparsecse.scoring.score.ScoringConfig` of every rescoring.
         shrink: the :class:`~sparsecse.shrinking.shrink.ShrinkConfig`; its ``reconstruct`` is required.
         overwrite: replace an existing ``out``.
+        start: an earlier run's :class:`PrunePath` of this model to continue from (see :func:`iterative_prune`).
+        keep_path: keep where the steps end in the result's ``path`` (before the shrink).
 
     Returns:
         The pruning (mask, steps, time) and the shrunk model.
@@ -217,5 +274,5 @@ def prune_and_shrink(model: str | os.PathLike | SentenceEncoder | None, out: str
     plan = reconstruction_plan(shrinking.reconstruct, shrinking.reconstruct_sentences)
     result = iterative_prune(model, keep_flops=keep_flops, keep_params=keep_params, steps=steps, reconstruct=plan,
                              scores=scores, prune=prune, score=score, pooling=shrinking.pooling,
-                             device=shrinking.device)
+                             device=shrinking.device, start=start, keep_path=keep_path)
     return result, shrink_iterative(result, out, overwrite, config=shrinking)

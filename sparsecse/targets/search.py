@@ -105,11 +105,14 @@ class SharedSearch:
     probes, each with what it was timed as, which every target's search starts from, probing more only where none
     of them lands near its aim. Valid for one input model, pruning rule and serving shape (one curve). The probes
     are timed from copies on disk (:class:`~sparsecse.targets.fresh.OnDisk`): in ``directory``, which outlives the
-    targets (the run removes it at its end), else in each target's own work directory."""
+    targets (the run removes it at its end), else in each target's own work directory. ``paths``: where each
+    prune stage's steps ended (a :class:`~sparsecse.shrinking.iterative.PrunePath`, by model and settings), for a
+    smaller budget to continue from."""
 
     scores: dict[str, GateScores] = field(default_factory=dict)
     rows: list[tuple[Candidate, Any]] = field(default_factory=list)
     directory: Path | None = None
+    paths: dict[Any, Any] = field(default_factory=dict)
 
 
 _SHARING: contextvars.ContextVar[SharedSearch | None] = contextvars.ContextVar("sparsecse_shared_search",

@@ -2,8 +2,9 @@
 in one interleaved run, in a fresh process (nothing the run loaded or allocated before is in its way), at batch 1,
 the target's batch and 128, on 1 thread and on all of the machine's cores (and on the target's threads, where they
 are neither). Each row gives the speed-up (the median over rounds of the ratio of the two models' summed request
-times, with its spread) and the p50 / p95 latency of one request of that batch for both models; the row the target
-was judged by is marked.
+times, with its spread) and the p50 / p95 latency of one request of that batch for both models. The row the target
+was judged by is marked, and it is the target's own measurement: timed on the target's requests, its speed-up the
+target's metric (:func:`~sparsecse.targets.timing.measure`'s), so the card holds one figure for that shape.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from sparsecse.evaluation import speed
 from sparsecse.targets import fresh
 from sparsecse.targets.fresh import OnDisk
 from sparsecse.targets.spec import DEFAULT_BATCH_SIZE, Shape, Target
-from sparsecse.targets.timing import ROUNDS, requests, thin
+from sparsecse.targets.timing import ROUNDS, Timing, round_figures, requests, thin
 
 SERVING_BATCHES = (1, DEFAULT_BATCH_SIZE)  # with the target's batch
-SERVING_REQUESTS = 32  # requests per round of a row, picked evenly over the lengths (the table has many rows)
+SERVING_REQUESTS = 32  # requests per round of a row off the target, picked evenly over the lengths
+SERVING_SENTENCES = 512  # ... and at most this many sentences (a 1-thread row of 2,048 took a minute)
 
 
 def machine_cores() -> int:
@@ -39,7 +41,13 @@ def serving_grid(shape: Shape, cores: int) -> list[tuple[int, int]]:
     return [(t, b) for t in threads for b in batches]
 
 
-def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, int]], judged: tuple[int, int],
+def row_requests(batch: int) -> int:
+    """Requests per round of a row off the target: ``SERVING_REQUESTS``, at most ``SERVING_SENTENCES`` sentences
+    (at least one request)."""
+    return max(1, min(SERVING_REQUESTS, SERVING_SENTENCES // batch))
+
+
+def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, int]], judged: Shape,
                  rounds: int = ROUNDS) -> list[dict[str, Any]]:
     """The rows of the table for two encoders already on their engine (see the module docstring).
 
@@ -48,7 +56,9 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
         reference: the input model.
         sentences: the timed sentences, longest first.
         grid: (threads, batch) per row.
-        judged: the (threads, batch) the target was judged at.
+        judged: the serving shape the target was judged at: its row is timed on the target's requests
+            (:func:`~sparsecse.targets.timing.requests`) and its speed-up is the median ratio of the shape's
+            per-round figure (summed request times for a throughput, the percentile for a latency).
         rounds: interleaved rounds per row.
 
     Returns:
@@ -56,12 +66,15 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
         ``input_p50_ms``, ``input_p95_ms``, ``throughput`` and ``input_throughput`` (sentences per second, the median
         round), ``requests``, ``judged``.
     """
-    rows = []
+    rows, at = [], (judged.threads, judged.batch_size)
     for threads, batch in grid:
-        timed = thin(requests(sentences, Shape("latency-p50", batch, threads)), SERVING_REQUESTS)
+        is_judged = (threads, batch) == at
+        timed = requests(sentences, judged) if is_judged else thin(
+            requests(sentences, Shape("latency-p50", batch, threads)), row_requests(batch))
         with speed.torch_threads(threads):
             seconds = speed.interleaved_rounds({"input": reference, "model": model}, timed, batch, rounds)
-        ratios = seconds["input"].sum(axis=1) / seconds["model"].sum(axis=1)
+        figure = judged if is_judged else Shape("throughput", batch, threads)  # a summed-time ratio off the target
+        ratios = round_figures(seconds["input"], figure) / round_figures(seconds["model"], figure)
         median = float(np.median(ratios))
         q25, q75 = np.percentile(ratios, [25, 75])
 
@@ -77,7 +90,8 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
                      "spread": round(float((q75 - q25) / median), 4), "p50_ms": ms("model", 50),
                      "p95_ms": ms("model", 95), "input_p50_ms": ms("input", 50), "input_p95_ms": ms("input", 95),
                      "throughput": per_second("model"), "input_throughput": per_second("input"),
-                     "requests": len(timed), "judged": (threads, batch) == tuple(judged)})
+                     "requests": len(timed), "judged": is_judged,
+                     **({"ratios": [round(float(x), 6) for x in ratios]} if is_judged else {})})
     return rows
 
 
@@ -97,23 +111,39 @@ def serving_table(target: Target, shape: Shape, reference, model, sentences: lis
         ``rounds`` and ``method`` (in words).
     """
     cores = machine_cores()
-    grid, judged = serving_grid(shape, cores), (shape.threads, shape.batch_size)
+    grid = serving_grid(shape, cores)
     rows: list[dict[str, Any]] = []
     for threads in dict.fromkeys(t for t, _ in grid):
         placed = {k: replace(m, threads=threads) if isinstance(m, OnDisk) else m
                   for k, m in (("model", model), ("input", reference))}
-        rows += fresh.run(_grid, placed, sentences, [(t, b) for t, b in grid if t == threads], judged)
+        rows += fresh.run(_grid, placed, sentences, [(t, b) for t, b in grid if t == threads], shape)
     served = "" if shape.loader == "sparsecse" else f" via {shape.loader}"
     return {"rows": rows, "engine": target.engine, "metric": shape.metric, "cores": cores, "rounds": ROUNDS,
             "method": (f"The model and its input timed side by side in one interleaved run ({ROUNDS} rounds, each "
                        f"model encoding its whole round in its turn) in a fresh process on {len(sentences):,} "
-                       f"sentences, {target.engine}{served}; speed-up: the median ratio "
-                       "of their summed request times, ± the spread of the rounds; latency: one request of the "
-                       "batch")}
+                       f"sentences, {target.engine}{served}; speed-up: the median over rounds of the ratio of "
+                       "their summed request times, ± the spread of the rounds, except in the judged row, which is "
+                       f"the target's own measurement ({shape.metric}, every request of the target); the other rows "
+                       f"time at most {SERVING_REQUESTS} requests and {SERVING_SENTENCES} sentences picked evenly over "
+                       "the lengths; latency: one request of the batch")}
 
 
-def _grid(encoders: dict, sentences: list[str], grid: list[tuple[int, int]], judged: tuple[int, int]) -> list[dict]:
+def _grid(encoders: dict, sentences: list[str], grid: list[tuple[int, int]], judged: Shape) -> list[dict]:
     return measure_grid(encoders["model"], encoders["input"], sentences, grid, judged)
+
+
+def judged_timing(table: dict[str, Any]) -> Timing:
+    """The target's measurement, read from the table's judged row (its per-round ratios)."""
+    row = next(r for r in table["rows"] if r["judged"])
+    return Timing.of(row["ratios"])
+
+
+def rejudged(table: dict[str, Any], timing: Timing) -> None:
+    """Replace the judged row's speed-up and spread by ``timing`` (the shape timed again, in place): the table and
+    the target keep one figure for that shape."""
+    row = next(r for r in table["rows"] if r["judged"])
+    row.update(speedup=round(timing.speedup, 4), spread=round(timing.spread, 4), ratios=list(timing.ratios),
+               timed_again=True)
 
 
 def profiles(table: dict[str, Any], shape: Shape) -> tuple[dict[str, float], dict[str, float]]:

@@ -108,7 +108,7 @@ def requests(sentences: list[str], shape: Shape) -> list[list[str]]:
     return thin(chunks, LATENCY_REQUESTS) if shape.latency else chunks
 
 
-def _round_figures(seconds: np.ndarray, shape: Shape) -> np.ndarray:
+def round_figures(seconds: np.ndarray, shape: Shape) -> np.ndarray:
     """Per round: seconds per pass (throughput) or the latency percentile (seconds per request)."""
     return np.percentile(seconds, shape.percentile, axis=1) if shape.latency else seconds.sum(axis=1)
 
@@ -142,7 +142,7 @@ def measure(reference, candidates: dict, sentences: list[str], shape: Shape, rou
     timed = requests(sentences, shape)
     seconds = fresh.run(interleaved, models, timed, shape.batch_size, rounds, shape.threads, show_progress)
     count = sum(len(r) for r in timed)
-    per_round = {key: _round_figures(s, shape) for key, s in seconds.items()}
+    per_round = {key: round_figures(s, shape) for key, s in seconds.items()}
     ref = per_round[REFERENCE]
 
     def figure(values: np.ndarray) -> float:
