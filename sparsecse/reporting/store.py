@@ -248,8 +248,8 @@ def run_entry(ident: str, manifest: dict, command: str) -> Entry:
             "seconds": {k: round(v) for k, v in seconds.items()} or None}
     if target:
         kept["target"] = {k: target.get(k) for k in ("engine", "batch_size", "speedup", "speedup_target", "max_drop",
-                                                      "dev_score", "reference_dev", "drop", "met", "throughput",
-                                                      "reference_throughput", "latency_ms")}
+                                                      "margin", "dev_score", "reference_dev", "drop", "met",
+                                                      "throughput", "reference_throughput", "latency_ms")}
     kept = {k: v for k, v in kept.items() if v is not None}
     if not kept:
         raise SparseCSEError("The run's manifest holds no figures to store.")

@@ -83,7 +83,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
     size = size_report(final.model, model_dir=model_dir)
     layers, input_layers = len(layer_modules(final.model)), len(layer_modules(dense.model))
     return {
-        "speedup_target": target.speedup, "max_drop": target.max_drop, "engine": target.engine,
+        "speedup_target": target.speedup, "max_drop": target.max_drop, "margin": target.margin,
+        "engine": target.engine,
         "batch_size": shape.batch_size, "shape": shape.to_dict(), "speedup": round(speedup, 4),
         "depth": target.resolved_depth(input_layers), "depth_default": target.depth is None, "layers": layers,
         "input_layers": input_layers,
