@@ -93,6 +93,31 @@ def test_no_kept_card_times_its_input_against_itself_or_reads_the_parents_memory
     assert {name: found for name, found in faults.items() if found} == {}
 
 
+def _one_figure_per_shape(text: str) -> list[str]:
+    """A target card's speed figures stated twice for its own shape: a throughput line beside the serving table, or
+    a target figure other than the table's judged row."""
+    judged = re.search(r"^\| \d+ \| \d+ \| ([\d.]+)x ±\d+% \|.*\*\*judged by\*\*", text, re.M)
+    if not judged:
+        return []
+    faults = [line[:80] for line in text.splitlines() if line.startswith("- **Encode speed-up over")]
+    measured = re.search(r"^- \*\*Measured speed-up:\*\* ([\d.]+)x", text, re.M)
+    if measured and measured.group(1) != judged.group(1):
+        faults.append(f"the target's {measured.group(1)}x beside the judged row's {judged.group(1)}x")
+    return faults
+
+
+def test_the_shape_check_finds_a_second_figure_for_the_judged_shape():
+    table = "| 2 | 128 | 2.10x ±1% | 78.6 / 189.1 ms | 151.3 / 424.0 ms | **judged by** (throughput) |\n"
+    stale = "- **Encode speed-up over `m`:** 2.11x (throughput at batch 128)\n- **Measured speed-up:** 2.17x ±3%\n"
+    assert len(_one_figure_per_shape(stale + table)) == 2
+    assert _one_figure_per_shape("- **Measured speed-up:** 2.10x ±1% (torch-fp32)\n" + table) == []
+
+
+def test_a_kept_target_card_has_one_figure_for_its_judged_shape():
+    faults = {card.name: _one_figure_per_shape(card.read_text()) for card in sorted(CARDS.glob("*.md"))}
+    assert {name: found for name, found in faults.items() if found} == {}
+
+
 def test_every_kept_card_has_its_rebuild_command_with_no_machine_path():
     script = REBUILD.read_text()
     for card in sorted(CARDS.glob("*.md")):

@@ -289,8 +289,9 @@ class PruneStage(Stage):
     def card_section(self, record: dict[str, Any], figures: dict[str, Any]) -> CardSection:
         """Its line (with the FLOPs it kept) and the pruning methods."""
         kept, start = record.get("kept_flops_ratio"), record.get("continued_from")
-        went_on = (f" in {record.get('prune_steps')} step(s) on from where a larger budget's steps ended ({start:.4f}; "
-                   "a curve's targets share their steps on the way down)" if start else "")
+        went_on = (f" in {record.get('prune_steps')} step(s) on from where a larger budget's steps ended ({start:.4f}: "
+                   "a curve's targets share their steps on the way down, so the curve's command remakes this model, "
+                   "a run of this target alone prunes from the input model)" if start else "")
         return CardSection(self.card_line(f"kept {kept:.4f} of layer FLOPs{went_on}" if kept else ""),
                            methods=("sparsecse", "kprune"))  # pruning in steps with reconstruction
 
