@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rebuild the model cards kept in docs/figures/cards/ with today's code: one recipe run per card (each takes from
 # minutes to about two hours on a 2-core CPU), its card copied over the kept one. The commands are the cards' own
-# rebuild commands (a curve target's card: the curve's command), with the corpus as a variable: no path of the machine that ran them.
+# rebuild commands (a curve target's card: the curve's command), with the corpus as a variable: no path of the
+# machine that ran them.
 #
 #   CORPUS=path/to/train_sentences.txt scripts/rebuild_cards.sh            # every kept card
 #   CORPUS=path/to/train_sentences.txt scripts/rebuild_cards.sh l3-prune-0.8 # one of them
