@@ -26,7 +26,8 @@ declare -A COMMANDS=(
 )
 # where a run keeps the card's model: a curve keeps one per target (its 2x target's is the kept card; the curve's
 # targets share their pruning steps, so the curve, not a run of that target alone, remakes it)
-declare -A MODELS=([target-l6-2x]="speedup-2/model")
+declare -A MODELS
+MODELS[target-l6-2x]=speedup-2/model
 
 cards=("$@")
 [ ${#cards[@]} -gt 0 ] || cards=(frontier-2x frontier-3.5x l3-prune-0.8 target-l6-2x)

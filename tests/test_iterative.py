@@ -52,12 +52,13 @@ def test_continuing_a_path_is_one_run_through_both_budgets(tiny_bert_dir, tiny_s
                                                            monkeypatch):
     plan = ReconstructionPlan.prepare(corpus, 20)
     settings = dict(reconstruct=plan, score=ScoringConfig(data_dir=tiny_stsb_dir, batch_size=8), device="cpu")
-    larger = iterative_prune(tiny_bert_dir, keep_flops=0.6, steps=2, scores=dense_scores, keep_path=True, **settings)
+    larger = iterative_prune(tiny_bert_dir, keep_flops=0.6, steps=2, scores=dense_scores, **settings)
     path = larger.path
     assert path.kept == larger.mask.manifest["kept_flops_ratio"] and path.budgets == step_budgets(0.6, 2)
-    assert path.encoder is not larger.encoder  # a copy: shrinking the larger model leaves the path as it was
-    shrink_iterative(larger, config=ShrinkConfig(align_ffn=1))
-    went_on = iterative_prune(tiny_bert_dir, keep_flops=0.3, steps=2, start=path, **settings)
+    before = larger.encoder.encode(SENTENCES)
+    shrink_iterative(larger, config=ShrinkConfig(align_ffn=1))  # shrinks a copy: the path stays as it was
+    assert abs(path.encoder.encode(SENTENCES) - before).max() == 0 and path.encoder is larger.encoder
+    went_on = iterative_prune(path, keep_flops=0.3, steps=2, **settings)
     assert went_on.mask.manifest["iterative"]["budgets"] == pytest.approx(path.budgets + continued_budgets(
         path.kept, 0.3, 2)) and went_on.mask.manifest["iterative"]["continued_after"] == 2
     # the independent path: one run from the dense model through every budget of both
@@ -69,7 +70,7 @@ def test_continuing_a_path_is_one_run_through_both_budgets(tiny_bert_dir, tiny_s
     assert abs(went_on.encoder.encode(SENTENCES) - whole.encoder.encode(SENTENCES)).max() < 1e-5
     assert not (went_on.mask.head_mask & ~path.mask.head_mask).any()  # within where the path stood
     with pytest.raises(SparseCSEError, match="rescores its first step"):
-        iterative_prune(tiny_bert_dir, keep_flops=0.3, steps=2, start=path, scores=dense_scores, **settings)
+        iterative_prune(path, keep_flops=0.3, steps=2, scores=dense_scores, **settings)
 
 
 def test_search_within_allowed_units_is_optimal_and_never_leaves_them():

@@ -1,10 +1,9 @@
-"""The end of a recipe run: the final model's evaluation (STS-B dev; the task groups of the recipe's
-``evaluation.tasks``: the 7 STS tasks with bootstrap intervals, the 7 SentEval transfer tasks with theirs;
-paired intervals against the recipe's comparison model; encode speed measured side by side, unless a target's
-serving table times every shape, and peak memory while encoding) and the final model directory: its weights,
-``README.md`` (the model card of :mod:`sparsecse.cards.model_card`, in sentence-transformers' layout),
-``manifest.json`` (the recipe run's), ``recipe.yaml``, ``sts_results.json`` (the per-pair similarities, so anyone
-can recompute the intervals with ``sparsecse compare``) and ``transfer_results.json`` (per fold and per test item)."""
+"""The end of a recipe run: the final model's evaluation (STS-B dev; the recipe's ``evaluation.tasks``: the 7 STS
+tasks with bootstrap intervals, the 7 SentEval transfer tasks with theirs; paired intervals against the recipe's
+comparison model; encode speed side by side, unless a target's serving table times every shape; peak memory while
+encoding) and the final model directory: its weights, ``README.md`` (the model card of
+:mod:`sparsecse.cards.model_card`), ``manifest.json`` (the run's), ``recipe.yaml``, ``sts_results.json`` (the
+per-pair similarities: ``sparsecse compare`` recomputes the intervals) and ``transfer_results.json`` (per item)."""
 
 from __future__ import annotations
 
@@ -116,8 +115,8 @@ def evaluate_final(recipe: Recipe, input_model: str, model_dir: str, work: Path,
         figures.update(_test_figures(recipe, model_dir, work, data_dir, show_progress))
         if recipe.data.test is not None:
             figures["test_set"] = eval_set_figures(recipe.data.test, "test", model_dir, data_dir, ev.bootstrap)
-    if ev.speed:
-        if recipe.target is None:  # a target's serving table times every shape, its own among them (one figure each)
+    if ev.speed:  # a target's serving table times every shape, its own among them (one figure each)
+        if recipe.target is None:
             figures["speed"] = measure_speed(input_model, model_dir, ev.compare_with, data_dir, show_progress)
         figures["memory"] = measure_memory(input_model, model_dir, data_dir)
     return figures

@@ -275,9 +275,9 @@ class PruneStage(Stage):
         scores = None if removed or not self.budget_ref or start else ctx.input_scores.get(model)
         if removed:  # the budget is that of the remaining layers
             model = without_layers(SentenceEncoder.load(model, device=shrinking.device), removed)
-        result, shrunk = prune_and_shrink(model, str(out), keep_flops=keep_flops, keep_params=self.keep_params,
-                                          steps=self.steps, scores=scores, prune=pruning, score=scoring,
-                                          shrink=shrinking, start=start, keep_path=shared is not None)
+        result, shrunk = prune_and_shrink(start or model, str(out), keep_flops=keep_flops,
+                                          keep_params=self.keep_params, steps=self.steps, scores=scores, prune=pruning,
+                                          score=scoring, shrink=shrinking)
         if shared is not None:
             shared.paths[key] = result.path
         return {"layers_removed": removed, "kept_flops_ratio": result.mask.manifest["kept_flops_ratio"],

@@ -140,7 +140,7 @@ class IterativeResult:
     encoder: SentenceEncoder
     steps: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
-    path: PrunePath | None = None  # where the steps ended (with ``keep_path``), for a smaller budget to go on from
+    path: PrunePath | None = None  # where the steps ended, for a smaller budget to go on from (shares ``encoder``)
 
     def to_dict(self) -> dict[str, Any]:
         """The steps and the time, JSON-ready (the shrunk model's manifest keeps them)."""
@@ -149,7 +149,7 @@ class IterativeResult:
 
 @with_trust_option
 def iterative_prune(
-    model: str | os.PathLike | SentenceEncoder | None = None,
+    model: str | os.PathLike | SentenceEncoder | PrunePath | None = None,
     *,
     keep_flops: float | None = None,
     keep_params: float | None = None,
@@ -160,8 +160,6 @@ def iterative_prune(
     score: ScoringConfig | None = None,
     pooling: str | None = None,
     device: str | None = None,
-    start: PrunePath | None = None,
-    keep_path: bool = False,
 ) -> IterativeResult:
     """Prune ``model`` to a kept-FLOPs or kept-parameters budget in ``steps`` steps (module docstring).
 
@@ -173,11 +171,12 @@ def iterative_prune(
     :func:`sparsecse.pruning.prune.prune`. The returned encoder is full size; shrink it with
     :func:`shrink_iterative`.
 
-    ``start`` (a :class:`PrunePath` of this same model, at a larger budget of the same kind) continues that run's
-    steps instead of starting from ``model``'s dense units (:func:`continued_budgets`; ``scores`` must then be
-    None: the first step rescores the model as that run left it). ``keep_path`` keeps a copy of where these steps
-    end in the result's ``path``.
+    ``model`` may be a :class:`PrunePath` (an earlier result's ``path``: a larger budget of the same kind): its
+    steps go on (on a copy) instead of starting from the dense units (:func:`continued_budgets`; ``scores`` must
+    then be None: the first step rescores the model as that run left it). The result's ``path`` is where these
+    steps end.
     """
+    start = model if isinstance(model, PrunePath) else None
     rule, scoring = stage_config(PruningConfig, prune, "prune"), stage_config(ScoringConfig, score, "score")
     kind, budget = one_target(None, keep_flops, keep_params)
     budget = check_target(kind, budget)
@@ -190,8 +189,10 @@ def iterative_prune(
         raise SparseCSEError("Iterative pruning needs a reconstruction corpus (--reconstruct) to refit the "
                              "model between steps.")
     first = scores if scores is None or isinstance(scores, GateScores) else GateScores.load(scores)
-    encoder = model if isinstance(model, SentenceEncoder) else SentenceEncoder.load(model, pooling=pooling,
-                                                                                    device=device)
+    if start is not None or isinstance(model, SentenceEncoder):
+        encoder = start.encoder if start is not None else model
+    else:
+        encoder = SentenceEncoder.load(model, pooling=pooling, device=device)
     if first is not None and first.manifest.get("model") not in (None, encoder.source):
         raise SparseCSEError(f"The score file was made for {first.manifest.get('model')}, not {encoder.source}.")
     check_budget_keeps_a_unit(model_costs(encoder, kind, rule.seq_len), budget, bool(rule.keep_one_head))  # not
@@ -224,8 +225,8 @@ def iterative_prune(
                                                                       "weighting": plan.weighting},
         "rescoring": {"split": scoring.split, "batch_size": scoring.batch_size, "max_batches": scoring.max_batches,
                       "seed": scoring.seed}})
-    path = PrunePath(copy.deepcopy(encoder), mask, dense, kind, earlier + budgets) if keep_path else None
-    return IterativeResult(mask, encoder, records, time.perf_counter() - began, path)
+    return IterativeResult(mask, encoder, records, time.perf_counter() - began,
+                           PrunePath(encoder, mask, dense, kind, earlier + budgets))
 
 
 def shrink_iterative(result: IterativeResult, out: str | os.PathLike | None = None, overwrite: bool = False,
@@ -233,28 +234,29 @@ def shrink_iterative(result: IterativeResult, out: str | os.PathLike | None = No
     """Remove ``result``'s pruned units as :func:`sparsecse.shrinking.shrink.shrink` does and, given ``out``,
     save the model directory; its manifest holds the final mask's manifest and every step. ``config``: a
     :class:`~sparsecse.shrinking.shrink.ShrinkConfig` (default: its defaults), of which ``seq_len`` and
-    ``align_ffn`` apply (the encoder is loaded and reconstructed already)."""
+    ``align_ffn`` apply (the encoder is loaded and reconstructed already). A copy is shrunk: ``result``'s encoder
+    and path stay as its steps left them, for a smaller budget to go on from."""
     c = stage_config(ShrinkConfig, config, "config")
-    encoder, mask = result.encoder, result.mask
+    encoder, mask = copy.deepcopy(result.encoder), result.mask
     lineage = shrink_lineage(encoder.source, mask, scored_model=encoder.source)
     return remove_units(encoder, mask, c, lineage, out, overwrite,
                         reconstruction={"iterative": mask.manifest["iterative"], **result.to_dict()},
                         mask_manifest=mask.manifest, method_seconds=round(result.seconds, 3))
 
 
-def prune_and_shrink(model: str | os.PathLike | SentenceEncoder | None, out: str | os.PathLike | None = None, *,
+def prune_and_shrink(model: str | os.PathLike | SentenceEncoder | PrunePath | None, out: str | os.PathLike | None = None, *,
                      keep_flops: float | None = None, keep_params: float | None = None, steps: int = DEFAULT_STEPS,
                      scores: GateScores | str | os.PathLike | None = None, prune: PruningConfig | None = None,
                      score: ScoringConfig | None = None, shrink: ShrinkConfig | None = None,
-                     overwrite: bool = False, start: PrunePath | None = None,
-                     keep_path: bool = False) -> tuple[IterativeResult, ShrinkResult]:
+                     overwrite: bool = False) -> tuple[IterativeResult, ShrinkResult]:
     """The prune stage, written once: :func:`iterative_prune` to the budget, reconstructing on ``shrink``'s
     ``reconstruct`` (a corpus file or a ready plan, ``reconstruct_sentences`` of it) with its ``pooling`` and
     ``device``, then :func:`shrink_iterative` (saved to ``out`` when given). ``compress``'s single stage, a
     recipe's prune stage and the target search's probes all run it.
 
     Args:
-        model: a model directory, a name, or a loaded encoder.
+        model: a model directory, a name, a loaded encoder, or an earlier result's :class:`PrunePath` (its steps go
+            on: see :func:`iterative_prune`).
         out: where the shrunk model is saved; None keeps it in memory.
         keep_flops: the kept fraction of the layers' FLOPs (or ``keep_params`` of their parameters).
         keep_params: the kept fraction of the layers' parameters.
@@ -264,8 +266,6 @@ def prune_and_shrink(model: str | os.PathLike | SentenceEncoder | None, out: str
         score: the :class:`~sparsecse.scoring.score.ScoringConfig` of every rescoring.
         shrink: the :class:`~sparsecse.shrinking.shrink.ShrinkConfig`; its ``reconstruct`` is required.
         overwrite: replace an existing ``out``.
-        start: an earlier run's :class:`PrunePath` of this model to continue from (see :func:`iterative_prune`).
-        keep_path: keep where the steps end in the result's ``path`` (before the shrink).
 
     Returns:
         The pruning (mask, steps, time) and the shrunk model.
@@ -274,5 +274,5 @@ def prune_and_shrink(model: str | os.PathLike | SentenceEncoder | None, out: str
     plan = reconstruction_plan(shrinking.reconstruct, shrinking.reconstruct_sentences)
     result = iterative_prune(model, keep_flops=keep_flops, keep_params=keep_params, steps=steps, reconstruct=plan,
                              scores=scores, prune=prune, score=score, pooling=shrinking.pooling,
-                             device=shrinking.device, start=start, keep_path=keep_path)
+                             device=shrinking.device)
     return result, shrink_iterative(result, out, overwrite, config=shrinking)
