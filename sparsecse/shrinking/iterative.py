@@ -106,8 +106,9 @@ def continued_budgets(start: float, budget: float, steps: int) -> list[float]:
 @dataclass
 class PrunePath:
     """Where a pruning run's steps ended, for a smaller budget of the same model to continue from: the full-size
-    encoder after its last step (removed units silenced, a copy of its own), its mask, the dense model every step's
-    reconstruction matches, the kind of budget and every budget stepped through so far."""
+    encoder after its last step (removed units silenced; the run's result holds the same one, and a run going on
+    copies it), its mask, the dense model every step's reconstruction matches, the kind of budget and every budget
+    stepped through so far."""
 
     encoder: SentenceEncoder
     mask: Mask
@@ -244,7 +245,8 @@ def shrink_iterative(result: IterativeResult, out: str | os.PathLike | None = No
                         mask_manifest=mask.manifest, method_seconds=round(result.seconds, 3))
 
 
-def prune_and_shrink(model: str | os.PathLike | SentenceEncoder | PrunePath | None, out: str | os.PathLike | None = None, *,
+def prune_and_shrink(model: str | os.PathLike | SentenceEncoder | PrunePath | None,
+                     out: str | os.PathLike | None = None, *,
                      keep_flops: float | None = None, keep_params: float | None = None, steps: int = DEFAULT_STEPS,
                      scores: GateScores | str | os.PathLike | None = None, prune: PruningConfig | None = None,
                      score: ScoringConfig | None = None, shrink: ShrinkConfig | None = None,
