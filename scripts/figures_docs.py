@@ -140,14 +140,14 @@ def frontier_2x_summary(store: dict[str, Entry]) -> str:
             f"on {cpu(rebuilt)}: {rebuilt.figures['sts_avg']:.2f}, {pm(w['difference'])} {ci(w['paired_ci'], True)} "
             f"against L3 — and there, at {x(rebuilt.figures['speedup'])} against L3's "
             f"{x(rebuilt.figures['reference_speedup'])} (throughput at batch {rebuilt.provenance['batch_size']}), "
-            f"{than_l3(rebuilt.figures['speedup'], rebuilt.figures['reference_speedup'])}.")
+            f"it is {than_l3(rebuilt.figures['speedup'], rebuilt.figures['reference_speedup'])}.")
 
 
 def than_l3(speedup: float, l3: float) -> str:
     """How a speed-up compares with L3's, timed side by side (within 3% of each other: as fast)."""
     if abs(speedup - l3) <= 0.03 * l3:
-        return "it is as fast as L3, within 3%"
-    return "it is faster than L3" if speedup > l3 else "it is not faster than L3"
+        return "as fast as L3, within 3%"
+    return "faster than L3" if speedup > l3 else "not faster than L3"
 
 
 def mpnet_summary(store: dict[str, Entry]) -> str:
@@ -375,12 +375,11 @@ def latency_target(store: dict[str, Entry]) -> str:
 
 
 L6_CURVE = "l6-curve5"  # the run the targets guide's curve block shows
-MARGIN_BEFORE = 0.03  # the margin runs stored before their entries held it searched with
 
 
 def aimed_above(runs: dict[str, Entry]) -> float:
     """How far above the speed-up asked the runs' searches aimed (their margin)."""
-    margins = {run.figures["target"].get("margin", MARGIN_BEFORE) for run in runs.values()}
+    margins = {run.figures["target"]["margin"] for run in runs.values()}
     if len(margins) != 1:
         raise SystemExit(f"the curve's runs searched with different margins: {sorted(margins)}")
     return margins.pop()
@@ -392,10 +391,9 @@ def against_l3(run: Entry, row: dict, l3: dict) -> str:
     if not versus:
         return ""
     low, high = versus["paired_ci"]
-    faster = "faster" if row["speedup"] > l3["speedup"] else "no faster"
     verdict = ("level with it" if low <= 0 <= high else "above it" if low > 0 else "below it")
     return (f" Paired over the test pairs, the 2x target is {verdict} ({pm(versus['difference'])} "
-            f"{ci(versus['paired_ci'], True)}) and {faster} in the curve's timing.")
+            f"{ci(versus['paired_ci'], True)}) and {than_l3(row['speedup'], l3['speedup'])} in the curve's timing.")
 
 
 def curve_l6(store: dict[str, Entry]) -> str:
@@ -470,12 +468,8 @@ def curve_l6(store: dict[str, Entry]) -> str:
         f"{first.figures['sts_avg']:.2f} (input {rows['input']['test']:.2f})." + against_l3(two, rows["speedup-2"], l3),
         wall + f" Per target the student ({per('student')} min) and the evaluation ({per('evaluation')} min) cost "
         "the most: the evaluation tests the 7 STS tasks (a curve leaves the transfer tasks to the model you keep) "
-        "and times the serving table"
-        # runs with a card speed line (the comparison model's speed-up in it) timed the target's shape three times
-        + (", the card's speed line and the target's figure, each timing the model"
-           if any("reference_speedup" in run.figures for run in runs.values())
-           else " (the target's figure is its judged row)")
-        + ". The comparison model's test results are computed once per curve."])
+        "and times the serving table (the target's figure is its judged row). The comparison model's test results "
+        "are computed once per curve."])
 
 
 def latency_table(entry: Entry, names: dict[str, str]) -> str:

@@ -13,7 +13,8 @@ from sparsecse.cli import main
 from sparsecse.reporting.store import load_store
 from sparsecse.recipes import stages as stages_module
 from sparsecse.targets.candidates import read_table
-from tests.test_targets import FIXED, TINY_STAGES, VARIABLE, fake_clock, text, tiny_dir  # noqa: F401  (fixtures)
+from tests.test_targets import (FIXED, TINY_STAGES, VARIABLE, fake_clock, rescored, text,  # noqa: F401
+                                tiny_dir)  # (fixtures)
 from tests.tiny import make_tiny_model_dir
 
 
@@ -80,12 +81,9 @@ def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_prob
 
 
 def test_a_curves_smaller_budget_continues_the_larger_ones_pruning_steps(tmp_path, tiny_dir, text, fake_senteval,
-                                                                          fake_clock, monkeypatch):
+                                                                          fake_clock, rescored):
     from sparsecse.shrinking import iterative
 
-    rescored = []
-    scoring = iterative.score_model
-    monkeypatch.setattr(iterative, "score_model", lambda *a, **k: rescored.append(a) or scoring(*a, **k))
     out = tmp_path / "curve"
     stages = [x if x != "prune.steps=1" else "prune.steps=3" for x in TINY_STAGES]
     result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--speedup",

@@ -208,6 +208,16 @@ def fake_clock(monkeypatch):
     monkeypatch.setattr(speed, "clock", FakeClock())
 
 
+@pytest.fixture
+def rescored(monkeypatch) -> list:
+    """The calls iterative pruning makes to score a model (each step's rescoring), recorded as it goes on scoring."""
+    from sparsecse.shrinking import iterative
+
+    calls, scoring = [], iterative.score_model
+    monkeypatch.setattr(iterative, "score_model", lambda *a, **k: calls.append(a) or scoring(*a, **k))
+    return calls
+
+
 TINY_STAGES = ["--set", "prune.steps=1", "--set", "prune.reconstruct_sentences=32", "--set", "student.sentences=48",
                "--set", "student.max_steps=4", "--set", "student.eval_steps=2", "--set", "student.batch_size=8",
                "--set", "student.teacher_precision=fp32", "--set", "student.mixed_precision=no",
@@ -215,12 +225,7 @@ TINY_STAGES = ["--set", "prune.steps=1", "--set", "prune.reconstruct_sentences=3
 
 
 def test_a_tiny_model_reaches_a_speed_target_through_the_target_recipe(tmp_path, tiny_dir, text, fake_senteval,
-                                                                     fake_clock, monkeypatch):
-    from sparsecse.shrinking import iterative
-
-    rescored = []
-    scoring = iterative.score_model
-    monkeypatch.setattr(iterative, "score_model", lambda *a, **k: rescored.append(a) or scoring(*a, **k))
+                                                                     fake_clock, rescored):
     out = tmp_path / "run"
     result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--speedup", "1.3",
                                        "--data-dir", str(fake_senteval), "--out", str(out), "--quiet", *TINY_STAGES])
