@@ -20,6 +20,7 @@ from sparsecse.pruning.budget import UnitCosts, check_budget, select_under_budge
 from sparsecse.pruning.grid import check_sparsity, parse_grid
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.selection import masks_from_scores
+from sparsecse.pruning.uniform import DEFAULT_LAYOUT, check_layout, select_uniform, states_head_size
 from sparsecse.scoring.criteria import check_criterion, check_lambda, default_criterion
 from sparsecse.scoring.scores import GateScores
 from sparsecse.stage_config import stage_config
@@ -35,13 +36,16 @@ class PruningConfig:
     kind's default, :func:`~sparsecse.scoring.criteria.default_criterion`); FLOPs counted at ``seq_len``
     tokens; ranking ``scope`` (global or layer; a budget is always global); ``keep_one_head`` (None: yes for a
     sparsity, no for a budget). A sweep applies ``criterion``, ``scope`` and ``keep_one_head`` to every point
-    (its λs come from its grid)."""
+    (its λs come from its grid). ``layout`` ``"stock"`` (budgets only) keeps the same number of neurons (and,
+    where the family's config states a head size, heads) in every layer (:mod:`sparsecse.pruning.uniform`), so
+    the shrunk model is the input's own architecture; ``"custom"`` lets each layer keep its own."""
 
     lam: float = 0.5
     criterion: str | None = None
     seq_len: int = 128
     scope: str = "global"
     keep_one_head: bool | None = None
+    layout: str = DEFAULT_LAYOUT
 
 
 def encoder_param_counts(shape: dict[str, int], mask: Mask) -> dict[str, Any]:
@@ -173,6 +177,8 @@ def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Te
     src = scores.manifest
     lam, criterion, seq_len, scope = config.lam, config.criterion, config.seq_len, config.scope
     keep_one_head = config.keep_one_head
+    if check_layout(config.layout) == "stock" and kind == "sparsity":
+        raise SparseCSEError("The stock layout prunes to a kept-FLOPs or kept-parameters budget, not a sparsity.")
     if kind == "sparsity":
         keep_one_head = True if keep_one_head is None else keep_one_head
         head_keep, neuron_keep = masks_from_scores(head_scores, neuron_scores, value, scope, keep_one_head)
@@ -188,9 +194,13 @@ def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Te
             if within.shape != (*head_scores.shape, neuron_scores.shape[1]):
                 raise SparseCSEError(f"The previous mask's shape {within.shape} does not match the scores' "
                                      f"{(*head_scores.shape, neuron_scores.shape[1])}.")
-        head_keep, neuron_keep = select_under_budget(
-            head_scores, neuron_scores, costs, value, keep_one_head,
-            None if within is None else (within.head_mask, within.neuron_mask))
+        allowed = None if within is None else (within.head_mask, within.neuron_mask)
+        if config.layout == "stock":
+            head_keep, neuron_keep = select_uniform(head_scores, neuron_scores, costs, value,
+                                                    states_head_size(src.get("shape", {})), allowed)
+        else:
+            head_keep, neuron_keep = select_under_budget(head_scores, neuron_scores, costs, value, keep_one_head,
+                                                         allowed)
         budget = {"metric": metric, "keep": value, "seq_len": seq_len if metric == "flops" else None}
     mask = Mask(head_keep, neuron_keep)
     kv_heads = int(src.get("shape", {}).get("kv_heads") or head_keep.shape[1])
@@ -205,6 +215,7 @@ def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Te
         "batch_weighting": scores.weighting,
         "scope": scope,
         "keep_one_head": keep_one_head,
+        **({"layout": "stock"} if config.layout == "stock" else {}),
         "model": src.get("model"),
         "model_sha256": ((src.get("inputs") or {}).get("model") or {}).get("sha256"),
         "pooling": src.get("pooling"),

@@ -19,7 +19,9 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder, resolve_model
 from sparsecse.modeling.flops import size_report
 from sparsecse.pruning.masks import Mask, model_for_mask
+from sparsecse.pruning.uniform import DEFAULT_LAYOUT, check_layout
 from sparsecse.shrinking.reconstruction import ReconstructionPlan, reconstruction_plan
+from sparsecse.shrinking.stock import STOCK, to_stock
 from sparsecse.shrinking.surgery import ffn_padding, mask_digest, shrink_encoder
 from sparsecse.stage_config import stage_config
 
@@ -78,7 +80,9 @@ class ShrinkConfig:
     """How :func:`shrink` builds the smaller model: FLOPs counted at ``seq_len`` tokens; FFN widths padded
     to multiples of ``align_ffn`` with inert zero neurons (1 keeps exactly the mask's neurons);
     ``reconstruct`` (a corpus file, or a :class:`~sparsecse.shrinking.reconstruction.ReconstructionPlan`)
-    refits the kept units on ``reconstruct_sentences`` of its sentences before the removal."""
+    refits the kept units on ``reconstruct_sentences`` of its sentences before the removal; ``layout``
+    ``"stock"`` rebuilds the smaller model as the family's own class (:mod:`sparsecse.shrinking.stock`: the mask
+    must keep a uniform shape), ``"custom"`` as a ``sparsecse-<family>`` model with each layer's own width."""
 
     pooling: str | None = None
     device: str | None = None
@@ -87,6 +91,7 @@ class ShrinkConfig:
     reconstruct: "str | os.PathLike | ReconstructionPlan | None" = None
     reconstruct_sentences: int = 2048
     show_progress: bool = False
+    layout: str = DEFAULT_LAYOUT
 
 
 @with_trust_option
@@ -160,13 +165,16 @@ def remove_units(encoder: SentenceEncoder, mask: Mask, config: ShrinkConfig, lin
     source = encoder.source
     before = size_report(encoder.model, config.seq_len, model_dir=source)
     shrink_encoder(encoder, mask, config.align_ffn)
+    if check_layout(config.layout) == STOCK:
+        encoder.model = to_stock(encoder.model)
+        encoder.extra_config["shape"]["layout"] = STOCK
     summary = mask_summary(mask)
     after = size_report(encoder.model, config.seq_len)
     result = ShrinkResult(encoder, before, after, lineage, mask_summary=summary, reconstruction=reconstruction)
     if out is not None:
         manifest = make_manifest("shrunk_model", inputs={"model": source, "mask": lineage.get("mask")},
                                  params={"pooling": encoder.pooling, "seq_len": config.seq_len,
-                                         "align_ffn": config.align_ffn},
+                                         "align_ffn": config.align_ffn, "layout": config.layout},
                                  mask=summary, before=before, after=after, reconstruction=reconstruction, **manifest)
         result.out = save_model_dir(encoder, out, lineage=lineage, manifest=manifest, overwrite=overwrite)
         result.after["weights_bytes"] = size_report(encoder.model, config.seq_len, model_dir=out).get("weights_bytes")

@@ -1,0 +1,163 @@
+"""The stock layout (issue 64): a compressed model of the input's own architecture class and model type, no
+Python files and no auto_map, loaded in a process that never imports sparsecse by transformers' AutoModel
+and by sentence-transformers with trust_remote_code=False, giving sparsecse's own embeddings."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.modeling.flops import shape_record
+from sparsecse.pruning.budget import UnitCosts
+from sparsecse.pruning.masks import Mask
+from sparsecse.pruning.prune import PruningConfig, prune
+from sparsecse.pruning.uniform import check_layout, select_uniform, states_head_size
+from sparsecse.scoring.score import ScoringConfig, score
+from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, save_model_dir, shrink_lineage
+from sparsecse.shrinking.stock import to_stock
+from sparsecse.shrinking.surgery import shrink_encoder
+from tests.helpers import assert_same_embeddings, random_mask, random_sentences
+from tests.tiny import make_tiny_model_dir
+from tests.tiny_modern import make_modern_model_dir
+
+SENTENCES = random_sentences(12, seed=64)
+POOLING = {"bert": "mean", "qwen3": "last"}
+# the tiny BERT's heads cost 80% of its layer FLOPs at 128 tokens, and a stock BERT keeps every head
+BUDGET = {"bert": 0.9, "qwen3": 0.5}
+
+
+def uniform_mask(encoder, budget=0.5, removed=(), seed=0):
+    """A stock-layout mask of ``encoder``'s model at ``budget`` of its kept layers' FLOPs (random scores)."""
+    shape = shape_record(encoder.model)
+    layers = shape["layers"]
+    kept = [i for i in range(layers) if i not in removed]
+    costs = UnitCosts.from_shape({**shape, "layers": len(kept)}, "flops")
+    g = torch.Generator().manual_seed(seed)
+    heads, neurons = torch.rand(layers, shape["heads"], generator=g), torch.rand(layers, shape["ffn"], generator=g)
+    hk, nk = select_uniform(heads[kept], neurons[kept], costs, budget, states_head_size(shape))
+    head_keep = torch.zeros(layers, shape["heads"], dtype=torch.bool)
+    neuron_keep = torch.zeros(layers, shape["ffn"], dtype=torch.bool)
+    head_keep[kept], neuron_keep[kept] = hk, nk
+    mask = Mask(head_keep, neuron_keep)
+    return mask.without_layers(removed) if removed else mask
+
+
+@pytest.fixture(scope="module", params=["bert", "qwen3"])
+def family(request, tmp_path_factory):
+    arch, out = request.param, tmp_path_factory.mktemp(f"stock_{request.param}")
+    if arch == "bert":
+        return arch, make_tiny_model_dir(out, "bert", layers=4, ffn=48, init_range=0.2)
+    return arch, make_modern_model_dir(out, "qwen3", layers=4)
+
+
+def load(path, arch):
+    return SentenceEncoder.load(path, pooling=POOLING[arch], device="cpu")
+
+
+def test_the_uniform_rule_keeps_one_shape_within_the_budget(family):
+    arch, path = family
+    encoder = load(path, arch)
+    shape = shape_record(encoder.model)
+    costs = UnitCosts.from_shape(shape, "flops")
+    mask = uniform_mask(encoder, BUDGET[arch])
+    widths, heads = mask.neuron_mask.sum(1).tolist(), mask.head_mask.sum(1).tolist()
+    assert len(set(widths)) == 1 and 0 < widths[0] <= shape["ffn"]
+    assert costs.kept(mask.head_mask, mask.neuron_mask) <= BUDGET[arch] * costs.dense
+    if arch == "bert":  # BERT's config has no head size of its own: every head stays
+        assert heads == [shape["heads"]] * shape["layers"]
+    else:  # Qwen3 states head_dim: one head count, in key/value groups of one size
+        assert len(set(heads)) == 1
+        group = shape["heads"] // shape["kv_heads"]
+        per_group = mask.head_mask.view(shape["layers"], shape["kv_heads"], group).sum(-1)
+        assert len(set(per_group[per_group > 0].tolist())) == 1
+
+
+@pytest.mark.parametrize("removed", [(), (1,)])
+def test_the_gated_model_with_a_uniform_mask_is_the_stock_model(family, removed):
+    arch, path = family
+    encoder = load(path, arch)
+    mask = uniform_mask(encoder, BUDGET[arch], removed)
+    with mask.apply(encoder.model):
+        expected = encoder.encode(SENTENCES)
+    assert np.abs(expected - load(path, arch).encode(SENTENCES)).max() > 1e-3  # the mask changes the outputs
+    remove_units(encoder, mask, ShrinkConfig(align_ffn=1, layout="stock"), shrink_lineage(str(path), mask))
+    config = encoder.model.config
+    assert type(encoder.model).__name__ == {"bert": "BertModel", "qwen3": "Qwen3Model"}[arch]
+    assert config.model_type == arch and config.num_hidden_layers == 4 - len(removed)
+    assert config.intermediate_size == int(mask.neuron_mask.sum(1).max())
+    assert_same_embeddings(encoder.encode(SENTENCES), expected)
+
+
+def test_a_free_shape_is_refused_as_stock_in_one_sentence(tmp_path):
+    encoder = load(make_tiny_model_dir(tmp_path / "m", "bert", layers=2, init_range=0.2), "bert")
+    shrink_encoder(encoder, random_mask(encoder.model, 0.3), align_ffn=1)
+    with pytest.raises(SparseCSEError, match="stock layout"):
+        to_stock(encoder.model)
+
+
+def test_unknown_layout_and_a_stock_sparsity_are_refused():
+    with pytest.raises(SparseCSEError, match="Unknown layout 'nope'; choose stock"):
+        check_layout("nope")
+    from sparsecse.pruning.prune import _mask
+
+    no_scores = type("NoScores", (), {"manifest": {}})()  # a sparsity is refused before the scores are read
+    with pytest.raises(SparseCSEError, match="not a sparsity"):
+        _mask(no_scores, torch.rand(2, 4), torch.rand(2, 8), "sparsity", 0.5, PruningConfig(layout="stock"))
+
+
+PLAIN_LOAD = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from transformers import AutoModel
+    from sentence_transformers import SentenceTransformer
+    path, sentences = sys.argv[1], json.loads(sys.argv[2])
+    model = AutoModel.from_pretrained(path, trust_remote_code=False)
+    st = SentenceTransformer(path, device="cpu", trust_remote_code=False)
+    np.save(sys.argv[3], st.encode(sentences, convert_to_numpy=True, batch_size=4))
+    print(type(model).__name__, "sparsecse" in sys.modules)
+""")
+
+
+def load_plainly(model_dir, out):
+    """Load ``model_dir`` in a fresh process that never imports sparsecse; (its output line, embeddings)."""
+    done = subprocess.run([sys.executable, "-c", PLAIN_LOAD, str(model_dir), json.dumps(SENTENCES), str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1], np.load(out)
+
+
+def test_a_stock_model_loads_with_no_custom_code_in_a_plain_process(family, tmp_path):
+    """AutoModel and SentenceTransformer load it with trust_remote_code=False, in a process that never imports
+    sparsecse; its config has the family's model_type and no auto_map; the embeddings are sparsecse's own and
+    those of the gated model it came from."""
+    arch, path = family
+    encoder = load(path, arch)
+    mask = uniform_mask(encoder, BUDGET[arch], (2,))
+    with mask.apply(encoder.model):
+        gated = encoder.encode(SENTENCES)
+    remove_units(encoder, mask, ShrinkConfig(layout="stock"), shrink_lineage(str(path), mask), out=tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["model_type"] == arch and "auto_map" not in config and config["num_hidden_layers"] == 3
+    assert not list((tmp_path / "m").glob("*.py"))
+    line, embeddings = load_plainly(tmp_path / "m", tmp_path / "e.npy")
+    assert line == f"{ {'bert': 'BertModel', 'qwen3': 'Qwen3Model'}[arch]} False"
+    ours = SentenceEncoder.load(tmp_path / "m", device="cpu").encode(SENTENCES)
+    assert_same_embeddings(embeddings, ours)
+    assert_same_embeddings(ours, gated)
+
+
+def test_prune_with_the_stock_layout_from_real_scores(family, tiny_stsb_dir):
+    arch, path = family
+    scores = score(path, ScoringConfig(data_dir=tiny_stsb_dir, batch_size=8, max_batches=2, seed=0),
+                   pooling=POOLING[arch], device="cpu")
+    mask = prune(scores, keep_flops=BUDGET[arch], config=PruningConfig(layout="stock"))
+    assert mask.manifest["layout"] == "stock" and len(set(mask.neuron_mask.sum(1).tolist())) == 1
+    assert mask.manifest["kept_flops_ratio"] <= BUDGET[arch]
+    smaller = prune(scores, keep_flops=BUDGET[arch] - 0.05, within=mask, config=PruningConfig(layout="stock"))
+    assert bool((smaller.neuron_mask <= mask.neuron_mask).all()) and len(set(smaller.head_mask.sum(1).tolist())) == 1
