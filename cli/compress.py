@@ -41,6 +41,10 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 @data_dir_option
 @scoring_options("--score-batch-size", "Rescoring (as `score` does): ")
 @align_ffn_option
+@click.option("--layout", default=None, metavar="stock|custom",
+              help="stock: a model of the input's own architecture class, loadable with no custom code (one FFN width "
+                   "for every layer, heads kept where the config has no head size); custom (default): each layer "
+                   "its own width. With --recipe or a target it sets every prune stage's layout.")
 @click.option("--out", default=None, type=click.Path(),
               help="Directory for the smaller model (with --recipe: the run's directory; the model is OUT/model).")
 @click.option("--recipe", default=None, metavar="NAME|FILE",
@@ -100,9 +104,9 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 @quiet_option
 def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
-            keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, out, recipe, recipe_corpus,
-            overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, threads, metric,
-            timing_sentences, depth, when_busy, dev, test, compare_with, teacher, store, pooling, device, seed,
+            keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, layout, out, recipe,
+            recipe_corpus, overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, threads,
+            metric, timing_sentences, depth, when_busy, dev, test, compare_with, teacher, store, pooling, device, seed,
             overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
@@ -118,6 +122,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
              "teacher": teacher, "threads": threads, "metric": metric, "timing_sentences": timing_sentences,
              "when_busy": when_busy, "compare_with": compare_with, "depth": parse_depth(depth)}
     sets = {"dev": dev, "test": test, "store": store}
+    overrides = with_layout(layout, recipe, aimed, overrides)  # a bad layout refused before anything is read
     if any(v is not None for v in aimed.values()):
         return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
                                   overwrite, as_json, quiet, sets)
@@ -156,9 +161,10 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
                                reconstruct_ridge, reconstruct_weighting)
     scoring = ScoringConfig(data_dir=data_dir, split=split, batch_size=score_batch_size, max_batches=max_batches,
                             seed=seed, show_progress=not quiet, dev=dev)
-    pruning = PruningConfig(lam=lam, criterion=criterion, seq_len=seq_len, keep_one_head=keep_one_head)
+    pruning = PruningConfig(lam=lam, criterion=criterion, seq_len=seq_len, keep_one_head=keep_one_head,
+                            layout=layout or "custom")
     shrinking = ShrinkConfig(reconstruct=plan, seq_len=seq_len, align_ffn=align_ffn, pooling=pooling, device=device,
-                             show_progress=not quiet)
+                             show_progress=not quiet, layout=layout or "custom")
     result = compress(model, out, keep_flops=keep_flops, keep_params=keep_params, steps=steps, scores=scores_path,
                       score=scoring, prune=pruning, shrink=shrinking, overwrite=overwrite)
     if as_json:
@@ -237,6 +243,27 @@ def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrid
         raise SparseCSEError("A target needs --corpus FILE (the sentences it reconstructs and distils on).")
     run_recipe_command(recipe or "target", model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
                        quiet, target=aimed, sets=sets)
+
+
+def with_layout(layout: str | None, recipe: str | None, aimed: dict, overrides: tuple) -> tuple:
+    """``--set`` items with ``--layout`` put on every prune stage of the recipe a run uses (with a target: the
+    ``target`` recipe unless ``recipe`` names one), after checking the layout (one sentence for a bad one);
+    a stage whose layout ``--set`` gives already keeps that."""
+    if layout is None:
+        return overrides
+    from sparsecse.pruning.uniform import check_layout
+
+    check_layout(layout)
+    if recipe is None and all(v is None for v in aimed.values()):
+        return overrides
+    from sparsecse.recipes.spec import load_recipe
+
+    name = recipe or "target"
+    stages = [s.name for s in load_recipe(name).stages if s.type == "prune"]
+    if not stages:
+        raise SparseCSEError(f"--layout sets the prune stages, and the recipe {name} has none.")
+    given = {item.partition("=")[0].strip() for item in overrides}
+    return (*(f"{stage}.layout={layout}" for stage in stages if f"{stage}.layout" not in given), *overrides)
 
 
 def parse_depth(value: str | None) -> int | None:

@@ -22,7 +22,7 @@ from sparsecse.scoring.score import ScoringConfig, score
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, save_model_dir, shrink_lineage
 from sparsecse.shrinking.stock import to_stock
 from sparsecse.shrinking.surgery import shrink_encoder
-from tests.helpers import assert_same_embeddings, random_mask, random_sentences
+from tests.helpers import assert_same_embeddings, cli, random_mask, random_sentences
 from tests.tiny import make_tiny_model_dir
 from tests.tiny_modern import make_modern_model_dir
 
@@ -161,3 +161,33 @@ def test_prune_with_the_stock_layout_from_real_scores(family, tiny_stsb_dir):
     assert mask.manifest["kept_flops_ratio"] <= BUDGET[arch]
     smaller = prune(scores, keep_flops=BUDGET[arch] - 0.05, within=mask, config=PruningConfig(layout="stock"))
     assert bool((smaller.neuron_mask <= mask.neuron_mask).all()) and len(set(smaller.head_mask.sum(1).tolist())) == 1
+
+
+def test_compress_layout_nope_is_refused_with_nothing_written(tiny_bert_dir, corpus, tmp_path):
+    out = tmp_path / "small"
+    result = cli("compress", "--model", tiny_bert_dir, "--keep-flops", "0.9", "--reconstruct", corpus,
+                 "--layout", "nope", "--out", out)
+    assert result.exit_code != 0
+    assert "Unknown layout 'nope'; choose stock" in result.output and result.output.count(". ") <= 1
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_compress_layout_stock_writes_the_familys_own_model(corpus, tiny_stsb_dir, tmp_path):
+    path = make_tiny_model_dir(tmp_path / "in", "bert", layers=2, ffn=48, init_range=0.2)
+    out = tmp_path / "small"
+    result = cli("compress", "--model", path, "--keep-flops", "0.9", "--reconstruct", corpus, "--layout", "stock",
+                 "--reconstruct-sentences", "20", "--data-dir", tiny_stsb_dir, "--score-batch-size", "8",
+                 "--max-batches", "2", "--device", "cpu", "--out", out, "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "bert" and "auto_map" not in config and not list(out.glob("*.py"))
+    assert config["intermediate_size"] < 48 and config["num_attention_heads"] == 4
+
+
+def test_layout_reaches_every_prune_stage_of_a_recipe_or_target():
+    from cli.compress import with_layout
+
+    assert with_layout("stock", None, {"speedup": "1.5"}, ()) == ("prune.layout=stock",)
+    assert with_layout("stock", None, {"speedup": "1.5"}, ("prune.layout=custom",)) == ("prune.layout=custom",)
+    assert with_layout(None, "target", {}, ("a.b=1",)) == ("a.b=1",)
+    assert with_layout("stock", None, {"speedup": None}, ()) == ()  # the single stage takes it directly

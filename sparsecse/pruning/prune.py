@@ -20,6 +20,7 @@ from sparsecse.pruning.budget import UnitCosts, check_budget, select_under_budge
 from sparsecse.pruning.grid import check_sparsity, parse_grid
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.selection import masks_from_scores
+from sparsecse.pruning.uniform import LAYOUTS  # noqa: F401  (the layouts a recipe's prune stage offers)
 from sparsecse.pruning.uniform import DEFAULT_LAYOUT, check_layout, select_uniform, states_head_size
 from sparsecse.scoring.criteria import check_criterion, check_lambda, default_criterion
 from sparsecse.scoring.scores import GateScores

@@ -122,3 +122,15 @@ def select_uniform(head_scores: torch.Tensor, neuron_scores: torch.Tensor, costs
     neuron_keep = torch.zeros_like(neuron_scores, dtype=torch.bool)
     neuron_keep.scatter_(1, order[:, :n], True)
     return head_keep, neuron_keep
+
+
+def smallest_budget(shape: dict, layout: str, seq_len: int = 128) -> float:
+    """The smallest kept-FLOPs budget a ``layout`` model of the score file's ``shape`` can be pruned to (0 for
+    custom): in stock layout every layer keeps one FFN neuron and its heads (every head, or one key/value
+    group's one head where the family states a head size), so a speed search never probes below it."""
+    if check_layout(layout) != "stock" or not shape:
+        return 0.0
+    costs = UnitCosts.from_shape(shape, "flops", seq_len)
+    heads = costs.first_head if states_head_size(shape) else costs.heads * costs.head
+    least = costs.fixed + costs.layers * (heads + costs.neuron)
+    return math.ceil(least / costs.dense * 1e4 + 1e-9) / 1e4

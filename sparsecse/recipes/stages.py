@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,7 +22,7 @@ from sparsecse.exporting.config import CALIBRATION_SIZE, ExportConfig
 from sparsecse.exporting.export import export
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.objectives.registry import available_objectives
-from sparsecse.pruning.prune import PruningConfig
+from sparsecse.pruning.prune import LAYOUTS, PruningConfig
 from sparsecse.recipes.stage_types import (CORPUS, CardSection, Stage, StageContext, check_choice, check_fraction,
                                            check_positive_float, check_positive_int, check_text, sampled_corpus,
                                            training_amount)
@@ -217,6 +217,7 @@ class PruneStage(Stage):
     reconstruct_sentences: int = ShrinkConfig.reconstruct_sentences
     criterion: str | None = None
     lam: float = 0.5
+    layout: str = "custom"  # stock: the input's own architecture class (sparsecse.pruning.uniform)
     type: str = "prune"
 
     def check(self, where: str) -> "PruneStage":
@@ -227,6 +228,7 @@ class PruneStage(Stage):
         if not (isinstance(self.keep_flops, str) and self.keep_flops.startswith("@")):
             check_fraction(budget, getattr(self, budget), where)
         check_positive_int("steps", self.steps, where)
+        check_choice("layout", self.layout, where, LAYOUTS)
         check_text("reconstruct", self.reconstruct, where)
         check_positive_int("reconstruct_sentences", self.reconstruct_sentences, where)
         if self.criterion is not None:
@@ -256,9 +258,9 @@ class PruneStage(Stage):
         """The shrinking, pruning and scoring configs its settings make in the run ``ctx``."""
         corpus = ctx.corpus if self.reconstruct == CORPUS else Path(self.reconstruct)
         shrinking = ShrinkConfig(reconstruct=ReconstructionPlan.prepare(str(corpus), self.reconstruct_sentences))
-        pruning = PruningConfig(lam=self.lam, criterion=self.criterion)
+        pruning = PruningConfig(lam=self.lam, criterion=self.criterion, layout=self.layout)
         scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress, dev=ctx.dev)
-        return shrinking, pruning, scoring
+        return replace(shrinking, layout=self.layout), pruning, scoring
 
     def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
         """Prune and shrink (:meth:`~sparsecse.recipes.stage_types.Stage.run`)."""

@@ -136,5 +136,5 @@ def depth_width_probe(dense: SentenceEncoder, scores: GateScores, pruning: Pruni
     """
     encoder = without_layers(dense, removed)
     mask = prune_scores(scores_without_layers(scores, removed), keep_flops=keep_flops, config=pruning)
-    remove_units(encoder, mask, ShrinkConfig(), shrink_lineage(dense.source, mask))
+    remove_units(encoder, mask, ShrinkConfig(layout=pruning.layout), shrink_lineage(dense.source, mask))
     return encoder, mask

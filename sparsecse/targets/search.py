@@ -51,6 +51,7 @@ from sparsecse.modeling.adapters import layer_modules
 from sparsecse.modeling.encoder import SentenceEncoder, encoding_device
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.pruning.prune import prune as prune_scores
+from sparsecse.pruning.uniform import smallest_budget
 from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, next_budget_line, write_plot, write_table
@@ -197,7 +198,7 @@ class _Prober:
         else:
             mask = prune_scores(scores, keep_flops=budget, config=pruning)
             encoder = copy.deepcopy(self.dense)
-            remove_units(encoder, mask, ShrinkConfig(), shrink_lineage(self.dense.source, mask))
+            remove_units(encoder, mask, ShrinkConfig(layout=pruning.layout), shrink_lineage(self.dense.source, mask))
         return self.add(budget, encoder, int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), "speed",
                         layers_removed=len(removed))
 
@@ -427,7 +428,8 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             order = removal_order(prober.dense, prober.sentences) if depth else []
             layers_removed(order, depth)  # a depth the model cannot lose is refused before any probe
             summary.update(depth=depth, depth_default=target.depth is None, removal_order=order)
-            finalists = depth_speed_search(prober, scores, pruning, SMALLEST_BUDGET, order, depth, active_sharing())
+            floor = max(SMALLEST_BUDGET, smallest_budget(scores.manifest.get("shape") or {}, pruning.layout))
+            finalists = depth_speed_search(prober, scores, pruning, floor, order, depth, active_sharing())
             chosen = finalists[0]
             removed = layers_removed(order, chosen.layers_removed)
         else:
