@@ -75,7 +75,9 @@ def describe(result) -> str:
               help="Sentences drawn from the calibration corpus.")
 @click.option("--calibration-seed", type=SEED, default=CALIBRATION_SEED, show_default=True,
               help="Seed of the calibration draw (recorded in the manifest).")
-@click.option("--out", required=True, type=click.Path(), help="Output directory.")
+@click.option("--out", default=None, type=click.Path(),
+              help="Output directory. Without it, a stock model (compress --layout stock) gets the graphs inside its "
+                   "own directory, in sentence-transformers' backend layout (onnx/, openvino/).")
 @pooling_option
 @click.option("--opset", type=int, default=OPSET, show_default=True,
               help=f"ONNX opset version ({MIN_OPSET} up to the newest this torch exports).")
@@ -85,7 +87,8 @@ def command(model, fmt, quantize, calibration, calibration_size, calibration_see
             as_json):
     """Export a dense or shrunk model (encoder + pooling + normalisation) to ONNX, OpenVINO or another registered
     format, with dynamic batch and sequence axes; the directory also holds the tokenizer and loads with
-    `sparsecse eval --model DIR`."""
+    `sparsecse eval --model DIR`. Without --out, a stock model gets the graphs in its own directory, where
+    `SentenceTransformer(DIR, backend="onnx")` or `backend="openvino"` loads them."""
     import contextlib
     import sys
 
@@ -98,10 +101,16 @@ def command(model, fmt, quantize, calibration, calibration_size, calibration_see
     config = ExportConfig(format=fmt, quantize=None if quantize == "none" else quantize, pooling=pooling, opset=opset,
                           calibration=calibration, calibration_size=calibration_size,
                           calibration_seed=calibration_seed).check()
-    check_destination(out, overwrite, inputs=read_inputs(model=model, calibration=calibration))
+    if out is None:  # into the stock model's own directory (checked before any work)
+        from sparsecse.exporting.backends import check_stock_dir, export_into_model
+
+        check_stock_dir(model)
+    else:
+        check_destination(out, overwrite, inputs=read_inputs(model=model, calibration=calibration))
     # NNCF and onnxruntime print progress on stdout; keep stdout for the report (and --json) alone
     with contextlib.redirect_stdout(sys.stderr):
-        result = export(model=model, out=out, overwrite=overwrite, config=config)
+        result = (export(model=model, out=out, overwrite=overwrite, config=config) if out is not None
+                  else export_into_model(model, config, overwrite))
     if as_json:
         click.echo(json.dumps(result.to_dict()))
     else:
