@@ -191,3 +191,24 @@ def test_layout_reaches_every_prune_stage_of_a_recipe_or_target():
     assert with_layout("stock", None, {"speedup": "1.5"}, ("prune.layout=custom",)) == ("prune.layout=custom",)
     assert with_layout(None, "target", {}, ("a.b=1",)) == ("a.b=1",)
     assert with_layout("stock", None, {"speedup": None}, ()) == ()  # the single stage takes it directly
+
+
+def test_the_cards_usage_section_follows_the_layout(tmp_path):
+    from sparsecse.cards.model_card import usage_code
+
+    path = make_tiny_model_dir(tmp_path / "in", "bert", layers=3, init_range=0.2)
+    encoder = load(path, "bert")
+    mask = uniform_mask(encoder, BUDGET["bert"], (1,))
+    remove_units(encoder, mask, ShrinkConfig(layout="stock"), shrink_lineage(str(path), mask), out=tmp_path / "stock")
+    card = (tmp_path / "stock" / "README.md").read_text()
+    assert 'SentenceTransformer("path/to/this/directory")' in usage_code(card) and "trust_remote_code" not in card
+    assert "plain `bert` model" in card and 'backend="onnx"' in card
+    widths = mask.neuron_mask.sum(1)[mask.kept_layers].tolist()
+    rows = [r for r in card.split("## Compression")[1].splitlines() if r.startswith("| ") and "/" in r]
+    assert len(rows) == 2 and all(f"{w} / 48" in r for r, w in zip(rows, widths))  # each kept layer's width
+    encoder = load(path, "bert")
+    remove_units(encoder, random_mask(encoder.model, 0.3), ShrinkConfig(), shrink_lineage(str(path), mask),
+                 out=tmp_path / "custom")
+    card = (tmp_path / "custom" / "README.md").read_text()
+    assert "trust_remote_code=True" in usage_code(card)
+    assert "text-embeddings-inference" in card and "`sparsecse compress --layout stock`" in card

@@ -216,15 +216,20 @@ def _details(root: Path, config: dict, st_config: dict, own: dict) -> dict[str, 
             "max_seq_length": st_config.get("max_seq_length") or own.get("max_length"),
             "output_dim": output_dim, "similarity": "cosine similarity",
             "pooling": own.get("pooling") or pooling, "normalized": normalized,
-            "remote_code": bool(config.get("auto_map"))}
+            "remote_code": bool(config.get("auto_map")), "layout": (own.get("shape") or {}).get("layout")}
 
 
 def _layers(config: dict, own: dict, before: dict) -> list[dict[str, int]]:
-    """Each layer's kept heads and FFN neurons (inert zero padding left out) against the source model's."""
+    """Each layer's kept heads and FFN neurons (inert zero padding left out) against the source model's (a stock
+    model's config states one shape for every layer; sparsecse_config.json's shape holds what each kept)."""
+    shape = own.get("shape") or {}
     kept_heads, widths = config.get("kept_heads"), config.get("intermediate_sizes")
+    if shape.get("layout") == "stock" and shape.get("heads_per_layer") and shape.get("ffn_per_layer"):
+        kept_heads = [range(n) for n in shape["heads_per_layer"]]
+        widths = [n + p for n, p in zip(shape["ffn_per_layer"], shape.get("ffn_zero_padding") or [0] * len(kept_heads))]
     if not kept_heads or not widths:
         return []
-    padding = (own.get("shape") or {}).get("ffn_zero_padding") or [0] * len(widths)
+    padding = shape.get("ffn_zero_padding") or [0] * len(widths)
     heads_total = before.get("heads_per_layer") or [config.get("num_attention_heads")] * len(kept_heads)
     ffn_total = before.get("ffn_per_layer") or [config.get("intermediate_size")] * len(widths)
     return [{"layer": i, "heads": len(kept_heads[i]), "heads_total": int(heads_total[i]),

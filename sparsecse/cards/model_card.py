@@ -141,7 +141,15 @@ def usage_lines(details: dict[str, Any]) -> list[str]:
              f"Replace `{MODEL_PLACEHOLDER}` with this directory (or its hub id once uploaded)."]
     if remote:
         lines += ["Its layers have their own sizes, so it ships its modeling code (`modeling_sparsecse.py`, named in "
-                  "config.json's `auto_map`); `trust_remote_code=True` runs that code."]
+                  "config.json's `auto_map`); `trust_remote_code=True` runs that code. Runtimes that refuse or cannot "
+                  "run custom code do not load it: text-embeddings-inference, Infinity, vLLM, optimum's ONNX export, "
+                  "sentence-transformers' `backend=\"onnx\"`/`\"openvino\"` and fastembed. `sparsecse compress "
+                  "--layout stock` makes a model of the input's own architecture, which they all load."]
+    elif details.get("layout") == "stock":
+        lines += [f"It is a plain `{details.get('architecture')}` model (one FFN width for every layer, no custom code), "
+                  "so every runtime that serves its architecture loads it; `sparsecse export --model DIR --format onnx` "
+                  "(or `openvino`) writes the graphs inside this directory, for `SentenceTransformer(DIR, "
+                  "backend=\"onnx\")`."]
     lines += ["", "```python", "from sentence_transformers import SentenceTransformer", "", load,
               "sentences = [" + ", ".join(json.dumps(s) for s in USAGE_SENTENCES) + "]",
               "embeddings = model.encode(sentences)",
