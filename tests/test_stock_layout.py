@@ -27,9 +27,11 @@ from tests.tiny import make_tiny_model_dir
 from tests.tiny_modern import make_modern_model_dir
 
 SENTENCES = random_sentences(12, seed=64)
-POOLING = {"bert": "mean", "qwen3": "last"}
+MIXED_TYPES = ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]
+POOLING = {"bert": "mean", "qwen3": "last", "gemma3_text": "mean"}
+CLASSES = {"bert": "BertModel", "qwen3": "Qwen3Model", "gemma3_text": "Gemma3TextModel"}
 # the tiny BERT's heads cost 80% of its layer FLOPs at 128 tokens, and a stock BERT keeps every head
-BUDGET = {"bert": 0.9, "qwen3": 0.5}
+BUDGET = {"bert": 0.9, "qwen3": 0.5, "gemma3_text": 0.5}
 
 
 def uniform_mask(encoder, budget=0.5, removed=(), seed=0):
@@ -40,7 +42,7 @@ def uniform_mask(encoder, budget=0.5, removed=(), seed=0):
     costs = UnitCosts.from_shape({**shape, "layers": len(kept)}, "flops")
     g = torch.Generator().manual_seed(seed)
     heads, neurons = torch.rand(layers, shape["heads"], generator=g), torch.rand(layers, shape["ffn"], generator=g)
-    hk, nk = select_uniform(heads[kept], neurons[kept], costs, budget, states_head_size(shape))
+    hk, nk = select_uniform(heads[kept], neurons[kept], costs, budget, states_head_size(shape), hidden=shape["hidden"])
     head_keep = torch.zeros(layers, shape["heads"], dtype=torch.bool)
     neuron_keep = torch.zeros(layers, shape["ffn"], dtype=torch.bool)
     head_keep[kept], neuron_keep[kept] = hk, nk
@@ -48,12 +50,15 @@ def uniform_mask(encoder, budget=0.5, removed=(), seed=0):
     return mask.without_layers(removed) if removed else mask
 
 
-@pytest.fixture(scope="module", params=["bert", "qwen3"])
+@pytest.fixture(scope="module", params=["bert", "qwen3", "gemma3_text"])
 def family(request, tmp_path_factory):
+    """A 4-layer tiny model: BERT (no head size of its own), Qwen3 and Gemma-3 (head_dim, grouped key/value heads;
+    Gemma-3 with alternating sliding and full attention layers, which a removed layer must not shift)."""
     arch, out = request.param, tmp_path_factory.mktemp(f"stock_{request.param}")
     if arch == "bert":
         return arch, make_tiny_model_dir(out, "bert", layers=4, ffn=48, init_range=0.2)
-    return arch, make_modern_model_dir(out, "qwen3", layers=4)
+    extra = {"layer_types": MIXED_TYPES} if arch == "gemma3_text" else {}
+    return arch, make_modern_model_dir(out, arch, layers=4, **extra)
 
 
 def load(path, arch):
@@ -75,7 +80,7 @@ def test_the_uniform_rule_keeps_one_shape_within_the_budget(family):
         assert len(set(heads)) == 1
         group = shape["heads"] // shape["kv_heads"]
         per_group = mask.head_mask.view(shape["layers"], shape["kv_heads"], group).sum(-1)
-        assert len(set(per_group[per_group > 0].tolist())) == 1
+        assert len(set(per_group[per_group > 0].tolist())) == 1 and shape["hidden"] % heads[0] == 0
 
 
 @pytest.mark.parametrize("removed", [(), (1,)])
@@ -88,10 +93,29 @@ def test_the_gated_model_with_a_uniform_mask_is_the_stock_model(family, removed)
     assert np.abs(expected - load(path, arch).encode(SENTENCES)).max() > 1e-3  # the mask changes the outputs
     remove_units(encoder, mask, ShrinkConfig(align_ffn=1, layout="stock"), shrink_lineage(str(path), mask))
     config = encoder.model.config
-    assert type(encoder.model).__name__ == {"bert": "BertModel", "qwen3": "Qwen3Model"}[arch]
+    assert type(encoder.model).__name__ == CLASSES[arch]
     assert config.model_type == arch and config.num_hidden_layers == 4 - len(removed)
+    if arch == "gemma3_text":
+        assert config.layer_types == [t for i, t in enumerate(MIXED_TYPES) if i not in removed]
     assert config.intermediate_size == int(mask.neuron_mask.sum(1).max())
     assert_same_embeddings(encoder.encode(SENTENCES), expected)
+
+
+def test_a_model_with_layers_removed_first_is_pruned_and_saved_stock(family):
+    """The prune stage after a depth search: the layers go first (a custom model of one shape), then the stock
+    mask of the rest; the result is the family's own model and computes what the gated input does."""
+    from sparsecse.targets.depth import without_layers
+
+    arch, path = family
+    dense = load(path, arch)
+    both = uniform_mask(dense, BUDGET[arch], (0,))
+    with both.apply(dense.model):
+        expected = dense.encode(SENTENCES)
+    smaller = without_layers(dense, [0])
+    width = Mask(both.head_mask[1:], both.neuron_mask[1:])
+    remove_units(smaller, width, ShrinkConfig(align_ffn=1, layout="stock"), shrink_lineage(str(path), width))
+    assert type(smaller.model).__name__ == CLASSES[arch] and smaller.model.config.num_hidden_layers == 3
+    assert_same_embeddings(smaller.encode(SENTENCES), expected)
 
 
 def test_a_free_shape_is_refused_as_stock_in_one_sentence(tmp_path):
@@ -146,7 +170,7 @@ def test_a_stock_model_loads_with_no_custom_code_in_a_plain_process(family, tmp_
     assert config["model_type"] == arch and "auto_map" not in config and config["num_hidden_layers"] == 3
     assert not list((tmp_path / "m").glob("*.py"))
     line, embeddings = load_plainly(tmp_path / "m", tmp_path / "e.npy")
-    assert line == f"{ {'bert': 'BertModel', 'qwen3': 'Qwen3Model'}[arch]} False"
+    assert line == f"{CLASSES[arch]} False"
     ours = SentenceEncoder.load(tmp_path / "m", device="cpu").encode(SENTENCES)
     assert_same_embeddings(embeddings, ours)
     assert_same_embeddings(ours, gated)

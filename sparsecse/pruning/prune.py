@@ -197,8 +197,9 @@ def _mask(scores: GateScores, head_scores: torch.Tensor, neuron_scores: torch.Te
                                      f"{(*head_scores.shape, neuron_scores.shape[1])}.")
         allowed = None if within is None else (within.head_mask, within.neuron_mask)
         if config.layout == "stock":
-            head_keep, neuron_keep = select_uniform(head_scores, neuron_scores, costs, value,
-                                                    states_head_size(src.get("shape", {})), allowed)
+            shape = src.get("shape", {})
+            head_keep, neuron_keep = select_uniform(head_scores, neuron_scores, costs, value, states_head_size(shape),
+                                                    allowed, shape.get("hidden"))
         else:
             head_keep, neuron_keep = select_under_budget(head_scores, neuron_scores, costs, value, keep_one_head,
                                                          allowed)

@@ -52,9 +52,11 @@ def _ranked(scores: torch.Tensor, allowed: torch.Tensor | None) -> tuple[torch.T
     return scores.sort(dim=-1, descending=True, stable=True)
 
 
-def _head_options(head_scores: torch.Tensor, costs: UnitCosts, free: bool, allowed: torch.Tensor | None):
+def _head_options(head_scores: torch.Tensor, costs: UnitCosts, free: bool, allowed: torch.Tensor | None,
+                  hidden: int | None = None):
     """Every uniform head choice: (importance, head keep-mask [L, H], query heads per layer, key/value heads
-    per layer)."""
+    per layer); with ``hidden``, only head counts that divide it (transformers' configs check that, head_dim
+    stated or not)."""
     layers, heads = head_scores.shape
     if not free:  # every (allowed) head stays
         keep = torch.ones(layers, heads, dtype=torch.bool) if allowed is None else allowed.bool().clone()
@@ -76,6 +78,8 @@ def _head_options(head_scores: torch.Tensor, costs: UnitCosts, free: bool, allow
             total = float(groups_ranked[:, :k].sum())
             if total == -math.inf:
                 break
+            if hidden and hidden % (g * k):
+                continue
             keep = torch.zeros(layers, kv, group, dtype=torch.bool)
             for layer in range(layers):
                 for chosen in groups_order[layer, :k].tolist():
@@ -85,8 +89,8 @@ def _head_options(head_scores: torch.Tensor, costs: UnitCosts, free: bool, allow
 
 
 def select_uniform(head_scores: torch.Tensor, neuron_scores: torch.Tensor, costs: UnitCosts, budget: float,
-                   free_heads: bool, allowed: tuple[torch.Tensor, torch.Tensor] | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+                   free_heads: bool, allowed: tuple[torch.Tensor, torch.Tensor] | None = None,
+                   hidden: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Keep-masks ([L, H], [L, F]) of the most important uniform choice within ``budget`` (module docstring).
 
     Args:
@@ -96,6 +100,7 @@ def select_uniform(head_scores: torch.Tensor, neuron_scores: torch.Tensor, costs
         budget: the kept fraction of the dense cost.
         free_heads: whether heads may go too (:func:`states_head_size`); else every head stays.
         allowed: bool head and neuron masks of the units that may stay (an earlier uniform mask's).
+        hidden: the model's hidden size: a kept head count must divide it (None: any count).
 
     Returns:
         The head and neuron keep-masks; every layer keeps the same number of each.
@@ -107,7 +112,8 @@ def select_uniform(head_scores: torch.Tensor, neuron_scores: torch.Tensor, costs
     n_max = int(torch.isfinite(ranked).sum(1).min())
     totals = torch.cat([torch.zeros(1, dtype=torch.float64), ranked[:, :n_max].cumsum(1).sum(0)])
     best = None
-    for value, keep, q, kv in _head_options(head_scores, costs, free_heads, None if allowed is None else allowed[0]):
+    for value, keep, q, kv in _head_options(head_scores, costs, free_heads, None if allowed is None else allowed[0],
+                                            hidden):
         spent_heads = layers * (q * costs.head + kv * costs.kv)
         n = min(n_max, (available - spent_heads) // (layers * costs.neuron)) if available >= spent_heads else -1
         if n < 1:

@@ -79,7 +79,11 @@ def stock_config(config):
         raise SparseCSEError(f"This {base} model's layers keep different FFN widths ({min(widths)} to {max(widths)} "
                              "neurons), which a stock config cannot state; prune it with the stock layout.")
     fields.update(_uniform_heads(config, base), intermediate_size=int(widths[0]))
-    new = AutoConfig.for_model(base, **fields)
+    try:
+        new = AutoConfig.for_model(base, **fields)
+    except (ValueError, TypeError) as exc:  # the family's own checks (e.g. heads dividing the hidden size)
+        raise SparseCSEError(f"A stock {base} config cannot state this model's shape ({str(exc).strip()}); prune it "
+                             "with the stock layout.") from None
     new._attn_implementation = getattr(config, "_attn_implementation", None)
     return new
 
