@@ -236,3 +236,14 @@ def test_the_cards_usage_section_follows_the_layout(tmp_path):
     card = (tmp_path / "custom" / "README.md").read_text()
     assert "trust_remote_code=True" in usage_code(card)
     assert "text-embeddings-inference" in card and "`sparsecse compress --layout stock`" in card
+
+
+def test_a_head_count_the_family_config_refuses_is_one_sentence(tmp_path):
+    """Gemma-3's config checks that the heads divide the hidden size: 3 of 8 heads (32 wide) cannot be stated."""
+    encoder = load(make_modern_model_dir(tmp_path / "g", "gemma3_text", layers=2), "gemma3_text")
+    heads = torch.zeros(2, 8, dtype=torch.bool)
+    heads[:, [0, 1, 2]] = True  # three heads of the first key/value group in each layer
+    mask = Mask(heads, torch.ones(2, 40, dtype=torch.bool))
+    shrink_encoder(encoder, mask, align_ffn=1)
+    with pytest.raises(SparseCSEError, match="cannot state this model's shape"):
+        to_stock(encoder.model)

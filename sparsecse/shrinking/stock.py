@@ -70,6 +70,7 @@ def stock_config(config):
     Returns:
         A config of the family's own class.
     """
+    from huggingface_hub.errors import StrictDataclassError
     from transformers import AutoConfig
 
     base = base_model_type(config)
@@ -81,9 +82,10 @@ def stock_config(config):
     fields.update(_uniform_heads(config, base), intermediate_size=int(widths[0]))
     try:
         new = AutoConfig.for_model(base, **fields)
-    except (ValueError, TypeError) as exc:  # the family's own checks (e.g. heads dividing the hidden size)
-        raise SparseCSEError(f"A stock {base} config cannot state this model's shape ({str(exc).strip()}); prune it "
-                             "with the stock layout.") from None
+    except (ValueError, TypeError, StrictDataclassError) as exc:  # the family's own checks (e.g. heads dividing the hidden size)
+        reason = (str(exc).strip().splitlines() or [""])[-1].split(": ", 1)[-1].strip().rstrip(".")
+        raise SparseCSEError(f"A stock {base} config cannot state this model's shape ({reason}); prune it with the "
+                             "stock layout.") from None
     new._attn_implementation = getattr(config, "_attn_implementation", None)
     return new
 
