@@ -53,12 +53,15 @@ def describe(mask) -> str:
 @keep_one_head_option("on for --sparsity, off for budgets")
 @click.option("--out", required=True, type=click.Path(),
               help="Mask file for one sparsity and λ; a directory of mask files for a grid.")
+@click.option("--layout", default="custom", show_default=True, metavar="stock|custom",
+              help="stock (budgets only): the same number of neurons (and, where the config states a head size, "
+                   "heads) in every layer, so `shrink --layout stock` gives the input's own architecture.")
 @click.option("--heatmap", type=click.Path(dir_okay=False), default=None,
               help="Also save a layers x heads importance heat map (PNG or SVG), for the first λ.")
 @overwrite_option
 @json_option
 def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, lambdas, scope, keep_one_head, out,
-            heatmap, overwrite, as_json):
+            layout, heatmap, overwrite, as_json):
     """Turn a score file into masks: remove the lowest-scored heads and FFN neurons (--sparsity), or keep
     the most important ones within a FLOPs or parameter budget (--keep-flops, --keep-params)."""
     from sparsecse.artifacts.files import atomic_dir
@@ -66,15 +69,17 @@ def command(scores_path, sparsity, keep_flops, keep_params, criterion, seq_len, 
     from sparsecse.artifacts.inputs import read_inputs
     from sparsecse.reporting.plots import check_figure_path
     from sparsecse.pruning.prune import PruningConfig, mask_filename, prune_grid
+    from sparsecse.pruning.uniform import check_layout
     from sparsecse.scoring.scores import GateScores
 
+    check_layout(layout)
     check_destination(out, overwrite, inputs=read_inputs(scores=scores_path))
     if heatmap:
         check_figure_path(heatmap, overwrite, inputs={**read_inputs(scores=scores_path), "--out": out})
     scores = GateScores.load(scores_path)
     masks = prune_grid(scores, sparsity, lambdas, keep_flops=keep_flops, keep_params=keep_params,
                        config=PruningConfig(criterion=criterion, seq_len=seq_len, scope=scope,
-                                            keep_one_head=keep_one_head))
+                                            keep_one_head=keep_one_head, layout=layout))
     kind = "sparsity" if sparsity is not None else "keep_flops" if keep_flops is not None else "keep_params"
     if scores.batch_sizes is None and not as_json:
         click.echo(f"Note: {scores_path} weighs its scoring batches equally ({scores.weighting}).", err=True)

@@ -52,27 +52,32 @@ def describe(result) -> str:
 @click.option("--seq-len", type=click.IntRange(min=1), default=128, show_default=True,
               help="Sequence length at which FLOPs per token are counted.")
 @align_ffn_option
+@click.option("--layout", default="custom", show_default=True, metavar="stock|custom",
+              help="stock: the input's own architecture class, loadable with no custom code (the mask must keep one "
+                   "shape in every layer: `prune --layout stock`); custom: each layer its own width.")
 @reconstruction_options("Refit the kept heads and neurons so each layer matches the dense model on sentences of "
                         "this file (one per line), layer by layer, before removing the rest (no retraining).")
 @device_option
 @overwrite_option
 @json_option
-def command(model, mask_path, out, pooling, seq_len, align_ffn, corpus, reconstruct_sentences,
+def command(model, mask_path, out, pooling, seq_len, align_ffn, layout, corpus, reconstruct_sentences,
             reconstruct_method, reconstruct_target, reconstruct_ridge, reconstruct_weighting, device, overwrite,
             as_json):
     """Physically remove the pruned heads and FFN neurons: a smaller, faster model directory that
     loads with sparsecse, transformers (AutoModel) and sentence-transformers (trust_remote_code=True)."""
     from sparsecse.artifacts.destinations import check_destination
     from sparsecse.artifacts.inputs import read_inputs
+    from sparsecse.pruning.uniform import check_layout
     from sparsecse.shrinking.shrink import ShrinkConfig, shrink
 
+    check_layout(layout)
     # without --model the mask's own model is read (read_inputs adds it), not the default one
     check_destination(out, overwrite, inputs=read_inputs(model=model, mask=mask_path, corpus=corpus,
                                                          default_model=model is not None))
     plan = reconstruction_plan(corpus, reconstruct_sentences, reconstruct_method, reconstruct_target,
                                reconstruct_ridge, reconstruct_weighting)
     config = ShrinkConfig(pooling=pooling, device=device, seq_len=seq_len, align_ffn=align_ffn, reconstruct=plan,
-                          show_progress=True)
+                          show_progress=True, layout=layout)
     result = shrink(model=model, mask=mask_path, out=out, overwrite=overwrite, config=config)
     if as_json:
         echo_json(result.to_dict())

@@ -247,3 +247,19 @@ def test_a_head_count_the_family_config_refuses_is_one_sentence(tmp_path):
     shrink_encoder(encoder, mask, align_ffn=1)
     with pytest.raises(SparseCSEError, match="cannot state this model's shape"):
         to_stock(encoder.model)
+
+
+def test_score_prune_and_shrink_commands_make_a_stock_model(tiny_stsb_dir, tmp_path):
+    path = make_modern_model_dir(tmp_path / "in", "qwen3", layers=2)
+    scores, mask, out = tmp_path / "s.safetensors", tmp_path / "m.safetensors", tmp_path / "small"
+    assert cli("score", "--model", path, "--pooling", "last", "--data-dir", tiny_stsb_dir, "--batch-size", 8,
+               "--max-batches", 2, "--out", scores).exit_code == 0
+    refused = cli("prune", "--scores", scores, "--keep-flops", "0.5", "--layout", "nope", "--out", mask)
+    assert refused.exit_code != 0 and "Unknown layout 'nope'" in refused.output and not mask.exists()
+    result = cli("prune", "--scores", scores, "--keep-flops", "0.5", "--layout", "stock", "--out", mask)
+    assert result.exit_code == 0, result.output
+    result = cli("shrink", "--model", path, "--mask", mask, "--layout", "stock", "--pooling", "last", "--out", out)
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "qwen3" and "auto_map" not in config and not list(out.glob("*.py"))
+    assert config["num_attention_heads"] % config["num_key_value_heads"] == 0
