@@ -27,8 +27,15 @@ BEGIN = re.compile(r"^(<!-- |# )BEGIN figures: ([\w.-]+)(?: -->| \(.*\))?$")  # 
 CHECKED = ["README.md", "docs/getting-started.md", "docs/index.md", "docs/guides/*.md", "docs/results/frontier.md",
            "docs/results/minilm.md", "docs/results/mpnet.md", "docs/results/evidence.md",
            "sparsecse/recipes/shipped/*.yaml"]
-# 1.94×, 2.04x; not frontier-2x, not a shape (12 × 768)
-SPEED = re.compile(r"(?<![\w.=-])\d+(?:\.\d+)?[×x](?![\w-])")
+# 1.94×, 2.04x, a range 3-5x; not frontier-2x, not a shape (12 × 768)
+SPEED = re.compile(r"(?<![\w.=-])\d+(?:\.\d+)?(?:\s?[-–]\s?\d+(?:\.\d+)?)?[×x](?![\w-])")
+# the pages a user reads to choose and run (guides, README): no measured figure of any kind outside a block
+GUIDES = ["README.md", "docs/getting-started.md", "docs/index.md", "docs/guides/*.md"]
+# what else a measurement looks like there: a score or size (78.54, 22.71 M), a time (18.1 min, 73 s), a ratio
+TIME_UNIT = r"\s?(?:ms|s|seconds?|min|minutes?|h|hours?)(?![\w])"
+MEASURED = {"score": re.compile(r"(?<![\w.\-/+−±])[1-9]\d\.\d{1,2}(?![\w.%])(?!" + TIME_UNIT + ")"),
+            "time": re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:\s?[-–]\s?\d+(?:\.\d+)?)?" + TIME_UNIT),
+            "ratio": re.compile(r"(?<=ratio )\d+\.\d+")}
 SHAPE = "2,552 STS-B test sentences, batch 128, best of 3 interleaved runs"
 L6, L3 = "all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2"
 FRONTIER_ROWS = [(L6, "all-MiniLM-L6-v2", "download"), ("frontier-1.4x", "L6 at 0.7 of its layer FLOPs", None),
@@ -716,11 +723,16 @@ def problems(root: Path = ROOT) -> list[str]:
             found.append(f"README.md: the figure {number} has no entry in the results store (outside a generated "
                          "block)")
     checked = {p for pattern in CHECKED for p in root.glob(pattern)}
+    guides = {p for pattern in GUIDES for p in root.glob(pattern)}
     for path in sorted(checked):
-        for n, line in enumerate(outside_blocks(path.read_text(encoding="utf-8")).split("\n"), 1):
-            for figure in SPEED.findall(line):
-                found.append(f"{path.relative_to(root)}: the speed figure {figure!r} has no entry in the results "
-                             f"store (outside a generated block): {line.strip()[:100]}")
+        for line in outside_blocks(path.read_text(encoding="utf-8")).split("\n"):
+            kinds = {"speed figure": SPEED.findall(line)}
+            if path in guides:  # a value in backticks is a setting or a command, not a measurement
+                kinds |= {kind: rx.findall(re.sub(r"`[^`]*`", "", line)) for kind, rx in MEASURED.items()
+                          if not (kind == "score" and path.name == "README.md")}  # the README's own check above
+            for kind, figures in kinds.items():
+                found += [f"{path.relative_to(root)}: the {kind} {figure!r} has no entry in the results store "
+                          f"(outside a generated block): {line.strip()[:100]}" for figure in figures]
     return found
 
 

@@ -74,6 +74,28 @@ def test_a_speed_figure_outside_a_block_has_no_entry_and_fails(figures_docs, tmp
     assert len(found) == 1 and found[0].startswith("docs/guides/targets.md: the speed figure '2.31x' has no entry")
 
 
+@pytest.mark.parametrize("sentence, kind, figure", [
+    ("It reached 78.54 on the 7 STS tasks.", "score", "78.54"),
+    ("The run took 18.1 min from a cold start.", "time", "18.1 min"),
+    ("The classifier costs about 3-5x the other one.", "speed figure", "3-5x"),
+    ("Scoring costs a ratio 1.022 of a plain backward.", "ratio", "1.022"),
+])
+def test_a_measured_figure_typed_into_a_guide_fails(figures_docs, tmp_path, sentence, kind, figure):
+    """A score, a time, a range of speed-ups or a ratio typed into a guide outside a block has no entry behind it."""
+    root = _copy_docs(tmp_path)
+    guide = root / "docs" / "guides" / "recipes.md"
+    guide.write_text(guide.read_text() + f"\n{sentence}\n")
+    assert figures_docs.problems(root) == [f"docs/guides/recipes.md: the {kind} {figure!r} has no entry in the results "
+                                           f"store (outside a generated block): {sentence}"]
+
+
+def test_a_setting_in_backticks_is_not_a_measured_figure(figures_docs, tmp_path):
+    root = _copy_docs(tmp_path)
+    guide = root / "docs" / "guides" / "recipes.md"
+    guide.write_text(guide.read_text() + "\nA busy machine is timed again after `30 s`; `--set lr=0.0001`.\n")
+    assert figures_docs.problems(root) == []
+
+
 def test_a_readme_figure_written_outside_a_block_fails(figures_docs, tmp_path):
     root = _copy_docs(tmp_path)
     readme = root / "README.md"
