@@ -73,6 +73,12 @@ def cpu(entry: Entry) -> str:
     return entry.machine + (f", {p['threads']} threads" if p.get("threads") else "")
 
 
+def command(entry: Entry) -> str:
+    """The command that made ``entry``, a model of ``$SPARSECSE_MODELS`` (``make`` sets it to ../shared/models) named
+    by its name, as the user names it: ``--compare-with paraphrase-MiniLM-L3-v2``, not its path on that machine."""
+    return re.sub(r"(?<![\w/])(?:\.\./)+shared/models/([\w.-]+)", r"\1", entry.provenance["command"])
+
+
 def where(entry: Entry) -> str:
     """What measured it, on which machine and when, for a caption."""
     p = entry.provenance
@@ -170,6 +176,53 @@ def mpnet_summary(store: dict[str, Entry]) -> str:
             f"({pm(first['difference'])} {ci(first['paired_ci'], True)}) excludes 0.")
 
 
+# the README's headline commands: (how the README names it, what its command holds, what it must not hold)
+HEADLINES = [("`--speedup 2.0`", ["--model all-MiniLM-L6-v2", "--speedup 2.0"],
+              ["--metric", "--engine", "--teacher", "--set", "--max-drop"]),
+             ("`--speedup 2.0 --metric latency-p50`", ["--speedup 2.0", "--metric latency-p50"], ["--teacher"]),
+             ("`--speedup 2.0 --engine openvino-int8`", ["--speedup 2.0", "--engine openvino-int8"], []),
+             ("`--speedup 1.5,2,3` (its 2x)", ["--speedup 1.5,2,3", "--compare-with"], []),
+             ("`--max-drop 0.3 --dev --test`", ["--max-drop 0.3", "--dev", "--test"], [])]
+
+
+def best_run(store: dict[str, Entry], has: list[str], lacks: list[str]) -> Entry:
+    """The best current result of a command: of the stored ``sparsecse compress`` runs whose command holds every
+    option of ``has`` and none of ``lacks`` (a curve: its 2x target) and that met their target, the newest day's
+    best 7-task STS average."""
+    def fits(e: Entry) -> bool:
+        c, f = e.provenance["command"], e.figures
+        target = f.get("target") if isinstance(f.get("target"), dict) else {}
+        return (c.startswith("sparsecse compress ") and all(o in c for o in has) and not any(o in c for o in lacks)
+                and ("sts_avg" in f or "sts_avg_int8" in f) and target.get("met", True) is not False
+                and (".speedup-" not in e.id or ".speedup-2." in e.id))
+    runs = [e for e in store.values() if fits(e)]
+    newest = max(e.provenance["date"] for e in runs)
+    return max((e for e in runs if e.provenance["date"] == newest),
+               key=lambda e: e.figures.get("sts_avg", e.figures.get("sts_avg_int8")))
+
+
+def headline_runs(store: dict[str, Entry]) -> str:
+    """The README's table: each headline command's best current result, with its machine and date."""
+    runs = [(label, best_run(store, has, lacks)) for label, has, lacks in HEADLINES]
+    machines = sorted({cpu(e) for _, e in runs})
+    lines = [f"On {', '.join(machines)}, the stored run of each command that met its target with the best 7-task STS "
+             "avg on its newest day (speed-up over the input model on the target's engine, batch 128; latency: p50):",
+             "", "| `compress ...` | speed-up | 7-task STS avg | vs paraphrase-MiniLM-L3-v2 | date, wall |",
+             "|---|---|---|---|---|"]
+    for label, e in runs:
+        f = e.figures
+        target = f.get("target") if isinstance(f.get("target"), dict) else {}
+        speed = x(target["speedup"]) if target.get("speedup") else "not timed"
+        sts = (f"{f['sts_avg']:.2f}" + (f" {ci(f['ci'])}" if f.get("ci") else "") if "sts_avg" in f
+               else f"{f['sts_avg_int8']:.2f} (int8)")
+        versus = f.get("versus") or {}
+        l3 = f"{pm(versus['difference'])} {ci(versus['paired_ci'], True)}" if versus else "—"
+        wall = f", {f['minutes']:.1f} min" if f.get("minutes") else ""
+        where_ = "" if len(machines) == 1 else f" ({cpu(e)})"
+        lines.append(f"| {label}{where_} | {speed} | {sts} | {l3} | {e.provenance['date']}{wall} |")
+    return "\n".join(lines)
+
+
 def target_run(store: dict[str, Entry]) -> str:
     """The README's sentence on the --speedup 2.0 run."""
     run, again = store[RECIPE_RUNS["target"]], store["targets-retimed.intel-xeon-avx-512-vnni-amx"]
@@ -241,7 +294,7 @@ def deploy_engines(store: dict[str, Entry]) -> str:
 
 def reached(store: dict[str, Entry], recipe: str) -> str:
     """A recipe's ``reached:`` block: what its run measured, the machine that measured it."""
-    entry = store[RECIPE_RUNS[recipe]]
+    entry = best_run(store, *HEADLINES[0][1:]) if recipe == "target" else store[RECIPE_RUNS[recipe]]
     f, p = entry.figures, entry.provenance
     transfer = store[TRANSFER].figures["rows"].get(recipe) if recipe != "target" else None
     out = ["reached:", f"  sts_avg: {f['sts_avg']:.2f}"]
@@ -415,7 +468,7 @@ def curve_l6(store: dict[str, Entry]) -> str:
     again_entry = store.get(f"retimed.{L6_CURVE}.{slug}")
     models = {r["name"]: r["model"] for r in curve.figures["rows"]}
     retimed = {r["name"]: r for r in again_entry.figures["rows"]} if again_entry else {}
-    lines = [f"On {cpu(curve)} (throughput at batch 128, torch fp32), `{curve.provenance['command']}` made "
+    lines = [f"On {cpu(curve)} (throughput at batch 128, torch fp32), `{command(curve)}` made "
              f"{len(runs)} models and the curve in {curve.figures['minutes']:.1f} min from a cold cache "
              f"({pm_minutes(runs)})" + (f"; {note}." if note else "."), "",
              "| model | speed-up in the curve's timing | in its own run | independent (sentence-transformers, "
@@ -527,7 +580,7 @@ def latency_teacher(store: dict[str, Entry]) -> str:
     aim = "met" if f["sts_avg"] >= 77.0 else "missed"
     self_run = store[f"target.l6-lat2x.{slug}"]
     return "\n".join([
-        f"The same target with a teacher better than the input, `{run.provenance['command']}`, on {cpu(run)}: it "
+        f"The same target with a teacher better than the input, `{command(run)}`, on {cpu(run)}: it "
         f"chose {chosen[0]} layers removed and {float(chosen[1]):.3f} of the rest's FLOPs. The run measured "
         f"{x(t['speedup'])} at p50 ({t['latency_ms']['p50']:.2f} ms); the independent single-query timing below "
         f"{x(mine['p50_speedup'])}. 7-task STS avg **{f['sts_avg']:.2f}** {ci(f['ci'])} ({aim}: at least 77.0 was "
@@ -546,7 +599,7 @@ def latency_longer(store: dict[str, Entry]) -> str:
     speed_aim = "met" if mine["p50_speedup"] >= 1.9 else "missed"
     quality_aim = "met" if f["sts_avg"] >= 77.0 else "missed"
     return "\n".join([
-        f"`{run.provenance['command']}`, on {cpu(run)}, {f['minutes']:.1f} min: the search chose {chosen[0]} layers "
+        f"`{command(run)}`, on {cpu(run)}, {f['minutes']:.1f} min: the search chose {chosen[0]} layers "
         f"removed and {float(chosen[1]):.3f} of the rest's FLOPs, probed at {chosen[2]}. Its 7-task STS avg is "
         f"**{f['sts_avg']:.2f}** {ci(f['ci'])} ({quality_aim}: at least 77.0 was asked), {pm(versus['difference'])} "
         f"{ci(versus['paired_ci'], True)} against paraphrase-MiniLM-L3-v2 ({versus['sts_avg']:.2f}); STS-B dev "
@@ -578,7 +631,7 @@ def latency_served(store: dict[str, Entry]) -> str:
     quality_aim = ("met, and the 77.5 aimed at too" if f["sts_avg"] >= 77.5 else "met; short of the 77.5 aimed at"
                    if f["sts_avg"] >= 77.0 else "missed")
     return "\n".join([
-        f"`{run.provenance['command']}`, on {cpu(run)}, {f['minutes']:.1f} min: the search chose {chosen[0]} layers "
+        f"`{command(run)}`, on {cpu(run)}, {f['minutes']:.1f} min: the search chose {chosen[0]} layers "
         f"removed and {float(chosen[1]):.3f} of the rest's FLOPs, probed at {chosen[2]}; the run's own final figure "
         f"is {x(t['speedup'])}. The independent single-query timing: sentence-transformers serves "
         f"it at **{x(mine['p50_speedup'])}** the input's p50 ({speed_aim}: at least 1.9× was asked; L3 "
@@ -606,7 +659,7 @@ def busy_pair(store: dict[str, Entry]) -> str:
         same = "" if side is quiet else (" (the quiet run's choice)" if side["chosen"]["keep_flops"] ==
                                          quiet["chosen"]["keep_flops"] else " (not the quiet run's choice)")
         return f"chose {side['chosen']['keep_flops']:g}{same}"
-    lines = [f"The same `--max-drop 1.0` run on paraphrase-MiniLM-L3-v2, `{e.provenance['command']}`, on {cpu(e)}, "
+    lines = [f"The same `--max-drop 1.0` run on paraphrase-MiniLM-L3-v2, `{command(e)}`, on {cpu(e)}, "
              f"{e.provenance['date']} (throughput at batch 128):", "",
              "| machine | outcome | candidates (kept FLOPs: speed-up ± spread) |", "|---|---|---|",
              f"| quiet | {outcome(quiet)} | {timed(quiet)} |", f"| beside {e.figures['hog']} | {outcome(busy)} | "
@@ -622,7 +675,7 @@ def pm_minutes(runs: dict[str, Entry]) -> str:
 
 
 BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
-          "mpnet-summary": mpnet_summary, "target-run": target_run, "targets-table": targets_table,
+          "mpnet-summary": mpnet_summary, "target-run": target_run, "headline-runs": headline_runs, "targets-table": targets_table,
           "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target,
           "curve-l6": curve_l6, "busy-pair": busy_pair, "latency-longer": latency_longer,
           "latency-served": latency_served, "latency-longer-all": latency_longer_all,

@@ -27,7 +27,7 @@ from typing import Any
 from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.files import atomic_file
 from sparsecse.errors import SparseCSEError
-from sparsecse.artifacts.model_names import resolve_model
+from sparsecse.artifacts.model_names import model_label, resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.card import shared_reference_results, sts_average
 from sparsecse.recipes.runner import RecipeResult, run_recipe
@@ -217,7 +217,8 @@ def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with
                      **scored(SentenceEncoder.load(run.model, device="cpu")),
                      "test": test_score(name, str(run.model), run.evaluation), **common})
     if compare_with is not None:
-        rows.append({"name": compare_with, "model": compare_with, "kind": "compare", "speedup_target": None,
+        rows.append({"name": model_label(compare_with), "model": compare_with, "kind": "compare",  # its name, no path
+                     "speedup_target": None,
                      "speedup": round(timed[compare_with].speedup, 4), "spread": round(timed[compare_with].spread, 4),
                      **scored(SentenceEncoder.load(compare_with, device="cpu")),
                      "test": test_score("reference", compare_with, None), **common})
