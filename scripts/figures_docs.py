@@ -223,6 +223,32 @@ def headline_runs(store: dict[str, Entry]) -> str:
     return "\n".join(lines)
 
 
+def targets_answer(store: dict[str, Entry]) -> str:
+    """The targets guide's first screen: what a 2x target of all-MiniLM-L6-v2 trades against paraphrase-MiniLM-L3-v2,
+    from the best current runs, and what beats L3."""
+    curve, latency = best_run(store, *HEADLINES[3][1:]), best_run(store, *HEADLINES[1][1:])
+    teacher = store[RECIPE_RUNS["frontier-2x"]]
+
+    def verdict(run: Entry, score: bool = True) -> str:  # L3's own score once: each machine measures it anew
+        v = run.figures["versus"]
+        low, high = v["paired_ci"]
+        side = "level with" if low <= 0 <= high else "above" if low > 0 else "below"
+        return (f"{side} L3 ({v['sts_avg']:.2f}; " if score else f"{side} L3 (") + \
+            f"{pm(v['difference'])} {ci(v['paired_ci'], True)}, paired)"
+    served = store.get(f"serving-latency.turn100.{latency.id}")  # the independent single-query timing, if any
+    rows = served.figures["rows"] if served else []
+    mine = next((r for r in rows if latency.id.split(".")[0] in r["model"]), None)
+    l3 = next((r for r in rows if L3 in r["model"]), None)
+    pace = (f"{x(mine['p50_speedup'])} the input's p50 against L3's {x(l3['p50_speedup'])}, served by "
+            "sentence-transformers" if mine and l3 else f"{x(latency.figures['target']['speedup'])} the input's p50")
+    return (f"**The answer first.** A 2x target of all-MiniLM-L6-v2 at batch 128 scores {curve.figures['sts_avg']:.2f} "
+            f"on the 7 STS tasks, {verdict(curve)}; one query at a time (`--metric latency-p50`) "
+            f"{latency.figures['sts_avg']:.2f}, {verdict(latency, False)}, at {pace} (both on {cpu(curve)}). "
+            f"Self-distillation does not beat L3 at its speed: an outside teacher does, `frontier-2x` scores "
+            f"{teacher.figures['sts_avg']:.2f}, {verdict(teacher, False)} on {cpu(teacher)}. A target earns its keep on a "
+            "model or data with no smaller sibling to download, and on your own pairs.")
+
+
 def target_run(store: dict[str, Entry]) -> str:
     """The README's sentence on the --speedup 2.0 run."""
     run, again = store[RECIPE_RUNS["target"]], store["targets-retimed.intel-xeon-avx-512-vnni-amx"]
@@ -675,7 +701,7 @@ def pm_minutes(runs: dict[str, Entry]) -> str:
 
 
 BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
-          "mpnet-summary": mpnet_summary, "target-run": target_run, "headline-runs": headline_runs, "targets-table": targets_table,
+          "mpnet-summary": mpnet_summary, "target-run": target_run, "headline-runs": headline_runs, "targets-answer": targets_answer, "targets-table": targets_table,
           "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target,
           "curve-l6": curve_l6, "busy-pair": busy_pair, "latency-longer": latency_longer,
           "latency-served": latency_served, "latency-longer-all": latency_longer_all,
