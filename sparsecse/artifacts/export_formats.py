@@ -68,16 +68,15 @@ class ExportFormat:
             write (``fp32``, ``int8``: dynamic int8, ``int8_static``: calibrated int8).
         writer: the function that writes the graph files (or its ``"module:function"``; None: the module that
             writes the format provides it, :meth:`provide`): called as
-            ``writer(encoder, directory, normalize, config, calibration)`` with the loaded
-            :class:`~sparsecse.modeling.encoder.SentenceEncoder`, the directory being assembled, whether the
-            embedding is L2-normalised, the :class:`~sparsecse.exporting.config.ExportConfig` and the
-            calibration sentences (or None); returns a :class:`~sparsecse.exporting.result.WrittenGraphs`.
+            ``writer(encoder, directory, normalize, config, calibration)`` with the loaded sentence encoder,
+            the directory being assembled, whether the embedding is L2-normalised, the export settings and the
+            calibration sentences (or None); returns the graphs it wrote (the export entry point's record of
+            them).
             Everything else (tokenizer, configs, the check against torch, the manifest) is shared.
         loader: the callable (or its ``"module:Class.load"``; None: provided as the writer) that loads an exported
-            directory as an
-            :class:`~sparsecse.serving.runtime.Encoder`: ``loader(path, pooling=, max_length=, device=, file=,
-            threads=)``; subclassing :class:`~sparsecse.serving.runtime.RuntimeEncoder` gives all but the
-            graph's own loading and running.
+            directory as an encoder of the serving layer: ``loader(path, pooling=, max_length=, device=, file=,
+            threads=)``; subclassing that layer's runtime encoder base gives all but the graph's own loading and
+            running.
         quantizations: the ``--quantize`` values it accepts.
         packages: the modules its loader needs; ``export_packages``: those its writer needs on top.
         extra: the ``pip install 'sparsecse[EXTRA]'`` extra that installs them.

@@ -4,7 +4,7 @@ transformers runs a directory's ``modeling_*.py``/``configuration_*.py`` when it
 ``auto_map`` and the caller passes ``trust_remote_code=True``. sparsecse never does that on its own:
 
 - its own shrunk directories (model type ``sparsecse-*``) load with the classes installed with
-  sparsecse (registered with the transformers Auto classes by :mod:`sparsecse.modeling`), never with
+  sparsecse (registered with the transformers Auto classes by the package that defines them), never with
   the copy of that code in the directory;
 - any other directory whose config or tokenizer config has an ``auto_map`` is refused in one sentence
   unless the user passes ``--trust-remote-code`` (Python: ``trust_remote_code=True``).

@@ -180,7 +180,7 @@ def default_criterion(kind: str) -> str:
     """The criterion used when none is given, for a target ``kind``: ``sparsity``, or a budget (``budget``,
     ``keep_flops``, ``keep_params``). A sparsity takes the paper's ``abs_grad``; a budget, which compares heads
     with neurons, the one that measured best there (all-MiniLM-L6-v2 at kept FLOPs 0.5 after ``shrink
-    --reconstruct``, 7-task STS average: fisher 76.57, abs_grad 71.14; README)."""
+    --reconstruct``, on the 7-task STS average: docs/results/guide-measurements.md, from the scoring guide)."""
     kind = "sparsity" if kind == "sparsity" else "budget"
     return next(c.name for c in CRITERIA.values() if kind in c.default_for)
 
