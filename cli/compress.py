@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_option, device_option, echo_json,
+from sparsecse.cli.options import (PLAIN_FLOAT, PLAIN_INT, align_ffn_option, criterion_option, data_dir_option, device_option, echo_json,
                                    eval_set_file, eval_set_options,
                                    json_option, keep_one_head_option, model_option, overwrite_option, pooling_option,
                                    quiet_option, reconstruction_options, reconstruction_plan, score_hint, scoring_options,
@@ -23,9 +23,9 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
 @click.command("compress")
 @model_option
 @trust_remote_code_option
-@click.option("--keep-flops", type=float, default=None, metavar="B",
+@click.option("--keep-flops", type=PLAIN_FLOAT, default=None, metavar="B",
               help="Keep at most B (in (0, 1]) of the transformer layers' FLOPs per token.")
-@click.option("--keep-params", type=float, default=None, metavar="B",
+@click.option("--keep-params", type=PLAIN_FLOAT, default=None, metavar="B",
               help="Instead of --keep-flops: the budget in transformer-layer parameters.")
 @click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True,
               help="Geometric budget steps from the dense model to B (1: one-shot prune + reconstruct).")
@@ -62,16 +62,16 @@ from sparsecse.cli.options import (align_ffn_option, criterion_option, data_dir_
                    "distil, choose on dev); several, e.g. 1.5,2,3, make one model each in OUT/speedup-X/model and "
                    "the curve OUT/curve.csv / curve.png (a curve's models are tested on the 7 STS tasks; "
                    "--set evaluation.tasks=[sts,transfer] adds the transfer tasks).")
-@click.option("--max-drop", type=float, default=None, metavar="D",
+@click.option("--max-drop", type=PLAIN_FLOAT, default=None, metavar="D",
               help="The largest drop of the dev score below --model's own (points); alone: the fastest candidate "
                    "within it.")
 @click.option("--engine", default=None, metavar="ENGINE",
               help="Where speed is measured: torch-fp32 (default), or an export format with its quantization: onnx, "
                    "onnx-int8, openvino, openvino-int8.")
-@click.option("--batch-size", "timing_batch_size", type=int, default=None, metavar="N",
+@click.option("--batch-size", "timing_batch_size", type=PLAIN_INT, default=None, metavar="N",
               help="With a target: sentences per batch (throughput) or per request (latency) when timing (default "
                    "128 for a throughput, 1 for a latency).")
-@click.option("--threads", type=int, default=None, metavar="N",
+@click.option("--threads", type=PLAIN_INT, default=None, metavar="N",
               help="With a target: the engine's intra-op threads while timing (default: the engine's default on "
                    "this machine, recorded).")
 @click.option("--metric", default=None, metavar="METRIC",
@@ -122,6 +122,9 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
              "teacher": teacher, "threads": threads, "metric": metric, "timing_sentences": timing_sentences,
              "when_busy": when_busy, "compare_with": compare_with, "depth": parse_depth(depth)}
     sets = {"dev": dev, "test": test, "store": store}
+    if depth is not None and all(v is None for k, v in aimed.items() if k != "depth"):  # --depth auto too
+        raise SparseCSEError("--depth goes with a target: add --speedup X (the search removes up to that many "
+                             "whole layers).")
     overrides = with_layout(layout, recipe, aimed, overrides)  # a bad layout refused before anything is read
     if any(v is not None for v in aimed.values()):
         return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
@@ -297,17 +300,23 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
         raise SparseCSEError("compress --recipe needs an output directory (--out).")
     sets = dict(sets or {})
     store = sets.pop("store", None)
-    if store is not None:  # a folder (click checks); writable, checked before the run: the entry comes after it
-        check_destination(Path(store) / "entry.json", overwrite=True, option="--store")
+    if store is not None:
+        check_store(store, out, overwrite)
     result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
                       overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
                       show_progress=not quiet, **sets_and_target(target, sets))
     if store is not None:  # one entry per model made (a curve makes one per target, and one of the curve's rows)
         curve = hasattr(result, "runs")
-        for made in ([r.model for r in result.runs.values()] if curve else [result.model]):
-            write_store_entry(store, Path(out).name + (f".{made.parent.name}" if curve else ""), made)
-        if curve and result.rows:
-            write_curve_entry(store, Path(out).name, result.rows, result.seconds)
+        made = [r.model for r in result.runs.values()] if curve else [result.model]
+        try:
+            for model_dir in made:
+                write_store_entry(store, Path(out).name + (f".{model_dir.parent.name}" if curve else ""), model_dir)
+            if curve and result.rows:
+                write_curve_entry(store, Path(out).name, result.rows, result.seconds)
+        except (OSError, ValueError, SparseCSEError) as exc:  # the model stays; the user learns why the entry did not
+            reason = str(exc).rstrip(".") or type(exc).__name__
+            raise SparseCSEError(f"The model is kept in {', '.join(map(str, made))}, but the --store entry was not "
+                                 f"written in {store} ({reason}).") from None
     if as_json:
         echo_json(result.to_dict())
         return refuse_missed_target(result)
@@ -343,6 +352,20 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
     refuse_missed_target(result)
 
 
+def check_store(store, out, overwrite: bool) -> None:
+    """``--store DIR``, before the run: a writable folder (click refuses a file) that is no model directory, and
+    that ``--out`` (which ``--overwrite`` may remove, a curve's ``OUT/speedup-X`` included) does not hold."""
+    from sparsecse.artifacts.destinations import check_destination
+    from sparsecse.artifacts.inputs import read_inputs
+
+    if any((Path(store) / name).exists() for name in ("config.json", "modules.json", "model.safetensors")):
+        raise SparseCSEError(f"--store {store} is a model directory; give the results store's folder (e.g. "
+                             "docs/results/store).")
+    check_destination(Path(store) / "entry.json", overwrite=True, option="--store")
+    if out is not None:
+        check_destination(out, True, inputs=read_inputs(store=[store]))
+
+
 def refuse_missed_target(result) -> None:
     """A run whose final model misses its target ends non-zero (after its figures, printed or as JSON); so does a
     curve with a target whose model does, naming the first (the curve is written first)."""
@@ -351,7 +374,12 @@ def refuse_missed_target(result) -> None:
                and not reached["met"]]
     if missing:
         run, reached = missing[0]
-        missed = (f"runs {reached['speedup']:.2f}x, short of {reached['speedup_target']:g}x"
+        interval, repaired = reached.get("interval") or {}, reached.get("repair") or {}
+        within = (f" ({interval['low']:.2f}-{interval['high']:.2f}x, each model served alone)"
+                  if "low" in interval else "")
+        tried = (f"; one more prune step and a short recovery ran {repaired['after']:.2f}x, short too"
+                 if repaired.get("after") is not None else "")
+        missed = (f"runs {reached['speedup']:.2f}x{within}, short of {reached['speedup_target']:g}x{tried}"
                   if not reached["met_speed"] else
                   f"drops {reached['drop']:.2f} on dev, more than {reached['max_drop']:g}")
         more = f" ({len(missing) - 1} more target{'s' if len(missing) > 2 else ''} missed)" if len(missing) > 1 else ""

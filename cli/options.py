@@ -11,6 +11,31 @@ from __future__ import annotations
 
 import click
 
+class PlainNumber(click.ParamType):
+    """A number as users write it: ``float()``/``int()`` alone read ``1_5`` as 15 and ``float()`` reads ``inf``
+    and ``nan``; those are refused in one sentence naming the option."""
+
+    def __init__(self, kind: type = float):
+        self.kind = kind
+        self.name = "integer" if kind is int else "number"
+
+    def convert(self, value, param, ctx):
+        """The value as ``kind``; a value with underscores, inf, nan, or not a number is refused."""
+        import re
+
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return self.kind(value)
+        text = str(value).strip()
+        pattern = r"^[-+]?[0-9]+$" if self.kind is int else r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$"
+        if not re.match(pattern, text):
+            name = param.opts[0] if param is not None else "the value"
+            self.fail(f"{name} {value!r} is not {'a whole number' if self.kind is int else 'a number'} as written "
+                      f"(digits{'' if self.kind is int else ' and one point'}, no underscores).", param, ctx)
+        return self.kind(text)
+
+
+PLAIN_FLOAT, PLAIN_INT = PlainNumber(float), PlainNumber(int)
+
 model_option = click.option(
     "--model", "model", default=None, metavar="M",
     help="Hugging Face model name or directory (default: the embedded all-MiniLM-L6-v2).")
@@ -147,10 +172,10 @@ def scoring_options(batch_size_flag: str = "--batch-size", prefix: str = ""):
 def criterion_option(default: str):
     """``--criterion``: its choices and their meaning from the registry of :mod:`sparsecse.scoring.criteria`
     (which loads without torch); ``default`` says what happens when it is left out."""
-    from sparsecse.scoring.criteria import CRITERIA
+    from sparsecse.scoring.criteria import CRITERIA, criterion_names
 
-    meanings = ", ".join(f"{name} {c.summary}" for name, c in CRITERIA.items())
-    return click.option("--criterion", type=click.Choice(list(CRITERIA)), default=None,
+    meanings = ", ".join(f"{name} {CRITERIA[name].summary}" for name in criterion_names("gate"))
+    return click.option("--criterion", type=click.Choice(list(criterion_names("gate"))), default=None,
                         help=f"Importance from the stored gradients g: {meanings} (default: {default}; the "
                              "manifest records which).")
 

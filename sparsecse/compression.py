@@ -30,7 +30,6 @@ from typing import Any
 from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.remote_code import with_trust_option
-from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig
@@ -42,7 +41,7 @@ from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult
 from sparsecse.stage_config import stage_config
-from sparsecse.targets.engines import check_engine
+from sparsecse.targets.engines import check_runnable
 from sparsecse.targets.spec import Target, parse_speedups
 
 
@@ -93,10 +92,7 @@ def target_overrides(teacher: str | None = None, compare_with: str | None = None
     sentences = target.get("timing_sentences")
     settings = {**target, "timing_sentences": None if sentences is None else os.path.abspath(sentences)}
     given = {k: v for k, v in settings.items() if v is not None}
-    checked = Target(**given).check()
-    check_engine(checked.engine)
-    if checked.timing_sentences is not None:  # a readable file of UTF-8 sentences, or one sentence
-        read_corpus(checked.timing_sentences)
+    check_runnable(Target(**given).check())  # the check a recipe run repeats for --set target.* (one road)
     # the two goals replace the recipe's own together (a drop alone is not added to its speed-up)
     overrides: dict[str, Any] = {"target.speedup": speedup, "target.max_drop": max_drop}
     if target.get("metric") is not None and target.get("batch_size") is None:  # the metric's own default batch

@@ -3,7 +3,8 @@
 input model's gate scores, the budget searches' speed probes and where the last prune stage's steps ended, in
 memory: a smaller budget continues them; the teacher's embeddings through their cache; the comparison model's test
 results in ``OUT/eval``), from the smallest speed-up up. It then times the input model, every target's model and a
-``--compare-with`` model side by side in one interleaved run at the serving shape, and writes ``OUT/curve.csv``
+``--compare-with`` model at the serving shape (each target's figure is its own run's final figure, one figure per
+model; the comparison model is timed as those are, served alone), and writes ``OUT/curve.csv``
 and ``OUT/curve.png``: dev (and test) quality against the measured speed-up.
 
 Layout of ``OUT``::
@@ -24,22 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.files import atomic_file
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.model_names import model_label, resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.card import shared_reference_results, sts_average
-from sparsecse.recipes.runner import RecipeResult, run_recipe
+from sparsecse.recipes.runner import RecipeResult, check_run, finished_run, run_recipe, with_data
 from sparsecse.recipes.spec import Data, load_recipe
 from sparsecse.recipes.stages import StageContext
 from sparsecse.modeling.adapters import layer_modules
 from sparsecse.targets.candidates import save_png
-from sparsecse.targets.depth import check_depth
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.search import SharedSearch, TargetOutOfReach, sharing
 from sparsecse.targets.spec import parse_speedups
-from sparsecse.targets.timing import engine_threads, settled, target_sentences
+from sparsecse.targets.timing import engine_threads, target_sentences
+from sparsecse.targets.alone import ALONE, served_alone
 
 TABLE = "curve.csv"
 PLOT = "curve.png"
@@ -74,7 +74,8 @@ class CurveResult:
 
 
 def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overrides: dict[str, Any] | None = None,
-              resume: bool = False, overwrite: bool = False, **run) -> CurveResult:
+              resume: bool = False, overwrite: bool = False, inputs: dict[str, list[str]] | None = None,
+              **run) -> CurveResult:
     """One model per speed-up of ``speedups`` and the curve of them all (see the module docstring).
 
     Args:
@@ -86,8 +87,11 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
         overrides: ``{"STAGE.KEY": value}`` for every target (the shape: ``target.metric``, ...); the recipe's
             comparison model (``evaluation.compare_with``) goes on the curve beside them, timed in the same run.
             ``evaluation.tasks`` defaults to ``CURVE_TASKS`` (the STS tasks only).
-        resume: continue an unfinished curve in ``out`` (finished targets are kept).
-        overwrite: start over.
+        resume: continue an unfinished curve in ``out`` (a finished target is read as it was written, never run
+            again; an unfinished one resumes).
+        overwrite: start over (``out`` is removed only once every target's checks have passed).
+        inputs: other paths the command reads (``{what: [paths]}``, e.g. ``--store``), which neither ``out`` nor
+            any ``OUT/speedup-X`` may hold.
         run: :func:`~sparsecse.recipes.runner.run_recipe`'s ``data_dir``, ``show_progress`` and ``data`` (the user's
             dev and test sets).
 
@@ -112,13 +116,16 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
     named = model if model is not None else first.model  # as the user named it: the curve's input row says so
     path = resolve_model(named)
     model = os.path.abspath(path) if os.path.isdir(path) else path
-    check_destination(out, True, inputs={"model": model, "corpus": str(corpus)})
-    check_depth(first.target, model)  # every target removes up to the same depth
+    if out.exists() and not resume and not overwrite:
+        raise SparseCSEError(f"{out} already exists; choose another --out, pass --resume to continue its curve, "
+                             "or --overwrite to start over.")
+    # every check of every target's run, against OUT and each OUT/speedup-X, before anything is removed
+    for speedup in speedups:
+        recipe_x = with_data(load_recipe(recipe, {**overrides, "target.speedup": speedup}), data)
+        check_run(recipe_x, model, Path(corpus), out, data_dir, show_progress, inputs)
+        check_run(recipe_x, model, Path(corpus), out / target_name(speedup), data_dir, show_progress, inputs)
     if out.exists() and not resume:
-        if not overwrite:
-            raise SparseCSEError(f"{out} already exists; choose another --out, pass --resume to continue its curve, "
-                                 "or --overwrite to start over.")
-        shutil.rmtree(out)
+        shutil.rmtree(out) if out.is_dir() and not out.is_symlink() else out.unlink()
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     result = CurveResult(out)
@@ -126,10 +133,15 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
     with sharing(SharedSearch(directory=probes)), shared_reference_results(out / "eval"):
         for speedup in speedups:
             run_dir = out / target_name(speedup)
+            finished = finished_run(run_dir) if resume else None
+            if finished is not None:  # kept as it was written: read, never run again
+                result.runs[speedup] = finished
+                continue
             try:
                 result.runs[speedup] = run_recipe(recipe, model, corpus, run_dir, data_dir=data_dir,
                                                   overrides={**overrides, "target.speedup": speedup},
-                                                  resume=run_dir.exists(), show_progress=show_progress, data=data)
+                                                  resume=run_dir.exists(), show_progress=show_progress, data=data,
+                                                  inputs=inputs)
             except TargetOutOfReach as exc:
                 result.missed[speedup] = str(exc)
             except SparseCSEError:  # refused (or too busy to time) before any target finished: nothing kept
@@ -153,8 +165,9 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
 
 def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with: str | None, out: Path, data_dir,
                data: Data | None, show_progress: bool, corpus=None) -> list[dict[str, Any]]:
-    """One row per model (the input, each target's, the comparison model): speed-up and spread measured side by
-    side in one interleaved run at the recipe target's serving shape, dev score, and test score (the 7 STS tasks'
+    """One row per model (the input, each target's, the comparison model): speed-up, spread, interval and method
+    at the recipe target's serving shape (a target's from its run's final figure, so the card and the curve give
+    one number; the comparison model served alone as those were), dev score, and test score (the 7 STS tasks'
     average where the runs' evaluation scores them).
 
     Args:
@@ -178,7 +191,8 @@ def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with
     shape = target.shape(engine_threads())
     dense = SentenceEncoder.load(model, device="cpu")
     sentences = target_sentences(target, dev.sentences, dense.tokenizer, dense.max_length)
-    models = {f"{target_name(x)}": str(r.model) for x, r in runs.items()}
+    figures = {target_name(x): (r.evaluation or {}).get("target") or {} for x, r in runs.items()}
+    models = {target_name(x): str(r.model) for x, r in runs.items() if "speedup" not in figures[target_name(x)]}
     if compare_with is not None:
         models[compare_with] = compare_with
     work = out / "eval" / "engine"
@@ -189,8 +203,8 @@ def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with
 
     try:
         reference = placed("input", model)
-        timed = settled(reference, {name: placed(name, path) for name, path in models.items()}, sentences, shape,
-                        target, show_progress)
+        timed = {name: t.facts() for name, t in served_alone(  # a target's own figure is its run's: one figure
+            reference, {name: placed(name, path) for name, path in models.items()}, sentences, shape, target).items()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with_test = recipe.evaluation.test and "sts" in recipe.evaluation.tasks
@@ -210,17 +224,22 @@ def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with
 
     rows = [{"name": "input", "model": model, "kind": "input", "speedup_target": None, "speedup": 1.0, "spread": 0.0,
              **scored(dense), "test": test_score("input", model, None), **common}]
+    timed.update({name: {**f, **(f.get("interval") or {})} for name, f in figures.items() if "speedup" in f})
+
+    def speed_of(name: str) -> dict[str, Any]:  # the figure, its interval and how it was timed
+        f = timed[name]
+        return {"speedup": round(f["speedup"], 4), "spread": round(f["spread"], 4), "low": f.get("low"),
+                "high": f.get("high"), "method": f.get("method") or ALONE}
+
     for x, run in runs.items():
         name = target_name(x)
         rows.append({"name": name, "model": str(run.model), "kind": "target", "speedup_target": x,
-                     "speedup": round(timed[name].speedup, 4), "spread": round(timed[name].spread, 4),
-                     **scored(SentenceEncoder.load(run.model, device="cpu")),
+                     **speed_of(name), **scored(SentenceEncoder.load(run.model, device="cpu")),
                      "test": test_score(name, str(run.model), run.evaluation), **common})
     if compare_with is not None:
         rows.append({"name": model_label(compare_with), "model": compare_with, "kind": "compare",  # its name, no path
                      "speedup_target": None,
-                     "speedup": round(timed[compare_with].speedup, 4), "spread": round(timed[compare_with].spread, 4),
-                     **scored(SentenceEncoder.load(compare_with, device="cpu")),
+                     **speed_of(compare_with), **scored(SentenceEncoder.load(compare_with, device="cpu")),
                      "test": test_score("reference", compare_with, None), **common})
     return rows
 

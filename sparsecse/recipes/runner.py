@@ -40,8 +40,10 @@ from sparsecse.modeling.encoder import resolve_model
 from sparsecse.objectives.teachers import teacher_names
 from sparsecse.recipes import card
 from sparsecse.data.eval_data import known_task
+from sparsecse.recipes.repair import near_miss_repair
 from sparsecse.recipes.spec import Data, Recipe, check_sets, load_recipe
 from sparsecse.recipes.stage_types import INPUT_REF, Stage, StageContext
+from sparsecse.targets.engines import check_runnable
 from sparsecse.targets.report import measure_target
 from sparsecse.targets.search import TargetOutOfReach
 from sparsecse.training.dev_eval import dev_set
@@ -134,7 +136,25 @@ def run_inputs(recipe: Recipe, model: str, corpus: Path, data_dir) -> dict[str, 
     return read_inputs(model=model, teacher=[n for where, n in names if where != "evaluation"] or None,
                        compare_with=[n for where, n in names if where == "evaluation"] or None,
                        corpus=[str(corpus), *map(str, reconstruct)], recipe=recipe.source or None, data_dir=data_dir,
-                       dev=recipe.data.dev, test=recipe.data.test)
+                       dev=recipe.data.dev, test=recipe.data.test,
+                       timing_sentences=recipe.target.timing_sentences if recipe.target is not None else None)
+
+
+def check_run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_progress: bool = True,
+              extra: dict[str, list[str]] | None = None) -> None:
+    """Every check a new run of ``recipe`` makes before it writes or removes anything: its sentence files, ``out``
+    against every path it reads (and ``extra`` ones, e.g. a curve's other targets' or the store), its named
+    models, its target's depth, engine and timing sentences (by whichever road they were set), its dev and test
+    sets."""
+    check_text_inputs(recipe, corpus)
+    check_destination(out, True, inputs={**run_inputs(recipe, model, corpus, data_dir), **(extra or {})})
+    if recipe.target is not None:
+        check_runnable(recipe.target)
+    check_teachers(recipe, not show_progress)
+    check_depth(recipe.target, model)
+    dev_set(recipe.data.dev, data_dir)  # the dev set every stage's checkpoint choice needs (STS-B dev by default)
+    if recipe.data.test is not None:
+        load_eval_set(recipe.data.test, "test", data_dir, "test")
 
 
 def check_teachers(recipe: Recipe, quiet: bool = False) -> None:
@@ -172,7 +192,8 @@ def _minutes(seconds: float) -> str:
 
 def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=None, *, data_dir=None,
                overrides: dict[str, Any] | None = None, resume: bool = False, overwrite: bool = False,
-               show_progress: bool = True, data: Data | None = None) -> RecipeResult:
+               show_progress: bool = True, data: Data | None = None,
+               inputs: dict[str, list[str]] | None = None) -> RecipeResult:
     """Run ``recipe`` (a shipped name, a file, or a :class:`~sparsecse.recipes.spec.Recipe`) on ``model``
     (default: the recipe's own, else all-MiniLM-L6-v2) with ``corpus`` (one sentence per line) into ``out``.
 
@@ -180,7 +201,8 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     continues an unfinished run in ``out`` with the same recipe, model and corpus (refused otherwise);
     ``overwrite`` starts over. ``data`` (a :class:`~sparsecse.recipes.spec.Data`: its dev and test sets, each a
     pairs file relative to the working directory or a task name) replaces the recipe's ``data:`` block where it
-    names a set. Returns a :class:`RecipeResult`; the final model is ``out/model``.
+    names a set. ``inputs``: other paths the command reads (``{what: [paths]}``, e.g. ``--store``), which
+    ``out`` must not hold either. Returns a :class:`RecipeResult`; the final model is ``out/model``.
 
     Example::
 
@@ -194,19 +216,15 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     if corpus is None:
         raise SparseCSEError(f"The recipe {recipe.name} needs a corpus (--corpus FILE, one sentence per line).")
     corpus = Path(corpus)
-    check_text_inputs(recipe, corpus)
     out = Path(out)
     named = model if model is not None else recipe.model  # as the user named it: the card's rebuild command says so
     model = _input_model(named)
-    check_destination(out, True, inputs=run_inputs(recipe, model, corpus, data_dir))
+    check_text_inputs(recipe, corpus)
+    check_destination(out, True, inputs={**run_inputs(recipe, model, corpus, data_dir), **(inputs or {})})
     fingerprint = _fingerprint(recipe, model, corpus)
     continuing = _inspect(out, fingerprint, resume, overwrite)
-    if not continuing:
-        check_teachers(recipe, not show_progress)  # before anything is written
-        check_depth(recipe.target, model)
-        dev_set(recipe.data.dev, data_dir)  # the dev set every stage's checkpoint choice needs (STS-B dev by default)
-        if recipe.data.test is not None:
-            load_eval_set(recipe.data.test, "test", data_dir, "test")
+    if not continuing:  # before anything is written
+        check_run(recipe, model, corpus, out, data_dir, show_progress, inputs)
     lock = _take(out, continuing, overwrite)
     refused = False
     try:
@@ -228,6 +246,22 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
         lock.release()
         if refused and not continuing:
             _discard_if_nothing_done(out)
+
+
+def finished_run(out: str | os.PathLike) -> RecipeResult | None:
+    """The result of the finished run in ``out`` as its ``out/model/manifest.json`` records it (read only: a
+    finished run is never rewritten), or None where ``out`` holds no finished run."""
+    out = Path(out)
+    try:
+        manifest = json.loads((out / MODEL / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    seconds = manifest.get("seconds") if isinstance(manifest.get("seconds"), dict) else {}
+    return RecipeResult(out=out, model=out / MODEL, stages=list(manifest.get("stages") or []),
+                        evaluation=dict(manifest.get("figures") or {}),
+                        seconds=round(sum(v for v in seconds.values() if isinstance(v, (int, float))), 3))
 
 
 def with_data(recipe: Recipe, data: Data | None = None) -> Recipe:
@@ -366,9 +400,15 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     figures = card.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress)
     if recipe.target is not None:
         _log(f"measuring the model against the target ({recipe.target.describe()}) ...", quiet)
-        figures["target"] = measure_target(recipe.target, model, current, ctx.dev_set(), out / "eval" / "engine",
-                                           corpus, recipe.seed, show_progress=show_progress,
-                                           serving=recipe.evaluation.speed)
+        def measured(model_dir: str) -> dict:
+            return measure_target(recipe.target, model, model_dir, ctx.dev_set(), out / "eval" / "engine", corpus,
+                                  recipe.seed, show_progress=show_progress, serving=recipe.evaluation.speed)
+
+        final, figures["target"] = near_miss_repair(recipe, ctx, model, current, measured(current), measured)
+        if final != current:  # a near miss repaired: the card's figures are the repaired model's
+            current, target_figures = final, figures["target"]
+            figures = {**card.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress),
+                       "target": target_figures}
     result.evaluation = card.finish(recipe, model, corpus, out, current, records, figures,
                                     lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)},
                                     named_model=named)

@@ -177,12 +177,16 @@ def _yaml_loader():
     class Loader(yaml.SafeLoader):
         pass
 
-    bool_tag = "tag:yaml.org,2002:bool"
-    Loader.yaml_implicit_resolvers = {first: [(tag, regexp) for tag, regexp in resolvers if tag != bool_tag]
+    bool_tag, int_tag, float_tag = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+    Loader.yaml_implicit_resolvers = {first: [(tag, regexp) for tag, regexp in resolvers
+                                              if tag not in (bool_tag, int_tag, float_tag)]
                                       for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
     Loader.add_implicit_resolver(bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-                                 list("-+0123456789"))
+    # numbers as users write them: no underscores (1.1 reads 1_5 as 15), no sexagesimal 1:30
+    Loader.add_implicit_resolver(int_tag, re.compile(r"^(?:[-+]?[0-9]+|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
+    Loader.add_implicit_resolver(float_tag, re.compile(r"^(?:[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+                                                       r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+                                 list("-+0123456789."))
     return Loader
 
 

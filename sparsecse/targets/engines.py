@@ -48,6 +48,20 @@ def check_engine(engine: str) -> None:
                                  "sees no CUDA device); choose torch-fp32 or an exported engine.")
 
 
+def check_runnable(target) -> None:
+    """What a checked :class:`~sparsecse.targets.spec.Target` needs from this machine, by whichever road its
+    settings came (``--engine`` or ``--set target.engine``, ...): its engine runs here and its timing sentences
+    file holds UTF-8 sentences (one sentence naming ``--timing-sentences FILE`` otherwise)."""
+    check_engine(target.engine)
+    if target.timing_sentences is not None:
+        from sparsecse.data.corpus import read_corpus
+
+        try:
+            read_corpus(target.timing_sentences)
+        except SparseCSEError as exc:
+            raise SparseCSEError(str(exc).replace("The corpus ", "--timing-sentences ", 1)) from None
+
+
 def gpu_precision() -> str:
     """bf16 where the GPU supports it, else fp16."""
     import torch

@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import math
+import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +46,17 @@ def engines() -> dict[str, tuple[str, str | None] | None]:
 DEFAULT_BATCH_SIZE = 128  # the batch size a throughput is measured at unless the user names one
 LATENCY_BATCH_SIZE = 1  # a latency metric's default request: one sentence
 DEFAULT_PROBES = 6
+PLAIN_NUMBER = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")  # no 1_5, no inf
+
+
+def machine_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system has one, else ``os.cpu_count()``)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 MAX_SPREAD = 0.1  # the widest relative spread (IQR / median of the per-round ratios) a timing may keep
 
 
@@ -97,7 +110,8 @@ class Shape:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
+    """A number as users write it (``float()`` alone reads ``1_5`` as 15 and ``inf``/``nan`` too: both refused)."""
+    if isinstance(value, bool) or (isinstance(value, str) and not PLAIN_NUMBER.match(value.strip())):
         return None
     try:
         return float(value)
@@ -184,6 +198,9 @@ class Target:
                                          or self.threads < 1):
             raise SparseCSEError(f"{prefix}The timing threads (--threads) must be a whole number of at least 1; got "
                                  f"{self.threads!r}.")
+        if self.threads is not None and self.threads > machine_cpus():
+            raise SparseCSEError(f"{prefix}The timing threads (--threads {self.threads}) are more than this machine's "
+                                 f"{machine_cpus()} CPUs; give at most {machine_cpus()}.")
         if self.timing_sentences is not None and not isinstance(self.timing_sentences, str):
             raise SparseCSEError(f"{prefix}The timing sentences must be a file name; got {self.timing_sentences!r}.")
         spread = _number(self.max_spread)
