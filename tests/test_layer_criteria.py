@@ -7,7 +7,8 @@ import torch
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.masks import Mask
-from sparsecse.scoring.layer_criteria import LAYER_CRITERIA, get_layer_criterion, layer_scores, layers_to_remove
+from sparsecse.scoring.criteria import CRITERIA, criterion_names, default_criterion, get_criterion
+from sparsecse.scoring.layer_criteria import layer_scores, layers_to_remove
 from tests.helpers import random_sentences
 from tests.tiny import make_tiny_model_dir
 from tests.tiny_modern import FFN, make_modern_model_dir
@@ -16,16 +17,26 @@ SENTENCES = random_sentences(12, seed=7)
 
 
 def test_block_influence_on_known_values():
-    bi = get_layer_criterion("block_influence")
+    bi = get_criterion("block_influence", unit="layer")
     inputs = torch.tensor([[[[1.0, 0.0], [1.0, 0.0], [3.0, 4.0]]],  # layer 0: same, orthogonal, padding
                            [[[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]])  # layer 1: opposite, same, padding
     outputs = torch.tensor([[[[5.0, 0.0], [0.0, 2.0], [0.0, 0.0]]],
                             [[[-1.0, 0.0], [0.0, 3.0], [9.0, -9.0]]]])
     total, count = bi.per_batch(inputs, outputs, torch.tensor([[1, 1, 0]]))
     assert total.tolist() == [0.0 + 1.0, 2.0 + 0.0] and count.tolist() == [2.0, 2.0]
-    assert set(LAYER_CRITERIA) >= {"block_influence"}
+    assert "block_influence" in criterion_names("layer") and default_criterion("layers") == "block_influence"
     with pytest.raises(SparseCSEError, match="Unknown layer criterion 'nope'; choose block_influence"):
-        get_layer_criterion("nope")
+        get_criterion("nope", unit="layer")
+
+
+def test_one_registry_holds_both_units_and_each_setting_takes_its_own():
+    """A layer criterion is registered beside the head/neuron ones; each unit's settings refuse the other's."""
+    assert {"abs_grad", "fisher", "layer_norm", "block_influence"} <= set(CRITERIA)
+    assert "block_influence" not in criterion_names("gate") and "fisher" not in criterion_names("layer")
+    with pytest.raises(SparseCSEError, match="Unknown criterion 'block_influence'; choose abs_grad"):
+        get_criterion("block_influence")
+    with pytest.raises(SparseCSEError, match="Unknown layer criterion 'fisher'"):
+        get_criterion("fisher", unit="layer")
 
 
 @pytest.mark.parametrize("arch", ["bert", "mpnet", "modernbert", "qwen3", "gemma3_text"])
@@ -62,3 +73,16 @@ def test_layers_to_remove_takes_the_least_important():
     assert layers_to_remove(scores, 3) == [1, 2, 3]
     with pytest.raises(SparseCSEError, match="can lose 0 to 4 of them, not 5"):
         layers_to_remove(scores, 5)
+
+
+def test_a_recipe_chooses_the_layer_criterion():
+    """The prune stage's ``layer_criterion`` (which the budget search's depth candidates read) takes a layer
+    criterion by name and refuses anything else in one sentence."""
+    from sparsecse.recipes.stages import PruneStage
+
+    stage = PruneStage(name="prune", keep_flops=0.5, layer_criterion="block_influence").check("recipe.yaml")
+    assert stage.layer_criterion == "block_influence"
+    for wrong in ("fisher", "nope"):
+        with pytest.raises(SparseCSEError, match="layer_criterion") as refused:
+            PruneStage(name="prune", keep_flops=0.5, layer_criterion=wrong).check("recipe.yaml")
+        assert "block_influence" in str(refused.value)

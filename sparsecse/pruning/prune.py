@@ -39,7 +39,9 @@ class PruningConfig:
     sparsity, no for a budget). A sweep applies ``criterion``, ``scope`` and ``keep_one_head`` to every point
     (its λs come from its grid). ``layout`` ``"stock"`` (budgets only) keeps the same number of neurons (and,
     where the family's config states a head size, heads) in every layer (:mod:`sparsecse.pruning.uniform`), so
-    the shrunk model is the input's own architecture; ``"custom"`` lets each layer keep its own."""
+    the shrunk model is the input's own architecture; ``"custom"`` lets each layer keep its own.
+    ``layer_criterion`` ranks whole layers where a search also removes layers (a criterion of unit ``layer``;
+    None: :func:`~sparsecse.scoring.criteria.default_criterion` for ``layers``)."""
 
     lam: float = 0.5
     criterion: str | None = None
@@ -47,6 +49,7 @@ class PruningConfig:
     scope: str = "global"
     keep_one_head: bool | None = None
     layout: str = DEFAULT_LAYOUT
+    layer_criterion: str | None = None
 
 
 def encoder_param_counts(shape: dict[str, int], mask: Mask) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from sparsecse.pruning.prune import LAYOUTS, PruningConfig
 from sparsecse.recipes.stage_types import (CORPUS, CardSection, Stage, StageContext, check_choice, check_fraction,
                                            check_positive_float, check_positive_int, check_text, sampled_corpus,
                                            training_amount)
-from sparsecse.scoring.criteria import CRITERIA
+from sparsecse.scoring.criteria import criterion_names
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.scoring.score import score as score_model
 from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
@@ -218,6 +218,7 @@ class PruneStage(Stage):
     criterion: str | None = None
     lam: float = 0.5
     layout: str = "custom"  # stock: the input's own architecture class (sparsecse.pruning.uniform)
+    layer_criterion: str | None = None  # which layers a depth search removes first (None: block_influence)
     type: str = "prune"
 
     def check(self, where: str) -> "PruneStage":
@@ -232,7 +233,9 @@ class PruneStage(Stage):
         check_text("reconstruct", self.reconstruct, where)
         check_positive_int("reconstruct_sentences", self.reconstruct_sentences, where)
         if self.criterion is not None:
-            check_choice("criterion", self.criterion, where, tuple(CRITERIA))
+            check_choice("criterion", self.criterion, where, criterion_names("gate"))
+        if self.layer_criterion is not None:
+            check_choice("layer_criterion", self.layer_criterion, where, criterion_names("layer"))
         if isinstance(self.lam, bool) or not isinstance(self.lam, (int, float)) or not 0 <= self.lam <= 1:
             raise SparseCSEError(f"{where}: lam must be in [0, 1], not {self.lam!r}.")
         return self
@@ -258,7 +261,8 @@ class PruneStage(Stage):
         """The shrinking, pruning and scoring configs its settings make in the run ``ctx``."""
         corpus = ctx.corpus if self.reconstruct == CORPUS else Path(self.reconstruct)
         shrinking = ShrinkConfig(reconstruct=ReconstructionPlan.prepare(str(corpus), self.reconstruct_sentences))
-        pruning = PruningConfig(lam=self.lam, criterion=self.criterion, layout=self.layout)
+        pruning = PruningConfig(lam=self.lam, criterion=self.criterion, layout=self.layout,
+                                layer_criterion=self.layer_criterion)
         scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress, dev=ctx.dev)
         return replace(shrinking, layout=self.layout), pruning, scoring
 

@@ -25,8 +25,15 @@ both gradients are stored), the criteria are:
 - ``fisher`` (the default for a kept-FLOPs or kept-parameters budget): ``E_b g_b²``, the empirical Fisher
   of the gate (Kwon et al. 2022).
 
-E_b weighs each batch by its share of the positive pairs. torch is imported when a criterion runs, not
-with this module, so the command line reads the names without loading it.
+E_b weighs each batch by its share of the positive pairs. A criterion's ``unit`` says what it ranks:
+``gate`` (heads and neurons, the three above) or ``layer`` (whole layers, for removing layers;
+:mod:`sparsecse.scoring.layer_criteria` measures them):
+
+- ``block_influence`` (ShortGPT, Men et al. 2024; the default for layers): ``1 − E_t cos(x_i,t, x_{i+1},t)``, the
+  mean over real tokens of one minus the cosine of a layer's input and output hidden state.
+
+One registry holds both; a setting that takes one unit's criterion refuses the other's by name. torch is imported
+when a criterion runs, not with this module, so the command line reads the names without loading it.
 """
 
 from __future__ import annotations
@@ -59,11 +66,14 @@ class Criterion:
     per-batch importance; the importance is its weighted mean over the batches, then :meth:`normalize`\\ d.
 
     ``name`` is what ``--criterion`` and the mask manifests say, ``summary`` how ``--help`` describes it, and
-    ``default_for`` the target kinds (``"sparsity"``, ``"budget"``) for which it is the default."""
+    ``default_for`` the target kinds (``"sparsity"``, ``"budget"``, ``"layers"``) for which it is the default;
+    ``unit`` what it ranks: ``gate`` (heads and neurons, from gate gradients) or ``layer`` (whole layers, from
+    each layer's input and output hidden states: :class:`LayerCriterion`)."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     default_for: ClassVar[tuple[str, ...]] = ()
+    unit: ClassVar[str] = "gate"
 
     def per_batch(self, grad: "torch.Tensor") -> "torch.Tensor":
         """The importance each batch gives each unit (the method a criterion must define).
@@ -154,11 +164,55 @@ class Fisher(Criterion):
         return grad.square()
 
 
-def get_criterion(name: str) -> Criterion:
-    """The registered criterion called ``name``.
+class LayerCriterion(Criterion):
+    """A criterion that ranks whole layers. :meth:`per_batch` gives, for one batch, each layer's summed
+    statistic and the number of tokens it was summed over; the importance is the total sum over the total
+    count, then :meth:`normalize`\\ d (higher: more important, removed last)."""
+
+    unit: ClassVar[str] = "layer"
+
+    def per_batch(self, inputs: "torch.Tensor", outputs: "torch.Tensor",  # type: ignore[override]
+                  token_mask: "torch.Tensor") -> "tuple[torch.Tensor, torch.Tensor]":
+        """One batch's contribution (the method a layer criterion must define).
+
+        Args:
+            inputs: each layer's input hidden states, [L, N, T, d].
+            outputs: each layer's output hidden states, [L, N, T, d].
+            token_mask: 1 for real tokens, 0 for padding, [N, T].
+
+        Returns:
+            (summed statistic [L], count [L]).
+        """
+        raise NotImplementedError
+
+
+@register
+class BlockInfluence(LayerCriterion):
+    """ShortGPT's Block Influence: 1 − the mean cosine of a layer's input and output over real tokens."""
+
+    name, summary, default_for = "block_influence", "1 - E cos(layer input, layer output)", ("layers",)
+
+    def per_batch(self, inputs, outputs, token_mask):
+        """Summed ``1 − cos`` over the real tokens of the batch, and their number, per layer."""
+        import torch
+
+        cosine = torch.nn.functional.cosine_similarity(inputs.double(), outputs.double(), dim=-1, eps=1e-12)
+        weights = token_mask.to(cosine.dtype)
+        return ((1.0 - cosine) * weights).sum((1, 2)), weights.sum().expand(cosine.shape[0])
+
+
+def criterion_names(unit: str = "gate") -> tuple[str, ...]:
+    """The registered criteria that rank ``unit`` (``gate``: heads and neurons; ``layer``: whole layers)."""
+    return tuple(name for name, c in CRITERIA.items() if c.unit == unit)
+
+
+def get_criterion(name: str, unit: str = "gate") -> Criterion:
+    """The registered criterion called ``name`` that ranks ``unit``.
 
     Args:
-        name: a name in ``CRITERIA`` (``abs_grad``, ``layer_norm``, ``fisher`` or one registered since).
+        name: a name in ``CRITERIA`` (``abs_grad``, ``layer_norm``, ``fisher``, ``block_influence`` or one
+            registered since).
+        unit: ``gate`` (heads and neurons) or ``layer`` (whole layers).
 
     Returns:
         The criterion instance.
@@ -166,8 +220,9 @@ def get_criterion(name: str) -> Criterion:
     Raises:
         SparseCSEError: an unknown name, in one sentence listing the known ones.
     """
-    if name not in CRITERIA:
-        raise SparseCSEError(f"Unknown criterion {name!r}; choose {', '.join(CRITERIA)}.")
+    if name not in CRITERIA or CRITERIA[name].unit != unit:
+        kind = "layer criterion" if unit == "layer" else "criterion"
+        raise SparseCSEError(f"Unknown {kind} {name!r}; choose {', '.join(criterion_names(unit))}.")
     return CRITERIA[name]
 
 
@@ -177,11 +232,11 @@ def check_criterion(name: str) -> str:
 
 
 def default_criterion(kind: str) -> str:
-    """The criterion used when none is given, for a target ``kind``: ``sparsity``, or a budget (``budget``,
-    ``keep_flops``, ``keep_params``). A sparsity takes the paper's ``abs_grad``; a budget, which compares heads
+    """The criterion used when none is given, for a target ``kind``: ``sparsity``, ``layers`` (which layers to
+    remove first), or a budget (``budget``, ``keep_flops``, ``keep_params``). A sparsity takes the paper's ``abs_grad``; a budget, which compares heads
     with neurons, the one that measured best there (all-MiniLM-L6-v2 at kept FLOPs 0.5 after ``shrink
     --reconstruct``, on the 7-task STS average: docs/results/guide-measurements.md, from the scoring guide)."""
-    kind = "sparsity" if kind == "sparsity" else "budget"
+    kind = kind if kind in ("sparsity", "layers") else "budget"
     return next(c.name for c in CRITERIA.values() if kind in c.default_for)
 
 

@@ -32,17 +32,14 @@ from sparsecse.scoring.scores import TENSORS, GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.spec import Target
 
-DEPTH_CRITERION = "block_influence"
-
-
-def removal_order(encoder: SentenceEncoder, sentences: Sequence[str], criterion: str = DEPTH_CRITERION,
+def removal_order(encoder: SentenceEncoder, sentences: Sequence[str], criterion: str | None = None,
                   batch_size: int = 32) -> list[int]:
     """Every layer of ``encoder``, least important first (the order depth candidates remove them in).
 
     Args:
         encoder: the input model.
         sentences: the sentences the layer criterion averages over (the dev sentences).
-        criterion: a name in ``LAYER_CRITERIA`` (:mod:`sparsecse.scoring.layer_criteria`).
+        criterion: a layer criterion (:mod:`sparsecse.scoring.criteria`, unit ``layer``); None: the default.
         batch_size: sentences per forward pass.
 
     Returns:

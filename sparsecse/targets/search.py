@@ -425,7 +425,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             if scores is None:
                 raise ValueError("A speed-up target needs the dense model's scores.")
             depth = target.resolved_depth(prober.layers)
-            order = removal_order(prober.dense, prober.sentences) if depth else []
+            order = removal_order(prober.dense, prober.sentences, pruning.layer_criterion) if depth else []
             layers_removed(order, depth)  # a depth the model cannot lose is refused before any probe
             summary.update(depth=depth, depth_default=target.depth is None, removal_order=order)
             floor = max(SMALLEST_BUDGET, smallest_budget(scores.manifest.get("shape") or {}, pruning.layout))

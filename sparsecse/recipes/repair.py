@@ -1,0 +1,55 @@
+"""A run's near miss repaired (:mod:`sparsecse.targets.repair`): the final model pruned one more small step with the
+recipe's own prune settings, recovered briefly by distillation from the input model, and timed again. Pruning needs
+layers of one shape, so a final model of the stock layout is repaired; one of the custom layout (its layers of
+different widths) is not, and its figures say why (``repair.why``)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.modeling.adapters import uniform_shape
+from sparsecse.modeling.encoder import SentenceEncoder
+from sparsecse.recipes.stage_types import StageContext
+from sparsecse.recipes.stages import BudgetStage
+from sparsecse.shrinking.iterative import prune_and_shrink
+from sparsecse.targets.repair import near_miss, repair
+
+REPAIR_STEPS = 300  # distillation steps of the repair's short recovery (batch BudgetStage's recovery batch)
+
+
+def near_miss_repair(recipe, ctx: StageContext, input_model: str, current: str, figures: dict[str, Any],
+                     measure: Callable[[str], dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """The model and target figures a run ends with, a near miss repaired (see the module docstring).
+
+    Args:
+        recipe: the run's recipe (its first prune stage's settings prune the repair's step; none: no repair).
+        ctx: the run's context.
+        input_model: the run's input model (the recovery's teacher).
+        current: the final model's directory.
+        figures: its target figures (:func:`~sparsecse.targets.report.measure_target`).
+        measure: the same measurement of another model directory.
+
+    Returns:
+        (the model directory, its target figures), as :func:`sparsecse.targets.repair.repair` gives them.
+    """
+    prune = next((s for s in recipe.stages if s.type == "prune"), None)
+    if prune is None or not near_miss(figures):
+        return current, figures
+    try:  # scoring and pruning need layers of one shape: the stock layout's, not the custom one's
+        uniform_shape(SentenceEncoder.load(current, device="cpu").model)
+    except SparseCSEError as exc:
+        return current, {**figures, "repair": {"tried": False, "why": str(exc)}}
+    shrinking, pruning, scoring = prune.settings(ctx)
+    work = ctx.work / "repair"
+    recover = BudgetStage(name="repair", recovery_steps=REPAIR_STEPS).recovery(len(recipe.stages) + 1, input_model,
+                                                                                ctx)
+
+    def step(model_dir: str, keep: float) -> str:
+        _, shrunk = prune_and_shrink(model_dir, str(work / "pruned"), keep_flops=keep, steps=1, prune=pruning,
+                                     score=scoring, shrink=shrinking, overwrite=True)
+        recovered = recover(shrunk.encoder)
+        recovered.save(work / "model")
+        return str(work / "model")
+
+    return repair(figures, current, step, measure)

@@ -1,0 +1,152 @@
+"""How a speed search chooses among its probes, and how it makes sure of the choice before any training starts.
+
+- **By the fitted speed model, not the luckiest probe.** :func:`fitted_choice` fits time against kept FLOPs through
+  every probe of one depth (:class:`~sparsecse.targets.statistics.SpeedModel`, each probe weighted by its precision)
+  and takes the fitted line's budget at the aim (kept among the probes that reach the aim: no further than they go);
+  a probe within ``RESOLUTION`` of it stands for it, else that budget is probed. A probe that ran lucky (its own figure above the line) therefore does not pull the budget up.
+- **Confirmed by a fresh, independent timing.** :func:`confirm` times the chosen candidate again (a new process, new
+  rounds). Where the confirmation misses (its median short of the target, or its interval short of the aim), the
+  confirmation joins the fit, the budget steps down to the refitted line's (at least ``STEP`` down), and the new
+  candidate is confirmed in its turn (``CONFIRMATIONS`` steps at most).
+- **Order contradictions** (:func:`contradictions`): a smaller candidate measured slower than a larger one beyond
+  both spreads is timed again before anything is chosen.
+- **A quality target** (:func:`quality_search`): bisection over the budget for the smallest one within the dev bound.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from sparsecse.errors import SparseCSEError
+from sparsecse.targets.candidates import TABLE, Candidate
+from sparsecse.targets.depth import overall_keep_flops
+from sparsecse.targets.spec import Target
+from sparsecse.targets.statistics import SpeedModel
+from sparsecse.targets.timing import Timing
+
+ORDER_TOLERANCE = 0.02  # a smaller budget may run this much slower than a larger one (beyond spreads) as noise
+RESOLUTION = 0.005  # a probe this close to the fitted budget stands for it
+STEP = 0.04  # a confirmation that misses steps the budget down by at least this fraction
+CONFIRMATIONS = 2  # steps down after a missed confirmation, at most
+BISECTION_RESOLUTION = 0.02  # the quality search stops when the passing and failing budgets are this close
+
+
+class TargetOutOfReach(SparseCSEError):
+    """No candidate meets the target; the candidates table stays for inspection."""
+
+
+def contradictions(candidates: list[Candidate], layers: int) -> list[tuple[Candidate, Candidate]]:
+    """Pairs (smaller, larger) where the smaller one measured slower than the larger one by more than
+    ``ORDER_TOLERANCE`` plus both spreads: an order that contradicts their size. Sizes are the kept fractions of
+    all the input model's ``layers`` layers' FLOPs (:func:`~sparsecse.targets.depth.overall_keep_flops`); one is
+    smaller than another only where it also removes at least as many whole layers (a removed layer takes its
+    fixed cost with it, so fewer layers at more FLOPs may rightly run faster)."""
+    size = {id(c): overall_keep_flops(c.keep_flops, c.layers_removed, layers) for c in candidates}
+    ordered = sorted(candidates, key=lambda c: size[id(c)])
+    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]
+            if size[id(b)] > size[id(a)] and a.layers_removed >= b.layers_removed
+            and a.speedup < b.speedup * (1 - ORDER_TOLERANCE - a.spread - b.spread)]
+
+
+def speed_model(candidates: list[Candidate], anchored: bool) -> SpeedModel | None:
+    """The speed model through ``candidates`` (one depth's probes; a confirmed one counts its confirmation too,
+    as one more point at its budget). ``anchored``: the dense model (1, 1) helps while fewer than two probes are
+    known."""
+    points = [(c.keep_flops, c.speedup, c.half_width) for c in candidates]
+    points += [(c.keep_flops, c.confirmed, c.confirmed_half_width) for c in candidates if math.isfinite(c.confirmed)]
+    return SpeedModel.fit(points, anchor=anchored)
+
+
+def fitted_choice(candidates: list[Candidate], aim: float, floor: float, anchored: bool,
+                  probe: Callable[[float], Candidate]) -> Candidate | None:
+    """The candidate at the fitted line's budget for ``aim`` (see the module docstring): a probe within
+    ``RESOLUTION`` of it, else a new probe there (``probe(budget)``); every candidate's ``predicted`` speed-up is
+    set. None where no line rises with the budget (the caller falls back on the probes' own figures).
+
+    Args:
+        candidates: one depth's speed probes.
+        aim: the speed-up aimed at.
+        floor: the smallest budget.
+        anchored: whether the dense model (1, 1) is a point (not for the width of a model with layers removed).
+        probe: makes and times a new candidate at a budget.
+
+    Returns:
+        The chosen candidate, or None.
+    """
+    model = speed_model(candidates, anchored)
+    reaching = [c.keep_flops for c in candidates if c.reaches(aim)]
+    if model is None or not reaching:
+        return None
+    # within the probes that reach the aim (a line is trusted where probes are, not far beyond them)
+    budget = min(0.98, max(reaching), max(floor, min(reaching) * (1 - 3 * STEP), model.budget(aim)))
+    near = [c for c in candidates if abs(c.keep_flops - budget) <= RESOLUTION]
+    chosen = min(near, key=lambda c: abs(c.keep_flops - budget)) if near else probe(budget)
+    for c in [*candidates, chosen]:
+        c.predicted = round(model.speedup(c.keep_flops), 4)
+    return chosen
+
+
+def confirm(candidate: Candidate, prober, probe: Callable[[float], Candidate], floor: float,
+            anchored: bool) -> Candidate:
+    """``candidate`` (or a smaller one) confirmed by a fresh, independent timing (see the module docstring).
+
+    Args:
+        candidate: the search's choice.
+        prober: the search's prober: its ``target`` (speed-up and aim), its ``candidates`` (the speed probes of
+            ``candidate``'s depth are the fit's points) and ``retime(candidate)``, a new, independent timing
+            (a new process, new rounds) -> :class:`~sparsecse.targets.timing.Timing`.
+        probe: makes and times a new candidate at a budget.
+        floor: the smallest budget.
+        anchored: as :func:`fitted_choice`.
+
+    Returns:
+        The last candidate confirmed, its ``confirmed`` figure set; where every step missed, the last one tried
+        (the final timing judges it).
+    """
+    target: Target = prober.target
+    aim = float(target.aim)
+    for attempt in range(CONFIRMATIONS + 1):
+        timing: Timing = prober.retime(candidate)
+        interval = timing.interval
+        candidate.confirmed, candidate.confirmed_half_width = round(timing.speedup, 4), interval.half_width
+        if timing.speedup >= float(target.speedup) and interval.high >= aim:
+            return candidate
+        if attempt == CONFIRMATIONS or candidate.keep_flops <= floor:
+            return candidate
+        model = speed_model([c for c in prober.candidates if c.stage == "speed"
+                             and c.layers_removed == candidate.layers_removed], anchored)
+        stepped = candidate.keep_flops * (1 - STEP)  # down by at least STEP, by the line at most 3 x STEP
+        budget = stepped if model is None else min(stepped, max(candidate.keep_flops * (1 - 3 * STEP),
+                                                                model.budget(aim)))
+        candidate = probe(round(max(floor, budget), 4))
+    return candidate
+
+
+def quality_search(prober, prune_fn: Callable[[float], tuple[Any, int, int]]) -> Candidate:
+    """The smallest tried budget whose probe, pruned as the prune stage prunes, stays within the dev bound
+    (bisection; ``prober``: the search's, ``prune_fn``: budget -> (encoder, heads kept, neurons kept))."""
+    target = prober.target
+    bound = float(target.max_drop)
+    passing, failing = 1.0, 0.0
+    budget = 0.5
+    for _ in range(target.probes):
+        encoder, heads, neurons = prune_fn(budget)
+        candidate = prober.add(budget, encoder, heads, neurons, "quality")
+        candidate.meets = candidate.drop <= bound
+        if candidate.meets:
+            passing = min(passing, budget)
+        else:
+            failing = max(failing, budget)
+        if passing - failing < BISECTION_RESOLUTION:
+            break
+        budget = round((passing + failing) / 2, 4)
+    prober.settle("quality")
+    ok = [c for c in prober.candidates if c.stage == "quality" and c.meets]
+    if not ok:
+        best = max(prober.candidates, key=lambda c: c.dev_score if math.isfinite(c.dev_score) else -math.inf)
+        raise TargetOutOfReach(
+            f"No candidate stays within a dev drop of {bound:g} of {prober.model}'s {prober.reference_dev:.2f}: the "
+            f"closest keeps {best.keep_flops:g} of its layer FLOPs and drops {best.drop:.2f} at {best.speedup:.2f}x "
+            f"±{best.spread:.0%} ({prober.shape.describe()}); the candidates are in {prober.work / TABLE}.")
+    return min(ok, key=lambda c: c.keep_flops)

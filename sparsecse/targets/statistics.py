@@ -1,0 +1,158 @@
+"""The statistics behind a speed figure: how sure it is, how many rounds make it sure enough, and what every probe
+says together.
+
+- **An interval for every figure.** A figure is the median of per-round ratios (the input model's time over the
+  candidate's, :mod:`sparsecse.targets.timing`). :func:`median_interval` gives the distribution-free interval of
+  that median from the order statistics of the rounds (the binomial count of rounds on either side of the true
+  median), so nothing is assumed about the shape of the noise.
+- **The machine's noise, measured.** An A/A timing times the input model against a second copy of itself at the
+  target's shape: any ratio away from 1.00x is noise. :func:`noise` reads its spread (a robust standard deviation
+  of the log ratios) and :func:`rounds_needed` sizes the rounds so that a figure's interval is narrower than the
+  target's margin; where even ``MAX_ROUNDS`` cannot get there, :func:`check_precision` says so plainly
+  (:class:`TooNoisy`).
+- **Every probe counts.** The largest budget whose own noisy figure clears the aim picks the luckiest probe (the
+  winner's curse: timed again, it runs slower). :class:`SpeedModel` fits time (1/speed-up) against kept FLOPs
+  through all the probes of one depth, each weighted by its precision (latency tables do the same in HALP and
+  NetAdapt), and the budget is the fitted line's at the aim.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from sparsecse.errors import SparseCSEError
+
+CONFIDENCE = 0.99  # every figure's interval (an A/A timing timed ten times should contain 1.00x every time)
+MIN_ROUNDS = 5  # no timing has fewer rounds
+MAX_ROUNDS = 25  # the rounds a timing may be sized up to
+AA_ROUNDS = 9  # the A/A timing's own rounds (its spread sizes the others)
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # the median's standard error over the mean's, for normal noise
+Z = {0.9: 1.645, 0.95: 1.96, 0.99: 2.576}
+
+
+class TooNoisy(SparseCSEError):
+    """The machine's noise at the target's shape is too large for the rounds allowed to resolve the margin."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A figure (the median of per-round ratios) and the ``confidence`` interval ``[low, high]`` around it."""
+
+    median: float
+    low: float
+    high: float
+    confidence: float = CONFIDENCE
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval's width over the median (0.03: the figure is known to about ±3%)."""
+        return (self.high - self.low) / 2 / self.median if self.median > 0 else math.inf
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` lies in the interval (its ends included)."""
+        return self.low <= value <= self.high
+
+    def describe(self) -> str:
+        """e.g. ``2.06x (99% interval 1.98-2.12x)``."""
+        return f"{self.median:.2f}x ({self.confidence:.0%} interval {self.low:.2f}-{self.high:.2f}x)"
+
+
+def _binomial_cdf(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(0, k + 1)) / 2 ** n
+
+
+def order_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int]:
+    """The 0-based ranks (lo, hi) of the sorted rounds that bound the median's ``confidence`` interval: the largest
+    lo with P(at most lo rounds below the true median) <= (1 - confidence) / 2, and its mirror; (0, n - 1) when
+    even the extremes cannot reach the confidence (few rounds)."""
+    alpha = (1 - confidence) / 2
+    lo = 0
+    while lo + 1 < n - 2 - lo and _binomial_cdf(lo + 1, n) <= alpha:  # x[lo] misses when at most lo rounds fall below
+        lo += 1
+    return lo, n - 1 - lo
+
+
+def median_interval(ratios: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
+    """The median of ``ratios`` and its distribution-free ``confidence`` interval (order statistics)."""
+    values = np.sort(np.asarray(ratios, dtype=float))
+    if values.size == 0:
+        raise ValueError("An interval needs at least one round.")
+    lo, hi = order_ranks(values.size, confidence)
+    return Interval(float(np.median(values)), float(values[lo]), float(values[hi]), confidence)
+
+
+def noise(ratios: Sequence[float]) -> float:
+    """The spread of per-round ratios as a robust standard deviation of their logs (1.4826 x the median absolute
+    deviation; about the relative standard deviation of one round's ratio)."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    return float(1.4826 * np.median(np.abs(logs - np.median(logs))))
+
+
+def expected_half_width(sigma: float, rounds: int, confidence: float = CONFIDENCE) -> float:
+    """The relative half-width the median's interval is expected to have over ``rounds`` rounds of noise ``sigma``
+    (the normal approximation of the median's standard error)."""
+    return Z[confidence] * MEDIAN_EFFICIENCY * sigma / math.sqrt(rounds)
+
+
+def rounds_needed(sigma: float, margin: float, confidence: float = CONFIDENCE) -> int:
+    """The fewest rounds (at least ``MIN_ROUNDS``) whose expected interval (:func:`expected_half_width`) is narrower
+    than ``margin``; may exceed ``MAX_ROUNDS`` (:func:`check_precision` says what then)."""
+    if margin <= 0:
+        return MAX_ROUNDS + 1
+    return max(MIN_ROUNDS, math.ceil((Z[confidence] * MEDIAN_EFFICIENCY * sigma / margin) ** 2))
+
+
+def check_precision(sigma: float, margin: float, where: str, confidence: float = CONFIDENCE) -> int:
+    """The rounds a timing needs to resolve ``margin`` on noise ``sigma`` (:func:`rounds_needed`), or
+    :class:`TooNoisy` saying plainly that this machine cannot (``where``: the shape, in words)."""
+    rounds = rounds_needed(sigma, margin, confidence)
+    if rounds <= MAX_ROUNDS:
+        return rounds
+    best = expected_half_width(sigma, MAX_ROUNDS, confidence)
+    raise TooNoisy(f"This machine is too noisy at {where} to resolve a {margin:.0%} margin: the input model timed "
+                   f"against itself varies by {sigma:.1%} a round, so even {MAX_ROUNDS} rounds leave a figure "
+                   f"uncertain by ±{best:.1%}; run it on a quieter machine, or pass --when-busy wait.")
+
+
+@dataclass(frozen=True)
+class SpeedModel:
+    """Time (1/speed-up) as a line in kept FLOPs, ``time = intercept + slope x budget``, fitted through the probes
+    of one depth (:meth:`fit`)."""
+
+    intercept: float
+    slope: float
+    points: int
+
+    @classmethod
+    def fit(cls, probes: Sequence[tuple[float, float, float]], anchor: bool = False) -> "SpeedModel | None":
+        """Weighted least squares through ``probes`` (budget, speed-up, relative half-width of its interval), each
+        weighted by its precision (1 / its variance in time, a floor of 0.5% on the half-width so no probe weighs
+        without bound); ``anchor``: the dense model (budget 1, time 1) is a point too, used only while fewer than
+        two budgets are probed. None when no line can be drawn or it does not rise with the budget."""
+        pts = [(float(b), 1.0 / float(s), max(0.005, float(h) if math.isfinite(h) else 0.05) / float(s))
+               for b, s, h in probes if s > 0]
+        if anchor and len({round(b, 6) for b, _, _ in pts}) < 2:
+            pts.append((1.0, 1.0, 0.005))
+        if len({round(b, 6) for b, _, _ in pts}) < 2:
+            return None
+        b = np.array([p[0] for p in pts])
+        t = np.array([p[1] for p in pts])
+        w = np.array([1.0 / p[2] ** 2 for p in pts])
+        bm, tm = np.average(b, weights=w), np.average(t, weights=w)
+        slope = float(np.sum(w * (b - bm) * (t - tm)) / np.sum(w * (b - bm) ** 2))
+        if not slope > 1e-9:
+            return None
+        return cls(float(tm - slope * bm), slope, len(pts))
+
+    def speedup(self, budget: float) -> float:
+        """The speed-up the line predicts at ``budget``."""
+        return 1.0 / (self.intercept + self.slope * budget)
+
+    def budget(self, aim: float) -> float:
+        """The budget the line predicts runs ``aim`` times as fast (rounded down to 1e-4)."""
+        return math.floor((1.0 / aim - self.intercept) / self.slope * 1e4) / 1e4
