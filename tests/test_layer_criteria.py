@@ -74,15 +74,3 @@ def test_layers_to_remove_takes_the_least_important():
     with pytest.raises(SparseCSEError, match="can lose 0 to 4 of them, not 5"):
         layers_to_remove(scores, 5)
 
-
-def test_a_recipe_chooses_the_layer_criterion():
-    """The prune stage's ``layer_criterion`` (which the budget search's depth candidates read) takes a layer
-    criterion by name and refuses anything else in one sentence."""
-    from sparsecse.recipes.stages import PruneStage
-
-    stage = PruneStage(name="prune", keep_flops=0.5, layer_criterion="block_influence").check("recipe.yaml")
-    assert stage.layer_criterion == "block_influence"
-    for wrong in ("fisher", "nope"):
-        with pytest.raises(SparseCSEError, match="layer_criterion") as refused:
-            PruneStage(name="prune", keep_flops=0.5, layer_criterion=wrong).check("recipe.yaml")
-        assert "block_influence" in str(refused.value)
