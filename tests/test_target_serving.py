@@ -67,8 +67,10 @@ class Dev:
         return 80.0
 
 
-def test_the_target_figure_is_the_serving_tables_judged_row_and_a_wide_one_is_timed_again(tmp_path, monkeypatch):
+def test_the_target_figure_is_timed_served_alone_and_the_serving_tables_judged_row_holds_it(tmp_path, monkeypatch):
     from sparsecse.targets import report
+    from sparsecse.targets.alone import ALONE
+    from sparsecse.targets.statistics import MIN_ROUNDS
     from tests.test_targets import FakeClock
 
     monkeypatch.setattr(speed, "clock", FakeClock())
@@ -79,8 +81,11 @@ def test_the_target_figure_is_the_serving_tables_judged_row_and_a_wide_one_is_ti
     judged = [r for r in reached["serving"]["rows"] if r["judged"]]
     assert len(judged) == 1 and (judged[0]["threads"], judged[0]["batch"]) == (1, 128)
     assert reached["speedup"] == judged[0]["speedup"] > 1.2 and reached["spread"] == judged[0]["spread"] == 0
-    assert "timed_again" not in judged[0]
-    # a judged row too wide to judge by: the shape timed again as the search times it, and the row replaced
+    assert reached["method"] == judged[0]["method"] == ALONE and "served alone" in reached["method"]
+    assert reached["interval"]["low"] <= reached["speedup"] <= reached["interval"]["high"]
+    assert reached["aa"]["speedup"] == 1.0 and reached["rounds"] == MIN_ROUNDS  # a clock without noise
+    assert reached["met"] and not reached["near_miss"] and reached["precision"] is None
+    # whatever the interleaved table measured at that shape, its judged row is the target's one figure
     wide = report.serving_table
 
     def noisy(*args):
@@ -88,13 +93,10 @@ def test_the_target_figure_is_the_serving_tables_judged_row_and_a_wide_one_is_ti
         next(r for r in table["rows"] if r["judged"])["ratios"] = [1.0, 1.5, 2.0, 2.5, 3.0]
         return table
 
-    timed = []
-    settled = report.settled
     monkeypatch.setattr(report, "serving_table", noisy)
-    monkeypatch.setattr(report, "settled", lambda *a, **k: timed.append(a[-2]) or settled(*a, **k))
     again = report.measure_target(target, str(dense), str(small), Dev(), tmp_path / "work", serving=True)
     row = next(r for r in again["serving"]["rows"] if r["judged"])
-    assert len(timed) == 1 and row["timed_again"] and row["speedup"] == again["speedup"] == reached["speedup"]
+    assert row["timed_again"] and row["speedup"] == again["speedup"] == reached["speedup"]
     assert again["spread"] == row["spread"] == 0
 
 

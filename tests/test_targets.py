@@ -128,30 +128,34 @@ def test_a_probe_short_of_the_aim_by_less_than_its_spread_reaches_it_if_it_meets
     assert Candidate(0.0342, 0, 0, 2.7425, 80.0, 0.0, "speed", spread=0.0).reaches(aim)
 
 
-def test_the_speed_search_keeps_a_probe_within_its_spread_of_the_aim_over_a_far_smaller_one_that_overshoots():
+def test_the_speed_search_chooses_by_the_line_through_its_probes_not_a_far_smaller_one_that_overshoots():
     # one layer removed on all-MiniLM-L6-v2 at latency-p50 (aim 2.06): 0.1647 ran 2.055x ±2%, 0.0342 ran 2.74x;
-    # the search probes no more (a third probe between them would land within 0.002 of 0.1647)
-    prober = FakeProber(Target(speedup=2.0, margin=0.03, probes=2))
-    prober.candidates = [Candidate(b, 0, 0, speed, 80.0, 0.0, "speed", spread=spread) for b, speed, spread in
-                         [(0.0342, 2.7425, 0.0062), (0.2279, 1.9352, 0.0295), (0.1647, 2.0549, 0.0197)]]
-    prober.one_shot = lambda *args: pytest.fail("no probe was needed")
-    prober.candidates.append(Candidate(0.1640, 0, 0, 2.0551, 80.0, 0.0, "speed", spread=0.0))  # the line's next
-    assert speed_search(prober, None, None, 0.02).keep_flops == 0.1647
-    for c in prober.candidates:
-        c.spread = 0.0  # timed without a spread, 2.055 falls short of the aim and the overshoot stays
-    assert speed_search(prober, None, None, 0.02).keep_flops == 0.0342
+    # the line through every probe puts the aim near 0.17 and times that budget once; the overshoot does not win
+    for spread in (0.02, 0.0):  # a probe's own spread no longer decides: the line does
+        prober = FakeProber(Target(speedup=2.0, margin=0.03, probes=2))
+        prober.candidates = [Candidate(b, 0, 0, speed, 80.0, 0.0, "speed", spread=spread) for b, speed in
+                             [(0.0342, 2.7425), (0.2279, 1.9352), (0.1647, 2.0549), (0.1640, 2.0551)]]
+        timed = []
+        probe = prober.one_shot
+        prober.one_shot = lambda scores, pruning, b, removed=(): timed.append(b) or probe(scores, pruning, b)
+        chosen = speed_search(prober, None, None, 0.02)
+        assert len(timed) <= 1 and 0.16 <= chosen.keep_flops <= 0.18
+        assert chosen.predicted == pytest.approx(2.06, abs=0.01)
 
 
 def test_the_speed_search_stops_once_the_next_budget_could_not_beat_one_that_reaches_the_aim():
     # the L6 curve's 1.5x target (aim 1.545): 0.611 ran 1.52x ±5%, which reaches the aim within its spread; the
-    # line through the probes then pointed below 0.611, where no probe can win, yet four more were timed
+    # line through the probes then pointed below 0.611, where no probe can win, yet four more were timed. Now the
+    # search stops there too, and the one budget it times is the line's at the aim (0.594), not 0.611's luck
     prober = FakeProber(Target(speedup=1.5, margin=0.03))
     prober.candidates = [Candidate(0.647, 0, 0, 1.47, 80.0, 0.0, "speed", spread=0.01),
                          Candidate(0.611, 0, 0, 1.52, 80.0, 0.0, "speed", spread=0.05)]
-    prober.one_shot = lambda *args: pytest.fail("a probe below a budget that already reaches the aim was timed")
+    timed = []
+    probe = prober.one_shot
+    prober.one_shot = lambda scores, pruning, budget, removed=(): timed.append(budget) or probe(scores, pruning, budget)
     chosen = speed_search(prober, None, None, 0.02)
-    assert chosen.keep_flops == 0.611 and chosen.meets
-    assert [c.meets for c in prober.candidates] == [False, True]
+    assert timed == [chosen.keep_flops] and chosen.keep_flops == pytest.approx(0.594, abs=0.002)
+    assert [c.meets for c in prober.candidates[:2]] == [False, True]
     # without the spread 0.611 falls short of the aim, so the search probes below it
     prober = FakeProber(Target(speedup=1.5, margin=0.03))
     prober.candidates = [Candidate(0.647, 0, 0, 1.47, 80.0, 0.0, "speed", spread=0.01),

@@ -282,6 +282,10 @@ def _target(t: dict[str, Any]) -> list[str]:
     reference_throughput = f"{t['reference_throughput']:.1f}" if known(t.get("reference_throughput")) else None
     spread = f" ±{t['spread']:.0%} (the spread of {t.get('rounds', 'its')} interleaved rounds)" if known(
         t.get("spread")) else ""
+    iv = t.get("interval") or {}
+    if known(iv.get("low")) and known(iv.get("high")):  # a figure with its interval names how it was timed
+        spread = (f" ({iv.get('confidence', 0.99):.0%} interval {iv['low']:.2f}-{iv['high']:.2f}x over "
+                  f"{iv.get('rounds', t.get('rounds'))} rounds; {t.get('method') or 'interleaved rounds'})")
     threads = f", {shape['threads']} threads" if known(shape.get("threads")) else ""
     rows = [("Measured speed-up", f"{measured:.2f}x{spread}" + (f" ({engine})" if engine else "")
              if known(measured) else None),

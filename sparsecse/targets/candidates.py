@@ -33,6 +33,10 @@ class Candidate:
             then the kept fraction of the remaining layers' FLOPs.
         dev_recovered: its dev score after a short recovery, where finalists were judged so (else None).
         retimed: whether it was timed again (its order contradicted its size).
+        half_width: its figure's interval's half-width over the median (:mod:`sparsecse.targets.statistics`).
+        predicted: the speed-up the search's fitted speed model gives at its budget (:mod:`sparsecse.targets.choice`).
+        confirmed: where it was chosen, the speed-up of its fresh, independent timing; ``confirmed_half_width`` that
+            timing's interval's half-width.
     """
 
     keep_flops: float
@@ -48,6 +52,10 @@ class Candidate:
     retimed: bool = False
     layers_removed: int = 0
     dev_recovered: float | None = None
+    half_width: float = math.nan
+    predicted: float = math.nan
+    confirmed: float = math.nan
+    confirmed_half_width: float = math.nan
 
     def reaches(self, aim: float) -> bool:
         """Whether it reaches a speed search's ``aim``: at or above it, or meeting the target and short of the aim

@@ -17,9 +17,12 @@ from sparsecse.modeling.flops import size_report
 from sparsecse.targets import fresh
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.fresh import OnDisk
-from sparsecse.targets.serving import judged_timing, profiles, rejudged, serving_table
+from sparsecse.targets.alone import ALONE, measure_alone, rounds_at
+from sparsecse.targets.serving import profiles, rejudged, serving_table
 from sparsecse.targets.spec import Target, engines
-from sparsecse.targets.timing import engine_threads, latency_profiles, settled, target_sentences
+from sparsecse.targets.timing import engine_threads, latency_profiles, target_sentences
+
+FINAL = "the final model"
 
 
 def measure_target(target: Target, input_model: str, model_dir: str, dev, work: str | os.PathLike,
@@ -39,11 +42,17 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
             table (with one, they are its rows on the shape's threads).
         show_progress: a progress bar while timing.
         serving: add the card's serving table (:func:`~sparsecse.targets.serving.serving_table`, a fresh process);
-            its judged row is the target's measurement (timed again as the search times a candidate where its spread
-            is wider than the target allows), so the card holds one figure for that shape.
+            its judged row is replaced by the target's measurement, so the card holds one figure for that shape.
+
+    The target's figure is timed with each model served alone (:func:`~sparsecse.targets.alone.measure_alone`),
+    over the rounds the machine's noise at the shape needs for an interval narrower than the margin (an A/A
+    timing first, :func:`~sparsecse.targets.timing.sized_rounds`; where even the most rounds cannot reach it,
+    they are timed and ``precision`` says so).
 
     Returns:
-        dict: JSON-ready, ``speedup`` (measured at the target's serving shape, ``shape``) and its ``spread``, ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
+        dict: JSON-ready, ``speedup`` (measured at the target's serving shape, ``shape``) and its ``spread``,
+        ``interval`` (its ends and confidence), ``method`` (how it was timed, in words), ``aa`` (the input against
+        itself), ``near_miss`` (short of the target, its interval covering it), ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
         p50/p95 (ms) and throughput (sentences/s) on the engine, ``params`` and ``file_size_bytes`` (the exported
         graph's on an exported engine, else the weights'), the CPU; ``depth`` (the most whole layers candidates could
         remove, ``depth_default`` when ``auto`` chose it), ``layers`` (the final model's) and ``input_layers``.
@@ -59,12 +68,10 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
                             shape.loader)
         model = to_time(model_dir, target.engine, work / "model", calibration, seed, shape.threads, shape.loader)
         table = serving_table(target, shape, reference, model, sentences) if serving else None
-        timing = judged_timing(table) if table else None
-        if timing is None or timing.spread > float(target.max_spread):  # timed as the search times, busy or not
-            timing = settled(reference, {"the final model": model}, sentences, shape, target,
-                             show_progress)["the final model"]
-            if table:
-                rejudged(table, timing)
+        aa, rounds, precision = rounds_at(reference, sentences, shape, target)
+        timing = measure_alone(reference, {FINAL: model}, sentences, shape, rounds)[FINAL]
+        if table:
+            rejudged(table, timing, ALONE)
         speedup = timing.speedup
         if table:  # the card's latency and throughput are the table's rows at the shape's threads
             profile, reference_profile = profiles(table, shape)
@@ -89,6 +96,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         "depth": target.resolved_depth(input_layers), "depth_default": target.depth is None, "layers": layers,
         "input_layers": input_layers,
         "spread": round(timing.spread, 4), "rounds": timing.rounds, "met": bool(met_speed and met_quality),
+        "interval": timing.facts(), "method": ALONE, "aa": aa.facts() if aa else None, "precision": precision,
+        "near_miss": bool(not met_speed and timing.interval.high >= float(target.speedup or 0)),
         "met_speed": bool(met_speed), "met_quality": bool(met_quality),
         "dev_set": getattr(dev, "name", "dev"), "dev_score": round(dev_score, 4),
         "reference_dev": round(reference_dev, 4), "drop": round(drop, 4),

@@ -9,10 +9,11 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   no refit: the shapes, hence the speed, are those the prune stage will make), shrinks it, and times it against
   the input model on the engine, interleaved, on the dev sentences. The next budget comes from the line through
   the two nearest probes in (budget, 1/speed-up) (the first guess from FLOPs alone), so three or four probes
-  usually land within a few percent of the aim ``speedup x (1 + margin)``. The largest budget that reaches the
-  aim (or meets the target, short of the aim by less than its own timing spread) wins, so the search stops as soon
-  as the next budget would be no larger than one that already reaches it. A target no probe reaches,
-  down to the smallest budget that keeps a unit, is out of reach.
+  usually land within a few percent of the aim ``speedup x (1 + margin)``; probing stops once the next budget could
+  not beat one that reaches the aim. The budget is then the line fitted through every probe at the aim, not the
+  luckiest probe (:mod:`sparsecse.targets.choice`), confirmed by a fresh timing before any training starts. A
+  target no probe reaches, down to the smallest budget that keeps a unit, is out of reach. Timings' rounds are sized
+  from an A/A timing (:func:`~sparsecse.targets.timing.sized_rounds`).
 - **quality** (``Target.max_drop`` alone): a probe is pruned from the dense model's scores with reconstruction
   (``prune_fn``: the recipe's budget stage prunes in one step, a cheaper and slightly pessimistic stand-in for the
   prune stage's steps), scored on the dev set and timed; bisection over the budget finds the smallest (fastest) one
@@ -46,7 +47,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparsecse.artifacts.model_names import model_label
-from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_modules
 from sparsecse.modeling.encoder import SentenceEncoder, encoding_device
 from sparsecse.pruning.prune import PruningConfig
@@ -55,20 +55,15 @@ from sparsecse.pruning.uniform import smallest_budget
 from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, next_budget_line, write_plot, write_table
+from sparsecse.targets.choice import TargetOutOfReach, confirm, contradictions, fitted_choice, quality_search
 from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops, removal_order
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.spec import Target
-from sparsecse.targets.timing import (BUSY_WAIT_SECONDS, BUSY_WAITS, MachineTooBusy, Timing, engine_threads, settled,
-                                     target_sentences)
+from sparsecse.targets.timing import (BUSY_WAIT_SECONDS, BUSY_WAITS, ROUNDS, MachineTooBusy, Timing, engine_threads,
+                                     measure, settled, sized_rounds, target_sentences)
 
 SMALLEST_BUDGET = 0.02  # the speed search's floor (a smaller budget keeps almost nothing of any encoder)
 CLOSE_ENOUGH = 0.04  # a speed probe within this fraction above the aim ends the search
-BISECTION_RESOLUTION = 0.02  # the quality search stops when the passing and failing budgets are this close
-ORDER_TOLERANCE = 0.02  # a smaller budget may run this much slower than a larger one (beyond spreads) as noise
-
-
-class TargetOutOfReach(SparseCSEError):
-    """No candidate meets the target; the candidates table stays for inspection."""
 
 
 @dataclass
@@ -94,7 +89,8 @@ class SearchResult:
                 "chosen": {"keep_flops": chosen.keep_flops, "speedup": round(chosen.speedup, 4),
                            "spread": round(chosen.spread, 4), "dev_score": round(chosen.dev_score, 4),
                            "stage": chosen.stage, "layers_removed": chosen.layers_removed,
-                           "dev_recovered": chosen.dev_recovered},
+                           "dev_recovered": chosen.dev_recovered, "predicted": chosen.predicted,
+                           "confirmed": chosen.confirmed},
                 "candidates": len(self.candidates), "table": str(self.table), "plot": str(self.plot),
                 "target": self.target}
 
@@ -152,6 +148,8 @@ class _Prober:
         self.sentences = target_sentences(target, dev.sentences, self.dense.tokenizer, self.dense.max_length)
         self.candidates: list[Candidate] = []
         self.timed: list = []  # what each candidate was timed as (its copy on disk, on the engine)
+        self.aa, self.rounds = sized_rounds(self.reference, self.sentences, self.shape, target) \
+            if target.speedup is not None else (None, ROUNDS)  # the machine's noise sizes every timing's rounds
 
     def _on_engine(self, encoder: SentenceEncoder, tag: str):
         root = getattr(active_sharing(), "directory", None) or self.work / "engine"
@@ -163,8 +161,15 @@ class _Prober:
 
     def _speed(self, encoder: SentenceEncoder, tag: str, name: str) -> tuple[object, Timing]:
         timed = self._on_engine(encoder, tag)
-        timing = settled(self.reference, {name: timed}, self.sentences, self.shape, self.target)[name]
+        timing = settled(self.reference, {name: timed}, self.sentences, self.shape, self.target,
+                         rounds=self.rounds)[name]
         return timed, timing
+
+    def retime(self, candidate: Candidate) -> Timing:
+        """A fresh, independent timing of ``candidate`` (a new process, new rounds)."""
+        name = self.name(candidate.keep_flops, candidate.layers_removed)
+        timed = next(t for c, t in zip(self.candidates, self.timed) if c is candidate)
+        return measure(self.reference, {name: timed}, self.sentences, self.shape, self.rounds)[name]
 
     def name(self, keep_flops: float, removed: int = 0) -> str:
         """A candidate as messages name it, by the kept fraction of all the input model's layer FLOPs."""
@@ -178,7 +183,8 @@ class _Prober:
             dev = float(self.dev.score(encoder))
         timed, timing = self._speed(encoder, f"probe{len(self.candidates) + 1}", self.name(budget, layers_removed))
         candidate = Candidate(round(budget, 4), heads, neurons, timing.speedup, dev, self.reference_dev - dev, stage,
-                              spread=timing.spread, layers_removed=layers_removed)
+                              spread=timing.spread, layers_removed=layers_removed,
+                              half_width=timing.interval.half_width)
         self.candidates.append(candidate)
         self.timed.append(timed)
         if self.show_progress:
@@ -220,9 +226,10 @@ class _Prober:
             picked = [i for i in rows if id(self.candidates[i]) in involved]
             names = {i: self.name(self.candidates[i].keep_flops, self.candidates[i].layers_removed) for i in picked}
             again = settled(self.reference, {names[i]: self.timed[i] for i in picked}, self.sentences, self.shape,
-                            self.target)
+                            self.target, rounds=self.rounds)
             for i in picked:
                 self.candidates[i].speedup, self.candidates[i].spread = again[names[i]].speedup, again[names[i]].spread
+                self.candidates[i].half_width = again[names[i]].interval.half_width
                 self.candidates[i].retimed = True
             suspects = contradictions([self.candidates[i] for i in rows], self.layers)
             if not suspects:
@@ -236,24 +243,12 @@ class _Prober:
             f"(±{large.spread:.0%}), an order that contradicts their size; run it on a quieter machine{hint}.")
 
 
-def contradictions(candidates: list[Candidate], layers: int) -> list[tuple[Candidate, Candidate]]:
-    """Pairs (smaller, larger) where the smaller one measured slower than the larger one by more than
-    ``ORDER_TOLERANCE`` plus both spreads: an order that contradicts their size. Sizes are the kept fractions of
-    all the input model's ``layers`` layers' FLOPs (:func:`~sparsecse.targets.depth.overall_keep_flops`); one is
-    smaller than another only where it also removes at least as many whole layers (a removed layer takes its
-    fixed cost with it, so fewer layers at more FLOPs may rightly run faster)."""
-    size = {id(c): overall_keep_flops(c.keep_flops, c.layers_removed, layers) for c in candidates}
-    ordered = sorted(candidates, key=lambda c: size[id(c)])
-    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]
-            if size[id(b)] > size[id(a)] and a.layers_removed >= b.layers_removed
-            and a.speedup < b.speedup * (1 - ORDER_TOLERANCE - a.spread - b.spread)]
-
-
 def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float,
                  removed: list[int] | tuple = (), shared: SharedSearch | None = None) -> Candidate:
-    """The largest tried budget whose one-shot probe reaches the target's aim (see the module docstring), starting
-    from the probes already made (those ``shared`` holds included; the new ones are added to it); with
-    ``removed`` layers, the budget of the remaining layers of candidates that remove them first."""
+    """The candidate at the budget the line fitted through the probes gives for the target's aim
+    (:func:`~sparsecse.targets.choice.fitted_choice`; see the module docstring), starting from the probes already
+    made (those ``shared`` holds included; the new ones are added to it); with ``removed`` layers, the budget of the
+    remaining layers of candidates that remove them first."""
     target = prober.target
     aim = target.aim
     known = len(prober.candidates)
@@ -308,7 +303,9 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
             f"{prober.shape.describe()}: the fastest candidate tried keeps {fastest.keep_flops:g} of its "
             f"{'remaining ' if removed else ''}layer FLOPs and runs {fastest.speedup:.2f}x ±{fastest.spread:.0%} "
             f"({fastest.dev_text}); the candidates are in {prober.work / TABLE}.")
-    return max(ok, key=lambda c: c.keep_flops)
+    fitted = fitted_choice(speed, aim, floor, not removed, lambda b: prober.one_shot(scores, pruning, b, removed))
+    marked()  # a probe timed at the fitted budget marked too
+    return fitted or max(ok, key=lambda c: c.keep_flops)  # every probe decides, through the line, not the luckiest
 
 
 def depth_speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float, order: list[int],
@@ -359,34 +356,6 @@ def judge_after_recovery(result: SearchResult, model: str | os.PathLike, dev, sc
     return result
 
 
-def quality_search(prober: _Prober, prune_fn: Callable[[float], tuple[SentenceEncoder, int, int]]) -> Candidate:
-    """The smallest tried budget whose probe, pruned as the prune stage prunes, stays within the dev bound."""
-    target = prober.target
-    bound = float(target.max_drop)
-    passing, failing = 1.0, 0.0
-    budget = 0.5
-    for _ in range(target.probes):
-        encoder, heads, neurons = prune_fn(budget)
-        candidate = prober.add(budget, encoder, heads, neurons, "quality")
-        candidate.meets = candidate.drop <= bound
-        if candidate.meets:
-            passing = min(passing, budget)
-        else:
-            failing = max(failing, budget)
-        if passing - failing < BISECTION_RESOLUTION:
-            break
-        budget = round((passing + failing) / 2, 4)
-    prober.settle("quality")
-    ok = [c for c in prober.candidates if c.stage == "quality" and c.meets]
-    if not ok:
-        best = max(prober.candidates, key=lambda c: c.dev_score if math.isfinite(c.dev_score) else -math.inf)
-        raise TargetOutOfReach(
-            f"No candidate stays within a dev drop of {bound:g} of {prober.model}'s {prober.reference_dev:.2f}: the "
-            f"closest keeps {best.keep_flops:g} of its layer FLOPs and drops {best.drop:.2f} at {best.speedup:.2f}x "
-            f"±{best.spread:.0%} ({prober.shape.describe()}); the candidates are in {prober.work / TABLE}.")
-    return min(ok, key=lambda c: c.keep_flops)
-
-
 def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.PathLike, *,
                   scores: GateScores | None = None, pruning: PruningConfig | None = None,
                   prune_fn: Callable[[float], tuple[SentenceEncoder, int, int]] | None = None,
@@ -430,8 +399,10 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             summary.update(depth=depth, depth_default=target.depth is None, removal_order=order)
             floor = max(SMALLEST_BUDGET, smallest_budget(scores.manifest.get("shape") or {}, pruning.layout))
             finalists = depth_speed_search(prober, scores, pruning, floor, order, depth, active_sharing())
-            chosen = finalists[0]
-            removed = layers_removed(order, chosen.layers_removed)
+            removed = layers_removed(order, finalists[0].layers_removed)
+            finalists[0] = chosen = confirm(finalists[0], prober, lambda b: prober.one_shot(scores, pruning, b, removed),
+                                            floor, not removed)  # before any training starts
+            summary.update(aa=prober.aa.facts() if prober.aa else None, rounds=prober.rounds)
         else:
             if prune_fn is None:
                 raise ValueError("A quality-only target needs prune_fn.")

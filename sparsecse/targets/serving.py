@@ -3,8 +3,8 @@ in one interleaved run, in a fresh process (nothing the run loaded or allocated 
 the target's batch and 128, on 1 thread and on all of the machine's cores (and on the target's threads, where they
 are neither). Each row gives the speed-up (the median over rounds of the ratio of the two models' summed request
 times, with its spread) and the p50 / p95 latency of one request of that batch for both models. The row the target
-was judged by is marked, and it is the target's own measurement: timed on the target's requests, its speed-up the
-target's metric (:func:`~sparsecse.targets.timing.measure`'s), so the card holds one figure for that shape.
+was judged by is marked, and its speed-up is replaced by the target's own figure (:func:`rejudged`: each model
+served alone, :mod:`sparsecse.targets.alone`), so the card holds one figure for that shape.
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ def serving_table(target: Target, shape: Shape, reference, model, sentences: lis
                        f"model encoding its whole round in its turn) in a fresh process on {len(sentences):,} "
                        f"sentences, {target.engine}{served}; speed-up: the median over rounds of the ratio of "
                        "their summed request times, ± the spread of the rounds, except in the judged row, which is "
-                       f"the target's own measurement ({shape.metric}, every request of the target); the other rows "
+                       f"the target's own figure ({shape.metric}, every request of the target, each model served "
+                       "alone in its own fresh processes, as a server runs one model); the other rows "
                        f"time at most {SERVING_REQUESTS} requests and {SERVING_SENTENCES} sentences picked evenly over "
                        "the lengths; latency: one request of the batch")}
 
@@ -138,12 +139,12 @@ def judged_timing(table: dict[str, Any]) -> Timing:
     return Timing.of(row["ratios"])
 
 
-def rejudged(table: dict[str, Any], timing: Timing) -> None:
-    """Replace the judged row's speed-up and spread by ``timing`` (the shape timed again, in place): the table and
-    the target keep one figure for that shape."""
+def rejudged(table: dict[str, Any], timing: Timing, method: str = "") -> None:
+    """Replace the judged row's speed-up and spread by ``timing`` (the target's own figure, in place; ``method``:
+    how it was timed, in words): the table and the target keep one figure for that shape."""
     row = next(r for r in table["rows"] if r["judged"])
     row.update(speedup=round(timing.speedup, 4), spread=round(timing.spread, 4), ratios=list(timing.ratios),
-               timed_again=True)
+               timed_again=True, interval=timing.facts(), **({"method": method} if method else {}))
 
 
 def profiles(table: dict[str, Any], shape: Shape) -> tuple[dict[str, float], dict[str, float]]:

@@ -21,6 +21,7 @@ from sparsecse.evaluation import speed
 from sparsecse.evaluation.speed import unique_by_length
 from sparsecse.targets import fresh
 from sparsecse.targets.spec import Shape, Target
+from sparsecse.targets.statistics import AA_ROUNDS, Interval, TooNoisy, check_precision, median_interval, noise
 
 TIMING_SENTENCES = 2048  # distinct sentences timed per throughput (longest-first order, evenly thinned)
 LATENCY_REQUESTS = 100  # requests timed per round for a latency metric (every length represented)
@@ -29,6 +30,9 @@ ROUNDS = 5  # interleaved rounds per timing: its figure is their median ratio, i
 BUSY_WAIT_SECONDS = 30.0  # with when_busy "wait": the pause before timing again
 BUSY_WAITS = 20  # ... and how many pauses before giving up
 REFERENCE = "the input model"
+AGAIN = "the input model again"  # the A/A timing's second copy of the input
+INTERLEAVED = ("interleaved round by round in one fresh process (each model encoding a whole round in its turn, the "
+               "order rotating)")
 
 
 class MachineTooBusy(SparseCSEError):
@@ -63,9 +67,20 @@ class Timing:
         return Timing.of(self.ratios + other.ratios, (self.figure * n + other.figure * m) / (n + m),
                          (self.reference_figure * n + other.reference_figure * m) / (n + m))
 
+    @property
+    def interval(self) -> Interval:
+        """The median's interval over the rounds (:func:`~sparsecse.targets.statistics.median_interval`)."""
+        return median_interval(self.ratios) if self.ratios else Interval(self.speedup, self.speedup, self.speedup)
+
     def describe(self) -> str:
         """e.g. ``2.06x ±3%``."""
         return f"{self.speedup:.2f}x ±{100 * self.spread:.0f}%"
+
+    def facts(self) -> dict:
+        """JSON-ready: the figure, its interval's ends and confidence, the spread and the rounds."""
+        iv = self.interval
+        return {"speedup": round(self.speedup, 4), "low": round(iv.low, 4), "high": round(iv.high, 4),
+                "confidence": iv.confidence, "spread": round(self.spread, 4), "rounds": self.rounds}
 
 
 def engine_threads() -> int:
@@ -153,7 +168,7 @@ def measure(reference, candidates: dict, sentences: list[str], shape: Shape, rou
 
 
 def settled(reference, candidates: dict, sentences: list[str], shape: Shape, target: Target,
-            show_progress: bool = False) -> dict[str, Timing]:
+            show_progress: bool = False, rounds: int = ROUNDS) -> dict[str, Timing]:
     """:func:`measure`, timed again where a spread is wider than ``target.max_spread`` (the rounds of both
     timings pooled); a spread that stays wider raises :class:`MachineTooBusy` naming what was measured, or, with
     ``target.when_busy == "wait"``, is timed again after a pause (``BUSY_WAITS`` times at most).
@@ -165,18 +180,20 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
         shape: the serving shape.
         target: the target (its ``max_spread`` and ``when_busy``).
         show_progress: a progress bar.
+        rounds: interleaved rounds per timing (:func:`sized_rounds`).
 
     Returns:
         The timing of every candidate, each within the spread allowed.
     """
-    found = measure(reference, candidates, sentences, shape, show_progress=show_progress)
+    found = measure(reference, candidates, sentences, shape, rounds, show_progress=show_progress)
     limit = float(target.max_spread)
 
     def wide() -> dict[str, Timing]:
         return {k: t for k, t in found.items() if t.spread > limit}
 
     if wide():  # once more, the rounds of both runs pooled
-        again = measure(reference, {k: candidates[k] for k in wide()}, sentences, shape, show_progress=show_progress)
+        again = measure(reference, {k: candidates[k] for k in wide()}, sentences, shape, rounds,
+                        show_progress=show_progress)
         found.update({k: found[k].pooled(t) for k, t in again.items()})
     for _ in range(BUSY_WAITS if target.when_busy == "wait" else 0):
         if not wide():
@@ -184,7 +201,7 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
         print(f"  the machine is busy (spread {max(t.spread for t in wide().values()):.0%}); waiting "
               f"{BUSY_WAIT_SECONDS:.0f} s to time again", file=sys.stderr, flush=True)
         time.sleep(BUSY_WAIT_SECONDS)
-        found.update(measure(reference, {k: candidates[k] for k in wide()}, sentences, shape,
+        found.update(measure(reference, {k: candidates[k] for k in wide()}, sentences, shape, rounds,
                              show_progress=show_progress))
     if not wide():
         return found
@@ -194,6 +211,31 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
         f"The machine is too busy to time: {key} measured {worst.speedup:.2f}x over {REFERENCE} with a spread of "
         f"{worst.spread:.0%} over {worst.rounds} interleaved rounds ({shape.describe()}), wider than the "
         f"{limit:.0%} allowed even when timed again; run it on a quieter machine{hint}.")
+
+
+def aa_timing(reference, sentences: list[str], shape: Shape, rounds: int = AA_ROUNDS) -> Timing:
+    """The A/A timing: the input model against a second copy of itself (loaded anew), as :func:`measure` times a
+    candidate; any ratio away from 1.00x is the machine's noise at ``shape``."""
+    return measure(reference, {AGAIN: reference}, sentences, shape, rounds)[AGAIN]
+
+
+def sized_rounds(reference, sentences: list[str], shape: Shape, target: Target) -> tuple[Timing, int]:
+    """The A/A timing at ``shape`` and the rounds a figure needs there so that its interval is narrower than the
+    target's margin (:func:`~sparsecse.targets.statistics.check_precision`); with ``target.when_busy == "wait"``
+    a machine too noisy for that is timed again after a pause (``BUSY_WAITS`` times at most), else
+    :class:`~sparsecse.targets.statistics.TooNoisy` says so."""
+    waits = BUSY_WAITS if target.when_busy == "wait" else 0
+    for attempt in range(waits + 1):
+        aa = aa_timing(reference, sentences, shape)
+        try:
+            return aa, check_precision(noise(aa.ratios), float(target.margin), shape.describe())
+        except TooNoisy:
+            if attempt == waits:
+                raise
+            print(f"  the machine is noisy (the input against itself: {aa.describe()}); waiting "
+                  f"{BUSY_WAIT_SECONDS:.0f} s to time again", file=sys.stderr, flush=True)
+            time.sleep(BUSY_WAIT_SECONDS)
+    raise AssertionError("unreachable")
 
 
 def latency_profile(encoder, sentences: list[str], batch_size: int, count: int = LATENCY_SENTENCES,
