@@ -104,7 +104,7 @@ def test_the_gated_model_with_a_uniform_mask_is_the_stock_model(family, removed)
 def test_a_model_with_layers_removed_first_is_pruned_and_saved_stock(family):
     """The prune stage after a depth search: the layers go first (a custom model of one shape), then the stock
     mask of the rest; the result is the family's own model and computes what the gated input does."""
-    from sparsecse.targets.depth import without_layers
+    from sparsecse.shrinking.layers import without_layers
 
     arch, path = family
     dense = load(path, arch)

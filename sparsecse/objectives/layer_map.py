@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.shrinking.layers import encoder_layers
 
 
 def num_layers(encoder) -> int:
-    """The number of transformer layers of ``encoder``."""
-    return int(encoder.config.num_hidden_layers)
+    """The number of transformer layers of ``encoder`` (:func:`~sparsecse.shrinking.layers.encoder_layers`)."""
+    return encoder_layers(encoder)
 
 
 def source_depths(encoder) -> tuple[list[int], int]:

@@ -32,7 +32,7 @@ from sparsecse.scoring.score import score as score_model
 from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig
-from sparsecse.targets.depth import without_layers
+from sparsecse.shrinking.layers import without_layers
 from sparsecse.targets.search import active_sharing, judge_after_recovery, search_budget
 from sparsecse.training.api import train
 from sparsecse.training.config import TrainingConfig
