@@ -10,9 +10,10 @@ import torch
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation import evaluate
 from sparsecse.evaluation.config import EvaluationConfig
-from sparsecse.evaluation.transfer import (C_GRID, KFOLD_C_GRID, L2_GRID, SENTEVAL_FASTTEST, SentEvalLogReg,
-                                           SklearnLogReg, TorchLogRegSettings, cv_then_test, dev_then_test,
-                                           initial_weights, make_classifier, nested_cv_accuracy)
+from sparsecse.evaluation.transfer import cv_then_test, dev_then_test, nested_cv_accuracy
+from sparsecse.evaluation.transfer_classifiers import (C_GRID, KFOLD_C_GRID, L2_GRID, SENTEVAL_FASTTEST, SentEvalLogReg,
+                                                       SklearnLogReg, TorchLogRegSettings, initial_weights,
+                                                       make_classifier)
 
 
 def _data(n, seed, dim=5, classes=2, shift=1.0):

@@ -9,7 +9,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.bootstrap import check_replicates
 from sparsecse.evaluation.sts import AGGREGATIONS, SPLITS
 from sparsecse.evaluation.tasks import resolve_tasks
-from sparsecse.evaluation.transfer import PROTOCOLS
+from sparsecse.evaluation.transfer_classifiers import PROTOCOLS
 
 
 @dataclass(frozen=True)
