@@ -47,12 +47,16 @@ MEASURED = {"score": re.compile(r"(?<![\w.\-/+−±])[1-9]\d\.\d{1,2}(?![\w.%])(
             "ratio": re.compile(r"(?<=ratio )\d+\.\d+")}
 
 
-BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "targets-intro": targets_intro, "targets-flops": targets_flops, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
-          "mpnet-summary": mpnet_summary, "target-run": target_run, "headline-runs": headline_runs, "targets-answer": targets_answer, "targets-table": targets_table,
+BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
+          "mpnet-summary": mpnet_summary, "target-run": target_run, "headline-runs": headline_runs, "targets-table": targets_table,
           "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target,
           "curve-l6": curve_l6, "busy-pair": busy_pair, "latency-longer": latency_longer,
           "latency-served": latency_served, "latency-longer-all": latency_longer_all,
           "latency-teacher": latency_teacher}
+
+# blocks written from a template beside their page (_figures/NAME.md, {placeholders}) and the values a function
+# reads from the store
+TEMPLATED = {"targets-answer": targets_answer, "targets-intro": targets_intro, "targets-flops": targets_flops}
 
 
 # ------------------------------------------------------------------------------------------------ the files
@@ -88,6 +92,9 @@ def render(path: Path, text: str, store: dict[str, Entry]) -> str:
             body = reached(store, path.stem)
         elif name.startswith("table.") and name[6:] in store:
             body = stored_table(store[name[6:]])
+        elif name in TEMPLATED:  # the block's words in a template beside the page, its values from the store
+            template = path.parent / "_figures" / f"{name}.md"
+            body = template.read_text(encoding="utf-8").strip("\n").format(**TEMPLATED[name](store))
         elif name in BLOCKS:
             body = BLOCKS[name](store)
             body = body.replace("](docs/", "](") if path.parent.name in ("guides", "results") and \

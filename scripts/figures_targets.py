@@ -32,9 +32,9 @@ def headline_runs(store: dict[str, Entry]) -> str:
     return "\n".join(lines)
 
 
-def targets_answer(store: dict[str, Entry]) -> str:
-    """The targets guide's first screen: what a 2x target of all-MiniLM-L6-v2 trades against paraphrase-MiniLM-L3-v2,
-    from the best current runs, and what beats L3."""
+def targets_answer(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the targets guide's first screen (docs/guides/_figures/targets-answer.md): what a 2x target of
+    all-MiniLM-L6-v2 trades against paraphrase-MiniLM-L3-v2, from the best current runs, and what beats L3."""
     curve, latency = best_run(store, *HEADLINES[3][1:]), best_run(store, *HEADLINES[1][1:])
     teacher = store[RECIPE_RUNS["frontier-2x"]]
 
@@ -50,12 +50,10 @@ def targets_answer(store: dict[str, Entry]) -> str:
     l3 = next((r for r in rows if L3 in r["model"]), None)
     pace = (f"{x(mine['p50_speedup'])} the input's p50 against L3's {x(l3['p50_speedup'])}, served by "
             "sentence-transformers" if mine and l3 else f"{x(latency.figures['target']['speedup'])} the input's p50")
-    return (f"**The answer first.** A 2x target of all-MiniLM-L6-v2 at batch 128 scores {curve.figures['sts_avg']:.2f} "
-            f"on the 7 STS tasks, {verdict(curve)}; one query at a time (`--metric latency-p50`) "
-            f"{latency.figures['sts_avg']:.2f}, {verdict(latency, False)}, at {pace} (both on {cpu(curve)}). "
-            f"Self-distillation does not beat L3 at its speed: an outside teacher does, `frontier-2x` scores "
-            f"{teacher.figures['sts_avg']:.2f}, {verdict(teacher, False)} on {cpu(teacher)}. A target earns its keep on a "
-            "model or data with no smaller sibling to download, and on your own pairs.")
+    return {"batch_sts": f"{curve.figures['sts_avg']:.2f}", "batch_verdict": verdict(curve),
+            "latency_sts": f"{latency.figures['sts_avg']:.2f}", "latency_verdict": verdict(latency, False),
+            "latency_pace": pace, "machine": cpu(curve), "teacher_sts": f"{teacher.figures['sts_avg']:.2f}",
+            "teacher_verdict": verdict(teacher, False), "teacher_machine": cpu(teacher)}
 
 
 def target_run(store: dict[str, Entry]) -> str:
@@ -97,24 +95,20 @@ def targets_table(store: dict[str, Entry]) -> str:
         f"(dense {c['dense_sts_avg']:.2f}); SICK-R test {c['test']:.2f} (input {c['input_test']:.2f}) | — |"])
 
 
-def targets_intro(store: dict[str, Entry]) -> str:
-    """The targets guide's opening figures: what a FLOPs fraction ran on one CPU."""
+def targets_intro(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the targets guide's opening figures (docs/guides/_figures/targets-intro.md): what a FLOPs
+    fraction ran on one CPU."""
     l6, l3 = store[RECIPE_RUNS["frontier-2x"]], store[RECIPE_RUNS["l3-prune-0.5"]]
-    return (f"No recipe to copy, no FLOPs fraction to guess: on {cpu(l6)}, 0.45 of all-MiniLM-L6-v2's layer FLOPs ran "
-            f"{x(l6.figures['speedup'])} (its `frontier-2x` run), 0.5 of paraphrase-MiniLM-L3-v2's only "
-            f"{x(l3.figures['speedup'])} (its `l3-prune-0.5` run), because embeddings, LayerNorms, softmax and "
-            "tokenization cost the same however many heads and neurons go.")
+    return {"machine": cpu(l6), "l6_speedup": x(l6.figures["speedup"]), "l3_speedup": x(l3.figures["speedup"])}
 
 
-def targets_flops(store: dict[str, Entry]) -> str:
-    """The targets guide's point that a FLOPs fraction does not predict a speed-up, per CPU."""
+def targets_flops(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the targets guide's point that a FLOPs fraction does not predict a speed-up, per CPU
+    (docs/guides/_figures/targets-flops.md)."""
     amx, avx2 = store["recipe.frontier-2x.intel-xeon-avx-512-vnni-amx"], store[RECIPE_RUNS["frontier-2x"]]
     ov = store["target.t2x-ov.intel-xeon-avx-512-vnni-amx"]
-    return (f"- **A FLOPs fraction does not predict a speed-up.** 0.45 of L6's layer FLOPs ran {x(amx.figures['speedup'])} "
-            f"in torch fp32 on {cpu(amx)} and {x(avx2.figures['speedup'])} on {cpu(avx2)}; in OpenVINO int8, where the "
-            f"transformer layers are cheap next to tokenization and the rest, the same target needed "
-            f"{ov.figures['keep_flops']:.2f} of them on {cpu(ov)}. That is why the search times candidates on the "
-            "engine.")
+    return {"amx_speedup": x(amx.figures["speedup"]), "amx_machine": cpu(amx), "avx2_speedup": x(avx2.figures["speedup"]),
+            "avx2_machine": cpu(avx2), "ov_keep_flops": f"{ov.figures['keep_flops']:.2f}", "ov_machine": cpu(ov)}
 
 
 CORPUS_SIZES = {"2k": 2000, "10k": 10000, "94k": 94199}

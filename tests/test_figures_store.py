@@ -89,6 +89,21 @@ def test_a_measured_figure_typed_into_a_guide_fails(figures_docs, tmp_path, sent
                                            f"store (outside a generated block): {sentence}"]
 
 
+def test_a_block_template_beside_its_page_gives_the_words(figures_docs, tmp_path):
+    """A templated block's words live in _figures/NAME.md beside its page; its values come from the store: a changed
+    template makes the page differ until `make figures` rewrites it."""
+    root = _copy_docs(tmp_path)
+    template = root / "docs" / "guides" / "_figures" / "targets-intro.md"
+    assert "{l6_speedup}" in template.read_text() and "targets-intro" in figures_docs.TEMPLATED
+    template.write_text(template.read_text().replace("No recipe to copy", "Nothing to copy"))
+    assert figures_docs.problems(root) == ["docs/guides/targets.md: the block targets-intro differs from the results "
+                                           "store (run `make figures`)"]
+    guide = root / "docs" / "guides" / "targets.md"
+    rewritten = figures_docs.render(guide, guide.read_text(), load_store(root / "docs/results/store"))
+    assert "Nothing to copy, no FLOPs fraction to guess: on AMD EPYC (AVX2 only), 2 threads, 0.45 of" in \
+        rewritten
+
+
 def test_a_setting_in_backticks_is_not_a_measured_figure(figures_docs, tmp_path):
     root = _copy_docs(tmp_path)
     guide = root / "docs" / "guides" / "recipes.md"
