@@ -27,7 +27,7 @@ from sparsecse.reporting.store import Entry, load_store  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the block renderers beside this script
 from figures_frontier import assistant_chain, deploy_engines, frontier_2x_summary, frontier_table, headline, mpnet_summary, reached, recipe_levers, speed_by_cpu, stored_table  # noqa: E402
-from figures_targets import busy_pair, corpus_size, curve_l6, headline_runs, target_run, targets_answer, targets_flops, targets_intro, targets_table  # noqa: E402
+from figures_targets import busy_pair, corpus_size, curve_l6, headline_runs, targets_answer, targets_flops, targets_intro, targets_table  # noqa: E402
 from figures_latency import latency_longer, latency_longer_all, latency_served, latency_target, latency_teacher  # noqa: E402
 
 STORE = ROOT / "docs" / "results" / "store"
@@ -48,7 +48,7 @@ MEASURED = {"score": re.compile(r"(?<![\w.\-/+−±])[1-9]\d\.\d{1,2}(?![\w.%])(
 
 
 BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
-          "mpnet-summary": mpnet_summary, "target-run": target_run, "headline-runs": headline_runs, "targets-table": targets_table,
+          "mpnet-summary": mpnet_summary, "headline-runs": headline_runs, "targets-table": targets_table,
           "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target,
           "curve-l6": curve_l6, "busy-pair": busy_pair, "latency-longer": latency_longer,
           "latency-served": latency_served, "latency-longer-all": latency_longer_all,

@@ -56,16 +56,6 @@ def targets_answer(store: dict[str, Entry]) -> dict[str, str]:
             "teacher_verdict": verdict(teacher, False), "teacher_machine": cpu(teacher)}
 
 
-def target_run(store: dict[str, Entry]) -> str:
-    """The README's sentence on the --speedup 2.0 run."""
-    run, again = store[RECIPE_RUNS["target"]], store["targets-retimed.intel-xeon-avx-512-vnni-amx"]
-    f = run.figures
-    return (f"On a 2-core {run.machine} the first command took {f['minutes']:.1f} min from a cold start: "
-            f"{x(f['target']['speedup'])} on the dev sentences ({x(again.get('rows/t2x/torch-fp32/speedup'))} "
-            f"re-timed on {SHAPE}) at {f['keep_flops']:.3f} of the layer FLOPs, STS avg {f['sts_avg']:.2f} (dense "
-            f"{f['dense_sts_avg']:.2f}; [figures](docs/guides/targets.md#what-it-reached-here)).")
-
-
 def targets_table(store: dict[str, Entry]) -> str:
     """The targets guide's table: the three target runs."""
     t2x, ov = store[RECIPE_RUNS["target"]], store["target.t2x-ov.intel-xeon-avx-512-vnni-amx"]
