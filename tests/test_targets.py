@@ -130,7 +130,8 @@ def test_a_probe_short_of_the_aim_by_less_than_its_spread_reaches_it_if_it_meets
 
 def test_the_speed_search_chooses_by_the_line_through_its_probes_not_a_far_smaller_one_that_overshoots():
     # one layer removed on all-MiniLM-L6-v2 at latency-p50 (aim 2.06): 0.1647 ran 2.055x ±2%, 0.0342 ran 2.74x;
-    # the line through every probe puts the aim near 0.17 and times that budget once; the overshoot does not win
+    # the line through every probe puts the aim near 0.17, above probes that fell just short of it: the smallest of
+    # those bounds the budget (a line is trusted only where probes are), no probe is timed, the overshoot does not win
     for spread in (0.02, 0.0):  # a probe's own spread no longer decides: the line does
         prober = FakeProber(Target(speedup=2.0, margin=0.03, probes=2))
         prober.candidates = [Candidate(b, 0, 0, speed, 80.0, 0.0, "speed", spread=spread) for b, speed in
@@ -139,8 +140,7 @@ def test_the_speed_search_chooses_by_the_line_through_its_probes_not_a_far_small
         probe = prober.one_shot
         prober.one_shot = lambda scores, pruning, b, removed=(): timed.append(b) or probe(scores, pruning, b)
         chosen = speed_search(prober, None, None, 0.02)
-        assert len(timed) <= 1 and 0.16 <= chosen.keep_flops <= 0.18
-        assert chosen.predicted == pytest.approx(2.06, abs=0.01)
+        assert not timed and chosen.keep_flops == 0.1640 and chosen.predicted >= 2.06
 
 
 def test_the_speed_search_stops_once_the_next_budget_could_not_beat_one_that_reaches_the_aim():

@@ -2,8 +2,8 @@
 
 - **By the fitted speed model, not the luckiest probe.** :func:`fitted_choice` fits time against kept FLOPs through
   every probe of one depth (:class:`~sparsecse.targets.statistics.SpeedModel`, each probe weighted by its precision)
-  and takes the fitted line's budget at the aim (kept among the probes that reach the aim: no further than they go);
-  a probe within ``RESOLUTION`` of it stands for it, else that budget is probed. A probe that ran lucky (its own figure above the line) therefore does not pull the budget up.
+  and takes the fitted line's budget at the aim (no larger than a probe that fell short of the aim, nor far below
+  the smallest that reached it); a probe within ``RESOLUTION`` of it stands for it, else that budget is probed. A probe that ran lucky (its own figure above the line) therefore does not pull the budget up.
 - **Confirmed by a fresh, independent timing.** :func:`confirm` times the chosen candidate again (a new process, new
   rounds). Where the confirmation misses (its median short of the target, or its interval short of the aim), the
   confirmation joins the fit, the budget steps down to the refitted line's (at least ``STEP`` down), and the new
@@ -78,8 +78,11 @@ def fitted_choice(candidates: list[Candidate], aim: float, floor: float, anchore
     reaching = [c.keep_flops for c in candidates if c.reaches(aim)]
     if model is None or not reaching:
         return None
-    # within the probes that reach the aim (a line is trusted where probes are, not far beyond them)
-    budget = min(0.98, max(reaching), max(floor, min(reaching) * (1 - 3 * STEP), model.budget(aim)))
+    # a line is trusted where the probes are: no larger than a probe that fell short of the aim (a slow probe
+    # bounds the budget from above: the safe side), no far smaller than the smallest that reached it
+    lower = max(floor, min(reaching) * (1 - 3 * STEP))
+    upper = min([c.keep_flops for c in candidates if c.speedup < aim and c.keep_flops > lower], default=0.98)
+    budget = min(upper, max(lower, model.budget(aim)))
     near = [c for c in candidates if abs(c.keep_flops - budget) <= RESOLUTION]
     chosen = min(near, key=lambda c: abs(c.keep_flops - budget)) if near else probe(budget)
     for c in [*candidates, chosen]:
