@@ -140,8 +140,7 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
             try:
                 result.runs[speedup] = run_recipe(recipe, model, corpus, run_dir, data_dir=data_dir,
                                                   overrides={**overrides, "target.speedup": speedup},
-                                                  resume=run_dir.exists(), show_progress=show_progress, data=data,
-                                                  inputs=inputs)
+                                                  resume=run_dir.exists(), show_progress=show_progress, data=data)
             except TargetOutOfReach as exc:
                 result.missed[speedup] = str(exc)
             except SparseCSEError:  # refused (or too busy to time) before any target finished: nothing kept

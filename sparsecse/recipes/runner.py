@@ -192,8 +192,7 @@ def _minutes(seconds: float) -> str:
 
 def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=None, *, data_dir=None,
                overrides: dict[str, Any] | None = None, resume: bool = False, overwrite: bool = False,
-               show_progress: bool = True, data: Data | None = None,
-               inputs: dict[str, list[str]] | None = None) -> RecipeResult:
+               show_progress: bool = True, data: Data | None = None) -> RecipeResult:
     """Run ``recipe`` (a shipped name, a file, or a :class:`~sparsecse.recipes.spec.Recipe`) on ``model``
     (default: the recipe's own, else all-MiniLM-L6-v2) with ``corpus`` (one sentence per line) into ``out``.
 
@@ -201,8 +200,7 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     continues an unfinished run in ``out`` with the same recipe, model and corpus (refused otherwise);
     ``overwrite`` starts over. ``data`` (a :class:`~sparsecse.recipes.spec.Data`: its dev and test sets, each a
     pairs file relative to the working directory or a task name) replaces the recipe's ``data:`` block where it
-    names a set. ``inputs``: other paths the command reads (``{what: [paths]}``, e.g. ``--store``), which
-    ``out`` must not hold either. Returns a :class:`RecipeResult`; the final model is ``out/model``.
+    names a set. Returns a :class:`RecipeResult`; the final model is ``out/model``.
 
     Example::
 
@@ -220,11 +218,11 @@ def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=
     named = model if model is not None else recipe.model  # as the user named it: the card's rebuild command says so
     model = _input_model(named)
     check_text_inputs(recipe, corpus)
-    check_destination(out, True, inputs={**run_inputs(recipe, model, corpus, data_dir), **(inputs or {})})
+    check_destination(out, True, inputs=run_inputs(recipe, model, corpus, data_dir))
     fingerprint = _fingerprint(recipe, model, corpus)
     continuing = _inspect(out, fingerprint, resume, overwrite)
     if not continuing:  # before anything is written
-        check_run(recipe, model, corpus, out, data_dir, show_progress, inputs)
+        check_run(recipe, model, corpus, out, data_dir, show_progress)
     lock = _take(out, continuing, overwrite)
     refused = False
     try:

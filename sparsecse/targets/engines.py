@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.exporting.config import ExportConfig
 from sparsecse.exporting.export import export
@@ -54,8 +55,6 @@ def check_runnable(target) -> None:
     file holds UTF-8 sentences (one sentence naming ``--timing-sentences FILE`` otherwise)."""
     check_engine(target.engine)
     if target.timing_sentences is not None:
-        from sparsecse.data.corpus import read_corpus
-
         try:
             read_corpus(target.timing_sentences)
         except SparseCSEError as exc:

@@ -46,7 +46,8 @@ def engines() -> dict[str, tuple[str, str | None] | None]:
 DEFAULT_BATCH_SIZE = 128  # the batch size a throughput is measured at unless the user names one
 LATENCY_BATCH_SIZE = 1  # a latency metric's default request: one sentence
 DEFAULT_PROBES = 6
-PLAIN_NUMBER = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")  # no 1_5, no inf
+PLAIN_NUMBER = re.compile(r"^[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|inf|nan)$",
+                          re.IGNORECASE)  # no 1_5 (inf and nan are numbers the checks then refuse as not finite)
 
 
 def machine_cpus() -> int:
@@ -110,7 +111,7 @@ class Shape:
 
 
 def _number(value: Any) -> float | None:
-    """A number as users write it (``float()`` alone reads ``1_5`` as 15 and ``inf``/``nan`` too: both refused)."""
+    """A number as users write it (``float()`` alone reads ``1_5`` as 15: refused)."""
     if isinstance(value, bool) or (isinstance(value, str) and not PLAIN_NUMBER.match(value.strip())):
         return None
     try:
