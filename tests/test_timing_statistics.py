@@ -213,3 +213,15 @@ def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp
     reached = json.loads((out / "model" / "manifest.json").read_text())["figures"]["target"]
     assert reached["met"] and reached["repair"]["before"] == 1.29 and reached["repair"]["keep"] == REPAIR_KEEP
     assert reached["speedup"] == reached["repair"]["after"] and reached["method"] == ALONE
+
+
+def test_a_machine_somewhat_too_noisy_goes_on_at_the_most_rounds_and_says_so():
+    from sparsecse.targets.statistics import USABLE, usable_rounds
+
+    assert usable_rounds(0.02, 0.05, "batch 1") == (rounds_needed(0.02, 0.05), None)
+    sigma = 0.12  # too noisy for a 5% margin even over MAX_ROUNDS, but within USABLE margins
+    assert expected_half_width(sigma, MAX_ROUNDS) > 0.05 and expected_half_width(sigma, MAX_ROUNDS) <= USABLE * 0.05
+    rounds, warning = usable_rounds(sigma, 0.05, "batch 1")
+    assert rounds == MAX_ROUNDS and "noisy at batch 1" in warning and "5% margin" in warning
+    with pytest.raises(TooNoisy, match="too noisy at batch 1"):
+        usable_rounds(0.2, 0.05, "batch 1")

@@ -9,7 +9,8 @@ says together.
   target's shape: any ratio away from 1.00x is noise. :func:`noise` reads its spread (a robust standard deviation
   of the log ratios) and :func:`rounds_needed` sizes the rounds so that a figure's interval is narrower than the
   target's margin; where even ``MAX_ROUNDS`` cannot get there, :func:`check_precision` says so plainly
-  (:class:`TooNoisy`).
+  (:class:`TooNoisy`), and :func:`usable_rounds` decides whether the run goes on at ``MAX_ROUNDS`` with a warning
+  (the best interval within ``USABLE`` margins: the figures are still judged by their own intervals) or stops.
 - **Every probe counts.** The largest budget whose own noisy figure clears the aim picks the luckiest probe (the
   winner's curse: timed again, it runs slower). :class:`SpeedModel` fits time (1/speed-up) against kept FLOPs
   through all the probes of one depth, each weighted by its precision (latency tables do the same in HALP and
@@ -30,6 +31,7 @@ CONFIDENCE = 0.99  # every figure's interval (an A/A timing timed ten times shou
 MIN_ROUNDS = 5  # no timing has fewer rounds
 MAX_ROUNDS = 25  # the rounds a timing may be sized up to
 AA_ROUNDS = 9  # the A/A timing's own rounds (its spread sizes the others)
+USABLE = 2.0  # a machine whose best interval is within this many margins is timed at MAX_ROUNDS, with a warning
 MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # the median's standard error over the mean's, for normal noise
 Z = {0.9: 1.645, 0.95: 1.96, 0.99: 2.576}
 
@@ -117,6 +119,28 @@ def check_precision(sigma: float, margin: float, where: str, confidence: float =
     raise TooNoisy(f"This machine is too noisy at {where} to resolve a {margin:.0%} margin: the input model timed "
                    f"against itself varies by {sigma:.1%} a round, so even {MAX_ROUNDS} rounds leave a figure "
                    f"uncertain by ±{best:.1%}; run it on a quieter machine, or pass --when-busy wait.")
+
+
+def usable_rounds(sigma: float, margin: float, where: str, confidence: float = CONFIDENCE) -> tuple[int, str | None]:
+    """(rounds, None) as :func:`check_precision` gives them; on a machine too noisy for ``margin`` whose best
+    interval over ``MAX_ROUNDS`` rounds is still within ``USABLE`` margins, (``MAX_ROUNDS``, a warning saying so);
+    noisier than that, :class:`TooNoisy`.
+
+        >>> usable_rounds(0.02, 0.05, "batch 1")
+        (5, None)
+        >>> usable_rounds(0.12, 0.05, "batch 1")[0]
+        25
+    """
+    try:
+        return check_precision(sigma, margin, where, confidence), None
+    except TooNoisy:
+        best = expected_half_width(sigma, MAX_ROUNDS, confidence)
+        if best > USABLE * margin:
+            raise
+        return MAX_ROUNDS, (f"this machine is noisy at {where}: the input model timed against itself varies by "
+                            f"{sigma:.1%} a round, so a figure over {MAX_ROUNDS} rounds is uncertain by ±{best:.1%}, "
+                            f"more than the {margin:.0%} margin; every figure is timed over {MAX_ROUNDS} rounds and "
+                            "judged by its own interval")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from sparsecse.evaluation import speed
 from sparsecse.evaluation.speed import unique_by_length
 from sparsecse.targets import fresh
 from sparsecse.targets.spec import Shape, Target
-from sparsecse.targets.statistics import AA_ROUNDS, Interval, TooNoisy, check_precision, median_interval, noise
+from sparsecse.targets.statistics import AA_ROUNDS, Interval, TooNoisy, median_interval, noise, usable_rounds
 
 TIMING_SENTENCES = 2048  # distinct sentences timed per throughput (longest-first order, evenly thinned)
 LATENCY_REQUESTS = 100  # requests timed per round for a latency metric (every length represented)
@@ -221,14 +221,18 @@ def aa_timing(reference, sentences: list[str], shape: Shape, rounds: int = AA_RO
 
 def sized_rounds(reference, sentences: list[str], shape: Shape, target: Target) -> tuple[Timing, int]:
     """The A/A timing at ``shape`` and the rounds a figure needs there so that its interval is narrower than the
-    target's margin (:func:`~sparsecse.targets.statistics.check_precision`); with ``target.when_busy == "wait"``
-    a machine too noisy for that is timed again after a pause (``BUSY_WAITS`` times at most), else
+    target's margin (:func:`~sparsecse.targets.statistics.usable_rounds`: a machine somewhat too noisy for that
+    gets the most rounds and a printed warning); with ``target.when_busy == "wait"`` a machine far too noisy is
+    timed again after a pause (``BUSY_WAITS`` times at most), else
     :class:`~sparsecse.targets.statistics.TooNoisy` says so."""
     waits = BUSY_WAITS if target.when_busy == "wait" else 0
     for attempt in range(waits + 1):
         aa = aa_timing(reference, sentences, shape)
         try:
-            return aa, check_precision(noise(aa.ratios), float(target.margin), shape.describe())
+            rounds, warning = usable_rounds(noise(aa.ratios), float(target.margin), shape.describe())
+            if warning:
+                print(f"  warning: {warning}", file=sys.stderr, flush=True)
+            return aa, rounds
         except TooNoisy:
             if attempt == waits:
                 raise
