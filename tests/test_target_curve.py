@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from sparsecse.artifacts.model_names import model_label
 from sparsecse.cli import main
 from sparsecse.reporting.store import load_store
 from sparsecse.recipes import stages as stages_module
@@ -60,17 +61,18 @@ def test_a_curve_writes_a_model_per_target_and_the_curve_sharing_scores_and_prob
         assert budget["target"]["depth"] == 1
     first = read_table(out / "speedup-1.2" / "model" / "candidates.csv")
     second = read_table(out / "speedup-1.4" / "model" / "candidates.csv")
-    assert [c.keep_flops for c in second[:len(first)]] == [c.keep_flops for c in first]  # started from its probes
+    # started from every speed probe of the first (its fitted budget's included), in the order they were made
+    assert [c.keep_flops for c in second[:len(first)]] == [c.keep_flops for c in first]
     curve = pd.read_csv(out / "curve.csv")
-    assert list(curve["name"]) == ["input", "speedup-1.2", "speedup-1.4", str(small)]
+    assert list(curve["name"]) == ["input", "speedup-1.2", "speedup-1.4", model_label(str(small))]
     assert list(curve["kind"]) == ["input", "target", "target", "compare"]
     assert set(curve["metric"]) == {"latency-p50"} and set(curve["batch_size"]) == {1}
     rows = curve.set_index("name")
     assert rows.loc["speedup-1.2", "speedup"] >= 1.2 and rows.loc["speedup-1.4", "speedup"] >= 1.4
     assert rows.loc["input", "speedup"] == 1.0 and (curve["spread"] == 0).all()
-    assert rows.loc["input", "layers"] == 2 and rows.loc[str(small), "layers"] == 1
+    assert rows.loc["input", "layers"] == 2 and rows.loc[model_label(str(small)), "layers"] == 1
     # the comparison model on the same latency model: half the dense layers, same widths
-    assert rows.loc[str(small), "speedup"] == pytest.approx(1 / (FIXED + VARIABLE * 0.5), abs=1e-4)
+    assert rows.loc[model_label(str(small)), "speedup"] == pytest.approx(1 / (FIXED + VARIABLE * 0.5), abs=1e-4)
     assert curve["test"].isna().all()  # evaluation.test is false: no test column values
     assert (out / "curve.png").stat().st_size > 1000
     assert "wrote the curve" in result.output

@@ -148,6 +148,7 @@ class _Prober:
         self.sentences = target_sentences(target, dev.sentences, self.dense.tokenizer, self.dense.max_length)
         self.candidates: list[Candidate] = []
         self.timed: list = []  # what each candidate was timed as (its copy on disk, on the engine)
+        self.reused = 0  # how many of the candidates are an earlier target's (SharedSearch), not this search's
         self.aa, self.rounds = sized_rounds(self.reference, self.sentences, self.shape, target) \
             if target.speedup is not None else (None, ROUNDS)  # the machine's noise sizes every timing's rounds
 
@@ -195,8 +196,17 @@ class _Prober:
         """Start from the speed probes earlier targets of the run measured (copies: their marks are this
         search's)."""
         for candidate, timed in shared.rows:
-            self.candidates.append(dataclasses.replace(candidate, meets=False, chosen=False))
+            self.candidates.append(dataclasses.replace(candidate, meets=False, chosen=False, confirmed=math.nan,
+                                                       confirmed_half_width=math.nan))
             self.timed.append(timed)
+        self.reused = len(shared.rows)
+
+    def share(self, shared: SharedSearch | None) -> None:
+        """Hand every speed probe this search made (its depth searches', the fitted budget's and the confirmation's
+        step-downs, as last timed) on to the next target of the run."""
+        if shared is not None:
+            shared.rows.extend((dataclasses.replace(c), self.timed[i]) for i, c in enumerate(self.candidates)
+                               if i >= self.reused and c.stage == "speed")
 
     def one_shot(self, scores: GateScores, pruning: PruningConfig, budget: float, removed=()) -> Candidate:
         if removed:  # whole layers first, then the budget of the rest
@@ -244,14 +254,13 @@ class _Prober:
 
 
 def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float,
-                 removed: list[int] | tuple = (), shared: SharedSearch | None = None) -> Candidate:
+                 removed: list[int] | tuple = ()) -> Candidate:
     """The candidate at the budget the line fitted through the probes gives for the target's aim
     (:func:`~sparsecse.targets.choice.fitted_choice`; see the module docstring), starting from the probes already
-    made (those ``shared`` holds included; the new ones are added to it); with ``removed`` layers, the budget of the
+    made (an earlier target's included, :meth:`_Prober.reuse`); with ``removed`` layers, the budget of the
     remaining layers of candidates that remove them first."""
     target = prober.target
     aim = target.aim
-    known = len(prober.candidates)
 
     def mine(c: Candidate) -> bool:
         return c.stage == "speed" and c.layers_removed == len(removed)
@@ -291,9 +300,6 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
             break  # the smallest budget is too slow: out of reach
         budget = next_budget()
     prober.settle("speed")
-    if shared is not None:
-        shared.rows.extend((dataclasses.replace(c), prober.timed[i]) for i, c in enumerate(prober.candidates)
-                           if i >= known and c.stage == "speed")
     speed = marked()  # after settling
     ok = [c for c in speed if c.reaches(aim)] or [c for c in speed if c.meets]
     if not ok:
@@ -317,7 +323,7 @@ def depth_speed_search(prober: _Prober, scores: GateScores, pruning: PruningConf
     finalists, missed = [], None
     for k in range(depth + 1):
         try:
-            finalists.append(speed_search(prober, scores, pruning, floor, layers_removed(order, k), shared))
+            finalists.append(speed_search(prober, scores, pruning, floor, layers_removed(order, k)))
         except TargetOutOfReach as exc:
             missed = missed or exc
     if not finalists:
@@ -410,6 +416,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             finalists = [chosen]
         chosen.chosen = True
     finally:
+        prober.share(active_sharing())
         table = write_table(prober.candidates, work / TABLE, summary["shape"]) if prober.candidates else work / TABLE
         title = f"{model_label(model)}: {target.describe()}"
         plot = write_plot(prober.candidates, work / PLOT, summary, title) if prober.candidates else work / PLOT
