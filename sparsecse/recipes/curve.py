@@ -97,7 +97,7 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
 
     Returns:
         A :class:`CurveResult`. A target out of reach is left out (its candidates stay in its directory) and the
-        curve is written for the others; :class:`~sparsecse.targets.search.TargetOutOfReach` is raised after,
+        curve is written for the others; :class:`~sparsecse.targets.choice.TargetOutOfReach` is raised after,
         naming it.
     """
     import time

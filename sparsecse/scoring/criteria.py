@@ -63,7 +63,7 @@ def register(cls: type["Criterion"]) -> type["Criterion"]:
 
 class Criterion:
     """One importance criterion. :meth:`per_batch` turns the gradients ``g`` [B, L, U] of L_score(λ) into a
-    per-batch importance; the importance is its weighted mean over the batches, then :meth:`normalize`\\ d.
+    per-batch importance; the importance is its weighted mean over the batches, then normalized (``normalize``).
 
     ``name`` is what ``--criterion`` and the mask manifests say, ``summary`` how ``--help`` describes it, and
     ``default_for`` the target kinds (``"sparsity"``, ``"budget"``, ``"layers"``) for which it is the default;

@@ -2,7 +2,7 @@
 count of a model's layers.
 
 Removing a layer is surgery like removing a head: :func:`without_layers` removes the layers from a copy of the
-model through the same mask and :func:`~sparsecse.shrinking.surgery.remove_units` as any shrink, so what stays keeps
+model through the same mask and :func:`~sparsecse.shrinking.shrink.remove_units` as any shrink, so what stays keeps
 its full shape and is scored, pruned and shrunk like a dense model. :func:`scores_without_layers` cuts the gate
 scores and their shape record (``layers`` and the fixed parameters a budget counts) to the layers that stay.
 Depth candidates (:mod:`sparsecse.targets.depth`) and a recipe's prune stage after a depth search use both.

@@ -1,6 +1,6 @@
 """A near miss repaired, not reported after a whole run: where the final figure falls short of the target but its
 interval still covers it (the model is about as fast as asked, the figure's noise deciding), the model is pruned one
-more small step and recovered briefly (:data:`REPAIR_KEEP` of its layer FLOPs kept), then timed again as the final
+more small step and recovered briefly (``REPAIR_KEEP`` of its layer FLOPs kept), then timed again as the final
 figure is. A true miss (the interval short of the target too, or the repair short again) stays a miss: the command
 ends non-zero naming the closest model, as before.
 """

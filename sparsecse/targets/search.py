@@ -257,7 +257,7 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
                  removed: list[int] | tuple = ()) -> Candidate:
     """The candidate at the budget the line fitted through the probes gives for the target's aim
     (:func:`~sparsecse.targets.choice.fitted_choice`; see the module docstring), starting from the probes already
-    made (an earlier target's included, :meth:`_Prober.reuse`); with ``removed`` layers, the budget of the
+    made (an earlier target's included, ``_Prober.reuse``); with ``removed`` layers, the budget of the
     remaining layers of candidates that remove them first."""
     target = prober.target
     aim = target.aim
@@ -385,7 +385,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
 
     Returns:
         A :class:`SearchResult`; the table and plot are written even when the target is out of reach
-        (:class:`TargetOutOfReach`, raised after writing them).
+        (:class:`~sparsecse.targets.choice.TargetOutOfReach`, raised after writing them).
     """
     target = target.check()
     work = Path(work)

@@ -51,7 +51,7 @@ class Interval:
 
     @property
     def half_width(self) -> float:
-        """Half the interval's width over the median (0.03: the figure is known to about ±3%)."""
+        """Half the interval's width over the median (e.g. 0.03, a figure known to about ±3%)."""
         return (self.high - self.low) / 2 / self.median if self.median > 0 else math.inf
 
     def contains(self, value: float) -> bool:
@@ -146,7 +146,7 @@ def usable_rounds(sigma: float, margin: float, where: str, confidence: float = C
 @dataclass(frozen=True)
 class SpeedModel:
     """Time (1/speed-up) as a line in kept FLOPs, ``time = intercept + slope x budget``, fitted through the probes
-    of one depth (:meth:`fit`)."""
+    of one depth (``SpeedModel.fit``)."""
 
     intercept: float
     slope: float
