@@ -167,7 +167,7 @@ class Fisher(Criterion):
 class LayerCriterion(Criterion):
     """A criterion that ranks whole layers. :meth:`per_batch` gives, for one batch, each layer's summed
     statistic and the number of tokens it was summed over; the importance is the total sum over the total
-    count, then :meth:`normalize`\\ d (higher: more important, removed last)."""
+    count, then normalized, ``normalize`` (higher: more important, removed last)."""
 
     unit: ClassVar[str] = "layer"
 
