@@ -18,7 +18,7 @@ from sparsecse.evaluation import speed
 from sparsecse.targets import fresh
 from sparsecse.targets.spec import Shape, Target
 from sparsecse.targets.statistics import MAX_ROUNDS, TooNoisy
-from sparsecse.targets.timing import REFERENCE, Timing, requests, round_figures, sized_rounds
+from sparsecse.targets.timing import REFERENCE, Timing, requests, round_figures, sized_rounds, timings
 
 ALONE = "served alone, each model in its own fresh process (the processes alternating over the rounds)"
 PROCESSES = 3  # processes per model; each times its share of the rounds after one warm-up request
@@ -63,14 +63,8 @@ def measure_alone(reference, candidates: dict, sentences: list[str], shape: Shap
             break
         for key in order[shift:] + order[:shift]:
             seconds[key].append(fresh.run(passes, {key: models[key]}, timed, shape.batch_size, count, shape.threads))
-    per_round = {key: round_figures(np.concatenate(parts), shape) for key, parts in seconds.items()}
-    ref, total = per_round[REFERENCE], sum(len(r) for r in timed)
-
-    def figure(values: np.ndarray) -> float:
-        median = float(np.median(values))
-        return median * 1000 if shape.latency else total / median
-
-    return {key: Timing.of(ref / per_round[key], figure(per_round[key]), figure(ref)) for key in candidates}
+    return timings({key: round_figures(np.concatenate(parts), shape) for key, parts in seconds.items()},
+                   candidates, timed, shape)
 
 
 def rounds_at(reference, sentences: list[str], shape: Shape, target: Target) -> tuple[Timing | None, int, str | None]:

@@ -156,9 +156,14 @@ def measure(reference, candidates: dict, sentences: list[str], shape: Shape, rou
     models = {REFERENCE: reference, **candidates}
     timed = requests(sentences, shape)
     seconds = fresh.run(interleaved, models, timed, shape.batch_size, rounds, shape.threads, show_progress)
-    count = sum(len(r) for r in timed)
-    per_round = {key: round_figures(s, shape) for key, s in seconds.items()}
-    ref = per_round[REFERENCE]
+    return timings({key: round_figures(s, shape) for key, s in seconds.items()}, candidates, timed, shape)
+
+
+def timings(per_round: dict[str, np.ndarray], candidates, timed: list[list[str]], shape: Shape) -> dict[str, Timing]:
+    """{name: :class:`Timing`} of each of ``candidates`` from every model's per-round figures
+    (:func:`round_figures`, the reference's under ``REFERENCE``) over the ``timed`` requests: the per-round ratios,
+    and each model's own figure (ms per request for a latency, sentences per second for a throughput)."""
+    ref, count = per_round[REFERENCE], sum(len(r) for r in timed)
 
     def figure(values: np.ndarray) -> float:
         median = float(np.median(values))
