@@ -118,17 +118,16 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     ctx = click.get_current_context()
     if list_recipes:
         return print_recipes(as_json)
-    aimed = {"speedup": speedup, "max_drop": max_drop, "engine": engine, "batch_size": timing_batch_size,
-             "teacher": teacher, "threads": threads, "metric": metric, "timing_sentences": timing_sentences,
-             "when_busy": when_busy, "compare_with": compare_with, "depth": parse_depth(depth)}
+    aim = target_aim(ctx, dict(speedup=speedup, max_drop=max_drop, engine=engine, batch_size=timing_batch_size,
+                               teacher=teacher, threads=threads, metric=metric, timing_sentences=timing_sentences,
+                               when_busy=when_busy, compare_with=compare_with, depth=depth))
     sets = {"dev": dev, "test": test, "store": store}
-    if depth is not None and all(v is None for k, v in aimed.items() if k != "depth"):  # --depth auto too
-        raise SparseCSEError("--depth goes with a target: add --speedup X (the search removes up to that many "
-                             "whole layers).")
-    overrides = with_layout(layout, recipe, aimed, overrides)  # a bad layout refused before anything is read
-    if any(v is not None for v in aimed.values()):
-        return run_target_command(ctx, aimed, recipe, model, recipe_corpus, out, data_dir, overrides, resume,
-                                  overwrite, as_json, quiet, sets)
+    overrides = with_layout(layout, recipe, aim is not None, overrides)  # a bad layout refused before anything is read
+    if aim is not None:
+        if recipe_corpus is None:
+            raise SparseCSEError("A target needs --corpus FILE (the sentences it reconstructs and distils on).")
+        return run_recipe_command(recipe or "target", model, recipe_corpus, out, data_dir, overrides, resume,
+                                  overwrite, as_json, quiet, aim=aim, sets=sets)
     if recipe is not None:
         given = [p.opts[0] for p in ctx.command.params if p.name in SINGLE_STAGE_ONLY
                  and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
@@ -219,36 +218,24 @@ def print_recipes(as_json: bool) -> None:
             click.echo("  reached: not yet recorded")
 
 
-TARGET_FLAGS = {"speedup": "--speedup", "max_drop": "--max-drop", "engine": "--engine", "batch_size": "--batch-size",
-                "teacher": "--teacher", "threads": "--threads", "metric": "--metric",
-                "timing_sentences": "--timing-sentences", "when_busy": "--when-busy", "compare_with": "--compare-with",
-                "depth": "--depth"}
+def target_aim(ctx, given: dict):
+    """The target the options name (:class:`~sparsecse.targets.aim.Aim`, parsed and checked once, here where the
+    command line ends), or None without any target option; one sentence for a target option without a goal, a bad
+    value, or an option of the single pruning stage beside a target."""
+    from sparsecse.targets.aim import Aim, option_name
 
-
-def run_target_command(ctx, aimed, recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
-                       quiet, sets) -> None:
-    """``compress --speedup X`` / ``--max-drop D``: the target recipe, checked before anything is written."""
-    from sparsecse.compression import target_overrides
-    from sparsecse.targets.spec import parse_speedups
-
-    given = [p.opts[0] for p in ctx.command.params if p.name in SINGLE_STAGE_ONLY
-             and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
-    if given:
-        raise SparseCSEError(f"{given[0]} sets the single pruning stage; with --speedup or --max-drop the search "
+    if all(v is None for v in given.values()):
+        return None
+    aim = Aim.parse(option_name, **given)  # "--depth goes with a target" before any other refusal
+    single = [p.opts[0] for p in ctx.command.params if p.name in SINGLE_STAGE_ONLY
+              and ctx.get_parameter_source(p.name) == click.core.ParameterSource.COMMANDLINE]
+    if single:
+        raise SparseCSEError(f"{single[0]} sets the single pruning stage; with --speedup or --max-drop the search "
                              "finds the budget (give one or the other).")
-    if aimed["speedup"] is None and aimed["max_drop"] is None:
-        flag = next(TARGET_FLAGS[k] for k, v in aimed.items() if v is not None)
-        raise SparseCSEError(f"{flag} goes with a target: add --speedup X or --max-drop D.")
-    speedups = parse_speedups(aimed["speedup"]) if aimed["speedup"] is not None else None
-    # a bad target is refused before the corpus or the output is looked at
-    target_overrides(**{**aimed, "speedup": speedups[0] if speedups else None})
-    if corpus is None:
-        raise SparseCSEError("A target needs --corpus FILE (the sentences it reconstructs and distils on).")
-    run_recipe_command(recipe or "target", model, corpus, out, data_dir, overrides, resume, overwrite, as_json,
-                       quiet, target=aimed, sets=sets)
+    return aim
 
 
-def with_layout(layout: str | None, recipe: str | None, aimed: dict, overrides: tuple) -> tuple:
+def with_layout(layout: str | None, recipe: str | None, targeted: bool, overrides: tuple) -> tuple:
     """``--set`` items with ``--layout`` put on every prune stage of the recipe a run uses (with a target: the
     ``target`` recipe unless ``recipe`` names one), after checking the layout (one sentence for a bad one);
     a stage whose layout ``--set`` gives already keeps that."""
@@ -257,7 +244,7 @@ def with_layout(layout: str | None, recipe: str | None, aimed: dict, overrides: 
     from sparsecse.pruning.uniform import check_layout
 
     check_layout(layout)
-    if recipe is None and all(v is None for v in aimed.values()):
+    if recipe is None and not targeted:
         return overrides
     from sparsecse.recipes.spec import load_recipe
 
@@ -269,28 +256,8 @@ def with_layout(layout: str | None, recipe: str | None, aimed: dict, overrides: 
     return (*(f"{stage}.layout={layout}" for stage in stages if f"{stage}.layout" not in given), *overrides)
 
 
-def parse_depth(value: str | None) -> int | None:
-    """``--depth``: a whole number of layers >= 0, or ``auto`` (None, as when it is not given)."""
-    if value is None or str(value).strip().lower() == "auto":
-        return None
-    try:
-        depth = int(str(value).strip())
-    except ValueError:
-        depth = -1
-    if depth < 0:
-        raise SparseCSEError(f"--depth must be a whole number of layers (0 or more) or auto; got {value!r}.")
-    return depth
-
-
-def sets_and_target(target: dict | None, sets: dict | None) -> dict:
-    """The keywords of :func:`sparsecse.compress` for the target (``batch_size`` is its ``timing_batch_size``) and
-    the dev/test sets given."""
-    words = {("timing_batch_size" if k == "batch_size" else k): v for k, v in (target or {}).items()}
-    return {**words, **{k: v for k, v in (sets or {}).items() if v is not None}}
-
-
 def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet,
-                       target: dict | None = None, sets: dict | None = None) -> None:
+                       aim=None, sets: dict | None = None) -> None:
     """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
     from sparsecse.artifacts.destinations import check_destination
     from sparsecse.compression import compress
@@ -304,7 +271,7 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
         check_store(store, out, overwrite)
     result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
                       overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
-                      show_progress=not quiet, **sets_and_target(target, sets))
+                      show_progress=not quiet, target=aim, **{k: v for k, v in sets.items() if v is not None})
     if store is not None:  # one entry per model made (a curve makes one per target, and one of the curve's rows)
         curve = hasattr(result, "runs")
         made = [r.model for r in result.runs.values()] if curve else [result.model]

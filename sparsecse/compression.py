@@ -41,8 +41,7 @@ from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig, ShrinkResult
 from sparsecse.stage_config import stage_config
-from sparsecse.targets.engines import check_runnable
-from sparsecse.targets.spec import Target, parse_speedups
+from sparsecse.targets.aim import NAMES as AIM_NAMES, Aim
 
 
 @dataclass
@@ -66,43 +65,7 @@ class CompressResult:
 
 
 RECIPE_OPTIONS = ("corpus", "data_dir", "overrides", "resume", "show_progress", "dev", "test")
-TARGET_OPTIONS = ("speedup", "max_drop", "engine", "timing_batch_size", "teacher", "threads", "metric",
-                  "timing_sentences", "when_busy", "compare_with", "depth")
 TARGET_RECIPE = "target"  # the shipped recipe a target without --recipe runs
-
-
-def target_overrides(teacher: str | None = None, compare_with: str | None = None,
-                     **target: Any) -> dict[str, Any]:
-    """The ``--set`` overrides a target puts on a recipe (``target.*``; ``student.teacher`` for ``teacher``,
-    ``evaluation.compare_with`` for ``compare_with``), once the target is checked (one sentence for a bad
-    speed-up, drop, engine, batch size, threads, metric, timing sentences file or depth; the engine must run
-    here: ``torch-cuda`` needs a GPU).
-
-    Args:
-        teacher: the student stage's teacher (None: the recipe's).
-        compare_with: the model the card (and a curve) compares with (None: the recipe's).
-        target: :class:`~sparsecse.targets.spec.Target` settings, None where not given: ``speedup``,
-            ``max_drop``, ``engine``, ``batch_size``, ``threads``, ``metric``, ``timing_sentences``, ``when_busy``,
-            ``depth`` (None: ``auto``, :meth:`~sparsecse.targets.spec.Target.resolved_depth`).
-
-    Returns:
-        ``{"STAGE.KEY": value}``.
-    """
-    speedup, max_drop = target.get("speedup"), target.get("max_drop")
-    sentences = target.get("timing_sentences")
-    settings = {**target, "timing_sentences": None if sentences is None else os.path.abspath(sentences)}
-    given = {k: v for k, v in settings.items() if v is not None}
-    check_runnable(Target(**given).check())  # the check a recipe run repeats for --set target.* (one road)
-    # the two goals replace the recipe's own together (a drop alone is not added to its speed-up)
-    overrides: dict[str, Any] = {"target.speedup": speedup, "target.max_drop": max_drop}
-    if target.get("metric") is not None and target.get("batch_size") is None:  # the metric's own default batch
-        overrides["target.batch_size"] = None
-    overrides.update({f"target.{k}": v for k, v in given.items()})
-    if teacher is not None:
-        overrides["student.teacher"] = teacher
-    if compare_with is not None:
-        overrides["evaluation.compare_with"] = compare_with
-    return overrides
 
 
 @with_trust_option
@@ -110,19 +73,20 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
              keep_flops: float | None = None, keep_params: float | None = None, steps: int = DEFAULT_STEPS,
              scores: str | os.PathLike | None = None, score: ScoringConfig | None = None,
              prune: PruningConfig | None = None, shrink: ShrinkConfig | None = None, overwrite: bool = False,
-             **mode) -> CompressResult | RecipeResult | CurveResult:
+             **run) -> CompressResult | RecipeResult | CurveResult:
     """Prune ``model`` to ``keep_flops`` (or ``keep_params``) of its transformer layers' FLOPs per token (or
     parameters) in ``steps`` geometric steps, reconstructing and rescoring between them, then shrink it and,
     given ``out``, save the smaller model directory. With ``recipe`` (a shipped name or a file), run that
     recipe instead (:func:`run_recipe_mode`).
 
-    With a target instead of a budget (``speedup``: a speed-up measured on ``engine`` at ``timing_batch_size`` against
-    ``model`` itself, or several, ``[1.5, 2, 3]`` or ``"1.5,2,3"``, for the whole curve in one run: a
-    :class:`~sparsecse.recipes.curve.CurveResult`, see :func:`~sparsecse.recipes.curve.run_curve`; ``max_drop``: the
-    largest dev-score drop; one of the two), run the shipped ``target`` recipe
-    (or ``recipe``, which must hold a budget stage): find the budget that meets the target by timing candidates,
-    prune to it with reconstruction, distil from ``model`` itself (or ``teacher``), choose on the dev set
-    (:mod:`sparsecse.targets`). ``corpus`` is required there.
+    With ``target`` instead of a budget (an :class:`~sparsecse.targets.aim.Aim`, or what
+    :meth:`~sparsecse.targets.aim.Aim.of` reads as one: a speed-up ``2.0``, several ``"1.5,2,3"`` for the whole curve
+    in one run, a :class:`~sparsecse.targets.spec.Target`, or a mapping such as ``{"speedup": 2.0, "metric":
+    "latency-p50"}``), run the shipped ``target`` recipe (or ``recipe``, which must hold a budget stage): find the
+    budget that meets the target by timing candidates, prune to it with reconstruction, distil from ``model`` itself
+    (or the aim's teacher), choose on the dev set (:mod:`sparsecse.targets`). Several speed-ups give a
+    :class:`~sparsecse.recipes.curve.CurveResult` (:func:`~sparsecse.recipes.curve.run_curve`). ``corpus`` is
+    required there.
 
     ``scores``: a score file of the dense model for the first step (default: scored here). The single stage's
     settings: ``score`` (a :class:`~sparsecse.scoring.score.ScoringConfig`: how each step rescores, ``data_dir``,
@@ -133,21 +97,19 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
     ``align_ffn``, ``pooling``, ``device``); None: a config's defaults. ``prune`` and ``shrink`` count FLOPs at
     the same ``seq_len``.
 
-    ``mode``, the keywords of the other two modes: ``recipe``; a target's ``speedup``, ``max_drop``, ``engine``,
-    ``timing_batch_size``, ``teacher`` and its serving shape's ``threads``, ``metric`` (``throughput``,
-    ``latency-p50``, ``latency-p95``), ``timing_sentences`` (a file) and ``when_busy`` (``stop`` or ``wait``), and
-    ``depth`` (the most whole layers a candidate may remove; None: ``auto``); and the run's ``corpus``, ``data_dir``, ``overrides``
-    (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``, ``dev`` and ``test`` (:func:`run_recipe_mode`).
-    Any other name is refused as an unexpected keyword.
+    ``run``, the keywords of a recipe or target run: ``recipe``, ``target``, and the run's ``corpus``, ``data_dir``,
+    ``overrides`` (``{"STAGE.KEY": value}``), ``resume``, ``show_progress``, ``dev`` and ``test``
+    (:func:`run_recipe_mode`). Any other name is refused as an unexpected keyword.
     """
-    unknown = sorted(set(mode) - {"recipe", *TARGET_OPTIONS, *RECIPE_OPTIONS})
+    unknown = sorted(set(run) - {"recipe", "target", *RECIPE_OPTIONS})
     if unknown:
-        raise TypeError(f"compress() got an unexpected keyword argument {unknown[0]!r}")
-    recipe = mode.pop("recipe", None)
-    aimed = {("batch_size" if k == "timing_batch_size" else k): mode.pop(k, None) for k in TARGET_OPTIONS}
-    speedup, max_drop, options = aimed["speedup"], aimed["max_drop"], mode
+        hint = (f"; {unknown[0]} is a target setting: pass target={{{unknown[0]!r}: ...}} or an Aim"
+                if unknown[0] in AIM_NAMES else "")
+        raise TypeError(f"compress() got an unexpected keyword argument {unknown[0]!r}{hint}")
+    recipe, aimed, options = run.pop("recipe", None), run.pop("target", None), run
     configs = [name for name, value in (("score", score), ("prune", prune), ("shrink", shrink)) if value is not None]
-    if any(v is not None for v in aimed.values()):
+    if aimed is not None:
+        aim = Aim.of(aimed)
         for name, value in (("keep_flops", keep_flops), ("keep_params", keep_params), ("scores", scores)):
             if value is not None:
                 raise SparseCSEError(f"{name} fixes the budget; a target (speedup, max_drop) lets the search find "
@@ -155,20 +117,14 @@ def compress(model: str | os.PathLike | None = None, out: str | os.PathLike | No
         if configs:
             raise SparseCSEError(f"{configs[0]} configures the single pruning stage; a target runs the stages of "
                                  "its recipe (change one with overrides={'STAGE.KEY': value}).")
-        if speedup is None and max_drop is None:
-            given = next(k for k, v in aimed.items() if v is not None)
-            given = "timing_batch_size" if given == "batch_size" else given
-            raise SparseCSEError(f"{given} goes with a target: add speedup (e.g. 2.0) or max_drop.")
-        speedups = parse_speedups(speedup) if speedup is not None else None
-        if speedups is not None and len(speedups) > 1:  # a curve: one model per speed-up
-            overrides = {**target_overrides(**{**aimed, "speedup": speedups[0]}), **(options.pop("overrides", None) or {})}
-            overrides.pop("target.speedup")
-            return run_curve(recipe or TARGET_RECIPE, model, options.get("corpus"), out, speedups, overrides=overrides,
-                             data_dir=options.get("data_dir"), resume=options.get("resume", False), overwrite=overwrite,
-                             show_progress=options.get("show_progress", True),
+        if not aim.given:
+            raise SparseCSEError("A target needs a speed-up or a largest dev drop, e.g. target=2.0.")
+        overrides = {**aim.overrides(), **(options.pop("overrides", None) or {})}
+        if aim.curve:  # one model per speed-up
+            return run_curve(recipe or TARGET_RECIPE, model, options.get("corpus"), out, aim,
+                             overrides=overrides, data_dir=options.get("data_dir"), resume=options.get("resume", False),
+                             overwrite=overwrite, show_progress=options.get("show_progress", True),
                              data=Data(options.get("dev"), options.get("test")))
-        aimed["speedup"] = speedups[0] if speedups else None
-        overrides = {**target_overrides(**aimed), **(options.pop("overrides", None) or {})}
         return run_recipe_mode(recipe or TARGET_RECIPE, model, out, overwrite, overrides=overrides, **options)
     if recipe is not None:
         single = [name for name, value in (("keep_flops", keep_flops), ("keep_params", keep_params),

@@ -15,7 +15,7 @@ import pytest
 from sparsecse.artifacts.destinations import check_destination
 from sparsecse.artifacts.inputs import read_inputs
 from sparsecse.artifacts.signals import Terminated
-from sparsecse.compression import target_overrides
+from sparsecse.targets.aim import Aim
 from sparsecse.data.eval_data import load_eval_data
 from sparsecse.data.pairs_files import read_pairs_file
 from sparsecse.errors import SparseCSEError
@@ -181,15 +181,15 @@ def test_a_dev_set_with_a_stage_that_chooses_no_checkpoint_is_refused_before_the
 
 def test_a_target_needs_a_recipe_with_a_budget_stage():
     with pytest.raises(SparseCSEError, match="has no budget stage"):
-        load_recipe("frontier-2x", target_overrides(speedup=2.0))
-    assert load_recipe("target", target_overrides(speedup=2.0)).target.speedup == 2.0
+        load_recipe("frontier-2x", Aim.parse(speedup=2.0).overrides())
+    assert load_recipe("target", Aim.parse(speedup=2.0).overrides()).target.speedup == 2.0
 
 
 def test_speedup_and_max_drop_together_are_refused_up_front(tmp_path, tiny_bert_dir, corpus):
     with pytest.raises(SparseCSEError, match="not both"):
         Target(speedup=2.0, max_drop=1.0).check()
     with pytest.raises(SparseCSEError, match="not both"):
-        target_overrides(speedup=2.0, max_drop=1.0)
+        Aim.parse(speedup=2.0, max_drop=1.0)
     assert Target(max_drop=1.0).check().max_drop == 1.0
 
 

@@ -496,16 +496,16 @@ def test_the_cards_command_rebuilds_a_run_with_overrides():
 def test_the_cards_command_rebuilds_a_target_run_on_another_engine_with_the_users_files():
     import shlex
 
-    from sparsecse.compression import target_overrides
+    from sparsecse.targets.aim import Aim
     from sparsecse.recipes.card import command_line
 
-    overrides = {**target_overrides(speedup=2.0, engine="openvino-int8"), "data.dev": "dev.tsv", "data.test": "t.tsv"}
+    overrides = {**Aim.parse(speedup=2.0, engine="openvino-int8").overrides(), "data.dev": "dev.tsv", "data.test": "t.tsv"}
     ran = load_recipe("target", overrides)
     words = shlex.split(command_line(ran, "m", Path("corpus.txt"), Path("out")))
     items = [words[i + 1] for i, word in enumerate(words) if word == "--set"]
     assert sorted(items) == ["data.dev=dev.tsv", "data.test=t.tsv", "target.engine=openvino-int8"]
     assert load_recipe("target", parse_set_options(items)).digest() == ran.digest()
-    drop_only = load_recipe("target", target_overrides(max_drop=0.3))
+    drop_only = load_recipe("target", Aim.parse(max_drop=0.3).overrides())
     items = [w for w in shlex.split(command_line(drop_only, "m", Path("c"), Path("o"))) if w.startswith("target.")]
     assert sorted(items) == ["target.max_drop=0.3", "target.speedup=null"]
     assert load_recipe("target", parse_set_options(items)).target == drop_only.target

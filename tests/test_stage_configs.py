@@ -62,9 +62,11 @@ def test_a_stage_refuses_another_stages_config_before_any_work(call, message):
 
 def test_compress_takes_recipe_keywords_only_with_a_recipe_and_configs_only_without():
     with pytest.raises(SparseCSEError, match="speed-up target must be a finite number above 1"):
-        sparsecse.compress("m", "out", speedup=0.5, corpus="c.txt")  # a target's keywords reach the target
-    with pytest.raises(SparseCSEError, match="timing_batch_size goes with a target"):
-        sparsecse.compress("m", "out", timing_batch_size=8, corpus="c.txt")
+        sparsecse.compress("m", "out", target=0.5, corpus="c.txt")  # the target is checked as it arrives
+    with pytest.raises(SparseCSEError, match="^batch_size goes with a target"):
+        sparsecse.compress("m", "out", target={"batch_size": 8}, corpus="c.txt")
+    with pytest.raises(TypeError, match="speedup is a target setting: pass target="):
+        sparsecse.compress("m", "out", speedup=2.0, corpus="c.txt")
     with pytest.raises(SparseCSEError, match="No shipped recipe is called 'no-such-recipe'"):
         sparsecse.compress("m", "out", recipe="no-such-recipe", corpus="c.txt")
     with pytest.raises(TypeError, match="takes 'corpus' with a recipe or a target"):
@@ -72,7 +74,7 @@ def test_compress_takes_recipe_keywords_only_with_a_recipe_and_configs_only_with
     with pytest.raises(SparseCSEError, match="shrink sets the single pruning stage"):
         sparsecse.compress("m", "out", recipe="frontier-2x", shrink=ShrinkConfig(reconstruct="c.txt"))
     with pytest.raises(SparseCSEError, match="prune configures the single pruning stage"):
-        sparsecse.compress("m", "out", speedup=2.0, prune=PruningConfig(lam=0.25))
+        sparsecse.compress("m", "out", target=2.0, prune=PruningConfig(lam=0.25))
     with pytest.raises(SparseCSEError, match="same seq_len"):
         sparsecse.compress("m", "out", keep_flops=0.5, prune=PruningConfig(seq_len=64),
                            shrink=ShrinkConfig(reconstruct="c.txt"))

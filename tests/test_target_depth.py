@@ -252,9 +252,11 @@ def test_auto_depth_is_half_the_layers_at_a_latency_metric_and_none_at_throughpu
 
 
 def test_the_depth_option_reads_a_number_or_auto():
-    from cli.compress import parse_depth
+    from sparsecse.targets.aim import option_name, parse_depth
 
-    assert [parse_depth(v) for v in (None, "auto", "AUTO", "0", "3")] == [None, None, None, 0, 3]
-    for bad in ("-1", "1.5", "two"):
+    assert [parse_depth(v) for v in (None, "auto", "AUTO", "0", "3", 2)] == [None, None, None, 0, 3, 2]
+    for bad in ("-1", "1.5", "two", 1.5, True):
         with pytest.raises(SparseCSEError, match="--depth must be a whole number of layers"):
+            parse_depth(bad, option_name)
+        with pytest.raises(SparseCSEError, match="^depth must be a whole number of layers"):
             parse_depth(bad)

@@ -58,7 +58,7 @@ def interleaved_best_times(models: dict, unique: list[str], batch_size: int, rep
     best_cpu = {key: [float("inf")] * len(chunks) for key in order}
     bar = tqdm(total=repeats * len(chunks) * len(order), desc="timing", unit="batch", file=sys.stderr,
                disable=not show_progress)
-    for r in range(repeats):  # each model encodes every chunk in its turn (see interleaved_rounds)
+    for r in range(repeats):  # each model encodes every chunk in its turn
         shift = r % len(order)
         for key in order[shift:] + order[:shift]:
             for c, chunk in enumerate(chunks):
@@ -103,13 +103,33 @@ def torch_threads(threads: int | None):
             torch.set_num_threads(before)
 
 
+TURN_SENTENCES = 5  # sentences a model encodes in its turn before the next model takes over (one batch at least)
+
+
+def turn_requests(batch_size: int) -> int:
+    """The requests of ``batch_size`` sentences one turn of :func:`interleaved_rounds` holds: ``TURN_SENTENCES``
+    sentences' worth, at least one request."""
+    return max(1, TURN_SENTENCES // max(1, int(batch_size)))
+
+
+def turns(count: int, turn: int, models: list, round_index: int):
+    """The turns of round ``round_index`` over ``count`` requests: (model, request indices) in the order they run,
+    ``turn`` requests a turn, the models' order rotating from turn to turn and from round to round (for two models
+    A B, B A, A B, ...: a steady drift of the machine falls on both alike)."""
+    for j, start in enumerate(range(0, count, turn)):
+        shift = (round_index + j) % len(models)
+        for key in models[shift:] + models[:shift]:
+            yield key, range(start, min(count, start + turn))
+
+
 def interleaved_rounds(models: dict, requests: list[list[str]], batch_size: int, rounds: int,
-                       show_progress: bool = False) -> dict[str, np.ndarray]:
+                       show_progress: bool = False, turn: int | None = None) -> dict[str, np.ndarray]:
     """{model: seconds, an array rounds x requests}: in every round each model embeds every request, the models
-    taking turns round by round in an order that rotates, so a disturbance hits them alike (one warm-up request
-    each first). A model runs its whole round alone, as a server runs one model: turns taken request by request
-    leave each model's weights and buffers cold for the next, which slows a small model most (a pruned
-    all-MiniLM-L6-v2 measured a few percent slower against its input that way than round by round).
+    taking turns every ``turn`` requests (None: :func:`turn_requests`), in an order that rotates (:func:`turns`),
+    one warm-up request each first. Short turns keep both models' figures of a round from the same few hundred
+    milliseconds: a shared 2-core machine's speed drifted by up to ±15% over tens of seconds at batch 1, while the
+    ratio of two models timed in turns of 5 requests stayed within about ±2% from round to round, and at the same
+    ratio as in turns of 20.
 
     Args:
         models: name to encoder.
@@ -117,6 +137,7 @@ def interleaved_rounds(models: dict, requests: list[list[str]], batch_size: int,
         batch_size: the encode batch size.
         rounds: how many times every request is timed per model.
         show_progress: a progress bar on stderr.
+        turn: requests per turn.
 
     Returns:
         The seconds of every (round, request) per model.
@@ -127,12 +148,12 @@ def interleaved_rounds(models: dict, requests: list[list[str]], batch_size: int,
     for key in order:
         clock(models[key], requests[0], batch_size)
     seconds = {key: np.zeros((rounds, len(requests))) for key in order}
+    turn = turn or turn_requests(batch_size)
     with tqdm(total=rounds * len(requests) * len(order), desc="timing", unit="request", file=sys.stderr,
               disable=not show_progress) as bar:
         for r in range(rounds):
-            shift = r % len(order)
-            for key in order[shift:] + order[:shift]:
-                for c, request in enumerate(requests):
-                    seconds[key][r, c] = clock(models[key], request, batch_size)
+            for key, indices in turns(len(requests), turn, order, r):
+                for c in indices:
+                    seconds[key][r, c] = clock(models[key], requests[c], batch_size)
                     bar.update()
     return seconds

@@ -37,7 +37,7 @@ from sparsecse.modeling.adapters import layer_modules
 from sparsecse.targets.candidates import save_png
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.search import SharedSearch, TargetOutOfReach, sharing
-from sparsecse.targets.spec import parse_speedups
+from sparsecse.targets.aim import Aim
 from sparsecse.targets.timing import engine_threads, target_sentences
 from sparsecse.targets.alone import ALONE, served_alone
 
@@ -83,7 +83,8 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
         model: the input model.
         corpus: the sentences the stages train and reconstruct on.
         out: the run's directory.
-        speedups: the speed-ups (a list, or ``"1.5,2,3"``); each target's run is ``OUT/speedup-X``.
+        speedups: the speed-ups: an :class:`~sparsecse.targets.aim.Aim`'s, a list, or ``"1.5,2,3"``; each target's
+            run is ``OUT/speedup-X``.
         overrides: ``{"STAGE.KEY": value}`` for every target (the shape: ``target.metric``, ...); the recipe's
             comparison model (``evaluation.compare_with``) goes on the curve beside them, timed in the same run.
             ``evaluation.tasks`` defaults to ``CURVE_TASKS`` (the STS tasks only).
@@ -103,7 +104,7 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
     import time
 
     started = time.perf_counter()
-    speedups = sorted(parse_speedups(speedups))
+    speedups = Aim.of(speedups).speedups  # an Aim (compress's) as it was parsed; a Python caller's list read here
     out = Path(out)
     overrides = {"evaluation.tasks": CURVE_TASKS, **(overrides or {})}
     data_dir, show_progress, data = run.get("data_dir"), run.get("show_progress", True), run.get("data")

@@ -1,16 +1,16 @@
-"""Speed served alone: each model timed in its own fresh process, as a server runs one model.
+"""Speed served alone: each model timed in a fresh process of its own, as a server runs one model.
 
-Timed request by request in one process, models evict each other's weights from the caches between requests and a
-small model is understated most (one pruned all-MiniLM-L6-v2 ran 1.63x its input that way and 1.92x with each
-model served alone). A target's final figure is therefore timed here: the reference and each candidate in
-processes of their own (:func:`sparsecse.targets.fresh.run`, one model loaded in each), the processes alternating
-over the rounds, the order rotating, so a drift of the machine falls on both alike; round r's ratio pairs the
-reference's r-th pass with the candidate's, which ran next to it in time.
+Timed request by request in one process, two models share one thread pool and evict each other's weights from the
+caches between requests; a server holds one model. A target's final figure is therefore timed here: the reference
+and each candidate are each loaded in a process of their own (:func:`sparsecse.targets.fresh.serving`), kept for
+the whole timing, and the processes take turns every ``ALONE_TURN`` sentences' worth of requests, the order
+rotating (:func:`sparsecse.evaluation.speed.turns`), each turn after one untimed warm-up request. So both models of
+a round are timed within the same second or two: a machine whose speed drifts over tens of seconds (a shared
+2-core one drifted by up to ±15% at batch 1) moves both alike, where timing one model's process after the
+other's left that drift in every ratio.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -20,22 +20,13 @@ from sparsecse.targets.spec import Shape, Target
 from sparsecse.targets.statistics import MAX_ROUNDS, TooNoisy
 from sparsecse.targets.timing import REFERENCE, Timing, requests, round_figures, sized_rounds, timings
 
-ALONE = "served alone, each model in its own fresh process (the processes alternating over the rounds)"
-PROCESSES = 3  # processes per model; each times its share of the rounds after one warm-up request
-
-
-def passes(encoders: dict, timed: list[list[str]], batch_size: int, count: int, threads: int | None) -> np.ndarray:
-    """The seconds of every request over ``count`` passes (count x requests) of the one encoder in ``encoders``
-    on ``threads`` torch threads, after one warm-up request (where :func:`~sparsecse.targets.fresh.run` runs it:
-    a fresh process of its own)."""
-    (encoder,) = encoders.values()
-    with speed.torch_threads(threads):
-        speed.clock(encoder, timed[0], batch_size)
-        return np.array([[speed.clock(encoder, request, batch_size) for request in timed] for _ in range(count)])
+ALONE = ("served alone, each model in its own fresh process (the processes taking turns every few requests, the "
+         "order rotating)")
+ALONE_TURN = 10  # sentences' worth of requests a process times in its turn (one request at least)
 
 
 def measure_alone(reference, candidates: dict, sentences: list[str], shape: Shape, rounds: int,
-                  processes: int = PROCESSES) -> dict[str, Timing]:
+                  turn: int | None = None) -> dict[str, Timing]:
     """{name: :class:`~sparsecse.targets.timing.Timing`} of each of ``candidates`` against ``reference``, each model
     served alone (see the module docstring).
 
@@ -45,26 +36,21 @@ def measure_alone(reference, candidates: dict, sentences: list[str], shape: Shap
         sentences: the timed sentences, longest first.
         shape: the serving shape.
         rounds: the rounds (each model's passes over the shape's requests).
-        processes: processes per model the rounds are shared over.
+        turn: requests per turn (None: ``ALONE_TURN`` sentences' worth).
 
     Returns:
         The timing of every candidate (the median over rounds of the per-round ratio of the shape's figure).
     """
     models = {REFERENCE: reference, **candidates}
     timed = requests(sentences, shape)
-    processes = max(1, min(processes, rounds))
-    share = math.ceil(rounds / processes)
+    turn = turn or max(1, ALONE_TURN // shape.batch_size)
     order = list(models)
-    seconds: dict[str, list[np.ndarray]] = {key: [] for key in order}
-    for p in range(processes):
-        shift = p % len(order)
-        count = min(share, rounds - p * share)
-        if count <= 0:
-            break
-        for key in order[shift:] + order[:shift]:
-            seconds[key].append(fresh.run(passes, {key: models[key]}, timed, shape.batch_size, count, shape.threads))
-    return timings({key: round_figures(np.concatenate(parts), shape) for key, parts in seconds.items()},
-                   candidates, timed, shape)
+    seconds = {key: np.zeros((rounds, len(timed))) for key in order}
+    with fresh.serving(models, timed, shape.batch_size, shape.threads) as servers:
+        for r in range(rounds):
+            for key, indices in speed.turns(len(timed), turn, order, r):
+                seconds[key][r, list(indices)] = servers.time(key, indices)
+    return timings({key: round_figures(s, shape) for key, s in seconds.items()}, candidates, timed, shape)
 
 
 def rounds_at(reference, sentences: list[str], shape: Shape, target: Target) -> tuple[Timing | None, int, str | None]:

@@ -13,6 +13,7 @@ directories in a worker: a spawned process, new for every timing, that only load
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sparsecse.errors import SparseCSEError
+from sparsecse.evaluation import speed
 from sparsecse.serving import st_encoder
 from sparsecse.serving.loading import load_encoder
 
@@ -86,3 +88,92 @@ def run(function: Callable, models: dict[str, Any], *args) -> Any:
             worker.shutdown(wait=True, cancel_futures=True)
     encoders = {name: m.load() if isinstance(m, OnDisk) else m for name, m in models.items()}
     return function(encoders, *args)
+
+
+def _serve(model: OnDisk, requests: list[list[str]], batch_size: int, threads: int | None, conn) -> None:
+    """A serving process: load ``model``, encode one warm-up request, say ``ready``, then time each list of request
+    indices it is sent (one untimed warm-up request first, as a server that has been serving keeps its caches warm)
+    and send back their seconds, until it is sent None."""
+    try:
+        encoder = model.load()
+        with speed.torch_threads(threads):
+            speed.clock(encoder, requests[0], batch_size)
+            conn.send("ready")
+            while (indices := conn.recv()) is not None:
+                speed.clock(encoder, requests[indices[0]], batch_size)
+                conn.send([speed.clock(encoder, requests[i], batch_size) for i in indices])
+    finally:
+        conn.close()
+
+
+class Servers:
+    """The models each served alone in a fresh process of its own, kept for the whole timing so that their turns
+    can alternate a few requests at a time (:func:`serving`); with encoders already loaded or
+    ``SPARSECSE_TIMING=inline``, the models are timed here instead (the tests that replace the clock)."""
+
+    def __init__(self, models: dict[str, Any], requests: list[list[str]], batch_size: int, threads: int | None):
+        self.requests, self.batch_size, self.threads = requests, batch_size, threads
+        self.inline = not all(isinstance(m, OnDisk) for m in models.values()) or mode() == "inline"
+        self.models, self.pipes, self.processes = models, {}, {}
+
+    def start(self) -> None:
+        """Start every model's process (or load the inline models) and wait until each has warmed up."""
+        if self.inline:
+            self.models = {k: m.load() if isinstance(m, OnDisk) else m for k, m in self.models.items()}
+            for encoder in self.models.values():
+                speed.clock(encoder, self.requests[0], self.batch_size)
+            return
+        spawn = multiprocessing.get_context("spawn")
+        for key, model in self.models.items():
+            here, there = spawn.Pipe()
+            process = spawn.Process(target=_serve, args=(model, self.requests, self.batch_size, self.threads, there),
+                                    daemon=True)
+            process.start()
+            there.close()
+            self.pipes[key], self.processes[key] = here, process
+        for key in self.models:
+            self._receive(key)
+
+    def time(self, key: str, indices) -> list[float]:
+        """The seconds of each request of ``indices`` on model ``key`` (after one untimed warm-up request)."""
+        indices = list(indices)
+        if self.inline:
+            with speed.torch_threads(self.threads):
+                speed.clock(self.models[key], self.requests[indices[0]], self.batch_size)
+                return [speed.clock(self.models[key], self.requests[i], self.batch_size) for i in indices]
+        self.pipes[key].send(indices)
+        return self._receive(key)
+
+    def _receive(self, key: str):
+        try:
+            return self.pipes[key].recv()
+        except (EOFError, OSError) as exc:  # the process died (out of memory, killed) or failed to load
+            raise SparseCSEError(f"The timing process of {key} stopped before it finished ({type(exc).__name__}); "
+                                 "nothing was timed, so nothing is chosen: run the command again (with --resume "
+                                 "where it has one).") from None
+
+    def stop(self) -> None:
+        """Tell every process to end, and wait for it."""
+        for key, pipe in self.pipes.items():
+            with contextlib.suppress(OSError, BrokenPipeError):
+                pipe.send(None)
+            self.processes[key].join(timeout=30)
+            if self.processes[key].is_alive():
+                self.processes[key].kill()
+            pipe.close()
+
+
+@contextlib.contextmanager
+def serving(models: dict[str, Any], requests: list[list[str]], batch_size: int, threads: int | None):
+    """:class:`Servers` for ``models`` (name to :class:`OnDisk` or a loaded encoder), started, and stopped after the
+    block.
+
+        >>> with serving({"input": OnDisk("a"), "small": OnDisk("b")}, requests, 1, 2) as servers:  # doctest: +SKIP
+        ...     servers.time("small", range(5))
+    """
+    servers = Servers(models, requests, batch_size, threads)
+    try:
+        servers.start()
+        yield servers
+    finally:
+        servers.stop()
