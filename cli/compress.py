@@ -259,7 +259,6 @@ def with_layout(layout: str | None, recipe: str | None, targeted: bool, override
 def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, overwrite, as_json, quiet,
                        aim=None, sets: dict | None = None) -> None:
     """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
-    from sparsecse.artifacts.destinations import check_destination
     from sparsecse.compression import compress
     from sparsecse.recipes.spec import parse_set_options
 

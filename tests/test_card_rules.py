@@ -106,25 +106,27 @@ def test_the_rebuild_command_has_no_path_of_this_machine(tmp_path):
     assert portable_path("../shared/data/train.txt") == "path/to/train.txt"
 
 
-def test_the_input_model_is_never_timed_against_itself(tmp_path, monkeypatch):
+def test_the_input_model_is_never_timed_against_itself(tmp_path, monkeypatch, fake_senteval):
     """A recipe comparing with its own input (l3-prune-0.8 with paraphrase-MiniLM-L3-v2) times two models, not
     three: the input's second 1.00x says nothing; the card prints one speed-up."""
     from sparsecse.cards.sections import compression_section
-    from sparsecse.recipes import card
+    from sparsecse.recipes import final_figures as card
+    from sparsecse.targets.timing import Timing
 
     timed = []
 
-    def fake_speedups(models, baseline, data_dir, batch_size, repeats, show_progress):
-        timed.append(sorted(models))
-        return {name: {"speedup": 1.0 if name == baseline else 2.0, "seconds": 1.0} for name in models}
+    def fake_measure(reference, candidates, sentences, shape, rounds, show_progress):
+        timed.append(sorted(["input", *candidates]))
+        assert (shape.metric, shape.batch_size) == ("throughput", card.SPEED_BATCH)  # the target's method and shape
+        return {name: Timing.of([2.0] * rounds) for name in candidates}
 
-    monkeypatch.setattr(card, "speedups", fake_speedups)
+    monkeypatch.setattr(card, "measure", fake_measure)
     model = make_tiny_model_dir(tmp_path / "model", "bert")
     other = make_tiny_model_dir(tmp_path / "other", "bert", seed=1)
-    speed = card.measure_speed(str(model), str(model), str(model), None, False)
+    speed = card.measure_speed(str(model), str(model), str(model), fake_senteval, False)
     assert timed == [["input", "model"]] and speed["reference_speedup"] is None
     lines = compression_section({"speed": {**speed, "reference": str(model)}}, "path/to/model")
     line = next(line for line in lines if line.startswith("- **Encode speed-up"))
     assert re.findall(r"\d+\.\d+x", line) == ["2.00x"]
-    card.measure_speed(str(model), str(model), str(other), None, False)
+    card.measure_speed(str(model), str(model), str(other), fake_senteval, False)
     assert timed[-1] == ["input", "model", "reference"]

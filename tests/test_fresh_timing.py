@@ -1,5 +1,5 @@
 """Timings in a fresh process (sparsecse.targets.fresh): the worker loads model directories and times them, apart
-from the process that built them; the interleaved rounds let a model run its whole round alone."""
+from the process that built them; the interleaved rounds let the models take turns a few requests at a time, the order rotating."""
 
 import os
 
@@ -69,15 +69,39 @@ def test_an_unknown_timing_mode_is_refused_in_one_sentence(monkeypatch):
         fresh.mode()
 
 
-def test_each_model_runs_its_whole_round_alone_and_the_order_rotates(monkeypatch):
+def test_the_models_take_turns_a_few_requests_at_a_time_and_the_order_rotates(monkeypatch):
     calls = []
     monkeypatch.setattr(speed, "clock", lambda encoder, request, batch: calls.append((encoder, request[0])) or 1.0)
     requests = [["r1"], ["r2"], ["r3"]]
-    seconds = speed.interleaved_rounds({"a": "A", "b": "B"}, requests, 1, 2)
+    seconds = speed.interleaved_rounds({"a": "A", "b": "B"}, requests, 1, 2, turn=2)
     timed = calls[2:]  # after one warm-up request each
-    assert timed == [("A", "r1"), ("A", "r2"), ("A", "r3"), ("B", "r1"), ("B", "r2"), ("B", "r3"),
-                     ("B", "r1"), ("B", "r2"), ("B", "r3"), ("A", "r1"), ("A", "r2"), ("A", "r3")]
+    assert timed == [("A", "r1"), ("A", "r2"), ("B", "r1"), ("B", "r2"), ("B", "r3"), ("A", "r3"),
+                     ("B", "r1"), ("B", "r2"), ("A", "r1"), ("A", "r2"), ("A", "r3"), ("B", "r3")]
     assert seconds["a"].shape == (2, 3)
+    assert speed.turn_requests(1) == speed.TURN_SENTENCES and speed.turn_requests(128) == 1
+
+
+def test_models_served_alone_run_in_processes_of_their_own_kept_for_the_whole_timing(tmp_path, in_fresh_process):
+    big = make_tiny_model_dir(tmp_path / "big", "bert", layers=2, seed=1)
+    small = make_tiny_model_dir(tmp_path / "small", "bert", layers=1, seed=2)
+    requests = [[s] for s in SENTENCES]
+    models = {"big": fresh.OnDisk(str(big)), "small": fresh.OnDisk(str(small))}
+    with fresh.serving(models, requests, 1, 1) as servers:
+        first = servers.time("small", range(2))
+        again = servers.time("big", [3, 0, 1])
+        processes = dict(servers.processes)
+        assert len({p.pid for p in processes.values()} | {os.getpid()}) == 3 and all(
+            p.is_alive() for p in processes.values())
+    assert len(first) == 2 and len(again) == 3 and all(t > 0 for t in first + again)
+    assert not any(p.is_alive() for p in processes.values())  # ended with the block
+
+
+def test_a_serving_process_that_cannot_load_its_model_is_reported_in_one_sentence(tmp_path, in_fresh_process):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    with pytest.raises(SparseCSEError, match=r"^The timing process of broken stopped before it finished"):
+        with fresh.serving({"broken": fresh.OnDisk(str(broken))}, [["a"]], 1, 1):
+            pass
 
 
 def test_a_worker_that_dies_is_reported_in_one_sentence_and_the_next_timing_runs(tmp_path, in_fresh_process):

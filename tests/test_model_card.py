@@ -366,7 +366,7 @@ def test_the_target_that_compress_speedup_records_is_rendered():
 def test_a_card_does_not_time_the_input_model_against_itself(tmp_path, minilm_dir):
     """l3-prune-0.8 compares with paraphrase-MiniLM-L3-v2, its own input: no second, meaningless 1.0x (the
     default model's package is needed: skipped without it)."""
-    from sparsecse.recipes.card import _same_model
+    from sparsecse.recipes.final_figures import _same_model
 
     assert _same_model("all-MiniLM-L6-v2", str(minilm_dir))
     assert not _same_model("all-MiniLM-L6-v2", str(make_tiny_model_dir(tmp_path / "m", "bert")))

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from sparsecse.artifacts.model_names import model_label
 from sparsecse.cli import main
 from sparsecse.reporting.store import load_store
-from sparsecse.recipes import stages as stages_module
+from sparsecse.recipes import budget_stage as stages_module
 from sparsecse.targets.candidates import read_table
 from tests.test_targets import (FIXED, TINY_STAGES, VARIABLE, fake_clock, rescored, text,  # noqa: F401
                                 tiny_dir)  # (fixtures)
@@ -132,7 +132,7 @@ def test_runs_sharing_reference_results_evaluate_the_comparison_model_once(tmp_p
                                                                            monkeypatch):
     """A curve's targets run inside ``shared_reference_results``: the second target reads the comparison model's
     STS results the first one computed, and gets the same paired figures as if it had computed them itself."""
-    from sparsecse.recipes import card
+    from sparsecse.recipes import final_figures as card
     from sparsecse.recipes.spec import load_recipe
 
     small = make_tiny_model_dir(tmp_path / "small", "bert", layers=1, heads=4, ffn=48, seed=3, init_range=0.2)

@@ -140,3 +140,48 @@ def test_a_store_given_as_a_file_is_refused(tmp_path, tiny_bert_dir, corpus):
                  "--out", tmp_path / "out", "--quiet")
     assert result.exit_code == 2 and "is a file" in result.output
     assert store.read_text() == "{}" and not (tmp_path / "out").exists()
+
+
+def test_the_command_line_ends_in_one_aim_that_compress_receives_whole(tmp_path, tiny_bert_dir, corpus, monkeypatch):
+    """Issue 63: --speedup and its shape are parsed once, where the command line ends; compress() gets that object,
+    not a bag of keywords it renames and parses again."""
+    import sparsecse.compression as compression
+    from sparsecse.targets.aim import Aim
+
+    received = {}
+
+    def fake_compress(model, out, **run):
+        received.update(run)
+        raise SparseCSEError("stopped here.")
+
+    monkeypatch.setattr(compression, "compress", fake_compress)
+    timing = tmp_path / "ts.txt"
+    timing.write_text("one sentence\nanother one\n")
+    result = cli("compress", "--model", tiny_bert_dir, "--corpus", corpus, "--speedup", "2,1.5", "--metric",
+                 "latency-p50", "--batch-size", "2", "--depth", "auto", "--timing-sentences", timing,
+                 "--compare-with", tiny_bert_dir, "--out", tmp_path / "out", "--quiet")
+    one_sentence(result, "stopped here")
+    aim = received["target"]
+    assert isinstance(aim, Aim) and aim.speedups == (1.5, 2.0) and aim.curve
+    assert aim.settings == {"metric": "latency-p50", "batch_size": 2, "timing_sentences": str(timing)}
+    assert aim.compare_with == str(tiny_bert_dir) and aim.teacher is None
+    assert not {"speedup", "metric", "timing_batch_size", "batch_size", "depth"} & set(received)
+
+
+def test_an_aim_gives_a_recipe_only_the_settings_given():
+    from sparsecse.targets.aim import Aim
+
+    one = Aim.parse(speedup=2, metric="latency-p50", teacher="t")
+    assert one.overrides() == {"target.max_drop": None, "target.speedup": 2.0, "target.batch_size": None,
+                               "target.metric": "latency-p50", "student.teacher": "t"}
+    curve = Aim.parse(speedup=[3, 1.5], depth=1)
+    assert "target.speedup" not in curve.overrides() and curve.overrides(3.0)["target.speedup"] == 3.0
+    assert curve.target(3.0) == Target(speedup=3.0, depth=1)
+    assert Aim.of(curve) is curve and Aim.of(Target(speedup=2.0, threads=1)).settings == {"threads": 1}
+    assert Aim.of("1.5,2").speedups == (1.5, 2.0) and Aim.of({"max_drop": 0.5}).target() == Target(max_drop=0.5)
+    with pytest.raises(SparseCSEError, match="^--threads goes with a target: add --speedup"):
+        from sparsecse.targets.aim import option_name
+
+        Aim.parse(option_name, threads=1)
+    with pytest.raises(TypeError, match="a target has no setting 'speed'"):
+        Aim.parse(speed=2)

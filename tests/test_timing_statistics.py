@@ -150,6 +150,40 @@ def test_each_model_served_alone_gives_the_speed_up_and_names_its_method(monkeyp
     assert "served alone" in ALONE and "own fresh process" in ALONE
 
 
+class DriftClock:
+    """A machine whose speed drifts slowly: seconds = sentences x the model's cost x (1 + ``depth`` x sin(2 pi t /
+    ``period``)), t the clock's own running total (a shared machine drifted by up to ±15% over tens of seconds)."""
+
+    def __init__(self, depth: float = 0.15, period: float = 8.0):
+        self.depth, self.period, self.t = depth, period, 0.0
+
+    def __call__(self, encoder, sentences, batch_size):
+        seconds = len(sentences) * encoder.cost * (1 + self.depth * math.sin(2 * math.pi * self.t / self.period))
+        self.t += seconds
+        return seconds
+
+
+LATENCY = Shape("latency-p50", 1, 1)
+REQUESTS = [f"sentence {i}" for i in range(100)]  # 100 requests of one sentence: a round lasts about a second
+
+
+@pytest.mark.parametrize("turn, resolved", [(None, True), (100, False)])
+def test_a_slow_drift_falls_on_both_models_alike_only_when_they_take_short_turns(monkeypatch, turn, resolved):
+    monkeypatch.setattr(speed, "clock", DriftClock())
+    monkeypatch.setattr(speed, "turn_requests", lambda batch: turn or speed.TURN_SENTENCES)
+    aa = aa_timing(Model(0.01), REQUESTS, LATENCY, rounds=9)
+    assert (noise(aa.ratios) < 0.01) == resolved  # whole rounds in turns: the drift is in every ratio
+    assert aa.interval.contains(1.0)
+
+
+def test_served_alone_a_slow_drift_leaves_the_ratio_where_it_is(monkeypatch):
+    monkeypatch.setattr(speed, "clock", DriftClock())
+    timing = measure_alone(Model(0.02), {"half": Model(0.01)}, REQUESTS, LATENCY, rounds=7)["half"]
+    assert abs(timing.speedup - 2.0) < 0.02 and timing.interval.half_width < 0.02
+    whole = measure_alone(Model(0.02), {"half": Model(0.01)}, REQUESTS, LATENCY, rounds=7, turn=100)["half"]
+    assert whole.interval.half_width > 0.05  # a process timed after the other's whole pass keeps the drift
+
+
 def near(speedup: float, low: float, high: float, met: bool = False) -> dict:
     return {"speedup": speedup, "met": met, "met_quality": True, "interval": {"low": low, "high": high},
             "near_miss": (not met) and high >= 2.0}

@@ -29,12 +29,12 @@ from sparsecse.artifacts.files import atomic_file
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.model_names import model_label, resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.recipes.card import shared_reference_results, sts_average
+from sparsecse.recipes.final_figures import shared_reference_results, sts_average
 from sparsecse.recipes.runner import RecipeResult, check_run, finished_run, run_recipe, with_data
 from sparsecse.recipes.spec import Data, load_recipe
-from sparsecse.recipes.stages import StageContext
 from sparsecse.modeling.adapters import layer_modules
 from sparsecse.targets.candidates import save_png
+from sparsecse.training.dev_eval import dev_set
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.search import SharedSearch, TargetOutOfReach, sharing
 from sparsecse.targets.aim import Aim
@@ -185,9 +185,7 @@ def curve_rows(recipe, model: str, runs: dict[float, RecipeResult], compare_with
         The rows, input first.
     """
     target = recipe.target
-    ctx = StageContext(corpus=Path("."), work=out, data_dir=data_dir, seed=recipe.seed, models={},
-                       dev=(data.dev if data and data.dev else recipe.data.dev))
-    dev = ctx.dev_set()
+    dev = dev_set(data.dev if data and data.dev else recipe.data.dev, data_dir)
     shape = target.shape(engine_threads())
     dense = SentenceEncoder.load(model, device="cpu")
     sentences = target_sentences(target, dev.sentences, dense.tokenizer, dense.max_length)

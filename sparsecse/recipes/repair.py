@@ -11,7 +11,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import uniform_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.stage_types import StageContext
-from sparsecse.recipes.stages import BudgetStage
+from sparsecse.recipes.budget_stage import BudgetStage
 from sparsecse.shrinking.iterative import prune_and_shrink
 from sparsecse.targets.repair import near_miss, repair
 

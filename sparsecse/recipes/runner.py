@@ -38,7 +38,7 @@ from sparsecse.data.corpus import read_corpus
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import resolve_model
 from sparsecse.objectives.teachers import teacher_names
-from sparsecse.recipes import card
+from sparsecse.recipes import card, final_figures
 from sparsecse.data.eval_data import known_task
 from sparsecse.recipes.repair import near_miss_repair
 from sparsecse.recipes.spec import Data, Recipe, check_sets, load_recipe
@@ -392,10 +392,12 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
         if stage.makes_model:
             current = str(target)
             ctx.models[stage.name] = current
-        stage.pass_on(summary, ctx)
+        handed = stage.hand_on(summary)
+        if handed is not None:
+            ctx.handed[stage.name] = handed
     result = RecipeResult(out=out, model=out / MODEL, stages=records)
     t0 = time.perf_counter()
-    figures = card.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress)
+    figures = final_figures.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress)
     if recipe.target is not None:
         _log(f"measuring the model against the target ({recipe.target.describe()}) ...", quiet)
         def measured(model_dir: str) -> dict:
@@ -405,7 +407,7 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
         final, figures["target"] = near_miss_repair(recipe, ctx, model, current, measured(current), measured)
         if final != current:  # a near miss repaired: the card's figures are the repaired model's
             current, target_figures = final, figures["target"]
-            figures = {**card.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress),
+            figures = {**final_figures.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress),
                        "target": target_figures}
     result.evaluation = card.finish(recipe, model, corpus, out, current, records, figures,
                                     lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)},

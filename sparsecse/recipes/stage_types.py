@@ -149,7 +149,7 @@ class Stage:
     A subclass gives :meth:`describe` and :meth:`run`, and overrides the rest where it differs:
     :meth:`check`, ``makes_model`` (whether the next stage takes its model), :meth:`card_section`, and what it
     takes from or leaves to other stages (:attr:`model_refs`, :attr:`named_models`, :attr:`text_inputs`,
-    :attr:`budget_ref`, :meth:`pass_on`; ``comes_last``: it ends the recipe; ``needs_target``: the recipe must
+    :attr:`budget_ref`, :meth:`hand_on`; ``comes_last``: it ends the recipe; ``needs_target``: the recipe must
     have a target; ``makes_budget``: a later stage may spend what it finds; ``takes``: what a refusal calls the
     models it takes).
     """
@@ -220,13 +220,15 @@ class Stage:
         """The stage whose budget this stage spends (``keep_flops: "@NAME"``), or None."""
         return None
 
-    def pass_on(self, summary: dict[str, Any], ctx: "StageContext") -> None:
-        """Hand later stages what this stage found (nothing by default), from its ``summary`` into ``ctx``.
+    def hand_on(self, summary: dict[str, Any]) -> Any:
+        """What this stage hands later stages (None, nothing, by default), read from its ``summary`` (what
+        :meth:`run` returned, or a finished run left); the runner keeps it in ``StageContext.handed`` under the
+        stage's name, the one way stages pass results on.
 
         Args:
-            summary: what :meth:`run` returned (or a finished run left).
-            ctx: the run's shared context.
+            summary: the stage's summary.
         """
+        return None
 
     def card_line(self, note: str = "") -> str:
         """Its line in the card's list of stages: its name and description, then ``note`` in parentheses."""
@@ -245,13 +247,22 @@ class Stage:
         return CardSection(self.card_line())
 
 
+@dataclass(frozen=True)
+class FoundBudget:
+    """What a budget stage hands the prune stage that spends it: the kept-FLOPs fraction and the whole layers
+    removed before it is spent."""
+
+    keep_flops: float
+    removed_layers: tuple[int, ...] = ()
+
+
 @dataclass
 class StageContext:
     """What every stage of one run shares: the corpus, the evaluation data, the seed, where the models of
-    earlier stages are (``models``: stage name, or ``input``, to directory), the recipe's ``target`` and the
-    budgets its budget stages found (``budgets``: stage name to kept-FLOPs fraction; ``removed_layers``: stage
-    name to the whole layers removed before that budget is spent; ``input_scores``: model to the gate scores a budget
-    stage scored it with, which a prune stage spending that budget on the same model starts from)."""
+    earlier stages are (``models``: stage name, or ``input``, to directory), the recipe's ``target``, what earlier
+    stages handed on (``handed``: stage name to :meth:`Stage.hand_on`'s value, e.g. a budget stage's
+    :class:`FoundBudget`) and the gate scores computed in this run (``scores``: model to its scores, which a
+    later stage scoring the same model with the same settings reuses)."""
 
     corpus: Path
     work: Path
@@ -260,9 +271,8 @@ class StageContext:
     models: dict[str, str]
     show_progress: bool = True
     target: Target | None = None
-    budgets: dict[str, float] = field(default_factory=dict)
-    removed_layers: dict[str, list[int]] = field(default_factory=dict)
-    input_scores: dict[str, Any] = field(default_factory=dict)
+    handed: dict[str, Any] = field(default_factory=dict)
+    scores: dict[str, Any] = field(default_factory=dict)
     stages: tuple = ()
     dev: str | None = None  # the user's dev set (a pairs file or a task name; None: STS-B dev)
     test: str | None = None  # the user's test set, scored in the final evaluation

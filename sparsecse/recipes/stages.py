@@ -1,22 +1,19 @@
 """The stage types sparsecse ships, each a :class:`~sparsecse.recipes.stage_types.Stage`: ``distill`` and
-``train`` (:func:`~sparsecse.training.api.train`), ``prune`` (``compress`` to a budget), ``budget`` (the budget a
-target needs, :mod:`sparsecse.targets`) and ``export`` (:func:`~sparsecse.exporting.export.export`). Each checks
+``train`` (:func:`~sparsecse.training.api.train`), ``prune`` (``compress`` to a budget) and ``export``
+(:func:`~sparsecse.exporting.export.export`); ``budget`` (the budget a target needs) is
+:mod:`sparsecse.recipes.budget_stage`'s. Each checks
 its settings, describes itself in one line, runs the existing command with its settings (each writing its own
 directory, atomically, and manifest, and resuming what an interrupted run of it left: ``train`` from its last
 checkpoint) and says what it puts on the model card."""
 
 from __future__ import annotations
 
-import itertools
-import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sparsecse.cards.sections import target_speedups
 from sparsecse.cards.citations import OBJECTIVE_METHODS
 from sparsecse.artifacts.export_formats import format_names, get_format
-from sparsecse.artifacts.files import atomic_dir
 from sparsecse.errors import SparseCSEError
 from sparsecse.exporting.config import CALIBRATION_SIZE, ExportConfig
 from sparsecse.exporting.export import export
@@ -28,12 +25,11 @@ from sparsecse.recipes.stage_types import (CORPUS, CardSection, Stage, StageCont
                                            training_amount)
 from sparsecse.scoring.criteria import criterion_names
 from sparsecse.scoring.score import ScoringConfig
-from sparsecse.scoring.score import score as score_model
-from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
+from sparsecse.shrinking.iterative import prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig
 from sparsecse.shrinking.layers import without_layers
-from sparsecse.targets.search import active_sharing, judge_after_recovery, search_budget
+from sparsecse.targets.search import active_sharing
 from sparsecse.training.api import train
 from sparsecse.training.config import TrainingConfig
 from sparsecse.training.rundir import RunDir
@@ -265,8 +261,9 @@ class PruneStage(Stage):
     def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
         """Prune and shrink (:meth:`~sparsecse.recipes.stage_types.Stage.run`)."""
         shrinking, pruning, scoring = self.settings(ctx)
-        keep_flops = ctx.budgets[self.budget_ref] if self.budget_ref else self.keep_flops
-        removed = ctx.removed_layers.get(self.budget_ref) or []
+        found = ctx.handed[self.budget_ref] if self.budget_ref else None
+        keep_flops = found.keep_flops if found is not None else self.keep_flops
+        removed = list(found.removed_layers) if found is not None else []
         # a curve's targets, from the largest budget down: each continues the last one's steps (same model, cut
         # and settings), which reached a larger budget on the way down
         shared = active_sharing() if self.budget_ref else None
@@ -274,7 +271,7 @@ class PruneStage(Stage):
         start = shared.paths.get(key) if shared is not None else None
         start = start if start is not None and keep_flops < start.kept else None
         # the first step's scores: those the budget stage scored this same model with (same settings), if it did
-        scores = None if removed or not self.budget_ref or start else ctx.input_scores.get(model)
+        scores = None if removed or not self.budget_ref or start else ctx.scores.get(model)
         if removed:  # the budget is that of the remaining layers
             model = without_layers(SentenceEncoder.load(model, device=shrinking.device), removed)
         result, shrunk = prune_and_shrink(start or model, str(out), keep_flops=keep_flops,
@@ -337,113 +334,3 @@ class ExportStage(Stage):
     def card_section(self, record: dict[str, Any], figures: dict[str, Any]) -> CardSection:
         """Its line, and NNCF among the methods where it quantizes."""
         return CardSection(self.card_line(), methods=("nncf",) if self.quantize else ())
-
-
-RECOVERY_BATCH, RECOVERY_LR = 32, 1e-4  # a depth finalist's short recovery (distill's own lr)
-
-
-@dataclass(frozen=True)
-class BudgetStage(Stage):
-    """Find the kept-FLOPs budget that meets the recipe's ``target`` (:mod:`sparsecse.targets.search`):
-    candidates are shrunk, timed against the input model on the target's engine and scored on the dev set;
-    a later prune stage spends the budget with ``keep_flops: "@NAME"``. Makes no model.
-
-    With the target's ``depth`` candidates may also remove whole layers (those of lowest Block Influence), the
-    prune stage then removing the chosen ones before it spends the budget on the remaining layers;
-    ``recovery_steps`` > 0 judges each depth's finalist by its dev score after that many distillation steps from
-    the input model (0: right after the cut)."""
-
-    name: str
-    recovery_steps: int = 0
-    type: str = "budget"
-    makes_model: ClassVar[bool] = False
-    needs_target: ClassVar[bool] = True
-    makes_budget: ClassVar[bool] = True
-
-    def check(self, where: str) -> "BudgetStage":
-        """The stage with every setting checked, as :meth:`~sparsecse.recipes.stage_types.Stage.check` says."""
-        value = self.recovery_steps
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise SparseCSEError(f"{where}: recovery_steps must be a whole number >= 0, not {value!r}.")
-        return self
-
-    def describe(self) -> str:
-        """One line saying what the stage does."""
-        judged = f"; depth finalists judged after {self.recovery_steps} recovery steps" if self.recovery_steps else ""
-        return f"find the budget that meets the target (candidates shrunk, timed and scored on dev{judged})"
-
-    def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
-        """Search the budget that meets ``ctx.target`` (:func:`sparsecse.targets.search.search_budget`); the table
-        and plot of the candidates go to ``ctx.work/candidates`` (kept even when the target is out of reach), the
-        chosen budget to the stage's summary.
-
-        The dense model is scored once. A quality probe is pruned in one step from those scores with the
-        reconstruction of the prune stage that spends the budget: a cheaper and slightly pessimistic stand-in for
-        that stage's steps (rescoring between steps only helps), so the budget it passes keeps the bound; the final
-        model is checked against the bound again.
-
-        Args:
-            index: its place in the recipe; model: the input of the search; out: its directory;
-            ctx: the run's shared context (the target, the dev set, the corpus).
-
-        Returns:
-            The search's result (:meth:`~sparsecse.targets.search.SearchResult.to_dict`).
-        """
-        spender = next((s for s in ctx.stages if s.budget_ref == self.name),
-                       PruneStage(name="prune", keep_flops=f"@{self.name}", steps=DEFAULT_STEPS))
-        shrinking, pruning, scoring = spender.settings(ctx)
-        shared = active_sharing()  # a curve's targets score the input model once
-        scores = shared.scores.get(model) if shared is not None else None
-        if scores is None:
-            scores = score_model(model, scoring)
-            if shared is not None:
-                shared.scores[model] = scores
-        ctx.input_scores[model] = scores  # the prune stage spending this budget starts from them
-
-        def prune_once(budget: float):
-            result, shrunk = prune_and_shrink(model, keep_flops=budget, steps=1, scores=scores, prune=pruning,
-                                              score=scoring, shrink=shrinking)
-            return shrunk.encoder, int(result.mask.head_mask.sum()), int(result.mask.neuron_mask.sum())
-
-        dev = ctx.dev_set()
-        found = search_budget(model, dev, ctx.target, ctx.work / "candidates", scores=scores,
-                              pruning=pruning, prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed,
-                              show_progress=ctx.show_progress)
-        if self.recovery_steps and len(found.finalists) > 1:  # depth finalists to judge again
-            found = judge_after_recovery(found, model, dev, scores, pruning, self.recovery(index, model, ctx))
-        with atomic_dir(out) as tmp:
-            for path in (found.table, found.plot):
-                shutil.copy2(path, tmp / path.name)
-        return found.to_dict()
-
-    def recovery(self, index: int, model: str, ctx: StageContext):
-        """The short recovery depth finalists are judged after: ``recovery_steps`` steps of MSE distillation
-        from the input ``model`` (batch ``RECOVERY_BATCH``, lr ``RECOVERY_LR``) on a sample of the corpus.
-
-        Args:
-            index: its place in the recipe; model: the teacher; ctx: the run's shared context.
-
-        Returns:
-            A function from a finalist's encoder to its recovered encoder.
-        """
-        corpus = sampled_corpus(ctx, index, self.recovery_steps * RECOVERY_BATCH)
-        runs = itertools.count(1)
-
-        def recover(encoder: SentenceEncoder) -> SentenceEncoder:
-            config = TrainingConfig(max_steps=self.recovery_steps, batch_size=RECOVERY_BATCH, lr=RECOVERY_LR,
-                                    eval_steps=0, data_dir=ctx.data_dir, overwrite=True, show_progress=False)
-            result = train(model=encoder, corpus=str(corpus), out=str(ctx.work / "recovery" / f"finalist{next(runs)}"),
-                           objective="distill", objective_args={"teacher": model}, seed=ctx.seed, config=config)
-            return SentenceEncoder.load(result.out, device="cpu")  # the model the recovery saved
-
-        return recover
-
-    def pass_on(self, summary: dict[str, Any], ctx: StageContext) -> None:
-        """The budget it found, and the whole layers removed before it is spent, for the prune stage."""
-        ctx.budgets[self.name] = float(summary["keep_flops"])
-        ctx.removed_layers[self.name] = list(summary.get("layers_removed") or [])
-
-    def card_section(self, record: dict[str, Any], figures: dict[str, Any]) -> CardSection:
-        """Its line, and HALP among the methods where a speed target spent measured latency, not FLOPs."""
-        speed = target_speedups(figures.get("target") or {})[0] is not None
-        return CardSection(self.card_line(), methods=("halp",) if speed else ())

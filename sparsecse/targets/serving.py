@@ -119,8 +119,8 @@ def serving_table(target: Target, shape: Shape, reference, model, sentences: lis
         rows += fresh.run(_grid, placed, sentences, [(t, b) for t, b in grid if t == threads], shape)
     served = "" if shape.loader == "sparsecse" else f" via {shape.loader}"
     return {"rows": rows, "engine": target.engine, "metric": shape.metric, "cores": cores, "rounds": ROUNDS,
-            "method": (f"The model and its input timed side by side in one interleaved run ({ROUNDS} rounds, each "
-                       f"model encoding its whole round in its turn) in a fresh process on {len(sentences):,} "
+            "method": (f"The model and its input timed side by side in one interleaved run ({ROUNDS} rounds, the "
+                       f"models taking turns every few requests) in a fresh process on {len(sentences):,} "
                        f"sentences, {target.engine}{served}; speed-up: the median over rounds of the ratio of "
                        "their summed request times, ± the spread of the rounds, except in the judged row, which is "
                        f"the target's own figure ({shape.metric}, every request of the target, each model served "

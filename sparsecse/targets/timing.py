@@ -31,8 +31,7 @@ BUSY_WAIT_SECONDS = 30.0  # with when_busy "wait": the pause before timing again
 BUSY_WAITS = 20  # ... and how many pauses before giving up
 REFERENCE = "the input model"
 AGAIN = "the input model again"  # the A/A timing's second copy of the input
-INTERLEAVED = ("interleaved round by round in one fresh process (each model encoding a whole round in its turn, the "
-               "order rotating)")
+INTERLEAVED = ("interleaved in one fresh process (the models taking turns every few requests, the order rotating)")
 
 
 class MachineTooBusy(SparseCSEError):
