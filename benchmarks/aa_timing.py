@@ -21,12 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sparsecse.data.sts import read_sts_benchmark  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
-from sparsecse.targets.alone import measure_alone  # noqa: E402
+from sparsecse.targets.alone import ALONE, measure_alone  # noqa: E402
 from sparsecse.targets import timing  # noqa: E402
 from sparsecse.targets.engines import to_time  # noqa: E402
 from sparsecse.targets.spec import METRICS, LOADERS, Shape, default_loader  # noqa: E402
 from sparsecse.targets.statistics import TooNoisy, check_precision, noise  # noqa: E402
-from sparsecse.targets.timing import AGAIN, aa_timing, engine_threads, timing_sentences  # noqa: E402
+from sparsecse.targets.timing import AGAIN, INTERLEAVED, aa_timing, engine_threads, timing_sentences  # noqa: E402
 
 
 def main() -> None:
@@ -44,6 +44,8 @@ def main() -> None:
     parser.add_argument("--alone", action="store_true", help="each copy served alone in its own processes")
     parser.add_argument("--loader", choices=LOADERS, default=default_loader("torch-fp32"))
     parser.add_argument("--json", default=None, metavar="FILE", help="also write every timing here")
+    parser.add_argument("--store", default=None, metavar="DIR",
+                        help="also write the timings as one entry of this results store (docs/results/store)")
     args = parser.parse_args()
     timing.LATENCY_REQUESTS = args.requests  # the requests are picked here; the timing process only runs them
     shape = Shape(args.metric, args.batch_size, args.threads or engine_threads(), loader=args.loader)
@@ -69,9 +71,20 @@ def main() -> None:
         found.append({**aa.facts(), "contains_one": iv.contains(1.0), "noise": round(sigma, 4),
                       "ratios": [round(r, 5) for r in aa.ratios]})
     print(f"{contained} of {args.times} intervals contain 1.00x")
+    method = ALONE if args.alone else INTERLEAVED
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": args.model, "shape": shape.to_dict(), "timings": found},
-                                              indent=1))
+        Path(args.json).write_text(json.dumps({"model": args.model, "shape": shape.to_dict(), "method": method,
+                                               "timings": found}, indent=1))
+    if args.store:
+        from sparsecse.reporting.store import Entry, command_line, machine_slug, provenance, write_entry
+
+        ident = f"aa-timing.{'alone' if args.alone else 'interleaved'}.b{args.batch_size}.{machine_slug()}"
+        figures = {"model": args.model, "metric": args.metric, "rounds": args.rounds, "requests": args.requests,
+                   "method": method, "contained": contained, "times": args.times, "timings": found}
+        prov = provenance(command_line("benchmarks/aa_timing.py"), threads=shape.threads, batch_size=args.batch_size,
+                          engine=f"torch-fp32 ({shape.loader})")
+        entry = Entry(ident, f"A/A: {args.model} timed against itself at {shape.describe()}, {method}", figures, prov)
+        print(f"wrote {write_entry(args.store, entry)}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ what is timed is what a user loads with no remote code: sparsecse, once imported
 classes with transformers). Then STS-B test sentences are
 encoded one request at a time (``--batch-size`` sentences per request, default 1), the models taking turns
 (``--turn`` requests each, default 1; the order rotates, so a change in the machine's load touches every model alike), on
-``--threads`` intra-op threads. It prints p50/p95 per model, each model's p50 and p95 speed-up over the first
+``--threads`` intra-op threads; with ``--alone`` each model is served by a process of its own (loaded there, kept for
+the whole run, timing its own requests), the processes taking their turns as the models do in one process. It prints p50/p95 per model, each model's p50 and p95 speed-up over the first
 (the reference) and the ratio of their summed request times (the throughput ratio, the figure to compare with a
 throughput target), and for each model the largest absolute difference between sentence-transformers' embeddings
 and sparsecse's own loader's (:meth:`sparsecse.modeling.encoder.SentenceEncoder.load`) on 256 of the sentences,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import os
 import platform
@@ -29,6 +31,7 @@ import shutil
 import statistics
 import tempfile
 import time
+import multiprocessing
 from pathlib import Path
 
 import torch
@@ -83,6 +86,48 @@ def largest_difference(name: str, model, sentences: list[str]) -> float:
     return float(abs(ours - theirs).max())
 
 
+def serve_alone(path: str, threads: int, batch_size: int, conn) -> None:
+    """One model's serving process (``--alone``): load ``path``, then encode each list of requests it is sent and
+    send back their seconds, until it is sent None."""
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(threads)
+    model = SentenceTransformer(path, device="cpu")
+    conn.send("ready")
+    with torch.inference_mode():
+        while (batch := conn.recv()) is not None:
+            seconds = []
+            for sentences in batch:
+                t0 = time.perf_counter()
+                model.encode(sentences, batch_size=batch_size, convert_to_numpy=True)
+                seconds.append(time.perf_counter() - t0)
+            conn.send(seconds)
+
+
+class AloneServers:
+    """A process per model (:func:`serve_alone`), as each model runs in a server of its own."""
+
+    def __init__(self, paths: dict[str, str], threads: int, batch_size: int):
+        spawn = multiprocessing.get_context("spawn")
+        self.pipes, self.processes = {}, {}
+        for name, path in paths.items():
+            here, there = spawn.Pipe()
+            self.processes[name] = spawn.Process(target=serve_alone, args=(path, threads, batch_size, there), daemon=True)
+            self.processes[name].start()
+            self.pipes[name] = here
+        for pipe in self.pipes.values():
+            assert pipe.recv() == "ready"
+
+    def serve(self, name: str, requests: list[list[str]]) -> list[float]:
+        self.pipes[name].send(requests)
+        return self.pipes[name].recv()
+
+    def close(self) -> None:
+        for name, pipe in self.pipes.items():
+            pipe.send(None)
+            self.processes[name].join()
+
+
 def schedule(order: list[str], requests: int, turn: int) -> list[tuple[str, int]]:
     """(model, request index) in the order they are timed: each model serves ``turn`` requests in its turn, the
     order of the models rotating from turn to turn."""
@@ -112,6 +157,9 @@ def main() -> None:
                         help="requests each model serves in its turn before the next model takes over, the order "
                              "rotating (default 1: request by request; a server runs one model, so a larger turn is "
                              "closer to serving)")
+    parser.add_argument("--alone", action="store_true",
+                        help="serve each model from a process of its own (kept for the whole run), the processes "
+                             "taking turns of --turn requests")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--store", default=None, metavar="DIR",
                         help="also write the results as one entry of this results store (docs/results/store)")
@@ -137,11 +185,19 @@ def main() -> None:
             start = (i * args.batch_size) % len(sentences)
             return sentences if args.whole else (sentences + sentences)[start:start + args.batch_size]
 
+        if args.alone:
+            servers = AloneServers({name: without_python_files(name, Path(tmp)) for name in args.model}, args.threads,
+                                   args.batch_size)
+            for name in models:
+                servers.serve(name, [request(i) for i in range(args.warmup)])
+            for name, turn in itertools.groupby(schedule(list(models), args.requests, args.turn), key=lambda t: t[0]):
+                times[name] += servers.serve(name, [request(args.warmup + i) for _, i in turn])  # one model's turn
+            servers.close()
         with torch.inference_mode():
-            for name, model in models.items():
+            for name, model in ({} if args.alone else models).items():
                 for i in range(args.warmup):
                     model.encode(request(i), batch_size=args.batch_size, convert_to_numpy=True)
-            for name, i in schedule(list(models), args.requests, args.turn):
+            for name, i in ([] if args.alone else schedule(list(models), args.requests, args.turn)):
                 t0 = time.perf_counter()
                 models[name].encode(request(args.warmup + i), batch_size=args.batch_size, convert_to_numpy=True)
                 times[name].append(time.perf_counter() - t0)
@@ -166,8 +222,9 @@ def main() -> None:
                             f"{args.batch_size} sorted by length, models interleaved" if args.whole else
                             f"{args.batch_size} distinct STS-B test sentence(s) per request, in file order, one "
                             "request at a time, models interleaved"
-                            + (" request by request" if args.turn == 1 else f" in turns of {args.turn} requests")),
-              "turn": args.turn,
+                            + (" request by request" if args.turn == 1 else f" in turns of {args.turn} requests")
+                            + (", each model served alone by a process of its own" if args.alone else "")),
+              "turn": args.turn, "alone": args.alone,
               "loader": "sentence-transformers, model directories without *.py files", "rows": rows}
     print(f"{result['cpu']}, {args.threads} threads, batch {args.batch_size}, {args.requests} requests per model")
     for row in rows:
@@ -186,7 +243,7 @@ def store_entry(result: dict, args) -> Path:
     from sparsecse.reporting.store import Entry, command_line, machine_slug, provenance, write_entry
 
     ident = args.store_id or f"serving-latency.b{args.batch_size}.{machine_slug()}"
-    figures = {k: result[k] for k in ("rows", "requests", "sentences", "loader", "turn") if k in result}
+    figures = {k: result[k] for k in ("rows", "requests", "sentences", "loader", "turn", "alone") if k in result}
     prov = provenance(command_line("benchmarks/serving_latency.py"), threads=args.threads, batch_size=args.batch_size,
                       engine="torch-fp32 (sentence-transformers)")
     title = (f"benchmarks/serving_latency.py: {result['sentences']}, loaded by sentence-transformers without their "

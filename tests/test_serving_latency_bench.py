@@ -36,3 +36,24 @@ def test_each_model_serves_its_turn_of_requests_and_the_order_rotates(serving_la
     assert serving_latency.schedule(["a", "b"], 3, 1) == [("a", 0), ("b", 0), ("b", 1), ("a", 1), ("a", 2), ("b", 2)]
     assert serving_latency.schedule(["a", "b"], 5, 2) == [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("b", 2), ("b", 3),
                                                           ("a", 2), ("a", 3), ("a", 4), ("b", 4)]
+
+
+def test_served_alone_each_model_times_every_request_in_a_process_of_its_own(tmp_path, tiny_bert_dir, fake_senteval):
+    import json
+    import subprocess
+    import sys
+
+    from tests.tiny import make_tiny_model_dir
+
+    other = make_tiny_model_dir(tmp_path / "other", "bert", layers=1, seed=3)
+    out = tmp_path / "alone.json"
+    from tests.helpers import BENCHMARKS
+
+    run = subprocess.run([sys.executable, str(BENCHMARKS / "serving_latency.py"), "--alone", "--model", str(tiny_bert_dir),
+                          str(other), "--requests", "7", "--turn", "2", "--warmup", "1", "--threads", "1",
+                          "--data-dir", str(fake_senteval), "--json", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["alone"] and "served alone by a process of its own" in result["sentences"]
+    assert [r["model"] for r in result["rows"]] == [str(tiny_bert_dir), str(other)]
+    assert result["rows"][0]["p50_speedup"] == 1.0 and result["rows"][1]["p50_ms"] > 0

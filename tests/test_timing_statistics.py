@@ -143,6 +143,17 @@ def test_a_choice_is_confirmed_by_a_fresh_timing_and_steps_down_when_the_confirm
     assert final.confirmed >= 2.0  # confirmed, before any training
 
 
+def test_a_confirmation_at_the_bare_target_is_not_enough():
+    """A fresh figure of 2.01x for a 2x target (the first run of issue 62's default latency command: confirmed
+    2.01x, final 1.95x) steps down: the confirmation must clear half the margin (2.05x)."""
+    target = Target(speedup=2.0, margin=0.05)
+    prober = Prober(target, retimed=2.01 / true_speed(0.3))
+    chosen = prober.probe(0.3)
+    final = confirm(chosen, prober, prober.probe, 0.02, True)
+    assert chosen.confirmed == pytest.approx(2.01, rel=1e-3) and final is not chosen
+    assert final.keep_flops < 0.3 and final.confirmed >= 2.05
+
+
 def test_each_model_served_alone_gives_the_speed_up_and_names_its_method(monkeypatch):
     monkeypatch.setattr(speed, "clock", NoisyClock(0.01, 5))
     timing = measure_alone(Model(0.02), {"half": Model(0.01)}, SENTENCES, SHAPE, rounds=7)["half"]
