@@ -211,10 +211,10 @@ def test_compress_layout_stock_writes_the_familys_own_model(corpus, tiny_stsb_di
 def test_layout_reaches_every_prune_stage_of_a_recipe_or_target():
     from cli.compress import with_layout
 
-    assert with_layout("stock", None, {"speedup": "1.5"}, ()) == ("prune.layout=stock",)
-    assert with_layout("stock", None, {"speedup": "1.5"}, ("prune.layout=custom",)) == ("prune.layout=custom",)
-    assert with_layout(None, "target", {}, ("a.b=1",)) == ("a.b=1",)
-    assert with_layout("stock", None, {"speedup": None}, ()) == ()  # the single stage takes it directly
+    assert with_layout("stock", None, True, ()) == ("prune.layout=stock",)  # a target: its recipe's prune stages
+    assert with_layout("stock", None, True, ("prune.layout=custom",)) == ("prune.layout=custom",)
+    assert with_layout(None, "target", False, ("a.b=1",)) == ("a.b=1",)
+    assert with_layout("stock", None, False, ()) == ()  # the single stage takes it directly
 
 
 def test_the_cards_usage_section_follows_the_layout(tmp_path):
