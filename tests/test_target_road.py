@@ -185,3 +185,48 @@ def test_an_aim_gives_a_recipe_only_the_settings_given():
         Aim.parse(option_name, threads=1)
     with pytest.raises(TypeError, match="a target has no setting 'speed'"):
         Aim.parse(speed=2)
+
+
+@pytest.mark.parametrize("obstacle", ["folder", "link", "corrupt neighbour"])
+def test_a_store_entry_that_cannot_be_written_at_the_end_keeps_the_model_and_says_why(tmp_path, tiny_bert_dir,
+                                                                                     corpus, monkeypatch, obstacle):
+    """The run has finished and its model is written; the entry ``OUT.MACHINE.json`` meets a folder, a link to a
+    user's file, or a corrupt entry beside it. The model stays, the user's file is untouched, and the run either
+    writes the entry (a link is replaced as a link, never followed) or ends in one sentence naming the model kept."""
+    import json
+
+    import sparsecse.compression as compression
+    from cli.compress import store_id
+    from sparsecse.recipes.runner import RecipeResult
+
+    out = tmp_path / "run"
+    model = out / "model"
+
+    def finished(model_name, out_dir, **run):
+        model.mkdir(parents=True)
+        (model / "manifest.json").write_text(json.dumps({"figures": {"sts_avg": 78.1, "stsb_dev": 85.0},
+                                                          "seconds": {"budget": 60.0}}))
+        return RecipeResult(out=out, model=model, evaluation={"sts_avg": 78.1, "stsb_dev": 85.0})
+
+    monkeypatch.setattr(compression, "compress", finished)
+    store = tmp_path / "store"
+    store.mkdir()
+    entry = store / f"{store_id('run')}.json"
+    users = tmp_path / "users-file.txt"
+    users.write_text("mine")
+    if obstacle == "folder":
+        entry.mkdir()
+    elif obstacle == "link":
+        entry.symlink_to(users)
+    else:
+        (store / "other.json").write_text("{not json")
+    result = cli("compress", "--model", tiny_bert_dir, "--corpus", corpus, "--speedup", "2", "--store", store,
+                 "--out", out, "--quiet")
+    assert (model / "manifest.json").is_file() and users.read_text() == "mine"
+    if obstacle == "folder":
+        line = one_sentence(result, f"The model is kept in {model}, but the --store entry was not written in {store}")
+        assert entry.is_dir()
+    else:
+        assert result.exit_code == 0, result.output
+        assert not entry.is_symlink() and json.loads(entry.read_text())["id"] == store_id("run")
+        assert (store / "other.json").exists() == (obstacle == "corrupt neighbour")

@@ -30,7 +30,7 @@ NAMES = ("speedup", *SETTINGS, *RUN_SETTINGS)
 
 
 def python_name(name: str) -> str:
-    """A setting as :func:`sparsecse.compress` takes it (the default way :meth:`Aim.parse` names one)."""
+    """A setting as :func:`sparsecse.compression.compress` takes it (the default way :meth:`Aim.parse` names one)."""
     return name
 
 
@@ -117,7 +117,7 @@ class Aim:
 
     @property
     def curve(self) -> bool:
-        """Several speed-ups: one model each and the curve of them."""
+        """Whether there are several speed-ups (one model each, and the curve of them)."""
         return len(self.speedups) > 1
 
     def target(self, speedup: float | None = None) -> Target:
