@@ -76,16 +76,16 @@ HEADLINES = [("`--speedup 2.0`", ["--model all-MiniLM-L6-v2", "--speedup 2.0"],
              ("`--max-drop 0.3 --dev --test`", ["--max-drop 0.3", "--dev", "--test"], [])]
 
 
-def best_run(store: dict[str, Entry], has: list[str], lacks: list[str]) -> Entry:
+def best_run(store: dict[str, Entry], has: list[str], lacks: list[str], compared: bool = False) -> Entry:
     """The best current result of a command: of the stored ``sparsecse compress`` runs whose command holds every
-    option of ``has`` and none of ``lacks`` (a curve: its 2x target) and that met their target, the newest day's
-    best 7-task STS average."""
+    option of ``has`` and none of ``lacks`` (a curve: its 2x target) and that met their target (``compared``: and
+    that were compared with another model, ``--compare-with``), the newest day's best 7-task STS average."""
     def fits(e: Entry) -> bool:
         c, f = e.provenance["command"], e.figures
         target = f.get("target") if isinstance(f.get("target"), dict) else {}
         return (c.startswith("sparsecse compress ") and all(o in c for o in has) and not any(o in c for o in lacks)
                 and ("sts_avg" in f or "sts_avg_int8" in f) and target.get("met", True) is not False
-                and (".speedup-" not in e.id or ".speedup-2." in e.id))
+                and (".speedup-" not in e.id or ".speedup-2." in e.id) and (f.get("versus") or not compared))
     runs = [e for e in store.values() if fits(e)]
     newest = max(e.provenance["date"] for e in runs)
     return max((e for e in runs if e.provenance["date"] == newest),
