@@ -3,6 +3,7 @@ width budget of the remaining layers; every depth's finalist is timed on the eng
 which each layer has a fixed cost no width cut removes), and the best dev score wins, right after the cut or
 after a short recovery."""
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from sparsecse.targets.candidates import TABLE, Candidate, read_table, write_tab
 from sparsecse.shrinking.layers import scores_without_layers, without_layers
 from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops, removal_order
 from sparsecse.targets.search import TargetOutOfReach as SearchOutOfReach
-from sparsecse.targets.search import depth_speed_search, judge_after_recovery, search_budget
+from sparsecse.targets.search import depth_speed_search, search_budget
 from sparsecse.targets.spec import Target
 from tests.helpers import random_sentences
 from tests.tiny import make_tiny_model_dir
@@ -121,13 +122,20 @@ def test_the_search_times_every_depth_and_recovery_can_change_the_choice(deep_di
         recovered.append(encoder.config.num_hidden_layers)
         return dense if encoder.config.num_hidden_layers == LAYERS - deepest.layers_removed else encoder
 
-    judged = judge_after_recovery(result, deep_dir, dev, scores, PruningConfig(), recover)
-    assert sorted(recovered) == sorted(LAYERS - c.layers_removed for c in finalists)
+    judged = search_budget(deep_dir, dev, Target(speedup=1.6, probes=4, depth=2), tmp_path / "judged", scores=scores,
+                           recover=recover, show_progress=False)
+    assert sorted(recovered) == sorted(LAYERS - c.layers_removed for c in judged.finalists)
     now = [c for c in judged.candidates if c.chosen]
-    assert now == [deepest] and deepest.dev_recovered == pytest.approx(100.0, abs=1e-4)
+    assert len(now) == 1 and now[0].layers_removed == deepest.layers_removed
+    assert now[0].dev_recovered == pytest.approx(100.0, abs=1e-4)
+    # the one chosen after recovery is the one the fresh timing confirmed (before, only the first finalist right
+    # after the cut was confirmed, and a recovery that changed the choice left the winner unconfirmed)
+    assert math.isfinite(now[0].confirmed) and now[0] is judged.finalists[0]
+    assert all(math.isnan(c.confirmed) for c in judged.candidates if c.layers_removed != deepest.layers_removed)
     assert judged.layers_removed == sorted(order[:deepest.layers_removed])
-    assert judged.keep_flops == deepest.keep_flops and judged.to_dict()["chosen"]["dev_recovered"] is not None
-    back = read_table(judged.table)  # rewritten with the new choice and the recovered scores
+    assert judged.keep_flops == now[0].keep_flops and judged.to_dict()["chosen"]["dev_recovered"] is not None
+    assert judged.to_dict()["chosen"]["confirmed"] == now[0].confirmed
+    back = read_table(judged.table)  # the table holds the choice and the recovered scores
     assert [c.layers_removed for c in back] == [c.layers_removed for c in judged.candidates]
     assert [c.chosen for c in back] == [c.chosen for c in judged.candidates]
     assert [c.dev_recovered is None for c in back] == [c.dev_recovered is None for c in judged.candidates]

@@ -23,9 +23,10 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   once for each number k = 0..depth of whole layers removed (:mod:`sparsecse.targets.depth`: the k layers of
   lowest Block Influence, then the width budget of the remaining layers), each timed on the engine like any probe; each k's largest budget that
   reaches the aim is a finalist, and the finalist with the best dev score right after the cut wins.
-  :func:`judge_after_recovery` judges the finalists again after a short recovery instead (whether the dev score
-  right after the cut misjudges depth cuts is measured in the targets guide). Candidates are checked for an order
-  that contradicts their size by their overall kept FLOPs (:func:`~sparsecse.targets.depth.overall_keep_flops`).
+  With ``recover``, :func:`rank_after_recovery` judges the finalists after a short recovery instead (whether the dev
+  score right after the cut misjudges depth cuts is measured in the targets guide). The winner, and only it, is then
+  confirmed. Candidates are checked for an order that contradicts their size by their overall kept FLOPs
+  (:func:`~sparsecse.targets.depth.overall_keep_flops`).
 
 Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates`).
 """
@@ -331,41 +332,32 @@ def depth_speed_search(prober: _Prober, scores: GateScores, pruning: PruningConf
     return sorted(finalists, key=lambda c: -c.dev_score if math.isfinite(c.dev_score) else math.inf)
 
 
-def judge_after_recovery(result: SearchResult, model: str | os.PathLike, dev, scores: GateScores,
-                         pruning: PruningConfig, recover: Callable[[SentenceEncoder], SentenceEncoder]) -> SearchResult:
-    """Choose among ``result``'s depth finalists by their dev score after a short recovery, not right after the cut.
+def rank_after_recovery(finalists: list[Candidate], prober: _Prober, order: list[int], scores: GateScores,
+                        pruning: PruningConfig, recover: Callable[[SentenceEncoder], SentenceEncoder]) -> None:
+    """Order ``finalists`` (each depth's best) by their dev score after a short recovery, best first, in place
+    (each one's ``dev_recovered`` set), so the one confirmed and chosen is the best after recovery, not right after
+    the cut.
 
     Args:
-        result: a depth search's result (fewer than two finalists: returned as it is).
-        model: the input model.
-        dev: the dev set the search scored on.
+        finalists: the depth search's finalists.
+        prober: the search's prober (its dense model and dev set).
+        order: the layers in the order they are removed.
         scores: the input model's gate scores the search pruned from.
         pruning: the pruning rule it used.
         recover: an encoder -> the encoder after the short recovery (e.g. a few hundred distillation steps).
-
-    Returns:
-        ``result``, its finalists' ``dev_recovered`` set, the best of them chosen, its table and plot rewritten.
     """
-    if len(result.finalists) < 2:
-        return result
-    dense = SentenceEncoder.load(model, device="cpu")
-    order = result.target["removal_order"]
-    for c in result.finalists:
-        encoder, _ = depth_width_probe(dense, scores, pruning, layers_removed(order, c.layers_removed), c.keep_flops)
-        c.dev_recovered = float(dev.score(recover(encoder)))
-    best = max(result.finalists, key=lambda c: c.dev_recovered if math.isfinite(c.dev_recovered) else -math.inf)
-    for c in result.candidates:
-        c.chosen = c is best
-    result.keep_flops, result.layers_removed = best.keep_flops, layers_removed(order, best.layers_removed)
-    write_table(result.candidates, result.table, result.target.get("shape"))
-    write_plot(result.candidates, result.plot, result.target, result.title)
-    return result
+    for c in finalists:
+        encoder, _ = depth_width_probe(prober.dense, scores, pruning, layers_removed(order, c.layers_removed),
+                                       c.keep_flops)
+        c.dev_recovered = float(prober.dev.score(recover(encoder)))
+    finalists.sort(key=lambda c: -c.dev_recovered if math.isfinite(c.dev_recovered) else math.inf)
 
 
 def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.PathLike, *,
                   scores: GateScores | None = None, pruning: PruningConfig | None = None,
                   prune_fn: Callable[[float], tuple[SentenceEncoder, int, int]] | None = None,
                   calibration: str | os.PathLike | None = None, seed: int = 0,
+                  recover: Callable[[SentenceEncoder], SentenceEncoder] | None = None,
                   show_progress: bool = True) -> SearchResult:
     """The kept-FLOPs budget that meets ``target`` for ``model`` (see the module docstring).
 
@@ -381,6 +373,8 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             for a quality-only target.
         calibration: the corpus int8 engines calibrate on.
         seed: the calibration sample's seed.
+        recover: with depth finalists, an encoder -> the encoder after a short recovery: the finalists are judged
+            by their dev score after it (:func:`rank_after_recovery`) before the best is confirmed.
         show_progress: print each candidate as it is measured.
 
     Returns:
@@ -405,6 +399,8 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             summary.update(depth=depth, depth_default=target.depth is None, removal_order=order)
             floor = max(SMALLEST_BUDGET, smallest_budget(scores.manifest.get("shape") or {}, pruning.layout))
             finalists = depth_speed_search(prober, scores, pruning, floor, order, depth, active_sharing())
+            if recover is not None and len(finalists) > 1:
+                rank_after_recovery(finalists, prober, order, scores, pruning, recover)
             removed = layers_removed(order, finalists[0].layers_removed)
             finalists[0] = chosen = confirm(finalists[0], prober, lambda b: prober.one_shot(scores, pruning, b, removed),
                                             floor, not removed)  # before any training starts
