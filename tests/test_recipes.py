@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from dataclasses import replace
+
 import pytest
 import torch
 from click.testing import CliRunner
@@ -86,11 +88,26 @@ def test_every_shipped_recipe_parses_and_frontier_2x_is_among_them():
     assert f2x.stages[1].keep_flops == 0.45 and f2x.stages[2].teacher == "@teacher"
 
 
+def test_a_prune_stage_hands_its_layer_criterion_to_the_pruning_rule(tmp_path):
+    from sparsecse.recipes.stage_types import StageContext
+
+    recipe = parse_recipe({"name": "deep", "stages": [{"type": "prune", "keep_flops": 0.5,
+                                                       "layer_criterion": "block_influence"}]}, "deep.yaml")
+    stage = recipe.stages[0]
+    (tmp_path / "c.txt").write_text("a sentence\n")
+    _, pruning, _ = stage.settings(StageContext(corpus=tmp_path / "c.txt", work=tmp_path, data_dir=None, seed=0, models={}))
+    assert pruning.layer_criterion == "block_influence"
+    _, default, _ = replace(stage, layer_criterion=None).settings(StageContext(corpus=tmp_path / "c.txt", work=tmp_path, data_dir=None, seed=0, models={}))
+    assert default.layer_criterion is None  # the default layer criterion (block_influence) applies
+
+
 @pytest.mark.parametrize("stages, message", [
     ([{"type": "quantize"}], "unknown type 'quantize'; the stage types are distill, train, prune, export, budget"),
     ([{"type": "prune", "keep_flops": 0.5, "stepz": 2}], "has no setting 'stepz'"),
     ([{"type": "prune", "keep_flops": 1.5}], r"keep_flops must be in \(0, 1\], not 1.5"),
     ([{"type": "prune", "keep_flops": 0}], r"keep_flops must be in \(0, 1\], not 0"),
+    ([{"type": "prune", "keep_flops": 0.5, "layer_criterion": "abs_grad"}],
+     "layer_criterion must be one of block_influence"),  # a gate criterion does not rank whole layers
     ([{"type": "prune"}], "give exactly one budget"),
     ([{"type": "distill"}], "needs the setting 'teacher'"),
     ([{"type": "distill", "teacher": "@later"}], "takes its teacher from @later"),

@@ -214,6 +214,7 @@ class PruneStage(Stage):
     criterion: str | None = None
     lam: float = 0.5
     layout: str = "custom"  # stock: the input's own architecture class (sparsecse.pruning.uniform)
+    layer_criterion: str | None = None  # which whole layers a depth cut removes first (None: block_influence)
     type: str = "prune"
 
     def check(self, where: str) -> "PruneStage":
@@ -229,6 +230,8 @@ class PruneStage(Stage):
         check_positive_int("reconstruct_sentences", self.reconstruct_sentences, where)
         if self.criterion is not None:
             check_choice("criterion", self.criterion, where, criterion_names("gate"))
+        if self.layer_criterion is not None:
+            check_choice("layer_criterion", self.layer_criterion, where, criterion_names("layer"))
         if isinstance(self.lam, bool) or not isinstance(self.lam, (int, float)) or not 0 <= self.lam <= 1:
             raise SparseCSEError(f"{where}: lam must be in [0, 1], not {self.lam!r}.")
         return self
@@ -254,7 +257,8 @@ class PruneStage(Stage):
         """The shrinking, pruning and scoring configs its settings make in the run ``ctx``."""
         corpus = ctx.corpus if self.reconstruct == CORPUS else Path(self.reconstruct)
         shrinking = ShrinkConfig(reconstruct=ReconstructionPlan.prepare(str(corpus), self.reconstruct_sentences))
-        pruning = PruningConfig(lam=self.lam, criterion=self.criterion, layout=self.layout)
+        pruning = PruningConfig(lam=self.lam, criterion=self.criterion, layout=self.layout,
+                                layer_criterion=self.layer_criterion)
         scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress, dev=ctx.dev)
         return replace(shrinking, layout=self.layout), pruning, scoring
 
