@@ -25,10 +25,10 @@ from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.modeling.cpu_features import cpu_features
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.prune import PruningConfig
-from sparsecse.scoring.layer_criteria import layer_scores
+from sparsecse.scoring.layer_criteria import layer_scores, removal_order
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.scoring.score import score as score_model
-from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops, removal_order
+from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops
 from sparsecse.targets.spec import Shape
 from sparsecse.targets.timing import engine_threads, measure, timing_sentences
 from sparsecse.training.api import train

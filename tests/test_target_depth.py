@@ -18,7 +18,8 @@ from sparsecse.pruning.prune import PruningConfig
 from sparsecse.scoring.scores import GateScores
 from sparsecse.targets.candidates import TABLE, Candidate, read_table, write_table
 from sparsecse.shrinking.layers import scores_without_layers, without_layers
-from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops, removal_order
+from sparsecse.scoring.layer_criteria import removal_order
+from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops
 from sparsecse.targets.search import TargetOutOfReach as SearchOutOfReach
 from sparsecse.targets.search import depth_speed_search, search_budget
 from sparsecse.targets.spec import Target

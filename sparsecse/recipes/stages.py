@@ -214,7 +214,7 @@ class PruneStage(Stage):
     criterion: str | None = None
     lam: float = 0.5
     layout: str = "custom"  # stock: the input's own architecture class (sparsecse.pruning.uniform)
-    layer_criterion: str | None = None  # which whole layers a depth cut removes first (None: block_influence)
+    layer_criterion: str | None = None  # which whole layers a depth cut removes first (None: embedding_fidelity)
     type: str = "prune"
 
     def check(self, where: str) -> "PruneStage":

@@ -82,14 +82,10 @@ class Aim:
                 raise SparseCSEError(f"{named(first)} goes with a target: add {named('speedup')} (e.g. 2.0) or "
                                      f"{named('max_drop')}.")
         speedups = tuple(sorted(parse_speedups(speedup))) if speedup is not None else ()
-        settings = {k: given.get(k) for k in SETTINGS if given.get(k) is not None}
-        if "depth" in given:
-            settings.pop("depth", None)
-            depth = parse_depth(given["depth"], named)
-            if depth is not None:
-                settings["depth"] = depth
-        if "timing_sentences" in settings:
-            settings["timing_sentences"] = os.path.abspath(os.fspath(settings["timing_sentences"]))
+        read = {"depth": lambda v: parse_depth(v, named),  # auto: None, as when not given
+                "timing_sentences": lambda v: os.path.abspath(os.fspath(v))}
+        settings = {k: read.get(k, lambda v: v)(given[k]) for k in SETTINGS if given.get(k) is not None}
+        settings = {k: v for k, v in settings.items() if v is not None}
         aim = cls(settings, speedups, given.get("teacher"), given.get("compare_with"))
         if speedups or max_drop is not None:
             check_runnable(aim.target().check())

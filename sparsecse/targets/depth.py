@@ -1,9 +1,9 @@
 """Depth in the target search: candidates that remove whole layers as well as heads and neurons.
 
 A candidate is a pair (layers removed, ``keep_flops`` of the remaining layers). Its layers are removed
-first, in the order of their importance (:mod:`sparsecse.scoring.layer_criteria`: ShortGPT's Block Influence
-on the dev sentences, lowest first, so removing k+1 layers removes the k of the smaller candidate and one
-more), leaving a model with fewer layers of the full shape; that model is then pruned in width like any
+first, in the order of their importance (:func:`sparsecse.scoring.layer_criteria.removal_order` on the dev
+sentences: by default the layers whose removal moves the sentence embeddings least, one at a time, so removing
+k+1 layers removes the k of the smaller candidate and one more), leaving a model with fewer layers of the full shape; that model is then pruned in width like any
 other, to ``keep_flops`` of its own layer FLOPs. The whole candidate keeps :func:`overall_keep_flops` of the
 input model's layer FLOPs.
 
@@ -23,26 +23,11 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.pruning.prune import prune as prune_scores
-from sparsecse.scoring.layer_criteria import check_removable, layer_scores, removal_ranking
+from sparsecse.scoring.layer_criteria import check_removable
 from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.layers import model_layers, scores_without_layers, without_layers
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.spec import Target
-
-def removal_order(encoder: SentenceEncoder, sentences: Sequence[str], criterion: str | None = None,
-                  batch_size: int = 32) -> list[int]:
-    """Every layer of ``encoder``, least important first (the order depth candidates remove them in).
-
-    Args:
-        encoder: the input model.
-        sentences: the sentences the layer criterion averages over (the dev sentences).
-        criterion: a layer criterion (:mod:`sparsecse.scoring.criteria`, unit ``layer``); None: the default.
-        batch_size: sentences per forward pass.
-
-    Returns:
-        Layer indices; the first k are the k layers a candidate that removes k layers removes.
-    """
-    return removal_ranking(layer_scores(encoder, list(sentences), criterion, batch_size))
 
 
 def layers_removed(order: Sequence[int], k: int) -> list[int]:

@@ -57,7 +57,8 @@ from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, next_budget_line, write_plot, write_table
 from sparsecse.targets.choice import TargetOutOfReach, confirm, contradictions, fitted_choice, quality_search
-from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops, removal_order
+from sparsecse.scoring.layer_criteria import removal_order
+from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.spec import Target
 from sparsecse.targets.timing import (BUSY_WAIT_SECONDS, BUSY_WAITS, ROUNDS, MachineTooBusy, Timing, engine_threads,
@@ -394,7 +395,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             if scores is None:
                 raise ValueError("A speed-up target needs the dense model's scores.")
             depth = target.resolved_depth(prober.layers)
-            order = removal_order(prober.dense, prober.sentences, pruning.layer_criterion) if depth else []
+            order = removal_order(prober.dense, prober.sentences, pruning.layer_criterion, limit=depth) if depth else []
             layers_removed(order, depth)  # a depth the model cannot lose is refused before any probe
             summary.update(depth=depth, depth_default=target.depth is None, removal_order=order)
             floor = max(SMALLEST_BUDGET, smallest_budget(scores.manifest.get("shape") or {}, pruning.layout))
