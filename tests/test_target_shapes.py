@@ -127,6 +127,28 @@ def test_a_spread_that_stays_wide_stops_before_choosing_naming_what_was_measured
     assert "throughput at batch 8 on 2 threads" in message
 
 
+def drifting(factors, period=22):
+    """Noise that slows the candidate by ``factors`` in turn, each for ``period`` clock calls."""
+    def noise(call, encoder):
+        return 1.0 if encoder.per_sentence > 0.002 else factors[(call // period) % len(factors)]
+    return noise
+
+
+def test_rounds_too_spread_whose_median_is_pinned_down_are_noise_not_a_busy_machine(monkeypatch):
+    """Spread rounds alone do not stop a run: pooled, their median's interval is within twice the margin, the
+    precision the rounds were sized for (a run on a quiet machine stopped on a 12% spread over 24 rounds)."""
+    monkeypatch.setattr(speed, "clock", Clock(drifting([0.94, 1.04, 0.97, 1.21, 1.17, 1.08, 0.77, 1.01, 1.09])))
+    target = Target(speedup=2.0).check()
+    found = settled(Costly(0.0, 0.004), {"c": Costly(0.0, 0.001)}, SENTENCES, Shape("throughput", 8, 2), target,
+                    rounds=12)["c"]
+    assert found.rounds == 24 and found.spread > target.max_spread  # timed again, still spread
+    assert found.interval.half_width <= 2 * target.margin and found.interval.contains(4.0)
+    monkeypatch.setattr(speed, "clock", Clock(drifting([1.13, 0.93, 1.24, 0.85, 0.92, 1.12, 1.01, 1.27, 1.02])))
+    with pytest.raises(MachineTooBusy, match=r"and its interval \(±1\d%\) wider than twice the 5% margin"):
+        settled(Costly(0.0, 0.004), {"c": Costly(0.0, 0.001)}, SENTENCES, Shape("throughput", 8, 2), target,
+                rounds=12)
+
+
 def test_when_busy_wait_times_again_once_the_machine_calms_down(monkeypatch):
     monkeypatch.setattr(speed, "clock", Clock(noisy_rounds(calm_after=150)))
     monkeypatch.setattr(timing, "BUSY_WAIT_SECONDS", 0.0)

@@ -100,10 +100,15 @@ def _serve(model: OnDisk, requests: list[list[str]], batch_size: int, threads: i
             speed.clock(encoder, requests[0], batch_size)
             conn.send("ready")
             while (indices := conn.recv()) is not None:
-                speed.clock(encoder, requests[indices[0]], batch_size)
-                conn.send([speed.clock(encoder, requests[i], batch_size) for i in indices])
+                conn.send(_turn(encoder, requests, indices, batch_size))
     finally:
         conn.close()
+
+
+def _turn(encoder, requests: list[list[str]], indices: list[int], batch_size: int) -> list[float]:
+    """One turn of a served model: an untimed warm-up request, then the seconds of each request of ``indices``."""
+    speed.clock(encoder, requests[indices[0]], batch_size)
+    return [speed.clock(encoder, requests[i], batch_size) for i in indices]
 
 
 class Servers:
@@ -139,8 +144,7 @@ class Servers:
         indices = list(indices)
         if self.inline:
             with speed.torch_threads(self.threads):
-                speed.clock(self.models[key], self.requests[indices[0]], self.batch_size)
-                return [speed.clock(self.models[key], self.requests[i], self.batch_size) for i in indices]
+                return _turn(self.models[key], self.requests, indices, self.batch_size)
         self.pipes[key].send(indices)
         return self._receive(key)
 

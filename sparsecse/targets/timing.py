@@ -21,7 +21,8 @@ from sparsecse.evaluation import speed
 from sparsecse.evaluation.speed import unique_by_length
 from sparsecse.targets import fresh
 from sparsecse.targets.spec import Shape, Target
-from sparsecse.targets.statistics import AA_ROUNDS, Interval, TooNoisy, median_interval, noise, usable_rounds
+from sparsecse.targets.statistics import (AA_ROUNDS, USABLE, Interval, TooNoisy, median_interval, noise,
+                                         usable_rounds)
 
 TIMING_SENTENCES = 2048  # distinct sentences timed per throughput (longest-first order, evenly thinned)
 LATENCY_REQUESTS = 100  # requests timed per round for a latency metric (every length represented)
@@ -174,7 +175,9 @@ def timings(per_round: dict[str, np.ndarray], candidates, timed: list[list[str]]
 def settled(reference, candidates: dict, sentences: list[str], shape: Shape, target: Target,
             show_progress: bool = False, rounds: int = ROUNDS) -> dict[str, Timing]:
     """:func:`measure`, timed again where a spread is wider than ``target.max_spread`` (the rounds of both
-    timings pooled); a spread that stays wider raises :class:`MachineTooBusy` naming what was measured, or, with
+    timings pooled). A spread that stays wider is only noise in the rounds where the pooled median's interval is
+    within ``USABLE`` margins (the precision sized rounds aim at; the figure is judged by its interval); one whose
+    interval is wider too raises :class:`MachineTooBusy` naming what was measured, or, with
     ``target.when_busy == "wait"``, is timed again after a pause (``BUSY_WAITS`` times at most).
 
     Args:
@@ -190,31 +193,35 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
         The timing of every candidate, each within the spread allowed.
     """
     found = measure(reference, candidates, sentences, shape, rounds, show_progress=show_progress)
-    limit = float(target.max_spread)
+    limit, precision = float(target.max_spread), USABLE * float(target.margin)
 
     def wide() -> dict[str, Timing]:
         return {k: t for k, t in found.items() if t.spread > limit}
+
+    def unresolved() -> dict[str, Timing]:  # rounds too spread whose median is not pinned down either
+        return {k: t for k, t in wide().items() if t.interval.half_width > precision}
 
     if wide():  # once more, the rounds of both runs pooled
         again = measure(reference, {k: candidates[k] for k in wide()}, sentences, shape, rounds,
                         show_progress=show_progress)
         found.update({k: found[k].pooled(t) for k, t in again.items()})
     for _ in range(BUSY_WAITS if target.when_busy == "wait" else 0):
-        if not wide():
+        if not unresolved():
             break
-        print(f"  the machine is busy (spread {max(t.spread for t in wide().values()):.0%}); waiting "
+        print(f"  the machine is busy (spread {max(t.spread for t in unresolved().values()):.0%}); waiting "
               f"{BUSY_WAIT_SECONDS:.0f} s to time again", file=sys.stderr, flush=True)
         time.sleep(BUSY_WAIT_SECONDS)
-        found.update(measure(reference, {k: candidates[k] for k in wide()}, sentences, shape, rounds,
+        found.update(measure(reference, {k: candidates[k] for k in unresolved()}, sentences, shape, rounds,
                              show_progress=show_progress))
-    if not wide():
+    if not unresolved():
         return found
-    key, worst = max(wide().items(), key=lambda kv: kv[1].spread)
+    key, worst = max(unresolved().items(), key=lambda kv: kv[1].spread)
     hint = "" if target.when_busy == "wait" else ", or pass --when-busy wait"
     raise MachineTooBusy(
         f"The machine is too busy to time: {key} measured {worst.speedup:.2f}x over {REFERENCE} with a spread of "
         f"{worst.spread:.0%} over {worst.rounds} interleaved rounds ({shape.describe()}), wider than the "
-        f"{limit:.0%} allowed even when timed again; run it on a quieter machine{hint}.")
+        f"{limit:.0%} allowed even when timed again, and its interval (±{worst.interval.half_width:.0%}) wider than "
+        f"twice the {float(target.margin):.0%} margin; run it on a quieter machine{hint}.")
 
 
 def aa_timing(reference, sentences: list[str], shape: Shape, rounds: int = AA_ROUNDS) -> Timing:
