@@ -14,7 +14,7 @@ from sparsecse.cli import main
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation import speed
 from sparsecse.targets import timing
-from sparsecse.targets.candidates import Candidate, read_table
+from sparsecse.targets.candidates import Candidate, next_budget_line, read_table
 from sparsecse.targets.search import _Prober, contradictions
 from sparsecse.targets.spec import Shape, Target, default_loader
 from sparsecse.targets.timing import MachineTooBusy, measure, settled
@@ -123,7 +123,7 @@ def test_a_spread_that_stays_wide_stops_before_choosing_naming_what_was_measured
                 Shape("throughput", 8, 2), target)
     message = str(caught.value)
     assert message.startswith("The machine is too busy to time: the candidate keeping 0.300 of the layer FLOPs "
-                              "measured") and "over 10 interleaved rounds" in message and "\n" not in message
+                              "measured") and "over 25 interleaved rounds" in message and "\n" not in message
     assert "throughput at batch 8 on 2 threads" in message
 
 
@@ -149,8 +149,32 @@ def test_rounds_too_spread_whose_median_is_pinned_down_are_noise_not_a_busy_mach
                 rounds=12)
 
 
+def test_an_interval_too_wide_gets_more_rounds_before_the_machine_is_called_busy(monkeypatch):
+    """Ten rounds leave the median's interval wider than twice the margin, fifteen do not: the rounds are pooled
+    until they do, up to the most a timing may have, and only then is the machine too busy."""
+    noise = drifting([0.94, 0.81, 1.02, 1.01, 0.85, 0.92, 0.99, 0.88, 0.99])
+    monkeypatch.setattr(speed, "clock", Clock(noise))
+    target = Target(speedup=2.0).check()
+    found = settled(Costly(0.0, 0.004), {"c": Costly(0.0, 0.001)}, SENTENCES, Shape("throughput", 8, 2), target,
+                    rounds=5)["c"]
+    assert found.rounds == 15 and found.spread > target.max_spread
+    assert found.interval.half_width <= 2 * target.margin
+    monkeypatch.setattr(speed, "clock", Clock(noise))
+    monkeypatch.setattr(timing, "MAX_ROUNDS", 10)
+    with pytest.raises(MachineTooBusy, match="over 10 interleaved rounds"):
+        settled(Costly(0.0, 0.004), {"c": Costly(0.0, 0.001)}, SENTENCES, Shape("throughput", 8, 2), target, rounds=5)
+
+
+def test_an_unanchored_search_steps_at_most_halfway_down_beyond_its_probes():
+    """Two close, noisy probes of a model with layers removed draw a shallow line: the next budget is half the
+    smallest probed, not the floor (a run probed 0.013 of the rest after 0.714 and 0.643)."""
+    assert next_budget_line([(0.714, 1.70), (0.643, 1.73)], 2.1, 0.013, anchored=False) == pytest.approx(0.3215)
+    assert next_budget_line([(0.95, 1.81), (0.88, 1.86)], 2.1, 0.013, anchored=False) > 0.44  # a true slope stays
+    assert next_budget_line([(0.7, 1.8), (0.6, 2.3)], 2.1, 0.013, anchored=False) == pytest.approx(0.6343, abs=1e-4)
+
+
 def test_when_busy_wait_times_again_once_the_machine_calms_down(monkeypatch):
-    monkeypatch.setattr(speed, "clock", Clock(noisy_rounds(calm_after=150)))
+    monkeypatch.setattr(speed, "clock", Clock(noisy_rounds(calm_after=300)))
     monkeypatch.setattr(timing, "BUSY_WAIT_SECONDS", 0.0)
     target = Target(speedup=2.0, when_busy="wait").check()
     found = settled(Costly(0.0, 0.004), {"c": Costly(0.0, 0.001)}, SENTENCES, Shape("throughput", 8, 2), target)

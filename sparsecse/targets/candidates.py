@@ -13,6 +13,7 @@ import numpy as np
 from sparsecse.artifacts.files import atomic_file
 
 TABLE = "candidates.csv"
+MAX_STEP_DOWN = 0.5  # an unanchored speed search's step beyond every probe keeps at least this much of the smallest
 PLOT = "candidates.png"
 
 
@@ -183,7 +184,12 @@ def next_budget_line(points: list[tuple[float, float]], aim: float, floor: float
     bracket it, the line through those two; beyond every probe, the least-squares line through them all (two noisy
     probes close together can slope the wrong way), or, where even that does not rise with the budget, time taken
     as proportional to the budget from the probe nearest the aim. ``anchored``: the dense model (1, 1) is a point
-    (not for the width of a model with layers removed, whose whole rest is already faster)."""
+    (not for the width of a model with layers removed, whose whole rest is already faster); without it, a step
+    beyond every probe goes down to ``MAX_STEP_DOWN`` of the smallest budget probed at most.
+
+        >>> next_budget_line([(0.714, 1.70), (0.643, 1.73)], 2.1, 0.013, anchored=False)  # a shallow, noisy line
+        0.3215
+    """
     goal = 1.0 / aim
     pts = sorted({*([(1.0, 1.0)] if anchored else []), *[(b, 1.0 / s) for b, s in points]})
     below = [p for p in pts if p[1] <= goal]  # fast enough
@@ -200,4 +206,6 @@ def next_budget_line(points: list[tuple[float, float]], aim: float, floor: float
         else:
             near_b, near_t = min(pts, key=lambda p: abs(p[1] - goal))
             b = near_b * goal / near_t
+        if not anchored:  # two close, noisy probes can draw a shallow line that leaps to the floor
+            b = max(b, min(p[0] for p in pts) * MAX_STEP_DOWN)
     return min(0.98, max(floor, b))

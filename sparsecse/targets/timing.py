@@ -21,8 +21,8 @@ from sparsecse.evaluation import speed
 from sparsecse.evaluation.speed import unique_by_length
 from sparsecse.targets import fresh
 from sparsecse.targets.spec import Shape, Target
-from sparsecse.targets.statistics import (AA_ROUNDS, USABLE, Interval, TooNoisy, median_interval, noise,
-                                         usable_rounds)
+from sparsecse.targets.statistics import (AA_ROUNDS, MAX_ROUNDS, USABLE, Interval, TooNoisy, median_interval,
+                                         noise, usable_rounds)
 
 TIMING_SENTENCES = 2048  # distinct sentences timed per throughput (longest-first order, evenly thinned)
 LATENCY_REQUESTS = 100  # requests timed per round for a latency metric (every length represented)
@@ -176,8 +176,8 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
             show_progress: bool = False, rounds: int = ROUNDS) -> dict[str, Timing]:
     """:func:`measure`, timed again where a spread is wider than ``target.max_spread`` (the rounds of both
     timings pooled). A spread that stays wider is only noise in the rounds where the pooled median's interval is
-    within ``USABLE`` margins (the precision sized rounds aim at; the figure is judged by its interval); one whose
-    interval is wider too raises :class:`MachineTooBusy` naming what was measured, or, with
+    within ``USABLE`` margins (the precision sized rounds aim at; the figure is judged by its interval), and more
+    rounds are pooled while it is not (up to ``MAX_ROUNDS``); one whose interval is wider even then raises :class:`MachineTooBusy` naming what was measured, or, with
     ``target.when_busy == "wait"``, is timed again after a pause (``BUSY_WAITS`` times at most).
 
     Args:
@@ -203,6 +203,11 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
 
     if wide():  # once more, the rounds of both runs pooled
         again = measure(reference, {k: candidates[k] for k in wide()}, sentences, shape, rounds,
+                        show_progress=show_progress)
+        found.update({k: found[k].pooled(t) for k, t in again.items()})
+    # more rounds narrow an interval (not a spread): pooled up to the most rounds a timing may have
+    while unresolved() and max(t.rounds for t in unresolved().values()) + rounds <= MAX_ROUNDS:
+        again = measure(reference, {k: candidates[k] for k in unresolved()}, sentences, shape, rounds,
                         show_progress=show_progress)
         found.update({k: found[k].pooled(t) for k, t in again.items()})
     for _ in range(BUSY_WAITS if target.when_busy == "wait" else 0):
