@@ -91,6 +91,8 @@ def serve_alone(path: str, threads: int, batch_size: int, conn) -> None:
     send back their seconds, until it is sent None."""
     from sentence_transformers import SentenceTransformer
 
+    import sparsecse.modeling  # noqa: F401  (registers the shrunk model classes, as in the one-process mode)
+
     torch.set_num_threads(threads)
     model = SentenceTransformer(path, device="cpu")
     conn.send("ready")

@@ -27,8 +27,8 @@ from sparsecse.reporting.store import Entry, load_store  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the block renderers beside this script
 from figures_frontier import assistant_chain, deploy_engines, frontier_2x_summary, frontier_table, headline, mpnet_summary, reached, recipe_levers, speed_by_cpu, stored_table  # noqa: E402
-from figures_targets import busy_pair, corpus_size, curve_l6, headline_runs, targets_answer, targets_flops, targets_intro, targets_table  # noqa: E402
-from figures_latency import latency_longer, latency_longer_all, latency_served, latency_target, latency_teacher  # noqa: E402
+from figures_targets import busy_pair, corpus_size, curve_l6, headline_runs, layer_choice, targets_answer, targets_flops, targets_intro, targets_table  # noqa: E402
+from figures_latency import latency_default_runs, latency_longer, latency_longer_all, latency_served, latency_target, latency_teacher  # noqa: E402
 
 STORE = ROOT / "docs" / "results" / "store"
 BEGIN = re.compile(r"^(<!-- |# )BEGIN figures: ([\w.-]+)(?: -->| \(.*\))?$")  # YAML: "# BEGIN ... (a note)"
@@ -52,7 +52,8 @@ BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recip
           "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target,
           "curve-l6": curve_l6, "busy-pair": busy_pair, "latency-longer": latency_longer,
           "latency-served": latency_served, "latency-longer-all": latency_longer_all,
-          "latency-teacher": latency_teacher}
+          "latency-teacher": latency_teacher, "layer-choice": layer_choice,
+          "latency-default-runs": latency_default_runs}
 
 # blocks written from a template beside their page (_figures/NAME.md, {placeholders}) and the values a function
 # reads from the store

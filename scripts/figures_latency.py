@@ -4,6 +4,8 @@ Each block renderer takes the results store (``{id: Entry}``) and returns the bl
 
 from __future__ import annotations
 
+import re
+
 from sparsecse.reporting.store import Entry
 from figures_format import L3, ci, command, cpu, pm, where, x
 from figures_frontier import stored_table
@@ -136,3 +138,27 @@ def latency_served(store: dict[str, Entry]) -> str:
         + (f" The width-only candidate at the same latency kept {float(width[1]):.3f} of the FLOPs and scored "
            f"{width[4]} on dev after 100 recovery steps, against {chosen[4]} for the chosen one." if width else ""), "",
         *latency_tables(timing, mine, "the latency-p50 2x model, timed as served", finalists)])
+
+
+def latency_default_runs(store: dict[str, Entry]) -> str:
+    """The default latency command's stored runs on one machine side by side (``lat2x-N.MACHINE``), each with its own
+    final figure and the independent served-alone timing of its model (``serving-latency.alone.lat2x.MACHINE``)."""
+    timing = max((e for i, e in store.items() if i.startswith("serving-latency.alone.lat2x.")),
+                 key=lambda e: e.provenance["date"])
+    slug = timing.id.split(".")[-1]
+    runs = sorted((e for i, e in store.items() if re.fullmatch(rf"lat2x-\d+\.{re.escape(slug)}", i)), key=lambda e: e.id)
+    alone = {r["model"]: r for r in timing.figures["rows"]}
+    l3 = next(r for r in timing.figures["rows"] if L3 in r["model"])
+    lines = [f"`{command(runs[0]).replace(' --out runs/' + runs[0].id.split('.')[0], '')}` from a cold cache, "
+             f"on {cpu(runs[0])}; served alone: {where(timing)}, each model in a process of its "
+             f"own, in turns of {timing.figures.get('turn', 1)} requests (paraphrase-MiniLM-L3-v2 there: "
+             f"{x(l3['p50_speedup'])} at p50):", "",
+             "| run | date | wall | the run's p50 speed-up | served alone, p50 | 7-task STS avg | STS-B dev | met |",
+             "|---|---|---|---|---|---|---|---|"]
+    for e in runs:
+        f, name = e.figures, e.id.split(".")[0]
+        served = alone.get(f"runs/{name}/model")
+        lines.append(f"| {name} | {e.provenance['date']} | {f['minutes']:.1f} min | {x(f['target']['speedup'])} | "
+                     f"{x(served['p50_speedup']) if served else '—'} | {f['sts_avg']:.2f} {ci(f['ci'])} | "
+                     f"{f['stsb_dev']:.2f} | {'yes' if f['target']['met'] else 'no'} |")
+    return "\n".join(lines)

@@ -14,7 +14,8 @@ def headline_runs(store: dict[str, Entry]) -> str:
     """The README's table: each headline command's best current result, with its machine and date."""
     runs = [(label, best_run(store, has, lacks)) for label, has, lacks in HEADLINES]
     machines = sorted({cpu(e) for _, e in runs})
-    lines = [f"On {machines[0] if len(machines) == 1 else 'the machine each row names'}, the stored run of each command that met its target with the best 7-task STS "
+    threads = ", ".join(str(t) for t in sorted({e.provenance.get("threads") or 0 for _, e in runs}))
+    lines = [f"On {machines[0] if len(machines) == 1 else f'the CPU each row names, {threads} threads'}, the stored run of each command that met its target with the best 7-task STS "
              "avg on its newest day (speed-up over the input model on the target's engine, batch 128; latency: p50):",
              "", "| `compress ...` | speed-up | 7-task STS avg | vs paraphrase-MiniLM-L3-v2 | date, wall |",
              "|---|---|---|---|---|"]
@@ -27,7 +28,7 @@ def headline_runs(store: dict[str, Entry]) -> str:
         versus = f.get("versus") or {}
         l3 = f"{pm(versus['difference'])} {ci(versus['paired_ci'], True)}" if versus else "—"
         wall = f", {f['minutes']:.1f} min" if f.get("minutes") else ""
-        where_ = "" if len(machines) == 1 else f" ({cpu(e)})"
+        where_ = "" if len(machines) == 1 else f" ({e.machine})"
         lines.append(f"| {label}{where_} | {speed} | {sts} | {l3} | {e.provenance['date']}{wall} |")
     return "\n".join(lines)
 
@@ -269,3 +270,22 @@ def curve_l6(store: dict[str, Entry]) -> str:
 
 
 L6_CURVE = "l6-curve5"  # the run the targets guide's curve block shows
+
+
+def layer_choice(store: dict[str, Entry]) -> str:
+    """The targets guide's table of depth cuts: the layers each layer criterion chooses and the other cuts tried,
+    with their embedding fidelity and STS-B dev right after the cut and after a short recovery (the newest
+    ``benchmarks/layer_choice.py`` entry for all-MiniLM-L6-v2)."""
+    entry = max((e for i, e in store.items() if i.startswith("layer-choice.all-minilm-l6-v2.")),
+                key=lambda e: e.provenance["date"])
+    f = entry.figures
+    lines = [f"Measured by {where(entry)}: {f['removed_layers']} of the 6 layers removed at full width, then "
+             f"{f['steps']} distillation steps from the input model (batch {f['batch_size']}, lr {f['lr']:g}); the "
+             f"input model's STS-B dev is {f['reference_dev']:.2f}.", "",
+             "| layers removed | chosen by | embedding fidelity | STS-B dev after the cut | after the recovery |",
+             "|---|---|---|---|---|"]
+    for r in f["rows"]:
+        chosen = ", ".join(f"`{name}`" for name in r["chosen_by"]) or "—"
+        lines.append(f"| {', '.join(map(str, r['removed']))} | {chosen} | {r['fidelity']:.3f} | "
+                     f"{r['dev_after_cut']:.2f} | {r['dev_recovered']:.2f} |")
+    return "\n".join(lines)

@@ -17,7 +17,7 @@ from sparsecse.recipes.stage_types import CardSection, FoundBudget, Stage, Stage
 from sparsecse.recipes.stages import PruneStage
 from sparsecse.scoring.score import score as score_model
 from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
-from sparsecse.targets.search import active_sharing, search_budget
+from sparsecse.targets.search import Calibration, active_sharing, search_budget
 from sparsecse.training.api import train
 from sparsecse.training.config import TrainingConfig
 
@@ -90,7 +90,7 @@ class BudgetStage(Stage):
 
         dev = ctx.dev_set()
         found = search_budget(model, dev, ctx.target, ctx.work / "candidates", scores=scores,
-                              pruning=pruning, prune_fn=prune_once, calibration=ctx.corpus, seed=ctx.seed,
+                              pruning=pruning, prune_fn=prune_once, calibration=Calibration(ctx.corpus, ctx.seed),
                               recover=self.recovery(index, model, ctx) if self.recovery_steps else None,
                               show_progress=ctx.show_progress)
         with atomic_dir(out) as tmp:

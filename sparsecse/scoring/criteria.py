@@ -206,7 +206,7 @@ class BlockInfluence(LayerCriterion):
 
 class GreedyLayerCriterion(Criterion):
     """A criterion that orders whole layers by removing them one at a time: at each step, the layer whose removal
-    (the layers removed before it staying removed) moves the model's sentence embeddings least by :meth:`cost`
+    (the layers removed before it staying removed) moves the model's sentence embeddings least by its ``cost``
     goes next (:func:`sparsecse.scoring.layer_criteria.removal_order`). It judges a set of layers by what the
     model without them computes, where a per-layer statistic judges each layer alone."""
 

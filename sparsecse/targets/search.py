@@ -45,7 +45,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from sparsecse.artifacts.model_names import model_label
 from sparsecse.modeling.adapters import layer_modules
@@ -66,6 +66,13 @@ from sparsecse.targets.timing import (BUSY_WAIT_SECONDS, BUSY_WAITS, ROUNDS, Mac
 
 SMALLEST_BUDGET = 0.02  # the speed search's floor (a smaller budget keeps almost nothing of any encoder)
 CLOSE_ENOUGH = 0.04  # a speed probe within this fraction above the aim ends the search
+
+
+class Calibration(NamedTuple):
+    """The corpus int8 engines calibrate on, and the seed of the sample they take of it."""
+
+    corpus: str | os.PathLike
+    seed: int = 0
 
 
 @dataclass
@@ -357,7 +364,7 @@ def rank_after_recovery(finalists: list[Candidate], prober: _Prober, order: list
 def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.PathLike, *,
                   scores: GateScores | None = None, pruning: PruningConfig | None = None,
                   prune_fn: Callable[[float], tuple[SentenceEncoder, int, int]] | None = None,
-                  calibration: str | os.PathLike | None = None, seed: int = 0,
+                  calibration: Calibration | None = None,
                   recover: Callable[[SentenceEncoder], SentenceEncoder] | None = None,
                   show_progress: bool = True) -> SearchResult:
     """The kept-FLOPs budget that meets ``target`` for ``model`` (see the module docstring).
@@ -372,8 +379,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         pruning: the pruning rule (λ, criterion) of the prune stage.
         prune_fn: ``budget -> (encoder, heads kept, neurons kept)``, pruning as the prune stage does; required
             for a quality-only target.
-        calibration: the corpus int8 engines calibrate on.
-        seed: the calibration sample's seed.
+        calibration: the corpus int8 engines calibrate on, and their sample's seed (None: no corpus, seed 0).
         recover: with depth finalists, an encoder -> the encoder after a short recovery: the finalists are judged
             by their dev score after it (:func:`rank_after_recovery`) before the best is confirmed.
         show_progress: print each candidate as it is measured.
@@ -385,7 +391,8 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
     target = target.check()
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    prober = _Prober(str(model), dev, target, work, calibration, seed, show_progress)
+    corpus, seed = calibration or (None, 0)
+    prober = _Prober(str(model), dev, target, work, corpus, seed, show_progress)
     pruning = pruning or PruningConfig()
     summary = {"speedup": target.speedup, "max_drop": target.max_drop, "engine": target.engine,
                "batch_size": prober.shape.batch_size, "margin": target.margin, "shape": prober.shape.to_dict(),
