@@ -25,7 +25,7 @@ import torch
 
 from sparsecse.artifacts.model_names import resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
-from sparsecse.scoring.criteria import criterion_names
+from sparsecse.scoring.criteria import criterion_names, get_criterion
 from sparsecse.scoring.layer_criteria import removal_order
 from sparsecse.shrinking.layers import without_layers
 from sparsecse.training.api import train
@@ -34,9 +34,10 @@ from sparsecse.training.dev_eval import dev_set
 
 
 def fidelity(encoder: SentenceEncoder, sentences: list[str], reference: torch.Tensor) -> float:
-    """The mean cosine between ``encoder``'s embeddings of ``sentences`` and ``reference``."""
+    """The mean cosine between ``encoder``'s embeddings of ``sentences`` and ``reference`` (1 − the greedy layer
+    criterion's cost)."""
     embeddings = torch.as_tensor(encoder.encode(sentences, batch_size=128, convert_to_numpy=False))
-    return float(torch.nn.functional.cosine_similarity(embeddings.double(), reference.double(), dim=-1).mean())
+    return 1.0 - get_criterion("embedding_fidelity", unit="layer").cost(embeddings, reference)
 
 
 def main() -> None:

@@ -3,8 +3,8 @@
 A candidate is a pair (layers removed, ``keep_flops`` of the remaining layers). Its layers are removed
 first, in the order of their importance (:func:`sparsecse.scoring.layer_criteria.removal_order` on the dev
 sentences: by default the layers whose removal moves the sentence embeddings least, one at a time, so removing
-k+1 layers removes the k of the smaller candidate and one more), leaving a model with fewer layers of the full shape; that model is then pruned in width like any
-other, to ``keep_flops`` of its own layer FLOPs. The whole candidate keeps :func:`overall_keep_flops` of the
+k+1 layers removes the k of the smaller candidate and one more), leaving a model with fewer layers of the full
+shape; that model is then pruned in width like any other, to ``keep_flops`` of its own layer FLOPs. The whole candidate keeps :func:`overall_keep_flops` of the
 input model's layer FLOPs.
 
 Layer FLOPs are not all of a model's time: each layer also costs its LayerNorms, softmax, small kernels and

@@ -20,8 +20,8 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   whose dev score is within ``max_drop`` of the input model's, measured the same way.
 
 - **depth** (:meth:`~sparsecse.targets.spec.Target.resolved_depth` > 0, with a speed-up): the speed search runs
-  once for each number k = 0..depth of whole layers removed (:mod:`sparsecse.targets.depth`: the k layers of
-  lowest Block Influence, then the width budget of the remaining layers), each timed on the engine like any probe; each k's largest budget that
+  once for each number k = 0..depth of whole layers removed (:mod:`sparsecse.targets.depth`: the first k layers of
+  the layer criterion's removal order, then the width budget of the remaining layers), each timed on the engine like any probe; each k's largest budget that
   reaches the aim is a finalist, and the finalist with the best dev score right after the cut wins.
   With ``recover``, :func:`rank_after_recovery` judges the finalists after a short recovery instead (whether the dev
   score right after the cut misjudges depth cuts is measured in the targets guide). The winner, and only it, is then
@@ -53,11 +53,11 @@ from sparsecse.modeling.encoder import SentenceEncoder, encoding_device
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.pruning.prune import prune as prune_scores
 from sparsecse.pruning.uniform import smallest_budget
+from sparsecse.scoring.layer_criteria import removal_order
 from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, next_budget_line, write_plot, write_table
 from sparsecse.targets.choice import TargetOutOfReach, confirm, contradictions, fitted_choice, quality_search
-from sparsecse.scoring.layer_criteria import removal_order
 from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.spec import Target

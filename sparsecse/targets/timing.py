@@ -177,8 +177,8 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
     """:func:`measure`, timed again where a spread is wider than ``target.max_spread`` (the rounds of both
     timings pooled). A spread that stays wider is only noise in the rounds where the pooled median's interval is
     within ``USABLE`` margins (the precision sized rounds aim at; the figure is judged by its interval), and more
-    rounds are pooled while it is not (up to ``MAX_ROUNDS``); one whose interval is wider even then raises :class:`MachineTooBusy` naming what was measured, or, with
-    ``target.when_busy == "wait"``, is timed again after a pause (``BUSY_WAITS`` times at most).
+    rounds are pooled while it is not (up to ``MAX_ROUNDS``); one whose interval is wider even then raises
+    :class:`MachineTooBusy` naming what was measured, or, with ``target.when_busy == "wait"``, is timed again after a pause (``BUSY_WAITS`` times at most).
 
     Args:
         reference: the input model on the engine.
@@ -201,15 +201,16 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
     def unresolved() -> dict[str, Timing]:  # rounds too spread whose median is not pinned down either
         return {k: t for k, t in wide().items() if t.interval.half_width > precision}
 
-    if wide():  # once more, the rounds of both runs pooled
-        again = measure(reference, {k: candidates[k] for k in wide()}, sentences, shape, rounds,
+    def pool(names) -> None:  # timed again, the rounds of both runs pooled
+        again = measure(reference, {k: candidates[k] for k in names}, sentences, shape, rounds,
                         show_progress=show_progress)
         found.update({k: found[k].pooled(t) for k, t in again.items()})
+
+    if wide():
+        pool(wide())
     # more rounds narrow an interval (not a spread): pooled up to the most rounds a timing may have
     while unresolved() and max(t.rounds for t in unresolved().values()) + rounds <= MAX_ROUNDS:
-        again = measure(reference, {k: candidates[k] for k in unresolved()}, sentences, shape, rounds,
-                        show_progress=show_progress)
-        found.update({k: found[k].pooled(t) for k, t in again.items()})
+        pool(unresolved())
     for _ in range(BUSY_WAITS if target.when_busy == "wait" else 0):
         if not unresolved():
             break
