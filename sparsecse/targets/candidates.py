@@ -27,8 +27,9 @@ class Candidate:
         speedup: encode speed-up over the input model on the target's engine at its serving shape (the median of
             interleaved rounds); ``spread``: the interquartile range of the rounds' ratios over that median.
         dev_score: its dev score (the dev set's metric x 100); ``drop``: the input model's minus it.
-        stage: ``speed`` (one-shot prune, no refit: a timing probe) or ``quality`` (pruned and refit as the prune
-            stage does, so its dev score is the one the bound is checked on).
+        stage: ``speed`` (one-shot prune, no refit: a timing probe), ``quality`` (pruned and refit as the prune
+            stage does, so its dev score is the one the bound is checked on) or ``planned`` (a depth finalist built
+            at the budget the speed model fitted across depths gives, scored on dev, not timed: ``speedup`` NaN).
         meets: whether it meets every part of the target it was checked against.
         layers_removed: whole layers the candidate removed (:mod:`sparsecse.targets.depth`); ``keep_flops`` is
             then the kept fraction of the remaining layers' FLOPs.
@@ -74,8 +75,8 @@ class Candidate:
         rest 0.800: ...`` for a depth candidate (and its dev score after recovery, where it was measured)."""
         depth = f"{self.layers_removed} layers removed, kept FLOPs of the rest" if self.layers_removed else "kept FLOPs"
         recovered = "" if self.dev_recovered is None else f", dev {self.dev_recovered:.2f} after recovery"
-        return (f"{depth} {self.keep_flops:.3f}: {self.speedup:.2f}x ±{self.spread:.0%}, {self.dev_text} "
-                f"(drop {self.drop:+.2f}){recovered}")
+        speed = f"{self.speedup:.2f}x ±{self.spread:.0%}" if math.isfinite(self.speedup) else "untimed"
+        return f"{depth} {self.keep_flops:.3f}: {speed}, {self.dev_text} (drop {self.drop:+.2f}){recovered}"
 
 
 SHAPE_COLUMNS = ("metric", "batch_size", "threads", "engine")  # the serving shape every row was timed at

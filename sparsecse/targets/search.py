@@ -19,14 +19,13 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   prune stage's steps), scored on the dev set and timed; bisection over the budget finds the smallest (fastest) one
   whose dev score is within ``max_drop`` of the input model's, measured the same way.
 
-- **depth** (:meth:`~sparsecse.targets.spec.Target.resolved_depth` > 0, with a speed-up): the speed search runs
-  once for each number k = 0..depth of whole layers removed (:mod:`sparsecse.targets.depth`: the first k layers of
-  the layer criterion's removal order, then the width budget of the remaining layers), each timed on the engine like any probe; each k's largest budget that
-  reaches the aim is a finalist, and the finalist with the best dev score right after the cut wins.
-  With ``recover``, :func:`rank_after_recovery` judges the finalists after a short recovery instead (whether the dev
-  score right after the cut misjudges depth cuts is measured in the targets guide). The winner, and only it, is then
-  confirmed. Candidates are checked for an order that contradicts their size by their overall kept FLOPs
-  (:func:`~sparsecse.targets.depth.overall_keep_flops`).
+- **depth** (:meth:`~sparsecse.targets.spec.Target.resolved_depth` > 0, with a speed-up): candidates remove k = 0..depth
+  whole layers (the first k of the layer criterion's removal order) and keep a budget of the rest; one speed model
+  across every depth places each depth's budget from every probe (:mod:`sparsecse.targets.depth_search`), each
+  depth's finalist is built at its budget, and the finalist with the best dev score right after the cut wins, or,
+  with ``recover``, the best after a short recovery (:func:`~sparsecse.targets.depth_search.rank_after_recovery`).
+  The winner, and only it, is timed and then confirmed. Candidates are checked for an order that contradicts their
+  size by their overall kept FLOPs (:func:`~sparsecse.targets.depth.overall_keep_flops`).
 
 Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates`).
 """
@@ -59,6 +58,7 @@ from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineag
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, next_budget_line, write_plot, write_table
 from sparsecse.targets.choice import TargetOutOfReach, confirm, contradictions, fitted_choice, quality_search
 from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops
+from sparsecse.targets.depth_search import joint_depth_search, rank_after_recovery, timed_winner
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.spec import Target
 from sparsecse.targets.timing import (BUSY_WAIT_SECONDS, BUSY_WAITS, ROUNDS, MachineTooBusy, Timing, engine_threads,
@@ -71,7 +71,7 @@ CLOSE_ENOUGH = 0.04  # a speed probe within this fraction above the aim ends the
 class Calibration(NamedTuple):
     """The corpus int8 engines calibrate on, and the seed of the sample they take of it."""
 
-    corpus: str | os.PathLike
+    corpus: str | os.PathLike | None
     seed: int = 0
 
 
@@ -144,15 +144,16 @@ class _Prober:
     """Builds, scores and times candidates at the target's serving shape; keeps them (and what was timed, to time
     again) in order."""
 
-    def __init__(self, model: str, dev, target: Target, work: Path, calibration, seed: int, show_progress: bool):
+    def __init__(self, model: str, dev, target: Target, work: Path, calibration: Calibration, show_progress: bool):
         self.model, self.dev, self.target, self.work = model, dev, target, work
-        self.calibration, self.seed, self.show_progress = calibration, seed, show_progress
+        self.calibration = calibration
+        self.show_progress = show_progress
         self.dense = SentenceEncoder.load(model, device="cpu")
         with encoding_device(self.dense):  # scored on the GPU when there is one; timed on the target's engine
             self.reference_dev = float(dev.score(self.dense))
         self.layers = len(layer_modules(self.dense.model))
         self.shape = target.shape(engine_threads())
-        self.reference = to_time(model, target.engine, work / "engine" / "input", calibration, seed,
+        self.reference = to_time(model, target.engine, work / "engine" / "input", *calibration,
                                  self.shape.threads, self.shape.loader)
         self.sentences = target_sentences(target, dev.sentences, self.dense.tokenizer, self.dense.max_length)
         self.candidates: list[Candidate] = []
@@ -166,7 +167,7 @@ class _Prober:
         root.mkdir(parents=True, exist_ok=True)
         place = Path(tempfile.mkdtemp(prefix=f"{tag}-", dir=root))
         encoder.save(place / "model")
-        return to_time(place / "model", self.target.engine, place / "engine", self.calibration, self.seed,
+        return to_time(place / "model", self.target.engine, place / "engine", *self.calibration,
                        self.shape.threads, self.shape.loader)
 
     def _speed(self, encoder: SentenceEncoder, tag: str, name: str) -> tuple[object, Timing]:
@@ -226,6 +227,19 @@ class _Prober:
             remove_units(encoder, mask, ShrinkConfig(layout=pruning.layout), shrink_lineage(self.dense.source, mask))
         return self.add(budget, encoder, int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), "speed",
                         layers_removed=len(removed))
+
+    def planned(self, scores: GateScores, pruning: PruningConfig, budget: float, removed) -> Candidate:
+        """A depth finalist at a fitted budget, built and scored on dev but not timed (stage ``planned``)."""
+        encoder, mask = depth_width_probe(self.dense, scores, pruning, removed, budget)
+        with encoding_device(encoder):
+            dev = float(self.dev.score(encoder))
+        candidate = Candidate(round(budget, 4), int(mask.head_mask.sum()), int(mask.neuron_mask.sum()), math.nan, dev,
+                              self.reference_dev - dev, "planned", layers_removed=len(removed))
+        self.candidates.append(candidate)
+        self.timed.append(None)
+        if self.show_progress:
+            print(f"  candidate {len(self.candidates)}, a finalist: {candidate.describe()}", file=sys.stderr, flush=True)
+        return candidate
 
     def settle(self, stage: str) -> None:
         """Time again, side by side, the ``stage`` candidates whose order contradicts their size (a smaller budget
@@ -323,44 +337,6 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     return fitted or max(ok, key=lambda c: c.keep_flops)  # every probe decides, through the line, not the luckiest
 
 
-def depth_speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, floor: float, order: list[int],
-                       depth: int, shared: SharedSearch | None = None) -> list[Candidate]:
-    """Each depth's speed-search finalist (0..``depth`` layers of ``order`` removed, those out of reach left out),
-    best dev score first, starting from ``shared``'s probes; the target is out of reach when no depth reaches it."""
-    if shared is not None:
-        prober.reuse(shared)
-    finalists, missed = [], None
-    for k in range(depth + 1):
-        try:
-            finalists.append(speed_search(prober, scores, pruning, floor, layers_removed(order, k)))
-        except TargetOutOfReach as exc:
-            missed = missed or exc
-    if not finalists:
-        raise missed
-    return sorted(finalists, key=lambda c: -c.dev_score if math.isfinite(c.dev_score) else math.inf)
-
-
-def rank_after_recovery(finalists: list[Candidate], prober: _Prober, order: list[int], scores: GateScores,
-                        pruning: PruningConfig, recover: Callable[[SentenceEncoder], SentenceEncoder]) -> None:
-    """Order ``finalists`` (each depth's best) by their dev score after a short recovery, best first, in place
-    (each one's ``dev_recovered`` set), so the one confirmed and chosen is the best after recovery, not right after
-    the cut.
-
-    Args:
-        finalists: the depth search's finalists.
-        prober: the search's prober (its dense model and dev set).
-        order: the layers in the order they are removed.
-        scores: the input model's gate scores the search pruned from.
-        pruning: the pruning rule it used.
-        recover: an encoder -> the encoder after the short recovery (e.g. a few hundred distillation steps).
-    """
-    for c in finalists:
-        encoder, _ = depth_width_probe(prober.dense, scores, pruning, layers_removed(order, c.layers_removed),
-                                       c.keep_flops)
-        c.dev_recovered = float(prober.dev.score(recover(encoder)))
-    finalists.sort(key=lambda c: -c.dev_recovered if math.isfinite(c.dev_recovered) else math.inf)
-
-
 def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.PathLike, *,
                   scores: GateScores | None = None, pruning: PruningConfig | None = None,
                   prune_fn: Callable[[float], tuple[SentenceEncoder, int, int]] | None = None,
@@ -391,8 +367,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
     target = target.check()
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    corpus, seed = calibration or (None, 0)
-    prober = _Prober(str(model), dev, target, work, corpus, seed, show_progress)
+    prober = _Prober(str(model), dev, target, work, calibration or Calibration(None), show_progress)
     pruning = pruning or PruningConfig()
     summary = {"speedup": target.speedup, "max_drop": target.max_drop, "engine": target.engine,
                "batch_size": prober.shape.batch_size, "margin": target.margin, "shape": prober.shape.to_dict(),
@@ -406,11 +381,18 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             layers_removed(order, depth)  # a depth the model cannot lose is refused before any probe
             summary.update(depth=depth, depth_default=target.depth is None, removal_order=order)
             floor = max(SMALLEST_BUDGET, smallest_budget(scores.manifest.get("shape") or {}, pruning.layout))
-            finalists = depth_speed_search(prober, scores, pruning, floor, order, depth, active_sharing())
+            if depth:
+                finalists = joint_depth_search(prober, scores, pruning, floor, order, depth, active_sharing())
+            else:
+                shared = active_sharing()
+                if shared is not None:
+                    prober.reuse(shared)
+                finalists = [speed_search(prober, scores, pruning, floor)]
             if recover is not None and len(finalists) > 1:
                 rank_after_recovery(finalists, prober, order, scores, pruning, recover)
             removed = layers_removed(order, finalists[0].layers_removed)
-            finalists[0] = chosen = confirm(finalists[0], prober, lambda b: prober.one_shot(scores, pruning, b, removed),
+            winner = timed_winner(finalists[0], prober, scores, pruning, removed)
+            finalists[0] = chosen = confirm(winner, prober, lambda b: prober.one_shot(scores, pruning, b, removed),
                                             floor, not removed)  # before any training starts
             summary.update(aa=prober.aa.facts() if prober.aa else None, rounds=prober.rounds)
         else:

@@ -31,6 +31,7 @@ CONFIDENCE = 0.99  # every figure's interval (an A/A timing timed ten times shou
 MIN_ROUNDS = 5  # no timing has fewer rounds
 MAX_ROUNDS = 25  # the rounds a timing may be sized up to
 AA_ROUNDS = 9  # the A/A timing's own rounds (its spread sizes the others)
+ANCHOR_HALF_WIDTH = 0.02  # the input model in a depth speed model: exact by definition, weighed as a good probe
 USABLE = 2.0  # a machine whose best interval is within this many margins is timed at MAX_ROUNDS, with a warning
 MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # the median's standard error over the mean's, for normal noise
 Z = {0.9: 1.645, 0.95: 1.96, 0.99: 2.576}
@@ -180,3 +181,61 @@ class SpeedModel:
     def budget(self, aim: float) -> float:
         """The budget the line predicts runs ``aim`` times as fast (rounded down to 1e-4)."""
         return math.floor((1.0 / aim - self.intercept) / self.slope * 1e4) / 1e4
+
+
+@dataclass(frozen=True)
+class DepthSpeedModel:
+    """Time (1/speed-up) across depths: ``time = fixed + per_layer x rest + per_flop x budget x rest``, where
+    ``rest`` is the share of the input model's layers a candidate keeps and ``budget`` the kept fraction of their
+    FLOPs. Each kept layer costs its FLOPs and a fixed part no width cut removes (LayerNorms, softmax, small kernels,
+    dispatch); the rest of the model (embeddings, pooling, tokenization) costs ``fixed``. One model through every
+    probe of every depth places each depth's budget from all of them (``DepthSpeedModel.fit``), so a depth needs a
+    probe or two near its aim rather than a search of its own."""
+
+    fixed: float
+    per_layer: float
+    per_flop: float
+    layers: int
+    points: int
+
+    @classmethod
+    def fit(cls, probes: Sequence[tuple[int, float, float, float]], layers: int) -> "DepthSpeedModel | None":
+        """Weighted least squares through ``probes`` (layers removed, budget of the rest, speed-up, relative
+        half-width of its interval; weights as :meth:`SpeedModel.fit`) and the input model itself (nothing removed,
+        budget 1, time 1, weighed as a probe known to ``ANCHOR_HALF_WIDTH``). None while the points cannot tell the
+        three costs apart (fewer than two depths, or two budgets) or where time does not rise with the budget.
+
+            >>> truth = lambda k, b: 1 / (0.15 + 0.25 * (6 - k) / 6 + 0.6 * b * (6 - k) / 6)
+            >>> m = DepthSpeedModel.fit([(k, b, truth(k, b), 0.03) for k, b in [(0, 0.5), (3, 0.9)]], 6)
+            >>> round(m.budget(2, 2.1), 3), round(m.speedup(3, 0.7), 3)
+            (0.399, 2.062)
+        """
+        rows = [(1.0, 1.0, 1.0, ANCHOR_HALF_WIDTH)]
+        for removed, budget, speedup, half in probes:
+            if speedup > 0 and math.isfinite(speedup):
+                rest = (layers - int(removed)) / layers
+                rows.append((rest, float(budget) * rest, 1.0 / float(speedup),
+                             max(0.005, float(half) if math.isfinite(half) else 0.05) / float(speedup)))
+        x = np.array([[1.0, r, f] for r, f, _, _ in rows])
+        t = np.array([row[2] for row in rows])
+        w = np.sqrt(np.array([1.0 / row[3] ** 2 for row in rows]))
+        if len(rows) < 3 or np.linalg.matrix_rank(x, tol=1e-6) < 3:
+            return None
+        (fixed, per_layer, per_flop), *_ = np.linalg.lstsq(x * w[:, None], t * w, rcond=None)
+        if not per_flop > 1e-9:
+            return None
+        return cls(float(fixed), float(per_layer), float(per_flop), int(layers), len(rows) - 1)
+
+    def _rest(self, removed: int) -> float:
+        return (self.layers - int(removed)) / self.layers
+
+    def speedup(self, removed: int, budget: float) -> float:
+        """The speed-up the model predicts for ``removed`` layers removed and ``budget`` of the rest's FLOPs kept."""
+        rest = self._rest(removed)
+        return 1.0 / (self.fixed + self.per_layer * rest + self.per_flop * float(budget) * rest)
+
+    def budget(self, removed: int, aim: float) -> float:
+        """The budget of the rest that the model predicts runs ``aim`` times as fast with ``removed`` layers removed
+        (rounded down to 1e-4; below 0 where even nothing kept would be too slow)."""
+        rest = self._rest(removed)
+        return math.floor((1.0 / aim - self.fixed - self.per_layer * rest) / (self.per_flop * rest) * 1e4) / 1e4
