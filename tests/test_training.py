@@ -348,3 +348,31 @@ def test_two_trainings_in_one_process_may_use_different_precisions():
     assert make_accelerator("cpu", "no").mixed_precision == "no"
     assert make_accelerator("cpu", "bf16").mixed_precision == "bf16"
     assert make_accelerator("cpu", "no").mixed_precision == "no"
+
+
+def test_patience_stops_training_once_the_dev_score_stops_rising(tiny_bert_dir, corpus, tmp_path, monkeypatch):
+    from sparsecse.training import api
+
+    scripted = iter([50.0, 60.0, 60.05, 59.0, 70.0, 71.0])
+
+    class ScriptedDev:  # the scores the evaluations get, in order
+        def score(self, encoder):
+            return next(scripted)
+
+        def describe(self):
+            return {"name": "scripted", "metric": "spearman"}
+
+    monkeypatch.setattr(api, "checked_dev_set", lambda config: ScriptedDev())
+    result = train(tiny_bert_dir, corpus, tmp_path / "out",
+                   **quick(eval_steps=2, max_steps=12, patience=2, min_delta=0.1))
+    # 60.05 is the best but not 0.1 above 60; with 59 after it, two evaluations have not beaten 60 by 0.1
+    assert [h["step"] for h in result.history] == [2, 4, 6, 8]
+    assert result.best_step == 6 and result.best_score == 60.05
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["params"]["stopped_early"] is True and manifest["params"]["steps_run_to"] == 8
+    scripted = iter([50.0, 60.0, 61.0, 62.0, 63.0, 64.0])  # still rising: every step runs
+    result = train(tiny_bert_dir, corpus, tmp_path / "rising",
+                   **quick(eval_steps=2, max_steps=12, patience=2, min_delta=0.1))
+    assert [h["step"] for h in result.history] == [2, 4, 6, 8, 10, 12] and result.best_step == 12
+    with pytest.raises(SparseCSEError, match="patience stops training when the dev score stops rising"):
+        train(tiny_bert_dir, corpus, tmp_path / "never", **quick(eval_steps=0, patience=2))

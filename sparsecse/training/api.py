@@ -155,6 +155,11 @@ def _plan(encoder, corpus, config: TrainingConfig) -> _Plan:
         raise SparseCSEError(f"The corpus has {len(sentences)} sentences, fewer than one batch of "
                              f"{hyper['batch_size']}; lower --batch-size or use a larger corpus.")
     eval_steps = int(eval_steps or 0)
+    if isinstance(config.patience, bool) or not isinstance(config.patience, int) or config.patience < 0:
+        raise SparseCSEError(f"patience must be a whole number >= 0, not {config.patience!r}.")
+    if config.patience and not eval_steps:
+        raise SparseCSEError("patience stops training when the dev score stops rising, which needs --eval-steps N "
+                             "(it is 0).")
     dev = checked_dev_set(config)
     evaluate = dev.score if dev is not None else None
     return _Plan(objective_cls, _objective_params(config.objective_args), hyper, sentences,
@@ -220,6 +225,7 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
         **({"dev_set": plan.dev_info} if config.dev is not None else {}),
         **({"bucket_by_length": True} if config.bucket_by_length else {}),
         **({"gather_negatives": False} if not config.gather_negatives else {}),
+        **({"patience": config.patience, "min_delta": config.min_delta} if config.patience else {}),
         **({"objective_info": {k: objective_info.get(k) for k in ("teacher_digest", "key", "teacher_dim_mode")}}
            if objective_info else {}),
         **fingerprint_extra,
@@ -236,7 +242,8 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
                                 max_steps=plan.total_steps, seed=seed, eval_steps=plan.eval_steps,
                                 save_steps=plan.save_steps, tensorboard=config.tensorboard,
                                 show_progress=show_progress, desc=f"{kind} ({objective})",
-                                bucket_by_length=config.bucket_by_length, gather_negatives=config.gather_negatives)
+                                bucket_by_length=config.bucket_by_length, gather_negatives=config.gather_negatives,
+                                patience=config.patience, min_delta=config.min_delta)
         try:
             if main:
                 run_dir.start(fingerprint, continuing=resume_from is not None)
@@ -260,6 +267,8 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
                   "max_grad_norm": settings.max_grad_norm, "weight_decay": settings.weight_decay,
                   "optimizer": "AdamW", "schedule": "linear decay, no warm-up",
                   "bucket_by_length": config.bucket_by_length, "dev_set": plan.dev_info,
+                  **({"patience": config.patience, "min_delta": config.min_delta, "steps_run_to": trainer.step,
+                      "stopped_early": loop.stopped_early} if config.patience else {}),
                   **({"objective_info": objective_info} if objective_info else {})}
         result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
                              loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,

@@ -13,7 +13,9 @@ class TrainingConfig:
 
     ``batch_size`` is global; ``eval_steps`` scores STS-B dev every N steps (0: never) to keep the best
     checkpoint; ``save_steps`` checkpoints every N steps (default ``eval_steps``); ``resume`` continues an
-    interrupted run with the same settings. ``objective_args``: a dict or ``"k=v,..."``.
+    interrupted run with the same settings; ``patience`` > 0 stops training once that many evaluations in a row
+    have not beaten the best before them by ``min_delta`` (the dev score stopped rising; the best checkpoint is the
+    result, as always). ``objective_args``: a dict or ``"k=v,..."``.
     ``bucket_by_length`` batches sentences of similar length together (less padding; the same sentences
     per epoch, in other batches). ``mixed_precision``: ``no``, ``bf16``, ``fp16`` (GPU), or ``auto``: bf16
     where the hardware runs it natively (a GPU with bf16, a CPU with AVX512-BF16 or AMX), else full
@@ -35,6 +37,8 @@ class TrainingConfig:
     max_length: int | None = None
     epochs: int | None = None
     eval_steps: int = 125
+    patience: int = 0
+    min_delta: float = 0.0
     save_steps: int | None = None
     seed: int = 0
     resume: bool = False

@@ -49,6 +49,8 @@ class LoopSettings:
     bucket_by_length: bool = False  # batches of similar token length (less padding); see CorpusSampler
     gather_negatives: bool = True  # in-batch negatives (and similarity pairs) over all processes' sentences
     log_steps: int = 50  # on a GPU the losses stay there and are read (one host sync) every log_steps steps
+    patience: int = 0  # stop once this many evaluations in a row have not beaten the best by min_delta (0: never)
+    min_delta: float = 0.0
 
 
 @dataclass
@@ -62,6 +64,7 @@ class LoopResult:
     best_dir: Path | None = None
     train_seconds: float = 0.0  # optimisation steps only (no evaluation, checkpoints); the device synchronized
     steps_run: int = 0
+    stopped_early: bool = False  # the dev score stopped rising (``patience``) before the last step
 
     @property
     def steps_per_second(self) -> float:
@@ -349,6 +352,20 @@ class Trainer:
         wait_for_everyone(self.acc)
         return record
 
+    def _stalled(self) -> bool:
+        """Whether the last ``patience`` evaluations all fell short of the best before them by ``min_delta`` (the
+        main process decides; every process gets its answer)."""
+        s = self.settings
+        if not s.patience:
+            return False
+        scores = [h["score"] for h in self.history]
+        stalled = len(scores) > s.patience and max(scores[-s.patience:]) < max(scores[:-s.patience]) + s.min_delta
+        if self.acc.num_processes > 1:
+            from accelerate.utils import broadcast_object_list
+
+            stalled = broadcast_object_list([stalled], from_process=0)[0]
+        return bool(stalled)
+
     def run(self, resume_from: Path | None) -> LoopResult:
         """Train to the last step (from the checkpoint ``resume_from`` if given); what the loop did."""
         s = self.settings
@@ -403,6 +420,9 @@ class Trainer:
                     if save:
                         self.save_checkpoint()
                     tick = time.perf_counter()
+                    if evaluate and self._stalled():
+                        result.stopped_early = self.step < s.max_steps
+                        break
             self.check_finite_weights()  # the last weights may be saved as the model
         finally:
             self.batches.close()
