@@ -1,7 +1,7 @@
 """Recipe stages that wrap the real configs: one default per setting (the stage's is the config's), a training
 stage with any registered objective (its ``@NAME`` arguments resolved to earlier models), an export stage run end
 to end, a budget stage refused without a target and a prune stage refused when it spends a budget no earlier
-stage finds."""
+stage finds; the settings a budget is spent with resolved by the run and handed to the budget stage."""
 
 import json
 
@@ -38,6 +38,35 @@ def test_bad_stages_are_refused_in_one_sentence(data, words):
     with pytest.raises(SparseCSEError, match=words) as caught:
         parse_recipe({"name": "bad", **data}, "bad.yaml")
     assert "\n" not in str(caught.value)
+
+
+def test_the_run_resolves_each_budgets_spending_settings_and_the_budget_stage_reads_only_those(tmp_path):
+    """The budget-to-prune hand-off has one declared road: the run resolves the spending stage's settings
+    (:func:`~sparsecse.recipes.stages.budget_spending`) into ``StageContext.spending``; the budget stage's module
+    names no other stage."""
+    import ast
+    import inspect
+
+    from sparsecse.recipes import budget_stage
+    from sparsecse.recipes.stage_types import StageContext
+    from sparsecse.recipes.stages import budget_spending
+
+    (tmp_path / "c.txt").write_text("a sentence\n")
+    ctx = StageContext(corpus=tmp_path / "c.txt", work=tmp_path, data_dir=None, seed=0, models={})
+    stages = parse_recipe({"name": "t", "target": {"speedup": 2}, "stages": [
+        {"type": "budget"}, {"type": "prune", "keep_flops": "@budget", "lam": 0.25, "layout": "stock",
+                             "reconstruct_sentences": 7}]}, "t.yaml").stages
+    spent = budget_spending(stages, ctx)
+    assert set(spent) == {"budget"} and spent["budget"] == stages[1].prune_settings(ctx)
+    assert (spent["budget"].pruning.lam, spent["budget"].shrinking.layout) == (0.25, "stock")
+    # a budget nothing spends is searched with a prune stage's defaults
+    alone = budget_spending(stages[:1], ctx)["budget"]
+    assert alone == PruneStage(name="prune", keep_flops="@budget").prune_settings(ctx)
+    assert budget_spending(stages[1:], ctx) == {}
+    imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(budget_stage)))
+                if isinstance(node, ast.ImportFrom)}
+    assert "sparsecse.recipes.stages" not in imported
+    assert "ctx.spending[self.name]" in inspect.getsource(budget_stage.BudgetStage.run)
 
 
 def tiny_model_and_corpus(tmp_path):

@@ -95,9 +95,9 @@ def test_a_prune_stage_hands_its_layer_criterion_to_the_pruning_rule(tmp_path):
                                                        "layer_criterion": "block_influence"}]}, "deep.yaml")
     stage = recipe.stages[0]
     (tmp_path / "c.txt").write_text("a sentence\n")
-    _, pruning, _ = stage.settings(StageContext(corpus=tmp_path / "c.txt", work=tmp_path, data_dir=None, seed=0, models={}))
+    _, pruning, _ = stage.prune_settings(StageContext(corpus=tmp_path / "c.txt", work=tmp_path, data_dir=None, seed=0, models={}))
     assert pruning.layer_criterion == "block_influence"
-    _, default, _ = replace(stage, layer_criterion=None).settings(StageContext(corpus=tmp_path / "c.txt", work=tmp_path, data_dir=None, seed=0, models={}))
+    _, default, _ = replace(stage, layer_criterion=None).prune_settings(StageContext(corpus=tmp_path / "c.txt", work=tmp_path, data_dir=None, seed=0, models={}))
     assert default.layer_criterion is None  # the default layer criterion (block_influence) applies
 
 

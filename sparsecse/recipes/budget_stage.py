@@ -14,9 +14,8 @@ from sparsecse.cards.sections import target_speedups
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.stage_types import CardSection, FoundBudget, Stage, StageContext, sampled_corpus
-from sparsecse.recipes.stages import PruneStage
 from sparsecse.scoring.score import score as score_model
-from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
+from sparsecse.shrinking.iterative import prune_and_shrink
 from sparsecse.targets.search import Calibration, active_sharing, search_budget
 from sparsecse.training.api import train
 from sparsecse.training.config import TrainingConfig
@@ -67,14 +66,13 @@ class BudgetStage(Stage):
 
         Args:
             index: its place in the recipe; model: the input of the search; out: its directory;
-            ctx: the run's shared context (the target, the dev set, the corpus).
+            ctx: the run's shared context (the target, the dev set, the corpus, the settings its budget is spent
+                with).
 
         Returns:
             The search's result (:meth:`~sparsecse.targets.search.SearchResult.to_dict`).
         """
-        spender = next((s for s in ctx.stages if s.budget_ref == self.name),
-                       PruneStage(name="prune", keep_flops=f"@{self.name}", steps=DEFAULT_STEPS))
-        shrinking, pruning, scoring = spender.settings(ctx)
+        shrinking, pruning, scoring = ctx.spending[self.name]  # the spending stage's, resolved by the run
         shared = active_sharing()  # a curve's targets score the input model once
         scores = shared.scores.get(model) if shared is not None else None
         if scores is None:

@@ -40,7 +40,7 @@ def near_miss_repair(recipe, ctx: StageContext, input_model: str, current: str, 
         uniform_shape(SentenceEncoder.load(current, device="cpu").model)
     except SparseCSEError as exc:
         return current, {**figures, "repair": {"tried": False, "why": str(exc)}}
-    shrinking, pruning, scoring = prune.settings(ctx)
+    shrinking, pruning, scoring = prune.prune_settings(ctx)
     work = ctx.work / "repair"
     recover = BudgetStage(name="repair", recovery_steps=REPAIR_STEPS).recovery(len(recipe.stages) + 1, input_model,
                                                                                 ctx)

@@ -43,6 +43,7 @@ from sparsecse.data.eval_data import known_task
 from sparsecse.recipes.repair import near_miss_repair
 from sparsecse.recipes.spec import Data, Recipe, check_sets, load_recipe
 from sparsecse.recipes.stage_types import INPUT_REF, Stage, StageContext
+from sparsecse.recipes.stages import budget_spending
 from sparsecse.targets.engines import check_runnable
 from sparsecse.targets.report import measure_target
 from sparsecse.targets.search import TargetOutOfReach
@@ -369,7 +370,8 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     quiet = not show_progress
     ctx = StageContext(corpus=corpus, work=out, data_dir=data_dir, seed=recipe.seed,
                        models={INPUT_REF[1:]: model}, show_progress=show_progress, target=recipe.target,
-                       stages=recipe.stages, dev=recipe.data.dev, test=recipe.data.test)
+                       dev=recipe.data.dev, test=recipe.data.test)
+    ctx.spending = budget_spending(recipe.stages, ctx)  # what each budget stage's candidates are pruned with
     current, records = model, []
     n = len(recipe.stages)
     for i, stage in enumerate(recipe.stages, 1):

@@ -50,7 +50,8 @@ from typing import Any
 from sparsecse.data.eval_data import KNOWN_TASKS, is_pairs_file, known_task
 from sparsecse.data.text_files import what_is
 from sparsecse.errors import SparseCSEError
-from sparsecse.recipes import budget_stage as _budget_stage, stages as _shipped_stages  # noqa: F401 (registers the stage types sparsecse ships)
+# registers the stage types sparsecse ships, in the order refusals list them (the budget stage's last)
+from sparsecse.recipes import stages as _shipped_stages, budget_stage as _budget_stage  # noqa: F401, I001
 from sparsecse.recipes.stage_types import INPUT_REF, STAGE_TYPES, check_text
 from sparsecse.targets.spec import Target
 

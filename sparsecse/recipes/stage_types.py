@@ -14,7 +14,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -149,7 +149,7 @@ class Stage:
     A subclass gives :meth:`describe` and :meth:`run`, and overrides the rest where it differs:
     :meth:`check`, ``makes_model`` (whether the next stage takes its model), :meth:`card_section`, and what it
     takes from or leaves to other stages (:attr:`model_refs`, :attr:`named_models`, :attr:`text_inputs`,
-    :attr:`budget_ref`, :meth:`hand_on`; ``comes_last``: it ends the recipe; ``needs_target``: the recipe must
+    :attr:`budget_ref`, :meth:`hand_on`, :meth:`prune_settings`; ``comes_last``: it ends the recipe; ``needs_target``: the recipe must
     have a target; ``makes_budget``: a later stage may spend what it finds; ``takes``: what a refusal calls the
     models it takes).
     """
@@ -230,6 +230,16 @@ class Stage:
         """
         return None
 
+    def prune_settings(self, ctx: "StageContext") -> "PruneSettings | None":
+        """The configs it prunes with in the run ``ctx`` (None, by default: it prunes nothing). The run resolves
+        those of the stage spending each budget once, before any stage runs, into ``StageContext.spending``,
+        where the budget stage reads them: its candidates are pruned as the budget will be spent.
+
+        Args:
+            ctx: the run's context (its corpus, data, seed).
+        """
+        return None
+
     def card_line(self, note: str = "") -> str:
         """Its line in the card's list of stages: its name and description, then ``note`` in parentheses."""
         return f"`{self.name}`: {self.describe()}" + (f" ({note})" if note else "")
@@ -247,6 +257,16 @@ class Stage:
         return CardSection(self.card_line())
 
 
+class PruneSettings(NamedTuple):
+    """The shrinking, pruning and scoring configs (:class:`~sparsecse.shrinking.shrink.ShrinkConfig`,
+    :class:`~sparsecse.pruning.prune.PruningConfig`, :class:`~sparsecse.scoring.score.ScoringConfig`) a stage
+    prunes with in one run (:meth:`Stage.prune_settings`)."""
+
+    shrinking: Any
+    pruning: Any
+    scoring: Any
+
+
 @dataclass(frozen=True)
 class FoundBudget:
     """What a budget stage hands the prune stage that spends it: the kept-FLOPs fraction and the whole layers
@@ -261,8 +281,10 @@ class StageContext:
     """What every stage of one run shares: the corpus, the evaluation data, the seed, where the models of
     earlier stages are (``models``: stage name, or ``input``, to directory), the recipe's ``target``, what earlier
     stages handed on (``handed``: stage name to :meth:`Stage.hand_on`'s value, e.g. a budget stage's
-    :class:`FoundBudget`) and the gate scores computed in this run (``scores``: model to its scores, which a
-    later stage scoring the same model with the same settings reuses)."""
+    :class:`FoundBudget`), the settings each budget is spent with (``spending``: budget stage name to the
+    :class:`PruneSettings` of the stage spending it, resolved by the run before any stage runs) and the gate
+    scores computed in this run (``scores``: model to its scores, which a later stage scoring the same model with
+    the same settings reuses)."""
 
     corpus: Path
     work: Path
@@ -273,7 +295,7 @@ class StageContext:
     target: Target | None = None
     handed: dict[str, Any] = field(default_factory=dict)
     scores: dict[str, Any] = field(default_factory=dict)
-    stages: tuple = ()
+    spending: dict[str, PruneSettings] = field(default_factory=dict)
     dev: str | None = None  # the user's dev set (a pairs file or a task name; None: STS-B dev)
     test: str | None = None  # the user's test set, scored in the final evaluation
 

@@ -20,12 +20,12 @@ from sparsecse.exporting.export import export
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.objectives.registry import available_objectives
 from sparsecse.pruning.prune import LAYOUTS, PruningConfig
-from sparsecse.recipes.stage_types import (CORPUS, CardSection, Stage, StageContext, check_choice, check_fraction,
-                                           check_positive_float, check_positive_int, check_text, sampled_corpus,
-                                           training_amount)
+from sparsecse.recipes.stage_types import (CORPUS, CardSection, PruneSettings, Stage, StageContext, check_choice,
+                                           check_fraction, check_positive_float, check_positive_int, check_text,
+                                           sampled_corpus, training_amount)
 from sparsecse.scoring.criteria import criterion_names
 from sparsecse.scoring.score import ScoringConfig
-from sparsecse.shrinking.iterative import prune_and_shrink
+from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig
 from sparsecse.shrinking.layers import without_layers
@@ -253,18 +253,18 @@ class PruneStage(Stage):
                   else f"{self.keep_params:g} of its layer parameters")
         return f"prune to {budget} in {self.steps} step{'s' * (self.steps > 1)} with reconstruction"
 
-    def settings(self, ctx: StageContext) -> tuple[ShrinkConfig, PruningConfig, ScoringConfig]:
+    def prune_settings(self, ctx: StageContext) -> PruneSettings:
         """The shrinking, pruning and scoring configs its settings make in the run ``ctx``."""
         corpus = ctx.corpus if self.reconstruct == CORPUS else Path(self.reconstruct)
         shrinking = ShrinkConfig(reconstruct=ReconstructionPlan.prepare(str(corpus), self.reconstruct_sentences))
         pruning = PruningConfig(lam=self.lam, criterion=self.criterion, layout=self.layout,
                                 layer_criterion=self.layer_criterion)
         scoring = ScoringConfig(data_dir=ctx.data_dir, seed=ctx.seed, show_progress=ctx.show_progress, dev=ctx.dev)
-        return replace(shrinking, layout=self.layout), pruning, scoring
+        return PruneSettings(replace(shrinking, layout=self.layout), pruning, scoring)
 
     def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
         """Prune and shrink (:meth:`~sparsecse.recipes.stage_types.Stage.run`)."""
-        shrinking, pruning, scoring = self.settings(ctx)
+        shrinking, pruning, scoring = self.prune_settings(ctx)
         found = ctx.handed[self.budget_ref] if self.budget_ref else None
         keep_flops = found.keep_flops if found is not None else self.keep_flops
         removed = list(found.removed_layers) if found is not None else []
@@ -297,6 +297,27 @@ class PruneStage(Stage):
                    "a run of this target alone prunes from the input model)" if start else "")
         return CardSection(self.card_line(f"kept {kept:.4f} of layer FLOPs{went_on}" if kept else ""),
                            methods=("sparsecse", "kprune"))  # pruning in steps with reconstruction
+
+
+def budget_spending(stages, ctx: StageContext) -> dict[str, PruneSettings]:
+    """The settings each budget of a recipe is spent with, resolved once by the run before any stage runs (its
+    ``StageContext.spending``): for every stage that makes a budget, those of the first stage spending it
+    (``keep_flops: "@NAME"``), else a prune stage's defaults (a budget that nothing spends).
+
+    Args:
+        stages: the recipe's stages, in order.
+        ctx: the run's context.
+
+    Returns:
+        Budget stage name to its :class:`~sparsecse.recipes.stage_types.PruneSettings`.
+    """
+    spenders: dict[str, Stage] = {}
+    for stage in stages:
+        if stage.budget_ref is not None:
+            spenders.setdefault(stage.budget_ref, stage)
+    return {stage.name: spenders.get(stage.name, PruneStage(name="prune", keep_flops=f"@{stage.name}",
+                                                            steps=DEFAULT_STEPS)).prune_settings(ctx)
+            for stage in stages if stage.makes_budget}
 
 
 @dataclass(frozen=True)
