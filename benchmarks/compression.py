@@ -12,12 +12,13 @@ At each kept-FLOPs budget (fractions of the transformer layers' FLOPs per token 
                  (about) the same FLOPs, then the same distillation on the same sentences and steps.
 
 Every model is a shrunk directory under ``--work`` (reruns reuse finished rows, so the benchmark can be
-stopped and resumed) and is evaluated on the 7 STS tasks by ``sparsecse.evaluate``. Then the dense
-model and each distinct architecture encode the distinct STS-B test sentences interleaved batch by
-batch on ``--threads`` threads (``benchmarks/shrink_speed.py``'s timing); (c) and (d) share (b)'s
-architecture and its speed. Columns: STS average, its difference to dense, encode speed-up over dense
-(wall clock and process CPU time), layer-FLOPs and parameter ratios (after/before, FFN padding
-included), and the method's own wall time (reconstruction or training; masks take milliseconds).
+stopped and resumed) and is evaluated on the 7 STS tasks by ``sparsecse.evaluate``. Then each distinct
+architecture is timed against the dense model as a target times its candidates
+(:func:`sparsecse.targets.report.stsb_speedups`: the distinct STS-B test sentences, ``--rounds`` interleaved
+rounds in a fresh process on ``--threads`` threads, the median of the rounds' ratios with its interval); (c) and
+(d) share (b)'s architecture and its speed. Columns: STS average, its difference to dense, encode speed-up over
+dense [its interval], layer-FLOPs and parameter ratios (after/before, FFN padding included), and the method's own
+wall time (reconstruction or training; masks take milliseconds).
 
     python benchmarks/compression.py [--budgets 0.7,0.5,0.35] [--work runs/compression] [--json OUT]
 """
@@ -36,7 +37,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402  (beside this file)
 
 import sparsecse  # noqa: E402
 from sparsecse.modeling.encoder import SentenceEncoder  # noqa: E402
@@ -45,6 +45,8 @@ from sparsecse.shrinking import reconstruction_settings as settings  # noqa: E40
 from sparsecse.artifacts.files import write_json  # noqa: E402
 from sparsecse.shrinking.reconstruction import ReconstructionPlan  # noqa: E402
 from sparsecse.shrinking.shrink import save_model_dir  # noqa: E402
+from sparsecse.targets.report import stsb_speedups  # noqa: E402
+from sparsecse.targets.timing import ROUNDS  # noqa: E402
 
 ROWS = ("a", "b", "c", "d", "e")
 LABELS = {"a": "(a) sparsity mask, same FLOPs", "b": "(b) budgeted mask", "c": "(c) budgeted + reconstruction",
@@ -200,7 +202,7 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=1, help="distillation epochs over --corpus")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved timing rounds")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--work", default="runs/compression", help="models and per-row results (resumable)")
     parser.add_argument("--json", dest="json_out", default=None, help="also write the table here")
@@ -217,23 +219,21 @@ def main(argv=None) -> int:
     dense = bench.cached("dense", lambda: {"model_dir": str(dense_dir), **bench.evaluate(dense_dir)})
     table = {b: bench.run_budget(b, scores, rows) for b in budgets}
 
-    # speed: the dense model and every distinct architecture, interleaved in one process
-    unique, _ = stsb_test_sentences(args.data_dir, SentenceEncoder.load(str(dense_dir), device="cpu"))
+    # speed: every distinct architecture against the dense model, timed as targets time
     timed = {"dense": str(dense_dir)}
     for b, results in table.items():
         for row in results:
             arch = timed_row(row, results)
             timed.setdefault(f"f{b:g}-{arch}", results[arch]["model_dir"])
     models = {key: SentenceEncoder.load(path, device="cpu") for key, path in timed.items()}
-    for encoder in models.values():
-        encoder.model.eval()
-    wall, cpu = interleaved_best_times(models, unique, args.batch_size, args.repeats)
-    speed = {key: (sum(wall["dense"]) / sum(wall[key]), sum(cpu["dense"]) / sum(cpu[key])) for key in models}
+    speed, _, sentences = stsb_speedups(str(dense_dir), {k: p for k, p in timed.items() if k != "dense"},
+                                        args.data_dir, args.batch_size, args.threads, args.rounds)
     dense_size = size_report(models["dense"].model)
 
-    lines = [f"all-MiniLM-L6-v2 dense: STS avg {dense['avg_sts']:.2f}; {len(unique)} distinct STS-B test sentences, "
-             f"{args.threads} threads, best of {args.repeats} interleaved runs per batch",
-             "| kept FLOPs | method | STS avg | Δ dense | speed-up (wall / CPU) | layer FLOPs | params | method time |",
+    lines = [f"all-MiniLM-L6-v2 dense: STS avg {dense['avg_sts']:.2f}; {len(sentences)} distinct STS-B test "
+             f"sentences, {args.threads} threads, batch {args.batch_size}; speed-up: the median of {args.rounds} "
+             "interleaved rounds' ratios [its interval], timed as targets time",
+             "| kept FLOPs | method | STS avg | Δ dense | speed-up | layer FLOPs | params | method time |",
              "|---|---|---|---|---|---|---|---|"]
     out = {"dense": dense, "budgets": {}}
     for b, results in table.items():
@@ -242,14 +242,16 @@ def main(argv=None) -> int:
             size = size_report(models[key].model)
             flops = size["flops_per_token"] / dense_size["flops_per_token"]
             params = size["parameters"] / dense_size["parameters"]
-            wall_x, cpu_x = speed[key]
+            timing = speed[key]
             delta = record["avg_sts"] - dense["avg_sts"]
             method_s = record.get("method_s")
             label = LABELS[row] + (f" (sparsity {record['mask']['sparsity']:g})" if row == "a" else "")
-            lines.append(f"| {b:g} | {label} | {record['avg_sts']:.2f} | {delta:+.2f} | {wall_x:.2f}x / {cpu_x:.2f}x "
+            lines.append(f"| {b:g} | {label} | {record['avg_sts']:.2f} | {delta:+.2f} | {timing.speedup:.2f}x "
+                         f"[{timing.interval.low:.2f}, {timing.interval.high:.2f}] "
                          f"| {flops:.3f} | {params:.3f} | "
                          f"{'—' if method_s is None else f'{method_s / 60:.1f} min'} |")
-            out["budgets"].setdefault(f"{b:g}", {})[row] = {**record, "speedup_wall": wall_x, "speedup_cpu": cpu_x,
+            out["budgets"].setdefault(f"{b:g}", {})[row] = {**record, "speedup": timing.speedup,
+                                                             "speedup_ci": [timing.interval.low, timing.interval.high],
                                                              "flops_ratio": flops, "params_ratio": params}
     print("\n".join(lines))
     half = out["budgets"].get("0.5", {})
@@ -261,7 +263,7 @@ def main(argv=None) -> int:
     if "c" in half and half["c"].get("method_s") is not None:
         checks.append(f"(c) reconstruction {half['c']['method_s'] / 60:.1f} min vs target < 5 min")
     if "b" in half:
-        checks.append(f"speed-up at 0.5: {half['b']['speedup_wall']:.2f}x vs target >= {SPEEDUP_TARGET}x")
+        checks.append(f"speed-up at 0.5: {half['b']['speedup']:.2f}x vs target >= {SPEEDUP_TARGET}x")
     for b, results in out["budgets"].items():
         if "d" in results and "e" in results:
             checks.append(f"kept FLOPs {b}: (d) {results['d']['avg_sts']:.2f} vs (e) {results['e']['avg_sts']:.2f}: "

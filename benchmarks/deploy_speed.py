@@ -5,10 +5,11 @@ paraphrase-MiniLM-L3-v2) and the pruned, shrunk directories given with ``--prune
 torch bf16 (only where the CPU has native bf16, or with ``--bf16 always``), ONNX fp32, ONNX dynamic int8,
 ONNX static int8, OpenVINO fp32 and OpenVINO int8 (NNCF), the int8 ones calibrated on the same seeded
 sample of ``--calibration`` (exported with :func:`sparsecse.export`). Each row's 7-task STS average
-comes from ``evaluate`` (what ``sparsecse eval`` runs); then all rows encode the distinct STS-B test
-sentences on ``--threads`` threads, interleaved pass by pass in rotating order, each keeping its best
-of ``--repeats`` times per batch. Exports and quality rows are cached under ``--work``, so a stopped
-run resumes; the timing is always one fresh interleaved pass. The CPU's int8/bf16 features are printed
+comes from ``evaluate`` (what ``sparsecse eval`` runs); then every row is timed against the dense model in torch
+fp32 as a target times its candidates (:func:`sparsecse.targets.report.stsb_speedups`: the distinct STS-B test
+sentences, ``--rounds`` interleaved rounds on ``--threads`` threads, the median of the rounds' ratios with its
+interval; the rows' encoders are loaded here, so they are timed in this process). Exports and quality rows are
+cached under ``--work``, so a stopped run resumes; the timing is always redone. The CPU's int8/bf16 features are printed
 first: figures from different machines must not be mixed.
 
     python benchmarks/deploy_speed.py --work runs/deploy_speed --pruned runs/minilm-f50 [--threads 2]
@@ -26,7 +27,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402  (beside this file)
 from targets import (add_target_options, pairs_record, parse_target_specs, recipe_of,  # noqa: E402
                      target_record, unknown_target_row, write_targets)
 
@@ -39,6 +39,8 @@ from sparsecse.exporting.export import export  # noqa: E402
 from sparsecse.serving.onnx_encoder import FP32_FILE, INT8_FILE, STATIC_INT8_FILE  # noqa: E402
 from sparsecse.evaluation.config import EvaluationConfig  # noqa: E402
 from sparsecse.exporting.config import ExportConfig  # noqa: E402
+from sparsecse.targets.report import stsb_speedups  # noqa: E402
+from sparsecse.targets.timing import ROUNDS  # noqa: E402
 
 SMALL = "/work/shared/models/paraphrase-MiniLM-L3-v2"
 CALIBRATION = "/work/shared/data/wiki/wiki1m_sample.txt"
@@ -161,7 +163,7 @@ def main(argv=None) -> int:
     parser.add_argument("--calibration-size", type=int, default=300)
     parser.add_argument("--data-dir", default=None, help="SentEval data (default: $SPARSECSE_DATA / cache)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved timing rounds")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--tasks", default="sts", help="evaluation tasks for the quality columns")
     parser.add_argument("--bf16", choices=["auto", "always", "never"], default="auto",
@@ -207,32 +209,22 @@ def main(argv=None) -> int:
         row.update(quality(row, work, args))
         print(f"{row['model']}: STS avg {row['avg_sts']:.2f}", file=sys.stderr, flush=True)
 
-    encoders = {row["model"]: open_encoder(row, args.threads) for row in rows}
-    unique, _ = stsb_test_sentences(args.data_dir, encoders[rows[0]["model"]])
-    print(f"{len(unique)} distinct STS-B test sentences; per batch of {args.batch_size} the best of {args.repeats} "
-          f"interleaved runs", file=sys.stderr)
-    best_wall, best_cpu = interleaved_best_times(encoders, unique, args.batch_size, args.repeats)
-    reference = rows[0]
-    for row in rows:
-        row.update(seconds=sum(best_wall[row["model"]]), cpu_seconds=sum(best_cpu[row["model"]]),
-                   weights_bytes=weights_bytes(row["source"], row["file"]))
-    for row in rows:
-        row.update(sentences_per_second=len(unique) / row["seconds"], speedup=reference["seconds"] / row["seconds"],
-                   cpu_speedup=reference["cpu_seconds"] / row["cpu_seconds"])
+    sentences = time_rows(rows, args)
 
     width = max(len(row["model"]) for row in rows)
-    print(f"# CPU {describe_cpu()}; {args.threads} threads; {len(unique)} STS-B test sentences")
-    print(f"{'model':<{width}} {'weights':>9} {'sent/s':>8} {'speed-up':>9} {'CPU-time':>9} {'STS-B':>6} "
+    print(f"# CPU {describe_cpu()}; {args.threads} threads; {len(sentences)} STS-B test sentences")
+    print(f"{'model':<{width}} {'weights':>9} {'sent/s':>8} {'speed-up':>9} {'interval':>14} {'STS-B':>6} "
           f"{'STS avg':>8}")
     for row in rows:
+        low, high = row["speedup_ci"]
         print(f"{row['model']:<{width}} {row['weights_bytes'] / 1e6:>7.1f}MB {row['sentences_per_second']:>8.0f} "
-              f"{row['speedup']:>8.2f}x {row['cpu_speedup']:>8.2f}x {row['scores'].get('STSBenchmark', 0):>6.2f} "
-              f"{row['avg_sts']:>8.2f}")
+              f"{row['speedup']:>8.2f}x {f'[{low:.2f}, {high:.2f}]':>14} "
+              f"{row['scores'].get('STSBenchmark', 0):>6.2f} {row['avg_sts']:>8.2f}")
     report_targets(rows, names)
     if args.out:
-        header = (f"{len(unique)} distinct STS-B test sentences, {args.threads} threads, best of {args.repeats} "
-                  f"interleaved runs per batch of {args.batch_size}; speed-up over dense all-MiniLM-L6-v2 in torch "
-                  f"fp32; STS avg of 7 tasks with bootstrap 95% interval ({REPLICATES} replicates). CPU: "
+        header = (f"{len(sentences)} distinct STS-B test sentences, {args.threads} threads, batch {args.batch_size}; "
+                  "speed-up over dense all-MiniLM-L6-v2 in torch fp32, the median of "
+                  f"{args.rounds} interleaved rounds' ratios, timed as targets time; STS avg of 7 tasks with bootstrap 95% interval ({REPLICATES} replicates). CPU: "
                   f"{describe_cpu()}.")
         written = write_side_by_side(rows, names, [ENGINES[key][0] for key in engines], Path(args.out), header)
         print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)
@@ -240,28 +232,45 @@ def main(argv=None) -> int:
         print(f"wrote {write_targets(target_records(rows, targets), Path(args.targets_json))}", file=sys.stderr)
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump({"cpu": describe_cpu(), "threads": args.threads, "repeats": args.repeats,
-                       "batch_size": args.batch_size, "sentences": len(unique),
+            json.dump({"cpu": describe_cpu(), "threads": args.threads, "rounds": args.rounds,
+                       "batch_size": args.batch_size, "sentences": len(sentences),
                        "rows": [{k: v for k, v in row.items() if k != "pairs"} for row in rows]}, f, indent=2)
     if args.store:
-        print(f"wrote {store_entry(rows, len(unique), args, argv)}", file=sys.stderr)
+        print(f"wrote {store_entry(rows, len(sentences), args, argv)}", file=sys.stderr)
     return 0
+
+
+def time_rows(rows: list[dict], args) -> list[str]:
+    """Every row but the first (the dense model in torch fp32, the 1x) timed against the first as targets time
+    (:func:`~sparsecse.targets.report.stsb_speedups`, the encoders loaded here); each row gets its ``speedup``,
+    ``speedup_ci``, ``sentences_per_second`` and ``weights_bytes``. Returns the timed sentences."""
+    encoders = {row["model"]: open_encoder(row, args.threads) for row in rows[1:]}
+    timed, _, sentences = stsb_speedups(rows[0]["model_dir"], encoders, args.data_dir, args.batch_size,
+                                        args.threads, args.rounds)
+    reference = next(iter(timed.values())).reference_figure if timed else float("nan")
+    for row in rows:
+        timing = timed.get(row["model"])
+        row.update(speedup=timing.speedup if timing else 1.0,
+                   speedup_ci=[timing.interval.low, timing.interval.high] if timing else [1.0, 1.0],
+                   sentences_per_second=timing.figure if timing else reference,
+                   weights_bytes=weights_bytes(row["source"], row["file"]))
+    return sentences
 
 
 def store_entry(rows: list[dict], sentences: int, args, argv) -> Path:
     """The run as one results-store entry: per model (its row group) and engine, the speed-up over the first
-    row, the CPU-time speed-up, sentences/s and the STS figures."""
+    row with its interval, sentences/s and the STS figures."""
     from sparsecse.reporting.store import Entry, command_line, machine_slug, provenance, write_entry
 
     table: dict = {}
     for row in rows:
         engine = row["model"][len(row["group"]):].strip().lower().replace(" ", "-")
         table.setdefault(row["group"], {})[engine] = {
-            "speedup": round(row["speedup"], 4), "cpu_speedup": round(row["cpu_speedup"], 4),
+            "speedup": round(row["speedup"], 4), "speedup_ci": [round(x, 4) for x in row["speedup_ci"]],
             "sentences_per_second": round(row["sentences_per_second"], 1),
             "sts_avg": round(row["avg_sts"], 4), "ci": [round(x, 4) for x in row["ci"]] if row.get("ci") else None,
             "stsb_test": round(row["scores"].get("STSBenchmark", 0.0), 4)}
-    figures = {"reference": rows[0]["model"], "sentences": sentences, "repeats": args.repeats, "rows": table}
+    figures = {"reference": rows[0]["model"], "sentences": sentences, "rounds": args.rounds, "rows": table}
     ident = args.store_id or f"deploy-speed.{machine_slug()}"
     prov = provenance(command_line("benchmarks/deploy_speed.py", argv), threads=args.threads,
                       batch_size=args.batch_size, engine=",".join(sorted({e for r in table.values() for e in r})))

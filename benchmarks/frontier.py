@@ -29,10 +29,12 @@ to either: a test-set task whose paired 95% interval lies below 0, or a cross-va
 is below. ``--transfer-only`` scores only that, on existing model directories (the ``--model`` rows, dense L6
 and L3; no layer-dropping or model2vec row is made, nothing is timed), into ``OUT-transfer.md``/``.json``.
 
-Speed: every row's model encodes the distinct STS-B test sentences in the same process, interleaved
-pass by pass, best of ``--repeats`` per batch, on ``--threads`` threads
-(``benchmarks/shrink_speed.py``'s timing). Evaluation results, and the models this benchmark makes,
-are cached under ``--work`` (one JSON per row), so a stopped run resumes; timing is always redone.
+Speed: every row's model is timed against dense all-MiniLM-L6-v2 as a target times its candidates and a card
+its speed-up (:func:`sparsecse.targets.report.stsb_speedups`: the distinct STS-B test sentences, ``--rounds``
+interleaved rounds in a fresh process on ``--threads`` threads, the figure the median of the rounds' ratios with
+its interval; the model2vec row, an encoder only this benchmark loads, the same way in this process). Evaluation
+results, and the models this benchmark makes, are cached under ``--work`` (one JSON per row), so a stopped run
+resumes; timing is always redone.
 
     python benchmarks/frontier.py --work runs/frontier --model "L6 f0.5=runs/x/f0.5" [--layer-drop 0.5]
     python benchmarks/frontier.py --transfer-only --work runs/frontier --model "frontier-2x=runs/f2x/model"
@@ -57,7 +59,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers beside this file
-from shrink_speed import interleaved_best_times, stsb_test_sentences  # noqa: E402
+from sparsecse.targets.timing import ROUNDS  # noqa: E402
 from targets import (add_target_options, pairs_record, parse_target_specs, target_record,  # noqa: E402
                      unknown_target_row, write_targets)
 
@@ -393,7 +395,7 @@ def main(argv=None) -> int:
     parser.add_argument("--pca-dims", type=int, default=256, help="model2vec's PCA dimensions")
     parser.add_argument("--data-dir", default=None, help="SentEval data (default: $SPARSECSE_DATA / cache)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved timing rounds")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", default="runs/frontier", help="cached rows and made models (resumable)")
@@ -437,7 +439,6 @@ def main(argv=None) -> int:
         return 0
     if any(r.kind == "layers" for r in rows):
         fill_layers_rows(rows, args, work)
-    teacher = SentenceEncoder.load(rows[0].model_dir, device="cpu")
     for row in rows:
         made = row.record or {}
         if row.kind == "model2vec":
@@ -448,17 +449,10 @@ def main(argv=None) -> int:
             if row.kind == "model2vec" else (lambda d=row.model_dir: evaluate_encoder(d, args.data_dir))
         row.record = {**cached_record(work, row.label, weights_key(row.model_dir), evaluate), **made}
 
-    # speed: all rows in this process, interleaved
-    unique, _ = stsb_test_sentences(args.data_dir, teacher)
-    models = {}
-    for i, row in enumerate(rows):
-        models[i] = StaticEncoder(row.model_dir) if row.kind == "model2vec" else \
-            SentenceEncoder.load(row.model_dir, device="cpu")
-        if row.kind != "model2vec":
-            models[i].model.eval()
-    wall, cpu = interleaved_best_times(models, unique, args.batch_size, args.repeats)
-    speedups = [sum(wall[0]) / sum(wall[i]) for i in range(len(rows))]
-    cpu_speedups = [sum(cpu[0]) / sum(cpu[i]) for i in range(len(rows))]
+    models = {i: StaticEncoder(row.model_dir) if row.kind == "model2vec" else
+              SentenceEncoder.load(row.model_dir, device="cpu") for i, row in enumerate(rows)}
+    timings, sentences = time_rows(rows, models, args)
+    speedups = [timings[i].speedup if i in timings else 1.0 for i in range(len(rows))]
     dense_flops = flops_per_token(models[0], 128)
 
     pairs = task_pairs(rows[0].record["pairs"])
@@ -481,7 +475,8 @@ def main(argv=None) -> int:
             "avg_sts": rec["avg_sts"], "ci_lo": rec["ci"][0], "ci_hi": rec["ci"][1],
             "vs": cmp["against"] if cmp else None, "diff": cmp["diff"] if cmp else None,
             "diff_lo": cmp["ci"][0] if cmp else None, "diff_hi": cmp["ci"][1] if cmp else None,
-            "speedup": speedups[i], "cpu_speedup": cpu_speedups[i], "parameters": int(params),
+            "speedup": speedups[i], "speedup_lo": timings[i].interval.low if i in timings else 1.0,
+            "speedup_hi": timings[i].interval.high if i in timings else 1.0, "parameters": int(params),
             "layer_flops": 0.0 if static else flops_per_token(models[i], 128) / dense_flops,
             "method_s": rec.get("method_s") if rec.get("method_s") is not None else method_seconds(row.model_dir),
             "scores": rec["scores"]})
@@ -497,9 +492,9 @@ def main(argv=None) -> int:
                                          seed=args.seed, measured_by="benchmarks/frontier.py"))
         print(f"wrote {write_targets(records, Path(args.targets_json))}", file=sys.stderr)
 
-    header = (f"{len(unique)} distinct STS-B test sentences, {args.threads} threads, torch fp32, best of "
-              f"{args.repeats} interleaved runs per batch of {args.batch_size}; speed-up over all-MiniLM-L6-v2 "
-              f"(wall / process CPU); STS avg of 7 tasks with bootstrap 95% interval ({REPLICATES} replicates); "
+    header = (f"{len(sentences)} distinct STS-B test sentences, {args.threads} threads, torch fp32, batch "
+              f"{args.batch_size}; speed-up over all-MiniLM-L6-v2: the median of {args.rounds} interleaved rounds' "
+              f"ratios [its interval], timed as targets time; STS avg of 7 tasks with bootstrap 95% interval ({REPLICATES} replicates); "
               "Δ = this row minus the row of nearest speed, paired bootstrap 95% interval.")
     lines = [header, "",
              "| model | STS avg [95% CI] | Δ vs nearest speed [95% CI] | speed-up | params | layer FLOPs | method time |",
@@ -508,12 +503,13 @@ def main(argv=None) -> int:
         diff = "—" if r["vs"] is None else f"{r['diff']:+.2f} [{r['diff_lo']:+.2f}, {r['diff_hi']:+.2f}] vs {r['vs']}"
         method = "—" if r["method_s"] is None else f"{r['method_s'] / 60:.1f} min"
         lines.append(f"| {r['label']} | {r['avg_sts']:.2f} [{r['ci_lo']:.2f}, {r['ci_hi']:.2f}] | {diff} | "
-                     f"{r['speedup']:.2f}x / {r['cpu_speedup']:.2f}x | {r['parameters'] / 1e6:.1f} M | "
+                     f"{r['speedup']:.2f}x [{r['speedup_lo']:.2f}, {r['speedup_hi']:.2f}] | "
+                     f"{r['parameters'] / 1e6:.1f} M | "
                      f"{r['layer_flops']:.3f} | {method} |")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     columns = ["label", "kind", "model_dir", "avg_sts", "ci_lo", "ci_hi", "vs", "diff", "diff_lo", "diff_hi", "speedup",
-               "cpu_speedup", "parameters", "layer_flops", "method_s"]
+               "speedup_lo", "speedup_hi", "parameters", "layer_flops", "method_s"]
     with open(out.with_suffix(".csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -522,23 +518,42 @@ def main(argv=None) -> int:
     print("\n".join(lines))
     print(f"wrote {out.with_suffix('.md')}, .csv, .png", file=sys.stderr)
     if args.store:
-        print(f"wrote {store_entry(table, len(unique), args, argv)}", file=sys.stderr)
+        print(f"wrote {store_entry(table, len(sentences), args, argv)}", file=sys.stderr)
     if not args.no_transfer:
         run_transfer(rows, args, work, out)
     return 0
 
 
+def time_rows(rows: list, models: dict, args) -> tuple[dict, list[str]]:
+    """Every row but the first (dense all-MiniLM-L6-v2, the 1x) timed against the first as targets time
+    (:func:`~sparsecse.targets.report.stsb_speedups`): the model directories in one fresh process, the model2vec
+    encoder (which only this benchmark loads) in this one. Returns (row index to its timing, the timed sentences)."""
+    from sparsecse.targets.report import stsb_speedups
+
+    on_disk = {f"row{i}": row.model_dir for i, row in enumerate(rows) if i and row.kind != "model2vec"}
+    loaded = {f"row{i}": models[i] for i, row in enumerate(rows) if i and row.kind == "model2vec"}
+    timings, sentences = {}, []
+    for group in (on_disk, loaded):
+        if group:
+            timed, _, sentences = stsb_speedups(rows[0].model_dir, group, args.data_dir, args.batch_size,
+                                                args.threads, args.rounds)
+            timings.update({int(name[3:]): t for name, t in timed.items()})
+    return timings, sentences
+
+
 def store_entry(table: list[dict], sentences: int, args, argv) -> Path:
-    """The table as one results-store entry: per row label, torch fp32 speed-up over all-MiniLM-L6-v2, STS average
+    """The table as one results-store entry: per row label, torch fp32 speed-up over all-MiniLM-L6-v2 (with its
+    interval), STS average
     with its interval, the paired difference to the row of nearest speed, parameters and layer FLOPs."""
     from sparsecse.reporting.store import Entry, command_line, machine_slug, provenance, write_entry
 
-    rows = {r["label"]: {"speedup": round(r["speedup"], 4), "cpu_speedup": round(r["cpu_speedup"], 4),
+    rows = {r["label"]: {"speedup": round(r["speedup"], 4),
+                         "speedup_ci": [round(r["speedup_lo"], 4), round(r["speedup_hi"], 4)],
                          "sts_avg": round(r["avg_sts"], 4), "ci": [round(r["ci_lo"], 4), round(r["ci_hi"], 4)],
                          "versus": r["vs"], "difference": None if r["diff"] is None else round(r["diff"], 4),
                          "paired_ci": None if r["vs"] is None else [round(r["diff_lo"], 4), round(r["diff_hi"], 4)],
                          "parameters": r["parameters"], "layer_flops": round(r["layer_flops"], 4)} for r in table}
-    figures = {"reference": table[0]["label"], "sentences": sentences, "repeats": args.repeats, "rows": rows}
+    figures = {"reference": table[0]["label"], "sentences": sentences, "rounds": args.rounds, "rows": rows}
     prov = provenance(command_line("benchmarks/frontier.py", argv), threads=args.threads,
                       batch_size=args.batch_size, engine="torch-fp32")
     return write_entry(args.store, Entry(args.store_id or f"frontier.{machine_slug()}",

@@ -207,18 +207,19 @@ def test_deploy_speed_writes_one_entry_per_run(tmp_path):
     gen = load_benchmark("deploy_speed")
     deploy_speed = next(gen)
     try:
-        rows = [{"model": "dense torch fp32", "group": "dense", "speedup": 1.0, "cpu_speedup": 1.0,
+        rows = [{"model": "dense torch fp32", "group": "dense", "speedup": 1.0, "speedup_ci": [1.0, 1.0],
                  "sentences_per_second": 400.0, "avg_sts": 78.874, "ci": [78.13, 79.5],
                  "scores": {"STSBenchmark": 82.03}},
-                {"model": "f2x OpenVINO int8", "group": "f2x", "speedup": 1.90331, "cpu_speedup": 1.88,
+                {"model": "f2x OpenVINO int8", "group": "f2x", "speedup": 1.90331, "speedup_ci": [1.87, 1.94],
                  "sentences_per_second": 761.3, "avg_sts": 79.2495, "ci": None, "scores": {"STSBenchmark": 83.1}}]
-        args = SimpleNamespace(store=str(tmp_path), store_id="deploy.test", threads=2, batch_size=128, repeats=3)
+        args = SimpleNamespace(store=str(tmp_path), store_id="deploy.test", threads=2, batch_size=128, rounds=5)
         path = deploy_speed.store_entry(rows, 2552, args, ["--work", "W", "--pruned", "f2x=DIR"])
     finally:
         gen.close()
     entry = load_store(tmp_path)["deploy.test"]
     assert path.name == "deploy.test.json"
     assert entry.get("rows/f2x/openvino-int8/speedup") == 1.9033
+    assert entry.get("rows/f2x/openvino-int8/speedup_ci") == [1.87, 1.94] and entry.get("rounds") == 5
     assert entry.get("rows/dense/torch-fp32/ci") == [78.13, 79.5]
     assert entry.provenance["command"] == "python benchmarks/deploy_speed.py --work W --pruned f2x=DIR"
     assert entry.provenance["engine"] == "openvino-int8,torch-fp32" and entry.provenance["batch_size"] == 128
@@ -228,19 +229,22 @@ def test_frontier_writes_its_table_as_one_entry(tmp_path):
     gen = load_benchmark("frontier")
     frontier = next(gen)
     try:
-        table = [{"label": "all-MiniLM-L6-v2 dense", "speedup": 1.0, "cpu_speedup": 1.0, "avg_sts": 78.8746,
+        table = [{"label": "all-MiniLM-L6-v2 dense", "speedup": 1.0, "speedup_lo": 1.0, "speedup_hi": 1.0,
+                  "avg_sts": 78.8746,
                   "ci_lo": 78.13, "ci_hi": 79.5, "vs": None, "diff": None, "diff_lo": None, "diff_hi": None,
                   "parameters": 22713216, "layer_flops": 1.0},
-                 {"label": "L6 f0.45 (frontier-2x)", "speedup": 2.03481, "cpu_speedup": 2.04, "avg_sts": 79.2242,
+                 {"label": "L6 f0.45 (frontier-2x)", "speedup": 2.03481, "speedup_lo": 1.98, "speedup_hi": 2.07,
+                  "avg_sts": 79.2242,
                   "ci_lo": 78.5571, "ci_hi": 79.8169, "vs": "paraphrase-MiniLM-L3-v2 dense", "diff": 0.549,
                   "diff_lo": 0.2114, "diff_hi": 0.8907, "parameters": 16840000, "layer_flops": 0.45213}]
-        args = SimpleNamespace(store=str(tmp_path), store_id=None, threads=2, batch_size=128, repeats=3)
+        args = SimpleNamespace(store=str(tmp_path), store_id=None, threads=2, batch_size=128, rounds=5)
         path = frontier.store_entry(table, 2552, args, ["--work", "W"])
     finally:
         gen.close()
     entry = load_store(tmp_path)[path.stem]
     assert path.stem.startswith("frontier.")
     assert entry.get("rows/L6 f0.45 (frontier-2x)/speedup") == 2.0348
+    assert entry.get("rows/L6 f0.45 (frontier-2x)/speedup_ci") == [1.98, 2.07] and entry.get("rounds") == 5
     assert entry.get("rows/L6 f0.45 (frontier-2x)/paired_ci") == [0.2114, 0.8907]
     assert entry.get("rows/all-MiniLM-L6-v2 dense/versus") is None
     assert entry.provenance["engine"] == "torch-fp32" and entry.provenance["threads"] == 2

@@ -1,15 +1,13 @@
-"""Encode speed measured side by side: models take turns on the same batches in one process.
+"""Encode speed measured side by side: models take turns on the same requests in one process.
 
-Speed figures from different runs or machines are not comparable, so sparsecse only reports ratios
-measured in one run. Every model encodes every batch-sized chunk of the sentences ``repeats`` times, the models
-taking turns pass by pass in rotating order, and a model's time is the sum over chunks of its best time per chunk:
-background load hits every model alike, and the per-chunk minimum discards the chunks it disturbed.
-:func:`interleaved_rounds` keeps every round's times instead, so a target's timing
-(:mod:`sparsecse.targets.timing`) can give each figure its spread over the rounds; it reads the clock through
-:func:`clock`.
+Speed figures from different runs or machines are not comparable, so sparsecse only reports ratios measured in
+one run. :func:`interleaved_rounds` times every request of every model in rounds, the models taking turns every
+few requests in rotating order, and keeps every round's times, so a timing (:mod:`sparsecse.targets.timing`, the
+one method behind every speed figure: targets, cards and benchmarks) gives each figure the median of the rounds'
+ratios and its interval; it reads the clock through :func:`clock`.
 
-    >>> times = interleaved_best_times({"dense": dense, "small": small}, sentences, 128, 3)  # doctest: +SKIP
-    >>> sum(times[0]["dense"]) / sum(times[0]["small"])  # the small model's speed-up  # doctest: +SKIP
+    >>> seconds = interleaved_rounds({"dense": dense, "small": small}, requests, 128, 5)  # doctest: +SKIP
+    >>> seconds["dense"].sum(axis=1) / seconds["small"].sum(axis=1)  # each round's speed-up  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -20,64 +18,10 @@ import time
 
 import numpy as np
 
-from sparsecse.data.sts import read_sts_benchmark
-
-
-def time_encode(encoder, sentences, batch_size: int) -> tuple[float, float, np.ndarray]:
-    """(wall seconds, process CPU seconds, embeddings); CPU time is less disturbed by other jobs."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    emb = encoder.encode(sentences, batch_size=batch_size)
-    return time.perf_counter() - wall, time.process_time() - cpu, emb
-
 
 def unique_by_length(sentences, lengths_by_sentence: dict) -> list[str]:
     """Distinct sentences, longest first: the order encode() batches them in."""
     return sorted(dict.fromkeys(sentences), key=lambda x: -lengths_by_sentence[x])
-
-
-def stsb_test_sentences(data_dir, encoder) -> tuple[list[str], dict[str, int]]:
-    """The distinct STS-B test sentences longest first, and their token counts under ``encoder``."""
-    pairs = read_sts_benchmark(data_dir, "test")
-    distinct = list(dict.fromkeys([p.s1 for p in pairs] + [p.s2 for p in pairs]))
-    ids = encoder.tokenizer(distinct, truncation=True, max_length=encoder.max_length)["input_ids"]
-    lengths = {s: len(i) for s, i in zip(distinct, ids)}
-    return unique_by_length(distinct, lengths), lengths
-
-
-def interleaved_best_times(models: dict, unique: list[str], batch_size: int, repeats: int,
-                           show_progress: bool = True):
-    """Per model, per batch-sized chunk of ``unique``: the best wall and process-CPU seconds of ``repeats``
-    (two dicts of lists; see the module's docstring)."""
-    from tqdm.auto import tqdm
-
-    chunks = [unique[i:i + batch_size] for i in range(0, len(unique), batch_size)]
-    order = list(models)
-    for key in order:  # warm-up (allocator, thread pool)
-        models[key].encode(chunks[0], batch_size=batch_size)
-    best_wall = {key: [float("inf")] * len(chunks) for key in order}
-    best_cpu = {key: [float("inf")] * len(chunks) for key in order}
-    bar = tqdm(total=repeats * len(chunks) * len(order), desc="timing", unit="batch", file=sys.stderr,
-               disable=not show_progress)
-    for r in range(repeats):  # each model encodes every chunk in its turn
-        shift = r % len(order)
-        for key in order[shift:] + order[:shift]:
-            for c, chunk in enumerate(chunks):
-                wall, cpu, _ = time_encode(models[key], chunk, batch_size)
-                best_wall[key][c] = min(best_wall[key][c], wall)
-                best_cpu[key][c] = min(best_cpu[key][c], cpu)
-                bar.update()
-    bar.close()
-    return best_wall, best_cpu
-
-
-def speedups(models: dict, reference: str, data_dir=None, batch_size: int = 128, repeats: int = 3,
-             show_progress: bool = True) -> dict[str, dict[str, float]]:
-    """{label: {"seconds", "speedup"}}: each model's best-of-``repeats`` time to encode the distinct STS-B
-    test sentences, and ``reference``'s time divided by it (measured side by side, interleaved)."""
-    unique, _ = stsb_test_sentences(data_dir, models[reference])
-    wall, _ = interleaved_best_times(models, unique, batch_size, repeats, show_progress)
-    total = {key: float(sum(times)) for key, times in wall.items()}
-    return {key: {"seconds": round(t, 4), "speedup": round(total[reference] / t, 4)} for key, t in total.items()}
 
 
 def clock(encoder, sentences: list[str], batch_size: int) -> float:

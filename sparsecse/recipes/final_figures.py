@@ -1,7 +1,7 @@
 """The figures a finished recipe run states about its final model: STS-B dev; the recipe's ``evaluation.tasks`` (the
 7 STS tasks with bootstrap intervals, the 7 SentEval transfer tasks with theirs) with paired intervals against the
 recipe's comparison model; the user's dev and test sets; the encode speed-up, timed as a target times
-(:func:`sparsecse.targets.timing.measure`), unless a target's serving table times every shape; and peak memory while
+(:func:`sparsecse.targets.report.stsb_speedups`), unless a target's serving table times every shape; and peak memory while
 encoding. :mod:`sparsecse.recipes.card` writes them into the model directory and its card."""
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from sparsecse.evaluation.transfer_intervals import paired_transfer_difference
 from sparsecse.modeling.cpu_features import describe_cpu
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.spec import Recipe
-from sparsecse.targets.engines import to_time
-from sparsecse.targets.spec import DEFAULT_ENGINE, Shape, default_loader
-from sparsecse.targets.timing import INTERLEAVED, ROUNDS, engine_threads, measure, timing_sentences
+from sparsecse.targets.report import stsb_speedups
+from sparsecse.targets.timing import INTERLEAVED, ROUNDS
 
 RESULTS = "sts_results.json"
 REFERENCE_RESULTS = "reference_" + RESULTS  # the comparison model's
@@ -239,22 +238,16 @@ def measure_speed(input_model: str, model_dir: str, reference: str | None, data_
                   show_progress: bool) -> dict[str, Any]:
     """Encode speed-up of the final model (and the comparison model) over the input model: throughput at batch
     ``SPEED_BATCH``, torch fp32 (loaded as targets load it), timed as a target's candidates are
-    (:func:`~sparsecse.targets.timing.measure`: interleaved rounds in a fresh process, the figure the median ratio
-    over the rounds with its interval), on the distinct STS-B test sentences, with the CPU features."""
+    (:func:`~sparsecse.targets.report.stsb_speedups`: interleaved rounds in a fresh process, the figure the median
+    ratio over the rounds with its interval), on the distinct STS-B test sentences, with the CPU features."""
     if reference and _same_model(reference, input_model):
         reference = None  # compared with itself: the input model's own 1.0x, timed twice, says nothing
     named = {"model": model_dir, **({"reference": reference} if reference else {})}
-    loader = default_loader(DEFAULT_ENGINE)
-    models = {key: to_time(path, DEFAULT_ENGINE, loader=loader) for key, path in named.items()}
-    shape = Shape("throughput", SPEED_BATCH, engine_threads(), "STS-B test", DEFAULT_ENGINE, True, loader)
-    dense = SentenceEncoder.load(input_model, device="cpu")
-    pairs = read_sts_benchmark(data_dir, "test")
-    sentences = timing_sentences([p.s1 for p in pairs] + [p.s2 for p in pairs], dense.tokenizer, dense.max_length)
-    timed = measure(to_time(input_model, DEFAULT_ENGINE, loader=loader), models, sentences, shape, ROUNDS,
-                    show_progress)
+    timed, shape, sentences = stsb_speedups(input_model, named, data_dir, SPEED_BATCH, rounds=ROUNDS,
+                                            show_progress=show_progress)
     return {"speedup": round(timed["model"].speedup, 4), "interval": timed["model"].facts(),
             "reference_speedup": round(timed["reference"].speedup, 4) if reference else None,
-            "threads": shape.threads, "cpu": describe_cpu(), "engine": "torch fp32", "loader": loader,
+            "threads": shape.threads, "cpu": describe_cpu(), "engine": "torch fp32", "loader": shape.loader,
             "batch_size": SPEED_BATCH, "sentences": f"{len(sentences):,} distinct STS-B test sentences, {INTERLEAVED}"}
 
 

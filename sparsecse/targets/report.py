@@ -1,6 +1,8 @@
 """The final model against its target: measured once more on the target's engine, side by side with the input
 model, plus what a model card states (single-sentence latency p50/p95, throughput, parameters, file size, the dev
-score and its drop, the CPU's features) and whether the target was met."""
+score and its drop, the CPU's features) and whether the target was met. Also the throughput speed-up on the STS-B
+test sentences (:func:`stsb_speedups`), timed as a target's candidates are: the one timing behind a card's
+speed-up and the benchmarks' tables."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sparsecse.artifacts.exported_model import export_settings, exported_format
+from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
 from sparsecse.modeling.adapters import layer_modules
 from sparsecse.modeling.encoder import SentenceEncoder, encoding_device
@@ -19,10 +22,44 @@ from sparsecse.targets.engines import to_time
 from sparsecse.targets.fresh import OnDisk
 from sparsecse.targets.alone import ALONE, measure_alone, rounds_at
 from sparsecse.targets.serving import profiles, rejudged, serving_table
-from sparsecse.targets.spec import Target, engines
-from sparsecse.targets.timing import engine_threads, latency_profiles, target_sentences
+from sparsecse.targets.spec import DEFAULT_ENGINE, Shape, Target, default_loader, engines
+from sparsecse.targets.timing import (ROUNDS, Timing, engine_threads, latency_profiles, measure, target_sentences,
+                                      timing_sentences)
 
 FINAL = "the final model"
+STSB = "STS-B test"  # the sentences a throughput speed-up outside a target is timed on
+
+
+def stsb_speedups(input_model: str, models: dict[str, Any], data_dir, batch_size: int, threads: int | None = None,
+                  rounds: int = ROUNDS, show_progress: bool = False) -> tuple[dict[str, Timing], Shape, list[str]]:
+    """The throughput speed-up of each of ``models`` over ``input_model`` on torch fp32, timed as a target times
+    its candidates (:func:`~sparsecse.targets.timing.measure`: interleaved rounds, the figure the median of the
+    rounds' ratios with its interval) on the distinct STS-B test sentences (longest first, thinned as a target's:
+    :func:`~sparsecse.targets.timing.timing_sentences`): a card's speed-up and every benchmark table's, so one
+    model's figure is the same number by either road.
+
+    Args:
+        input_model: the reference (1x) model directory or name, loaded as a target loads torch fp32.
+        models: name to a model directory (loaded likewise; all of them directories: timed in a fresh process) or
+            to an encoder already loaded (then every model is timed in this process).
+        data_dir: the SentEval data (its STS-B test split).
+        batch_size: sentences per ``encode`` call.
+        threads: torch's intra-op threads while timing (None: :func:`~sparsecse.targets.timing.engine_threads`).
+        rounds: interleaved rounds.
+        show_progress: a progress bar.
+
+    Returns:
+        (name to its :class:`~sparsecse.targets.timing.Timing`, the serving shape timed, the timed sentences).
+    """
+    loader = default_loader(DEFAULT_ENGINE)
+    shape = Shape("throughput", batch_size, threads or engine_threads(), STSB, DEFAULT_ENGINE, threads is None, loader)
+    dense = SentenceEncoder.load(input_model, device="cpu")
+    pairs = read_sts_benchmark(data_dir, "test")
+    sentences = timing_sentences([p.s1 for p in pairs] + [p.s2 for p in pairs], dense.tokenizer, dense.max_length)
+    placed = {name: to_time(m, DEFAULT_ENGINE, loader=loader) if isinstance(m, (str, os.PathLike)) else m
+              for name, m in models.items()}
+    return (measure(to_time(input_model, DEFAULT_ENGINE, loader=loader), placed, sentences, shape, rounds,
+                    show_progress), shape, sentences)
 
 
 def measure_target(target: Target, input_model: str, model_dir: str, dev, work: str | os.PathLike,

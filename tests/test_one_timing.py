@@ -1,0 +1,55 @@
+"""One timing method behind every speed figure: a model's speed-up on its card and in the benchmarks' tables is
+the same number (:func:`sparsecse.targets.report.stsb_speedups`, the targets' interleaved rounds), and the
+best-of-repeats timing the benchmarks used is gone (timing replaced by the latency model of tests/test_targets.py)."""
+
+import inspect
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from sparsecse.evaluation import speed
+from sparsecse.recipes import final_figures
+from sparsecse.targets.timing import ROUNDS
+from tests.helpers import load_benchmark
+from tests.test_targets import FIXED, VARIABLE, fake_clock  # noqa: F401,F811  (fixture)
+from tests.tiny import make_tiny_model_dir
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def frontier():
+    yield from load_benchmark("frontier")
+
+
+@pytest.fixture(scope="module")
+def deploy_speed():
+    yield from load_benchmark("deploy_speed")
+
+
+def test_a_models_speed_up_is_one_number_on_its_card_and_in_the_benchmarks(tmp_path, fake_senteval, fake_clock,  # noqa: F811
+                                                                          frontier, deploy_speed):
+    dense = make_tiny_model_dir(tmp_path / "dense", "bert", layers=2, heads=4, ffn=48, seed=2, init_range=0.2)
+    small = make_tiny_model_dir(tmp_path / "small", "bert", layers=1, heads=4, ffn=48, seed=3, init_range=0.2)
+    card = final_figures.measure_speed(str(dense), str(small), None, fake_senteval, False)
+    assert card["speedup"] == pytest.approx(1 / (FIXED + VARIABLE * 0.5), abs=1e-4)  # half the layers' FLOPs
+    args = SimpleNamespace(data_dir=fake_senteval, batch_size=128, threads=2, rounds=ROUNDS)
+    rows = [SimpleNamespace(model_dir=str(dense), kind="dense"), SimpleNamespace(model_dir=str(small), kind="x")]
+    timings, _ = frontier.time_rows(rows, {}, args)
+    assert round(timings[1].speedup, 4) == card["speedup"] and timings[1].rounds == ROUNDS
+    deployed = [{"model": f"{name} torch fp32", "model_dir": str(path), "source": str(path), "file": None,
+                 "precision": "fp32"} for name, path in (("dense", dense), ("small", small))]
+    deploy_speed.time_rows(deployed, args)
+    assert round(deployed[1]["speedup"], 4) == card["speedup"] and deployed[0]["speedup"] == 1.0
+    low, high = deployed[1]["speedup_ci"]
+    assert low <= deployed[1]["speedup"] <= high
+
+
+def test_every_speed_benchmark_times_through_the_targets_method_and_no_second_one_is_left():
+    for name in ("frontier", "compression", "deploy_speed", "shrink_speed"):
+        source = (BENCHMARKS / f"{name}.py").read_text()
+        assert "stsb_speedups(" in source, name
+        assert "best_times" not in source and "process_time" not in source and "cpu_speedup" not in source, name
+    assert not hasattr(speed, "interleaved_best_times") and not hasattr(speed, "time_encode")
+    assert "stsb_speedups(" in inspect.getsource(final_figures.measure_speed)
