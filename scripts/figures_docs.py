@@ -49,7 +49,7 @@ MEASURED = {"score": re.compile(r"(?<![\w.\-/+−±])[1-9]\d\.\d{1,2}(?![\w.%])(
 
 BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
           "mpnet-summary": mpnet_summary, "headline-runs": headline_runs, "targets-table": targets_table,
-          "headline": headline, "deploy-engines": deploy_engines, "latency-target": latency_target,
+          "headline": headline, "latency-target": latency_target,
           "curve-l6": curve_l6, "busy-pair": busy_pair, "latency-longer": latency_longer,
           "latency-served": latency_served, "latency-longer-all": latency_longer_all,
           "latency-teacher": latency_teacher, "layer-choice": layer_choice,
@@ -57,7 +57,8 @@ BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recip
 
 # blocks written from a template beside their page (_figures/NAME.md, {placeholders}) and the values a function
 # reads from the store
-TEMPLATED = {"targets-answer": targets_answer, "targets-intro": targets_intro, "targets-flops": targets_flops}
+TEMPLATED = {"targets-answer": targets_answer, "targets-intro": targets_intro, "targets-flops": targets_flops,
+             "deploy-engines": deploy_engines}
 
 
 # ------------------------------------------------------------------------------------------------ the files

@@ -9,7 +9,14 @@ import re
 from sparsecse.reporting.store import Entry
 
 
-SHAPE = "2,552 STS-B test sentences, batch 128, best of 3 interleaved runs"
+def shape(entry: Entry) -> str:
+    """The sentences, batch and timing method of a benchmark entry's speed-ups, read from the entry: the median of
+    its interleaved rounds' ratios (the targets' timing), or, in an entry timed before the benchmarks took it,
+    the best of its interleaved runs per batch."""
+    f = entry.figures
+    method = (f"the median of {f['rounds']} interleaved rounds' ratios" if "rounds" in f
+              else f"best of {f['repeats']} interleaved runs")
+    return f"{f['sentences']:,} STS-B test sentences, batch {entry.provenance['batch_size']}, {method}"
 
 
 L6, L3 = "all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2"

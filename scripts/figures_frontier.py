@@ -5,13 +5,13 @@ Each block renderer takes the results store (``{id: Entry}``) and returns the bl
 from __future__ import annotations
 
 from sparsecse.reporting.store import Entry
-from figures_format import FRONTIER_ROWS, HEADLINES, L3, L6, RECIPE_RUNS, SHAPE, TRANSFER, best_run, ci, cpu, pm, than_l3, where, x
+from figures_format import FRONTIER_ROWS, HEADLINES, L3, L6, RECIPE_RUNS, TRANSFER, best_run, ci, cpu, pm, shape, than_l3, where, x
 
 
 def frontier_table(store: dict[str, Entry]) -> str:
     """The frontier: every recipe-made model in torch fp32 and OpenVINO int8 (one run, one CPU), with transfer."""
     run, transfer = store["frontier-engines.amd-epyc-avx2-only"], store[TRANSFER]
-    lines = [f"{where(run)}; {SHAPE}; speed-up over dense L6 in torch fp32. Transfer: {where(transfer)} (rebuilt "
+    lines = [f"{where(run)}; {shape(run)}; speed-up over dense L6 in torch fp32. Transfer: {where(transfer)} (rebuilt "
              "models).", "",
              "| model | made by | torch fp32 | OpenVINO int8 | transfer avg (7 tasks) | loses on transfer to L3 / to dense L6 |",
              "|---|---|---|---|---|---|"]
@@ -32,7 +32,7 @@ def frontier_table(store: dict[str, Entry]) -> str:
 
 def speed_by_cpu(store: dict[str, Entry]) -> str:
     """Every torch fp32 speed-up the store holds for the frontier's models: one row per model, machine and run."""
-    lines = [f"torch fp32, {SHAPE}; each row one run on one machine (a run of a recipe times its model against its "
+    lines = [f"torch fp32, {shape(store['frontier.amd-epyc-avx2-only'])}; each row one run on one machine (a run of a recipe times its model against its "
              "input model and, for frontier-2x, L3).", "",
              "| model | machine | measured by | over all-MiniLM-L6-v2 | over paraphrase-MiniLM-L3-v2 |",
              "|---|---|---|---|---|"]
@@ -105,19 +105,18 @@ def headline(store: dict[str, Entry]) -> str:
         f"**{pm(s['difference'])}** {ci(s['paired_ci'], True)} | `docs/figures/evidence/minilm/` |"])
 
 
-def deploy_engines(store: dict[str, Entry]) -> str:
-    """The export guide's summary of every engine on the AVX-512 VNNI CPU."""
+def deploy_engines(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the export guide's summary of every engine on the AVX-512 VNNI CPU
+    (docs/guides/_figures/deploy-engines.md)."""
     d = store["deploy-speed.amd-epyc-avx-512-vnni"]
     row = lambda model, engine: d.get(f"rows/{model}/{engine}")  # noqa: E731
     dense8, l38, p8, p5 = (row(m, "openvino-int8") for m in (L6, L3, "l3-0.8", "l3-0.5"))
-    return (f"Measured by {where(d)}; {SHAPE}; speed-ups over dense all-MiniLM-L6-v2 in torch fp32:\n\n"
-            f"- OpenVINO int8 is the fastest engine by far ({x(dense8['speedup'])} dense, {x(l38['speedup'])} L3), and "
-            f"pruning stacks on it: L3 pruned to 0.8 of its layer FLOPs runs at {x(p8['speedup'])} "
-            f"({x(p8['cpu_speedup'])} in CPU time) at {p8['sts_avg']:.2f} (L3 in int8: {l38['sts_avg']:.2f}; in torch "
-            f"fp32 {x(row('l3-0.8', 'torch-fp32')['speedup'])} against {x(row(L3, 'torch-fp32')['speedup'])}); at 0.5 "
-            f"it reaches {x(p5['speedup'])} at {p5['sts_avg']:.2f}.\n"
-            f"- Torch bf16 is {x(row(L6, 'torch-bf16')['speedup'])} torch fp32 on dense L6 here, where the CPU has "
-            f"`avx512_bf16`.")
+    cpu_time = f" ({x(p8['cpu_speedup'])} in CPU time)" if "cpu_speedup" in p8 else ""  # timed best of N
+    return {"where": where(d), "shape": shape(d), "dense8": x(dense8["speedup"]), "l38": x(l38["speedup"]),
+            "p8": x(p8["speedup"]), "p8_cpu_time": cpu_time, "p8_sts": f"{p8['sts_avg']:.2f}",
+            "l38_sts": f"{l38['sts_avg']:.2f}", "p8_torch": x(row("l3-0.8", "torch-fp32")["speedup"]),
+            "l3_torch": x(row(L3, "torch-fp32")["speedup"]), "p5": x(p5["speedup"]), "p5_sts": f"{p5['sts_avg']:.2f}",
+            "bf16": x(row(L6, "torch-bf16")["speedup"])}
 
 
 def reached(store: dict[str, Entry], recipe: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from sparsecse.reporting.store import Entry
-from figures_format import HEADLINES, L3, RECIPE_RUNS, SHAPE, best_run, ci, command, cpu, pm, pm_minutes, than_l3, where, x
+from figures_format import HEADLINES, L3, RECIPE_RUNS, best_run, ci, command, cpu, pm, pm_minutes, shape, than_l3, where, x
 
 
 def headline_runs(store: dict[str, Entry]) -> str:
@@ -69,7 +69,7 @@ def targets_table(store: dict[str, Entry]) -> str:
     a, b, c = t2x.figures, ov.figures, d03.figures
     return "\n".join([
         f"Each run on {cpu(t2x)}, from a cold start (an empty sparsecse cache), nothing else running; the speed-up "
-        f"first as the run measured it on the STS-B dev sentences, then re-timed by {where(again)} on {SHAPE}.", "",
+        f"first as the run measured it on the STS-B dev sentences, then re-timed by {where(again)} on {shape(again)}.", "",
         "| run | chosen budget (probes) | speed-up: run / re-timed | dev | 7-task STS avg | wall |",
         "|---|---|---|---|---|---|",
         f"| all-MiniLM-L6-v2, `--speedup 2.0` | {a['keep_flops']:.3f} of the layer FLOPs ({probes(a)}) | "
