@@ -227,7 +227,7 @@ def settled(reference, candidates: dict, sentences: list[str], shape: Shape, tar
         f"The machine is too busy to time: {key} measured {worst.speedup:.2f}x over {REFERENCE} with a spread of "
         f"{worst.spread:.0%} over {worst.rounds} interleaved rounds ({shape.describe()}), wider than the "
         f"{limit:.0%} allowed even when timed again, and its interval (±{worst.interval.half_width:.0%}) wider than "
-        f"twice the {float(target.margin):.0%} margin; run it on a quieter machine{hint}.")
+        f"{USABLE:g} times the {float(target.margin):.0%} margin; run it on a quieter machine{hint}.")
 
 
 def aa_timing(reference, sentences: list[str], shape: Shape, rounds: int = AA_ROUNDS) -> Timing:
