@@ -21,6 +21,7 @@ from tests.tiny import make_tiny_model_dir
 def test_a_stage_default_is_its_config_default():
     assert PruneStage(name="p", keep_flops=0.5).reconstruct_sentences == ShrinkConfig().reconstruct_sentences
     assert DistillStage(name="d", teacher="t").eval_steps == TrainingConfig().eval_steps
+    assert DistillStage(name="d", teacher="t").patience == TrainingConfig().patience == 0  # train to the end
     # the shipped recipes that ran with 4096 reconstruction sentences still say so
     assert load_recipe("l3-prune-0.8").stages[0].reconstruct_sentences == 4096
 
@@ -84,7 +85,7 @@ def test_a_train_stage_with_simcse_then_an_export_stage_run_end_to_end(tmp_path,
          "lr": 1e-4, "batch_size": 8, "max_steps": 3, "eval_steps": 0},
         {"name": "student", "type": "train", "objective": "distill",
          "objective_args": {"teacher": "@input", "loss": "mse"}, "lr": 1e-4, "batch_size": 8, "max_steps": 2,
-         "eval_steps": 0},
+         "eval_steps": 1, "patience": 1, "min_delta": 0.5},
         {"name": "onnx", "type": "export", "format": "onnx", "quantize": None},
     ], "evaluation": {"bootstrap": 0, "speed": False, "test": False}}))
     result = run_recipe(str(recipe), str(model), corpus, tmp_path / "run", data_dir=fake_senteval,
@@ -95,6 +96,7 @@ def test_a_train_stage_with_simcse_then_an_export_stage_run_end_to_end(tmp_path,
     assert trained["max_steps"] == 3 and trained["lr"] == 1e-4
     distilled = json.loads((stage_dir(result.out, 2, "student") / "manifest.json").read_text())["params"]
     assert distilled["objective"] == "distill"
+    assert (distilled["patience"], distilled["min_delta"], distilled["steps_run_to"]) == (1, 0.5, 2)  # the stage's
     assert str(model) in json.dumps(distilled["objective_params"])  # @input resolved to the input model
     exported = stage_dir(result.out, 3, "onnx")
     from sparsecse.serving.loading import load_encoder

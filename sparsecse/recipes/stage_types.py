@@ -118,10 +118,12 @@ def training_amount(stage) -> str:
         stage: a :class:`~sparsecse.recipes.stages.DistillStage` or :class:`~sparsecse.recipes.stages.TrainStage`.
 
     Returns:
-        ``N steps`` or ``N epoch(s)``, then ``of N sentences`` when it trains on a sample.
+        ``N steps`` or ``N epoch(s)``, then ``of N sentences`` when it trains on a sample, and ``, or until the dev
+        score stops rising`` with a patience.
     """
     amount = f"{stage.max_steps} steps" if stage.max_steps else f"{stage.epochs} epoch{'s' * (stage.epochs > 1)}"
-    return amount + (f" of {stage.sentences} sentences" if stage.sentences else "")
+    amount += f" of {stage.sentences} sentences" if stage.sentences else ""
+    return amount + (", or until the dev score stops rising" if getattr(stage, "patience", 0) else "")
 
 
 @dataclass(frozen=True)

@@ -36,12 +36,19 @@ from sparsecse.training.rundir import RunDir
 
 
 def _check_training(stage, where: str) -> None:
-    """The settings every training stage has: eval_steps, bucket_by_length, mixed_precision."""
+    """The settings every training stage has: eval_steps, patience, min_delta, bucket_by_length, mixed_precision."""
     if isinstance(stage.eval_steps, bool) or not isinstance(stage.eval_steps, int) or stage.eval_steps < 0:
         raise SparseCSEError(f"{where}: eval_steps must be a whole number >= 0, not {stage.eval_steps!r}.")
     if not isinstance(stage.bucket_by_length, bool):
         raise SparseCSEError(f"{where}: bucket_by_length must be true or false, not {stage.bucket_by_length!r}.")
     check_choice("mixed_precision", stage.mixed_precision, where, ("auto", "no", "bf16"))
+    if isinstance(stage.patience, bool) or not isinstance(stage.patience, int) or stage.patience < 0:
+        raise SparseCSEError(f"{where}: patience must be a whole number >= 0, not {stage.patience!r}.")
+    if stage.patience and not stage.eval_steps:
+        raise SparseCSEError(f"{where}: patience stops training when the dev score stops rising, which needs "
+                             "eval_steps N (it is 0).")
+    if isinstance(stage.min_delta, bool) or not isinstance(stage.min_delta, (int, float)) or not stage.min_delta >= 0:
+        raise SparseCSEError(f"{where}: min_delta must be a number >= 0, not {stage.min_delta!r}.")
 
 
 def _train(stage, objective: str, args: dict[str, Any], index: int, model: str, out: Path,
@@ -53,6 +60,7 @@ def _train(stage, objective: str, args: dict[str, Any], index: int, model: str, 
                        max_steps=stage.max_steps, eval_steps=stage.eval_steps, max_length=stage.max_length,
                        data_dir=ctx.data_dir, resume=RunDir(out).path.exists(),
                        bucket_by_length=stage.bucket_by_length, mixed_precision=stage.mixed_precision,
+                       patience=stage.patience, min_delta=float(stage.min_delta),
                        show_progress=ctx.show_progress, dev=ctx.dev))
     return {"stsb_dev" if ctx.dev is None else "dev_score": result.best_score, "best_step": result.best_step, "steps": result.steps,
             "corpus": str(corpus), "steps_per_second": result.steps_per_second}
@@ -67,7 +75,9 @@ class DistillStage(Stage):
     """Train the current model to match ``teacher``'s embeddings (``sparsecse train --objective distill``).
 
     ``sentences``: train on a seeded sample of that many corpus sentences (None: all of them); ``epochs``
-    or ``max_steps`` bound the run; ``eval_steps`` scores STS-B dev to keep the best checkpoint;
+    or ``max_steps`` bound the run; ``eval_steps`` scores STS-B dev to keep the best checkpoint; ``patience``
+    > 0 stops it once that many evaluations in a row have not beaten the best by ``min_delta`` (the dev score
+    stopped rising);
     ``bucket_by_length`` batches sentences of similar length together (less padding, same data per
     epoch); ``teacher_precision`` and ``mixed_precision``: ``auto`` uses bf16 where the hardware runs it
     natively, fp32 elsewhere."""
@@ -81,6 +91,8 @@ class DistillStage(Stage):
     max_steps: int | None = None
     sentences: int | None = None
     eval_steps: int = TrainingConfig.eval_steps
+    patience: int = TrainingConfig.patience
+    min_delta: float = TrainingConfig.min_delta
     max_length: int | None = None
     bucket_by_length: bool = True
     teacher_precision: str = "auto"
@@ -138,7 +150,8 @@ class TrainStage(Stage):
         objective_args: its parameters, as ``--objective-args`` takes them; a value ``@NAME`` is the model an
             earlier stage made (or ``@input``), e.g. ``{teacher: "@teacher"}``.
         lr, batch_size, max_length: None keeps the objective's backbone recipe (SimCSE's for simcse).
-        epochs, max_steps, sentences, eval_steps, bucket_by_length, mixed_precision: as :class:`DistillStage`.
+        epochs, max_steps, sentences, eval_steps, patience, min_delta, bucket_by_length, mixed_precision: as
+            :class:`DistillStage`.
     """
 
     name: str
@@ -150,6 +163,8 @@ class TrainStage(Stage):
     max_steps: int | None = None
     sentences: int | None = None
     eval_steps: int = TrainingConfig.eval_steps
+    patience: int = TrainingConfig.patience
+    min_delta: float = TrainingConfig.min_delta
     max_length: int | None = None
     bucket_by_length: bool = TrainingConfig.bucket_by_length
     mixed_precision: str = "auto"

@@ -136,8 +136,8 @@ def joint_depth_search(prober, scores: GateScores, pruning: PruningConfig, floor
         fastest = max((c for c in prober.candidates if c.stage == "speed"), key=lambda c: c.speedup)
         raise TargetOutOfReach(
             f"A {float(prober.target.speedup):g}x speed-up on {prober.target.engine} is out of reach for "
-            f"{prober.model} at {prober.shape.describe()}, with up to {depth} layers removed: the fastest candidate "
-            f"tried ({fastest.describe()}) is too slow; the candidates are in {prober.work / TABLE}.")
+            f"{prober.model} at {prober.shape.describe()}: the fastest candidate tried ({fastest.describe()}) is too "
+            f"slow, even with up to {depth} layers removed; the candidates are in {prober.work / TABLE}.")
     return sorted(finalists, key=lambda c: -c.dev_score if math.isfinite(c.dev_score) else math.inf)
 
 

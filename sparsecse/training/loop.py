@@ -353,16 +353,12 @@ class Trainer:
         return record
 
     def _stalled(self) -> bool:
-        """Whether the last ``patience`` evaluations all fell short of the best before them by ``min_delta`` (the
-        main process decides; every process gets its answer)."""
-        s = self.settings
-        if not s.patience:
-            return False
-        scores = [h["score"] for h in self.history]
-        stalled = len(scores) > s.patience and max(scores[-s.patience:]) < max(scores[:-s.patience]) + s.min_delta
-        if self.acc.num_processes > 1:
+        """Whether the last ``patience`` evaluations fell short of the best before them by ``min_delta``."""
+        s, scores = self.settings, [h["score"] for h in self.history]
+        stalled = bool(s.patience) and len(scores) > s.patience and \
+            max(scores[-s.patience:]) < max(scores[:-s.patience]) + s.min_delta
+        if s.patience and self.acc.num_processes > 1:  # the main process, which evaluates, decides for all
             from accelerate.utils import broadcast_object_list
-
             stalled = broadcast_object_list([stalled], from_process=0)[0]
         return bool(stalled)
 
