@@ -1,5 +1,5 @@
 """Issue 65, causes 1 and 2: every path a target run or a curve reads goes through the one list
-(:func:`sparsecse.recipes.runner.run_inputs`, the CLI's ``--store``) and is checked against ``--out`` and every
+(:func:`sparsecse.recipes.run_checks.run_inputs`, the CLI's ``--store``) and is checked against ``--out`` and every
 ``OUT/speedup-X`` before anything is removed; a curve refused for any reason removes nothing."""
 
 import shutil
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sparsecse.recipes.runner import run_inputs
+from sparsecse.recipes.run_checks import run_inputs
 from sparsecse.recipes.spec import load_recipe, recipe_path
 from tests.helpers import cli
 from tests.test_new_surfaces_robustness import SCORED, one_sentence

@@ -416,7 +416,7 @@ def test_fast_teacher_is_refused_below_its_bound(precision, teacher_dir, text, t
 @pytest.mark.parametrize("native, expected", [(False, "no"), (True, "bf16")])
 def test_auto_mixed_precision_is_bf16_only_where_the_hardware_has_it(native, expected, monkeypatch):
     from sparsecse.modeling import encoder
-    from sparsecse.training.loop import resolve_mixed_precision
+    from sparsecse.training.accelerator import resolve_mixed_precision
 
     monkeypatch.setattr(encoder, "cpu_has_native_bf16", lambda *a, **k: native)
     assert resolve_mixed_precision("auto", cpu=True) == expected

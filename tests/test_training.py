@@ -343,7 +343,7 @@ def test_two_trainings_in_one_process_may_use_different_precisions():
     """A budget stage's recovery trains in full precision, then the student stage in bf16, in one process: accelerate
     keeps one precision per process unless its state is reset (it raised 'AcceleratorState has already been
     initialized')."""
-    from sparsecse.training.loop import make_accelerator
+    from sparsecse.training.accelerator import make_accelerator
 
     assert make_accelerator("cpu", "no").mixed_precision == "no"
     assert make_accelerator("cpu", "bf16").mixed_precision == "bf16"

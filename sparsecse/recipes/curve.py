@@ -30,7 +30,8 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.model_names import model_label, resolve_model
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.final_figures import shared_reference_results, sts_average
-from sparsecse.recipes.runner import RecipeResult, check_run, finished_run, run_recipe, with_data
+from sparsecse.recipes.run_checks import check_run
+from sparsecse.recipes.runner import RecipeResult, finished_run, run_recipe, with_data
 from sparsecse.recipes.spec import Data, load_recipe
 from sparsecse.modeling.adapters import layer_modules
 from sparsecse.targets.candidates import save_png

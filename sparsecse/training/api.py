@@ -26,7 +26,8 @@ from sparsecse.artifacts.model_dir import model_lineage
 from sparsecse.objectives.registry import get_objective, parse_objective_args
 from sparsecse.artifacts.remote_code import with_trust_option
 from sparsecse.training.distributed import stopped
-from sparsecse.training.loop import LoopSettings, Trainer, make_accelerator, wait_for_everyone
+from sparsecse.training.accelerator import make_accelerator, wait_for_everyone
+from sparsecse.training.loop import LoopSettings, Trainer
 from sparsecse.training.hyperparameters import resolve_hyperparameters
 from sparsecse.training.rundir import RunDir
 from sparsecse.artifacts.signals import Terminated, interrupts_as_keyboard

@@ -24,10 +24,9 @@ from torch import nn
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import dumps_json, write_json
 from sparsecse.training.batches import CorpusSampler, TokenizedBatches
-from sparsecse.training.distributed import init_process_group
+from sparsecse.training.accelerator import gather_objects, wait_for_everyone
 from sparsecse.training.rundir import RunDir
 from sparsecse.training.state import capture_rng, read_state, restore_rng, write_state
-from sparsecse.modeling.encoder import check_device, resolve_precision
 from sparsecse.objectives.losses import gathering
 
 
@@ -88,48 +87,6 @@ class TrainStep(nn.Module):
         return out.loss, dict(out.logs)
 
 
-def resolve_mixed_precision(mixed_precision: str | None, cpu: bool) -> str | None:
-    """``auto`` -> ``bf16`` where the hardware runs it natively (emulated bf16 is slower than fp32), else
-    ``no`` on a CPU and ``fp16`` on a GPU; any other value unchanged."""
-    if mixed_precision != "auto":
-        return mixed_precision
-    native = resolve_precision("auto", "cpu" if cpu else "cuda") == "bf16"
-    return "bf16" if native else ("no" if cpu else "fp16")
-
-
-def make_accelerator(device: str | None = None, mixed_precision: str | None = None):
-    """Accelerate picks the process layout (``accelerate launch`` or a plain process); on a GPU the
-    default precision is bf16 where supported, else fp16; on CPU full precision. ``auto``: bf16 where the
-    hardware runs it natively (CPU or GPU), else fp32 on CPU and fp16 on a GPU."""
-    import os
-
-    from accelerate import Accelerator, DistributedDataParallelKwargs
-    from accelerate.state import AcceleratorState
-
-    device = check_device(device)
-    cpu = (device is not None and device.type == "cpu") or not torch.cuda.is_available()
-    init_process_group(cpu)  # several processes: meet them first, or say in one sentence why not
-    mixed_precision = resolve_mixed_precision(mixed_precision, cpu)
-    if mixed_precision is None and not os.environ.get("ACCELERATE_MIXED_PRECISION"):
-        mixed_precision = "no" if cpu else ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
-    # BERT's pooler (and some objectives' parts) get no gradient under cls_before_pooler / mean pooling
-    ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
-    # Accelerate keeps one precision per process; a run's earlier training (a budget stage's recovery, an earlier
-    # stage) may have used another. The process layout (PartialState, the process group) is kept.
-    AcceleratorState._reset_state()
-    return Accelerator(cpu=cpu, mixed_precision=mixed_precision, kwargs_handlers=[ddp])
-
-
-def wait_for_everyone(accelerator) -> None:
-    """Accelerate's barrier passes ``device_ids=[local rank]``, which torch turns into a device of the
-    machine's accelerator even for gloo: a CPU run on a 1-GPU machine then asks rank 1 for cuda:1 and
-    fails. CPU processes meet at a plain gloo barrier instead."""
-    if accelerator.num_processes > 1 and accelerator.device.type == "cpu":
-        torch.distributed.barrier()
-    else:
-        accelerator.wait_for_everyone()
-
-
 def _adamw(params: list[nn.Parameter], **options) -> torch.optim.Optimizer:
     """AdamW, fused (one pass over each tensor) where this torch supports it for these parameters:
     on a small model the optimizer step is a good part of the step time."""
@@ -161,14 +118,6 @@ def _load_trained_state(module: nn.Module, state: dict[str, torch.Tensor]) -> No
     if unexpected or set(missing) - _frozen_names(module):
         raise SparseCSEError(f"The checkpoint does not fit the objective's modules "
                              f"(missing {sorted(set(missing) - _frozen_names(module))}, unexpected {unexpected}).")
-
-
-def _gather_objects(obj: Any, accelerator) -> list[Any]:
-    if accelerator.num_processes == 1:
-        return [obj]
-    gathered: list[Any] = [None] * accelerator.num_processes
-    torch.distributed.all_gather_object(gathered, obj)
-    return gathered
 
 
 def _tensorboard(path: Path, start_step: int):
@@ -219,7 +168,7 @@ class Trainer:
     def save_checkpoint(self) -> None:
         """Write a checkpoint (weights, optimizer, schedule, random states); refuses non-finite weights."""
         self.check_finite_weights()
-        rng = _gather_objects(capture_rng(), self.acc)
+        rng = gather_objects(capture_rng(), self.acc)
         if self.acc.is_main_process:
             def write(tmp: Path) -> None:
                 write_state(tmp, "encoder", self.encoder.model.state_dict())
