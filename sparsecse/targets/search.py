@@ -357,7 +357,8 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             for a quality-only target.
         calibration: the corpus int8 engines calibrate on, and their sample's seed (None: no corpus, seed 0).
         recover: with depth finalists, an encoder -> the encoder after a short recovery: the finalists are judged
-            by their dev score after it (:func:`~sparsecse.targets.depth_search.rank_after_recovery`) before the best is confirmed.
+            by their dev score after it (:func:`~sparsecse.targets.depth_search.rank_after_recovery`) before the
+            best is confirmed.
         show_progress: print each candidate as it is measured.
 
     Returns:
