@@ -101,16 +101,17 @@ def joint_depth_search(prober, scores: GateScores, pruning: PruningConfig, floor
         prober.reuse(shared)
     aim, layers = float(prober.target.aim), prober.layers
 
-    def plan(k: int) -> float | None:
-        return planned_budget(depth_model(prober.candidates, layers), prober.candidates, k, aim, floor, layers)
+    def plan(model: DepthSpeedModel | None, k: int) -> float | None:
+        return planned_budget(model, prober.candidates, k, aim, floor, layers)
 
-    def placed(k: int, budget: float) -> bool:
-        model = depth_model(prober.candidates, layers)
+    def placed(model: DepthSpeedModel | None, k: int, budget: float) -> bool:
         return any(c.stage == "speed" and c.layers_removed == k and near_in_speed(model, k, c.keep_flops, budget)
                    for c in prober.candidates)
 
     for _ in range(prober.target.probes + depth):
-        pending = [(k, b) for k in sorted({depth, 0}, reverse=True) if (b := plan(k)) is not None and not placed(k, b)]
+        model = depth_model(prober.candidates, layers)  # once a pass: every probe so far
+        pending = [(k, b) for k in sorted({depth, 0}, reverse=True)
+                   if (b := plan(model, k)) is not None and not placed(model, k, b)]
         if not pending:
             break
         k, budget = pending[0]
@@ -119,16 +120,15 @@ def joint_depth_search(prober, scores: GateScores, pruning: PruningConfig, floor
     for c in prober.candidates:
         if c.stage == "speed":
             c.meets = c.speedup >= float(prober.target.speedup)
-    finalists = []
+    finalists, model = [], depth_model(prober.candidates, layers)
     for k in range(depth + 1):
-        budget = plan(k)
+        budget = plan(model, k)
         if budget is None:
             continue
         near = [c for c in prober.candidates if c.stage == "speed" and c.layers_removed == k
                 and abs(c.keep_flops - budget) <= RESOLUTION]
         finalists.append(min(near, key=lambda c: abs(c.keep_flops - budget)) if near
                          else prober.planned(scores, pruning, budget, layers_removed(order, k)))
-    model = depth_model(prober.candidates, layers)
     if model is not None:
         for c in prober.candidates:
             c.predicted = round(model.speedup(c.layers_removed, c.keep_flops), 4)
@@ -148,7 +148,7 @@ def timed_winner(winner: Candidate, prober, scores: GateScores, pruning: Pruning
     if winner.stage != "planned":
         return winner
     timed = prober.one_shot(scores, pruning, winner.keep_flops, removed)
-    timed.dev_recovered = winner.dev_recovered
+    timed.dev_recovered, timed.predicted = winner.dev_recovered, winner.predicted
     return timed
 
 

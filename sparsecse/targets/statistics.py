@@ -37,6 +37,24 @@ MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # the median's standard error over t
 Z = {0.9: 1.645, 0.95: 1.96, 0.99: 2.576}
 
 
+HALF_WIDTH_FLOOR = 0.005  # no probe weighs without bound in a speed model's fit
+UNKNOWN_HALF_WIDTH = 0.05  # a probe without an interval counts as one known to about ±5%
+
+
+def time_point(speedup: float, half_width: float) -> tuple[float, float]:
+    """A probe as a speed model fits it: its time (1/speed-up) and that time's error (the interval's relative
+    half-width, floored at ``HALF_WIDTH_FLOOR``, over the speed-up); a probe weighs 1/error²."""
+    half = float(half_width) if math.isfinite(half_width) else UNKNOWN_HALF_WIDTH
+    return 1.0 / float(speedup), max(HALF_WIDTH_FLOOR, half) / float(speedup)
+
+
+def weighted_fit(design: np.ndarray, times: np.ndarray, errors: np.ndarray) -> np.ndarray:
+    """The coefficients of weighted least squares: ``times ≈ design @ coefficients``, each row weighed by
+    1/``errors``² (the fit both speed models share)."""
+    w = 1.0 / np.asarray(errors, dtype=float)
+    return np.linalg.lstsq(design * w[:, None], np.asarray(times, dtype=float) * w, rcond=None)[0]
+
+
 class TooNoisy(SparseCSEError):
     """The machine's noise at the target's shape is too large for the rounds allowed to resolve the margin."""
 
@@ -159,20 +177,16 @@ class SpeedModel:
         weighted by its precision (1 / its variance in time, a floor of 0.5% on the half-width so no probe weighs
         without bound); ``anchor``: the dense model (budget 1, time 1) is a point too, used only while fewer than
         two budgets are probed. None when no line can be drawn or it does not rise with the budget."""
-        pts = [(float(b), 1.0 / float(s), max(0.005, float(h) if math.isfinite(h) else 0.05) / float(s))
-               for b, s, h in probes if s > 0]
+        pts = [(float(b), *time_point(s, h)) for b, s, h in probes if s > 0]
         if anchor and len({round(b, 6) for b, _, _ in pts}) < 2:
-            pts.append((1.0, 1.0, 0.005))
+            pts.append((1.0, 1.0, HALF_WIDTH_FLOOR))
         if len({round(b, 6) for b, _, _ in pts}) < 2:
             return None
-        b = np.array([p[0] for p in pts])
-        t = np.array([p[1] for p in pts])
-        w = np.array([1.0 / p[2] ** 2 for p in pts])
-        bm, tm = np.average(b, weights=w), np.average(t, weights=w)
-        slope = float(np.sum(w * (b - bm) * (t - tm)) / np.sum(w * (b - bm) ** 2))
+        design = np.array([[1.0, b] for b, _, _ in pts])
+        intercept, slope = weighted_fit(design, np.array([t for _, t, _ in pts]), np.array([e for _, _, e in pts]))
         if not slope > 1e-9:
             return None
-        return cls(float(tm - slope * bm), slope, len(pts))
+        return cls(float(intercept), float(slope), len(pts))
 
     def speedup(self, budget: float) -> float:
         """The speed-up the line predicts at ``budget``."""
@@ -214,14 +228,11 @@ class DepthSpeedModel:
         for removed, budget, speedup, half in probes:
             if speedup > 0 and math.isfinite(speedup):
                 rest = (layers - int(removed)) / layers
-                rows.append((rest, float(budget) * rest, 1.0 / float(speedup),
-                             max(0.005, float(half) if math.isfinite(half) else 0.05) / float(speedup)))
+                rows.append((rest, float(budget) * rest, *time_point(speedup, half)))
         x = np.array([[1.0, r, f] for r, f, _, _ in rows])
-        t = np.array([row[2] for row in rows])
-        w = np.sqrt(np.array([1.0 / row[3] ** 2 for row in rows]))
         if len(rows) < 3 or np.linalg.matrix_rank(x, tol=1e-6) < 3:
             return None
-        (fixed, per_layer, per_flop), *_ = np.linalg.lstsq(x * w[:, None], t * w, rcond=None)
+        fixed, per_layer, per_flop = weighted_fit(x, np.array([r[2] for r in rows]), np.array([r[3] for r in rows]))
         if not per_flop > 1e-9:
             return None
         return cls(float(fixed), float(per_layer), float(per_flop), int(layers), len(rows) - 1)
