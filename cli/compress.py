@@ -153,6 +153,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     from sparsecse.compression import compress
     from sparsecse.pruning.prune import PruningConfig
     from sparsecse.scoring.score import ScoringConfig
+    from sparsecse.pruning.uniform import DEFAULT_LAYOUT
     from sparsecse.shrinking.shrink import ShrinkConfig
 
     # before the corpus is read (compress checks again, for its Python callers)
@@ -164,9 +165,9 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     scoring = ScoringConfig(data_dir=data_dir, split=split, batch_size=score_batch_size, max_batches=max_batches,
                             seed=seed, show_progress=not quiet, dev=dev)
     pruning = PruningConfig(lam=lam, criterion=criterion, seq_len=seq_len, keep_one_head=keep_one_head,
-                            layout=layout or "custom")
+                            layout=layout or DEFAULT_LAYOUT)
     shrinking = ShrinkConfig(reconstruct=plan, seq_len=seq_len, align_ffn=align_ffn, pooling=pooling, device=device,
-                             show_progress=not quiet, layout=layout or "custom")
+                             show_progress=not quiet, layout=layout or DEFAULT_LAYOUT)
     result = compress(model, out, keep_flops=keep_flops, keep_params=keep_params, steps=steps, scores=scores_path,
                       score=scoring, prune=pruning, shrink=shrinking, overwrite=overwrite)
     if as_json:

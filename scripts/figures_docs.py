@@ -27,7 +27,7 @@ from sparsecse.reporting.store import Entry, load_store  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the block renderers beside this script
 from figures_frontier import assistant_chain, deploy_engines, frontier_2x_summary, frontier_table, headline, mpnet_summary, reached, recipe_levers, speed_by_cpu, stored_table  # noqa: E402
-from figures_targets import busy_pair, corpus_size, curve_l6, headline_runs, layer_choice, targets_answer, targets_flops, targets_intro, targets_table  # noqa: E402
+from figures_targets import busy_pair, corpus_size, curve_l6, headline_runs, layer_choice, stock_vs_custom, targets_answer, targets_flops, targets_intro, targets_table  # noqa: E402
 from figures_latency import latency_default_runs, latency_longer, latency_longer_all, latency_served, latency_target, latency_teacher  # noqa: E402
 
 STORE = ROOT / "docs" / "results" / "store"
@@ -58,7 +58,7 @@ BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recip
 # blocks written from a template beside their page (_figures/NAME.md, {placeholders}) and the values a function
 # reads from the store
 TEMPLATED = {"targets-answer": targets_answer, "targets-intro": targets_intro, "targets-flops": targets_flops,
-             "deploy-engines": deploy_engines}
+             "deploy-engines": deploy_engines, "stock-vs-custom": stock_vs_custom}
 
 
 # ------------------------------------------------------------------------------------------------ the files

@@ -289,3 +289,29 @@ def layer_choice(store: dict[str, Entry]) -> str:
         lines.append(f"| {', '.join(map(str, r['removed']))} | {chosen} | {r['fidelity']:.3f} | "
                      f"{r['dev_after_cut']:.2f} | {r['dev_recovered']:.2f} |")
     return "\n".join(lines)
+
+
+STOCK_VS_CUSTOM = "stock-vs-custom.l6.amd-epyc-avx2-only"
+
+
+def stock_vs_custom(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the targets guide's stock-against-custom table (docs/guides/_figures/stock-vs-custom.md):
+    every target run once per layout on one machine, the run's own figures, the paired STS difference."""
+    e = store[STOCK_VS_CUSTOM]
+    f = e.figures
+    lines = ["| target | layout | layers kept | FFN width per layer | run's speed-up | 7-task STS | STS-B dev | "
+             "stock − custom (paired) | minutes |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in f["rows"]:
+        for layout in ("custom", "stock"):
+            s = r[layout]
+            diff = f"{pm(r['difference'])} {ci(r['paired_ci'], True)}" if layout == "stock" else ""
+            ffn = ", ".join(str(w) for w in s["ffn"]) if len(set(s["ffn"])) > 1 else f"{s['ffn'][0]} (uniform)"
+            lines.append(f"| {r['target']} ({s['metric']}, batch {s['batch_size']}) | {layout} | "
+                         f"{s['layers']} of {s['source_layers']} | {ffn} | {x(s['speedup'])} | {s['sts_avg']:.2f} "
+                         f"{ci(s['ci'])} | {s['stsb_dev']:.2f} | {diff} | {s['minutes']:.1f} |")
+    worst = min(r["difference"] for r in f["rows"])
+    verdict = (f"Stock costs at most {pm(worst)} STS at any of these targets, within the {f['tolerance']} allowed, so "
+               "`--layout stock` is the default." if f["choice"] == "stock" else
+               f"Stock costs up to {pm(worst)} STS at these targets, more than the {f['tolerance']} allowed, so "
+               "`--layout custom` stays the default.")
+    return {"where": where(e), "table": "\n".join(lines), "verdict": verdict}

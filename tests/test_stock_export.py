@@ -10,6 +10,7 @@ where there is none."""
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,8 @@ import numpy as np
 import pytest
 import torch
 
+from sparsecse.cards.backends import put_section
+from sparsecse.cards.model_card import card_sections
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.flops import shape_record
 from sparsecse.pruning.budget import UnitCosts
@@ -48,14 +51,16 @@ def make_stock_bert(tmp_path, budget=0.9):
 
 
 @pytest.fixture(scope="module")
-def stock_with_backends(tmp_path_factory, corpus):
-    """A stock model with its ONNX (fp32 + dynamic int8) and OpenVINO (fp32 + NNCF int8) graphs inside it."""
+def stock_with_backends(tmp_path_factory, corpus, tiny_stsb_dir):
+    """A stock model with its ONNX (fp32 + dynamic int8, timed beside torch) and OpenVINO (fp32 + NNCF int8, not
+    timed) graphs inside it."""
     tmp = tmp_path_factory.mktemp("stock_export")
     path = make_stock_bert(tmp)
     before = sorted(p.name for p in path.iterdir())
-    for args in (("--format", "onnx", "--quantize", "int8"),
-                 ("--format", "openvino", "--quantize", "int8", "--calibration", corpus, "--calibration-size", "32")):
-        result = cli("export", "--model", path, *args, "--json")
+    for args in (("--format", "onnx", "--quantize", "int8", "--data-dir", tiny_stsb_dir),
+                 ("--format", "openvino", "--quantize", "int8", "--calibration", corpus, "--calibration-size", "32",
+                  "--no-timing")):
+        result = cli("export", "--model", path, *args, "--json", "--quiet")
         assert result.exit_code == 0, result.output
     return path, before
 
@@ -70,6 +75,45 @@ def test_export_without_out_writes_the_backend_layout_inside_a_stock_model(stock
     assert record["manifest"]["verification"]["fp32_min_cosine"] >= 0.9999
     assert json.loads((path / "config.json").read_text())["model_type"] == "bert"
     assert SentenceEncoder.load(path, device="cpu").model.__class__.__name__ == "BertModel"  # still the torch model
+
+
+def test_the_card_lists_every_backend_with_its_loading_arguments_and_the_timed_ones_speed(stock_with_backends):
+    path, _ = stock_with_backends
+    card = (path / "README.md").read_text()
+    assert card_sections(card).index("Backends") == card_sections(card).index("Usage") + 1
+    rows = {line.split(" | ")[1].strip("`"): line for line in card.splitlines() if line.startswith("| ONNX |")
+            or line.startswith("| OpenVINO |")}
+    assert sorted(rows) == ["onnx/model.onnx", "onnx/model_qint8.onnx", "openvino/openvino_model.xml",
+                            "openvino/openvino_model_qint8_quantized.xml"]
+    assert '`backend="onnx"`' in rows["onnx/model.onnx"]
+    assert 'model_kwargs={"file_name": "openvino/openvino_model_qint8_quantized.xml"}' in rows[
+        "openvino/openvino_model_qint8_quantized.xml"]
+    for file, line in rows.items():  # the ONNX graphs were timed at batch 1 and 128, the OpenVINO ones not
+        speeds = re.findall(r"\| (\d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\]|—) ", line + " ")
+        assert len(speeds) == 2 and all(("x [" in cell) == file.startswith("onnx/") for cell in speeds), line
+    speed = json.loads((path / "onnx" / "sparsecse_export.json").read_text())["speed"]
+    assert sorted((r["file"], r["batch"], r["metric"]) for r in speed["rows"]) == [
+        ("onnx/model.onnx", 1, "latency-p50"), ("onnx/model.onnx", 128, "throughput"),
+        ("onnx/model_qint8.onnx", 1, "latency-p50"), ("onnx/model_qint8.onnx", 128, "throughput")]
+    assert all(r["interval"][0] <= r["speedup"] <= r["interval"][1] for r in speed["rows"])
+    assert "speed" not in json.loads((path / "openvino" / "sparsecse_export.json").read_text())
+
+
+def test_the_backends_section_replaces_its_old_self_and_keeps_the_rest_of_the_card():
+    card = "# M\n\n## Usage\n\ncode\n\n## Compression\n\nc\n"
+    once = put_section(card, ["## Backends", "", "a", ""])
+    assert card_sections(once) == ["Usage", "Backends", "Compression"] and "\na\n" in once
+    twice = put_section(once, ["## Backends", "", "b", ""])
+    assert card_sections(twice) == ["Usage", "Backends", "Compression"] and "\na\n" not in twice and "\nb\n" in twice
+    assert put_section(twice, []) == card
+    assert card_sections(put_section("# M\n", ["## Backends", ""])) == ["Backends"]
+
+
+def test_timing_without_sts_data_is_refused_before_any_work(tmp_path):
+    path = make_stock_bert(tmp_path)
+    refused = cli("export", "--model", path, "--format", "onnx", "--data-dir", tmp_path / "nowhere")
+    assert refused.exit_code != 0 and "--no-timing" in refused.output
+    assert not (path / "onnx").exists()
 
 
 def test_a_custom_model_or_an_existing_folder_is_refused_in_one_sentence(stock_with_backends, tmp_path):

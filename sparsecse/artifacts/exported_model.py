@@ -39,3 +39,31 @@ def exported_format(path: str | os.PathLike) -> str | None:
         if isinstance(settings, dict) and settings.get("file"):
             return format
     return None
+
+
+EXPORT_MANIFEST = "sparsecse_export.json"  # a backend folder's record inside a stock model directory
+
+
+def backend_records(model_dir: str | os.PathLike) -> list[dict]:
+    """The record of each backend folder that ``sparsecse export`` wrote into a stock model directory (its
+    ``EXPORT_MANIFEST``: ``format``, ``files`` (graph to kind), ``manifest``, and ``speed`` where timed), in the
+    order the formats are registered.
+
+    Args:
+        model_dir: a model directory.
+
+    Returns:
+        The records; none for a directory without backend folders.
+    """
+    import json
+    from pathlib import Path
+
+    records = []
+    for path in sorted(Path(model_dir).glob(f"*/{EXPORT_MANIFEST}")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("format") in format_names():
+            records.append(record)
+    return sorted(records, key=lambda r: format_names().index(r["format"]))

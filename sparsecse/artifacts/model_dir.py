@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 SPARSECSE_CONFIG = "sparsecse_config.json"
+CARD = "README.md"  # a model directory's model card
 
 
 def read_model_config(model_dir: str | os.PathLike | None) -> dict[str, Any]:

@@ -38,11 +38,11 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from sparsecse.artifacts.model_dir import CARD
 from sparsecse.cards.facts import CARRIED_METADATA, model_facts
 from sparsecse.cards.sections import compression_section, evaluation_section, known, training_section
 from sparsecse.cards.citations import CITATIONS
 
-CARD = "README.md"
 MODEL_PLACEHOLDER = "path/to/this/directory"  # the Usage snippet's model; a user puts the directory or hub id there
 USAGE_SENTENCES = ("A man is playing a guitar.", "Someone is playing an instrument.")
 

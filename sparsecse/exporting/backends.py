@@ -12,7 +12,9 @@ which read the directory's ``config.json``: a stock model's is the family's own 
 so no custom code runs anywhere. A custom-layout model keeps ``--out`` (its own exported directory, with a
 base-architecture config that only sparsecse's loaders run correctly). The graphs are the ones ``export --out``
 writes (:func:`~sparsecse.exporting.export.write_export`, each checked against the torch model); the export's
-manifest goes beside them as ``sparsecse_export.json``, and the model's own files are left as they were.
+manifest goes beside them as ``sparsecse_export.json`` (with the graphs' speed when the caller measures it: the
+``measure`` hook, which the command line fills from :mod:`sparsecse.targets.backend_speed`), and the model's own
+files are left as they were.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any, Callable
 
 from sparsecse.artifacts.export_formats import get_format
+from sparsecse.artifacts.exported_model import EXPORT_MANIFEST
 from sparsecse.artifacts.files import atomic_dir
 from sparsecse.artifacts.model_dir import read_model_config
 from sparsecse.artifacts.remote_code import custom_code, is_own_model_dir
@@ -32,7 +36,6 @@ from sparsecse.exporting.export import write_export
 from sparsecse.exporting.result import ExportResult
 from sparsecse.modeling.encoder import resolve_model
 
-EXPORT_MANIFEST = "sparsecse_export.json"
 
 
 def check_stock_dir(model) -> Path:
@@ -48,13 +51,17 @@ def check_stock_dir(model) -> Path:
     return path
 
 
-def export_into_model(model, config: ExportConfig, overwrite: bool = False) -> ExportResult:
+def export_into_model(model, config: ExportConfig, overwrite: bool = False,
+                      measure: Callable[[Path, ExportResult], dict[str, Any]] | None = None) -> ExportResult:
     """Write ``config``'s format's graphs into the stock model directory ``model`` (module docstring).
 
     Args:
         model: a stock model directory.
         config: the checked export config (format, quantization, calibration).
         overwrite: replace the format's folder if the model already has one.
+        measure: called with the complete exported directory (graphs, tokenizer, sparsecse's loader config) and
+            the result before the graphs move into the model; what it returns is stored as the export manifest's
+            ``speed`` (the model card's Backends section shows it).
 
     Returns:
         The :class:`~sparsecse.exporting.result.ExportResult` (``out``: the model directory; file paths
@@ -72,12 +79,14 @@ def export_into_model(model, config: ExportConfig, overwrite: bool = False) -> E
     try:
         result = write_export(path, staging / "export", config)
         manifest = read_model_config(staging / "export").get("manifest")
+        speed = measure(staging / "export", result) if measure is not None else None
         with atomic_dir(path / folder, overwrite=overwrite) as tmp:
             for item in (staging / "export" / folder).iterdir():
                 shutil.move(str(item), tmp / item.name)
-            (tmp / EXPORT_MANIFEST).write_text(json.dumps({"format": fmt.name, "files": result.kinds,
-                                                           "manifest": manifest}, indent=2) + "\n")
+            record = {"format": fmt.name, "files": result.kinds, "manifest": manifest}
+            (tmp / EXPORT_MANIFEST).write_text(json.dumps({**record, "speed": speed} if speed else record,
+                                                          indent=2) + "\n")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    result.out = path
+    result.out, result.speed = path, speed or {}
     return result

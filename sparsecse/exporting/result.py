@@ -28,7 +28,8 @@ class WrittenGraphs:
 @dataclass
 class ExportResult:
     """An exported directory: its graph files and their sizes, the graph sparsecse runs, the pooling, the
-    check against the torch model (minimum cosines) and the time it took."""
+    check against the torch model (minimum cosines), the time it took and, for graphs written into a stock model
+    and timed there, their speed (:func:`sparsecse.exporting.backends.export_into_model`'s ``measure``)."""
 
     out: Path
     files: dict[str, int]  # graph file -> bytes
@@ -38,9 +39,10 @@ class ExportResult:
     verification: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     kinds: dict[str, str] = field(default_factory=dict)  # graph file -> fp32 | int8 | int8_static
+    speed: dict[str, Any] = field(default_factory=dict)  # the graphs timed beside torch, where an export timed them
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: what ``sparsecse export --json`` prints."""
         return {"out": str(self.out), "files": self.files, "file": self.file, "pooling": self.pooling,
                 "normalize": self.normalize, "verification": self.verification, "seconds": round(self.seconds, 2),
-                "kinds": self.kinds}
+                "kinds": self.kinds, **({"speed": self.speed} if self.speed else {})}

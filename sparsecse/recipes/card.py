@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparsecse.artifacts.files import atomic_dir, make_manifest, write_json
+from sparsecse.artifacts.model_dir import CARD
 from sparsecse.cards.facts import base_model_name, hub_id, input_metadata, model_facts, portable_path
 from sparsecse.cards.model_card import render_card
 from sparsecse.errors import SparseCSEError
 from sparsecse.recipes.final_figures import RESULTS, TRANSFER_RESULTS
 from sparsecse.recipes.spec import Recipe, load_recipe
 
-CARD = "README.md"
 MANIFEST = "manifest.json"
 SKIPPED = {"manifest.json", "README.md"}  # the final stage's own, replaced by the recipe's
 

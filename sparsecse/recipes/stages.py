@@ -20,6 +20,7 @@ from sparsecse.exporting.export import export
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.objectives.registry import available_objectives
 from sparsecse.pruning.prune import LAYOUTS, PruningConfig
+from sparsecse.pruning.uniform import DEFAULT_LAYOUT
 from sparsecse.recipes.stage_types import (CORPUS, CardSection, PruneSettings, Stage, StageContext, check_choice,
                                            check_fraction, check_positive_float, check_positive_int, check_text,
                                            sampled_corpus, training_amount)
@@ -228,7 +229,7 @@ class PruneStage(Stage):
     reconstruct_sentences: int = ShrinkConfig.reconstruct_sentences
     criterion: str | None = None
     lam: float = 0.5
-    layout: str = "custom"  # stock: the input's own architecture class (sparsecse.pruning.uniform)
+    layout: str = DEFAULT_LAYOUT  # stock: the input's own architecture class (sparsecse.pruning.uniform)
     layer_criterion: str | None = None  # which whole layers a depth cut removes first (None: embedding_fidelity)
     type: str = "prune"
 

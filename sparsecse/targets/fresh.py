@@ -33,11 +33,12 @@ ENV = "SPARSECSE_TIMING"  # "fresh" (the default) or "inline"
 class OnDisk:
     """A model directory as a timing loads it: a torch directory (fp32 on the CPU) through ``loader``
     (``sparsecse`` or ``sentence-transformers``), or an exported one (its runtime with ``threads`` intra-op
-    threads; None: torch's)."""
+    threads, None: torch's; ``file``: one of its graphs, None: the one its export chose)."""
 
     path: str
     threads: int | None = None
     loader: str = "sparsecse"
+    file: str | None = None
 
     def load(self):
         """The encoder the directory holds (:func:`~sparsecse.serving.loading.load_encoder`, or
@@ -45,7 +46,7 @@ class OnDisk:
         sentence-transformers)."""
         if self.loader == st_encoder.NAME:
             return st_encoder.SentenceTransformersEncoder.load(self.path)
-        return load_encoder(self.path, device="cpu", threads=self.threads)
+        return load_encoder(self.path, device="cpu", threads=self.threads, file=self.file)
 
 
 def mode() -> str:

@@ -31,28 +31,31 @@ STSB = "STS-B test"  # the sentences a throughput speed-up outside a target is t
 
 
 def stsb_speedups(input_model: str, models: dict[str, Any], data_dir, batch_size: int, threads: int | None = None,
-                  rounds: int = ROUNDS, show_progress: bool = False) -> tuple[dict[str, Timing], Shape, list[str]]:
-    """The throughput speed-up of each of ``models`` over ``input_model`` on torch fp32, timed as a target times
-    its candidates (:func:`~sparsecse.targets.timing.measure`: interleaved rounds, the figure the median of the
-    rounds' ratios with its interval) on the distinct STS-B test sentences (longest first, thinned as a target's:
-    :func:`~sparsecse.targets.timing.timing_sentences`): a card's speed-up and every benchmark table's, so one
-    model's figure is the same number by either road.
+                  rounds: int = ROUNDS, show_progress: bool = False,
+                  metric: str = "throughput") -> tuple[dict[str, Timing], Shape, list[str]]:
+    """The speed-up of each of ``models`` over ``input_model`` on torch fp32 on the distinct STS-B test sentences,
+    timed as a target times its candidates (:func:`~sparsecse.targets.timing.measure`: interleaved rounds, the
+    figure the median of the rounds' ratios with its interval; the sentences longest first, thinned as a target's:
+    :func:`~sparsecse.targets.timing.timing_sentences`): a card's speed-up, its backends' and every benchmark
+    table's, so one model's figure is the same number by either road.
 
     Args:
         input_model: the reference (1x) model directory or name, loaded as a target loads torch fp32.
-        models: name to a model directory (loaded likewise; all of them directories: timed in a fresh process) or
-            to an encoder already loaded (then every model is timed in this process).
+        models: name to a model directory (loaded likewise), to an :class:`~sparsecse.targets.fresh.OnDisk`
+            (an exported graph, say; with directories, all timed in a fresh process) or to an encoder already
+            loaded (then every model is timed in this process).
         data_dir: the SentEval data (its STS-B test split).
         batch_size: sentences per ``encode`` call.
         threads: torch's intra-op threads while timing (None: :func:`~sparsecse.targets.timing.engine_threads`).
         rounds: interleaved rounds.
         show_progress: a progress bar.
+        metric: ``throughput``, ``latency-p50`` or ``latency-p95`` (:class:`~sparsecse.targets.spec.Shape`).
 
     Returns:
         (name to its :class:`~sparsecse.targets.timing.Timing`, the serving shape timed, the timed sentences).
     """
     loader = default_loader(DEFAULT_ENGINE)
-    shape = Shape("throughput", batch_size, threads or engine_threads(), STSB, DEFAULT_ENGINE, threads is None, loader)
+    shape = Shape(metric, batch_size, threads or engine_threads(), STSB, DEFAULT_ENGINE, threads is None, loader)
     dense = SentenceEncoder.load(input_model, device="cpu")
     pairs = read_sts_benchmark(data_dir, "test")
     sentences = timing_sentences([p.s1 for p in pairs] + [p.s2 for p in pairs], dense.tokenizer, dense.max_length)
