@@ -278,6 +278,10 @@ def test_a_depth_the_model_cannot_lose_is_refused_before_any_probe(deep_dir, tmp
 
 def test_auto_depth_is_half_the_layers_at_a_latency_metric_and_none_at_throughput():
     assert Target(speedup=2.0).resolved_depth(6) == 0
+    # stock keeps every head of a BERT-like model, so only depth cuts attention's FLOPs: depth at throughput too
+    assert Target(speedup=3.0).resolved_depth(6, "stock") == 3
+    assert Target(speedup=3.0, depth=0).resolved_depth(6, "stock") == 0
+    assert Target(max_drop=1.0).resolved_depth(6, "stock") == 0
     assert Target(speedup=2.0, metric="latency-p50").resolved_depth(6) == 3
     assert Target(speedup=2.0, metric="latency-p95").resolved_depth(3) == 1
     assert Target(speedup=2.0, metric="latency-p50", depth=0).resolved_depth(6) == 0  # named: kept as named

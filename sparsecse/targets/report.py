@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from sparsecse.artifacts.remote_code import is_own_model_dir
 from sparsecse.artifacts.exported_model import export_settings, exported_format
 from sparsecse.data.sts import read_sts_benchmark
 from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
@@ -133,7 +134,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         "speedup_target": target.speedup, "max_drop": target.max_drop, "margin": target.margin,
         "engine": target.engine,
         "batch_size": shape.batch_size, "shape": shape.to_dict(), "speedup": round(speedup, 4),
-        "depth": target.resolved_depth(input_layers), "depth_default": target.depth is None, "layers": layers,
+        "depth": target.resolved_depth(input_layers, "custom" if is_own_model_dir(model_dir) else "stock"),
+        "depth_default": target.depth is None, "layers": layers,
         "input_layers": input_layers,
         "spread": round(timing.spread, 4), "rounds": timing.rounds, "met": bool(met_speed and met_quality),
         "interval": timing.facts(), "method": ALONE, "aa": aa.facts() if aa else None, "precision": precision,

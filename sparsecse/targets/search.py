@@ -377,7 +377,7 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
         if target.speedup is not None:
             if scores is None:
                 raise ValueError("A speed-up target needs the dense model's scores.")
-            depth = target.resolved_depth(prober.layers)
+            depth = target.resolved_depth(prober.layers, pruning.layout)
             order = removal_order(prober.dense, prober.sentences, pruning.layer_criterion, limit=depth) if depth else []
             layers_removed(order, depth)  # a depth the model cannot lose is refused before any probe
             summary.update(depth=depth, depth_default=target.depth is None, removal_order=order)
