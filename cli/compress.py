@@ -262,6 +262,7 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
     """``compress --recipe``: run it (:func:`sparsecse.compress` with ``recipe``) and report its final figures."""
     from sparsecse.compression import compress
     from sparsecse.recipes.spec import parse_set_options
+    from sparsecse.targets.choice import TargetOutOfReach
 
     if out is None:
         raise SparseCSEError("compress --recipe needs an output directory (--out).")
@@ -269,21 +270,16 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
     store = sets.pop("store", None)
     if store is not None:
         check_store(store, out, overwrite)
-    result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
-                      overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
-                      show_progress=not quiet, target=aim, **{k: v for k, v in sets.items() if v is not None})
-    if store is not None:  # one entry per model made (a curve makes one per target, and one of the curve's rows)
-        curve = hasattr(result, "runs")
-        made = [r.model for r in result.runs.values()] if curve else [result.model]
-        try:
-            for model_dir in made:
-                write_store_entry(store, Path(out).name + (f".{model_dir.parent.name}" if curve else ""), model_dir)
-            if curve and result.rows:
-                write_curve_entry(store, Path(out).name, result.rows, result.seconds)
-        except (OSError, ValueError, SparseCSEError) as exc:  # the model stays; the user learns why the entry did not
-            reason = str(exc).rstrip(".") or type(exc).__name__
-            raise SparseCSEError(f"The model is kept in {', '.join(map(str, made))}, but the --store entry was not "
-                                 f"written in {store} ({reason}).") from None
+    try:
+        result = compress(model, out, recipe=recipe, corpus=corpus, data_dir=data_dir,
+                          overrides=parse_set_options(overrides), resume=resume, overwrite=overwrite,
+                          show_progress=not quiet, target=aim, **{k: v for k, v in sets.items() if v is not None})
+    except TargetOutOfReach as exc:  # a curve keeps the targets it reached: their entries are written first
+        if store is not None and getattr(exc, "curve", None) is not None and exc.curve.runs:
+            store_entries(store, out, exc.curve)
+        raise
+    if store is not None:
+        store_entries(store, out, result)
     if as_json:
         echo_json(result.to_dict())
         return refuse_missed_target(result)
@@ -317,6 +313,22 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
                    f"{reached['dev_score']:.2f} (drop {reached['drop']:+.2f}); candidates: "
                    f"{result.model / 'candidates.csv'}")
     refuse_missed_target(result)
+
+
+def store_entries(store, out, result) -> None:
+    """One results-store entry per model a run made (a curve makes one per target reached, and one of the curve's
+    rows); one sentence where an entry could not be written (the models stay)."""
+    curve = hasattr(result, "runs")
+    made = [r.model for r in result.runs.values()] if curve else [result.model]
+    try:
+        for model_dir in made:
+            write_store_entry(store, Path(out).name + (f".{model_dir.parent.name}" if curve else ""), model_dir)
+        if curve and result.rows:
+            write_curve_entry(store, Path(out).name, result.rows, result.seconds)
+    except (OSError, ValueError, SparseCSEError) as exc:  # the model stays; the user learns why the entry did not
+        reason = str(exc).rstrip(".") or type(exc).__name__
+        raise SparseCSEError(f"The model is kept in {', '.join(map(str, made))}, but the --store entry was not "
+                             f"written in {store} ({reason}).") from None
 
 
 def check_store(store, out, overwrite: bool) -> None:

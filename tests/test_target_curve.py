@@ -173,3 +173,26 @@ def test_a_curve_with_a_missed_target_ends_non_zero_naming_it(tmp_path):
     assert len(str(info.value).splitlines()) == 1
     curve.runs[1.5] = run("speedup-1.5", 1.52, 1.5)
     refuse_missed_target(curve)  # every target met: nothing raised
+
+
+def test_a_curve_stopped_by_an_unreachable_target_still_stores_the_targets_it_reached(tmp_path, tiny_dir, text,
+                                                                                      monkeypatch):
+    import sparsecse.cli.compress as compress_command
+    import sparsecse.compression as compression
+    from sparsecse.recipes.curve import CurveResult
+    from sparsecse.targets.choice import TargetOutOfReach
+
+    reached = CurveResult(tmp_path / "out", runs={1.5: object()})
+
+    def unreachable(*args, **kwargs):
+        error = TargetOutOfReach("The 3x target of the curve was not reached (out of reach).")
+        error.curve = reached
+        raise error
+
+    stored = []
+    monkeypatch.setattr(compression, "compress", unreachable)
+    monkeypatch.setattr(compress_command, "store_entries", lambda store, out, result: stored.append((store, result)))
+    result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--speedup",
+                                       "1.5,3", "--out", str(tmp_path / "out"), "--store", str(tmp_path / "store")])
+    assert result.exit_code != 0 and "3x target of the curve was not reached" in result.output
+    assert stored == [(str(tmp_path / "store"), reached)]  # the reached target's entries, before the error

@@ -159,8 +159,10 @@ def run_curve(recipe: str | os.PathLike, model, corpus, out, speedups, *, overri
     result.seconds = round(time.perf_counter() - started, 3)
     if result.missed:
         speedup, message = next(iter(result.missed.items()))
-        raise TargetOutOfReach(f"The {speedup:g}x target of the curve was not reached ({message.rstrip('.')}); "
-                               f"the curve in {out / TABLE} holds the targets that were.")
+        error = TargetOutOfReach(f"The {speedup:g}x target of the curve was not reached ({message.rstrip('.')}); "
+                                 f"the curve in {out / TABLE} holds the targets that were.")
+        error.curve = result  # the targets that were reached, for the caller to record (compress --store)
+        raise error
     return result
 
 
