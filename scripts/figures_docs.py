@@ -4,12 +4,23 @@ generated block; ``--check`` only lists the blocks that differ from the store an
 outside a block (what tests/test_figures_store.py asserts is empty).
 
 A generated block sits between two marker lines, ``<!-- BEGIN figures: NAME -->`` and ``<!-- END figures: NAME -->``
-in Markdown, ``# BEGIN figures: NAME`` and ``# END figures: NAME`` in a recipe's YAML. NAME is a key of ``BLOCKS``
-(a recipe's block: ``reached``). Every speed figure names its machine (the store entry's CPU or GPU) and its shape.
+in Markdown, ``# BEGIN figures: NAME`` and ``# END figures: NAME`` in a recipe's YAML. Every speed figure names its
+machine (the store entry's CPU or GPU) and its shape.
+
+A block's words live in a template, its figures in the store. NAME in ``TEMPLATED``: the template
+``_figures/NAME.md`` beside the page, else ``docs/_figures/NAME.md`` (the README's blocks, and the blocks the README
+shares with the results pages: one template for every page, so it holds no relative link), is filled with
+``str.format`` from the values its function reads from the store. A value is a string (a figure as the docs print
+it, a machine, a command, a table whose rows vary, a phrase the figures choose: met or missed); ``None`` leaves its
+placeholder out (with the blank line after it when it is a paragraph of its own, else with the space before it); a
+dict fills the passage of that name (the template's text after a line ``<!-- passage: NAME -->``), a list of dicts
+fills it once per item, a line each. Sphinx builds no template (docs/conf.py's ``exclude_patterns``). The blocks
+with no words of their own stay functions: a recipe's ``reached`` YAML, ``table.ID`` (a stored entry's table,
+``stored_table``) and ``BLOCKS`` (a latency timing's table, ``latency_table``).
 
 The renderers live beside this script, split by what they render: ``figures_format.py`` (how a figure is printed
 and which stored runs a block reads), ``figures_frontier.py``, ``figures_targets.py`` and ``figures_latency.py``;
-this script holds the markers, the checks and the map of block names to renderers.
+this script holds the markers, the templates' filling, the checks and the map of block names to renderers.
 """
 
 from __future__ import annotations
@@ -26,9 +37,13 @@ from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.reporting.store import Entry, load_store  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the block renderers beside this script
-from figures_frontier import assistant_chain, deploy_engines, frontier_2x_summary, frontier_table, headline, mpnet_summary, reached, recipe_levers, speed_by_cpu, stored_table  # noqa: E402
-from figures_targets import busy_pair, corpus_size, curve_l6, headline_runs, layer_choice, stock_vs_custom, targets_answer, targets_flops, targets_intro, targets_table  # noqa: E402
-from figures_latency import latency_default_runs, latency_longer, latency_longer_all, latency_served, latency_target, latency_teacher  # noqa: E402
+from figures_frontier import (assistant_chain, deploy_engines, frontier_2x_summary, frontier_table,  # noqa: E402
+                              headline, mpnet_summary, reached, recipe_levers, speed_by_cpu_values, stored_table)
+from figures_frontier import speed_by_cpu  # noqa: E402, F401  (the table alone, for tests/test_figures_store.py)
+from figures_targets import (busy_pair, corpus_size, curve_l6, headline_runs, layer_choice,  # noqa: E402
+                             stock_vs_custom, targets_answer, targets_flops, targets_intro, targets_table)
+from figures_latency import (latency_default_runs, latency_longer, latency_longer_all, latency_served,  # noqa: E402
+                             latency_target, latency_teacher)
 
 STORE = ROOT / "docs" / "results" / "store"
 BEGIN = re.compile(r"^(<!-- |# )BEGIN figures: ([\w.-]+)(?: -->| \(.*\))?$")  # YAML: "# BEGIN ... (a note)"
@@ -47,18 +62,52 @@ MEASURED = {"score": re.compile(r"(?<![\w.\-/+−±])[1-9]\d\.\d{1,2}(?![\w.%])(
             "ratio": re.compile(r"(?<=ratio )\d+\.\d+")}
 
 
-BLOCKS = {"corpus-size": corpus_size, "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "frontier-table": frontier_table, "speed-by-cpu": speed_by_cpu, "frontier-2x-summary": frontier_2x_summary,
-          "mpnet-summary": mpnet_summary, "headline-runs": headline_runs, "targets-table": targets_table,
-          "headline": headline, "latency-target": latency_target,
-          "curve-l6": curve_l6, "busy-pair": busy_pair, "latency-longer": latency_longer,
-          "latency-served": latency_served, "latency-longer-all": latency_longer_all,
-          "latency-teacher": latency_teacher, "layer-choice": layer_choice,
-          "latency-default-runs": latency_default_runs}
+# blocks with no words of their own: a function writes the block's Markdown
+BLOCKS = {"latency-longer-all": latency_longer_all}
 
-# blocks written from a template beside their page (_figures/NAME.md, {placeholders}) and the values a function
-# reads from the store
+# blocks written from a template (see above) and the values a function reads from the store
 TEMPLATED = {"targets-answer": targets_answer, "targets-intro": targets_intro, "targets-flops": targets_flops,
-             "deploy-engines": deploy_engines, "stock-vs-custom": stock_vs_custom}
+             "deploy-engines": deploy_engines, "stock-vs-custom": stock_vs_custom, "corpus-size": corpus_size,
+             "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "frontier-table": frontier_table,
+             "speed-by-cpu": speed_by_cpu_values, "frontier-2x-summary": frontier_2x_summary,
+             "mpnet-summary": mpnet_summary, "headline-runs": headline_runs, "targets-table": targets_table,
+             "headline": headline, "latency-target": latency_target, "curve-l6": curve_l6, "busy-pair": busy_pair,
+             "latency-longer": latency_longer, "latency-served": latency_served, "latency-teacher": latency_teacher,
+             "layer-choice": layer_choice, "latency-default-runs": latency_default_runs}
+PASSAGE = re.compile(r"^<!-- passage: ([\w.-]+) -->$", re.M)
+
+
+# ------------------------------------------------------------------------------------------------ the templates
+def template(page: Path, name: str) -> str:
+    """The template of the block ``name`` on ``page``: beside the page, else in docs/_figures.
+
+    Raises:
+        ValueError: neither exists.
+    """
+    docs = page.parent / "docs" if page.name == "README.md" else next(p for p in page.parents if p.name == "docs")
+    for path in (page.parent / "_figures" / f"{name}.md", docs / "_figures" / f"{name}.md"):
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    raise ValueError(f"{page}: the block {name} has no template _figures/{name}.md beside it or in docs/_figures")
+
+
+def fill(text: str, values: dict, passages: dict[str, str]) -> str:
+    """``text`` with ``values`` in its placeholders: ``None`` leaves one out, a dict fills the passage of that name,
+    a list of dicts fills it once per item (see the module's docstring)."""
+    for key, value in values.items():
+        if value is None:  # its paragraph with the blank line after it, or the space before it
+            text = re.sub(rf"(?m)^\{{{key}\}}\n\n| ?\{{{key}\}}", "", text)
+    filled = {key: fill(passages[key], value, passages) if isinstance(value, dict) else
+              "\n".join(fill(passages[key], item, passages) for item in value) if isinstance(value, list) else value
+              for key, value in values.items() if value is not None}
+    return text.format(**filled)
+
+
+def templated(page: Path, name: str, store: dict[str, Entry]) -> str:
+    """The block ``name`` of ``page``: its template filled with the values its function reads from ``store``."""
+    main, *rest = PASSAGE.split(template(page, name))
+    passages = {key: text.strip("\n") for key, text in zip(rest[::2], rest[1::2])}
+    return fill(main.strip("\n"), TEMPLATED[name](store), passages)
 
 
 # ------------------------------------------------------------------------------------------------ the files
@@ -94,9 +143,8 @@ def render(path: Path, text: str, store: dict[str, Entry]) -> str:
             body = reached(store, path.stem)
         elif name.startswith("table.") and name[6:] in store:
             body = stored_table(store[name[6:]])
-        elif name in TEMPLATED:  # the block's words in a template beside the page, its values from the store
-            template = path.parent / "_figures" / f"{name}.md"
-            body = template.read_text(encoding="utf-8").strip("\n").format(**TEMPLATED[name](store))
+        elif name in TEMPLATED:  # the block's words in a template, its values from the store
+            body = templated(path, name, store)
         elif name in BLOCKS:
             body = BLOCKS[name](store)
             body = body.replace("](docs/", "](") if path.parent.name in ("guides", "results") and \

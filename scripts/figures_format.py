@@ -1,6 +1,8 @@
 """How the figure blocks print a figure (a speed-up, a signed difference, an interval, a machine, a command) and which stored runs they read (the recipes' runs, the README's headline commands and their best current run).
 
-Each block renderer takes the results store (``{id: Entry}``) and returns the block's Markdown; ``scripts/figures_docs.py`` maps block names to them."""
+The block renderers (``figures_frontier.py``, ``figures_targets.py``, ``figures_latency.py``) take the results store
+(``{id: Entry}``) and return the values of their block's template; ``scripts/figures_docs.py`` maps block names to
+them."""
 
 from __future__ import annotations
 

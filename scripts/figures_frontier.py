@@ -1,6 +1,9 @@
-"""The frontier's blocks: the frontier table, the speed-ups per CPU, the recipes' summaries and reached blocks, the evidence headline and the export guide's engines.
+"""The frontier's blocks: the frontier table, the speed-ups per CPU, the recipes' summaries and reached blocks, the
+evidence headline, the export guide's engines, the budgets guide's chain and the recipes guide's levers.
 
-Each block renderer takes the results store (``{id: Entry}``) and returns the block's Markdown; ``scripts/figures_docs.py`` maps block names to them."""
+Each renderer takes the results store (``{id: Entry}``) and returns the values of its block's template (a
+``_figures/NAME.md`` beside the page or in docs/_figures), or a table's Markdown (``reached``, ``stored_table``);
+``scripts/figures_docs.py`` maps block names to them."""
 
 from __future__ import annotations
 
@@ -8,12 +11,11 @@ from sparsecse.reporting.store import Entry
 from figures_format import FRONTIER_ROWS, HEADLINES, L3, L6, RECIPE_RUNS, TRANSFER, best_run, ci, cpu, pm, shape, than_l3, where, x
 
 
-def frontier_table(store: dict[str, Entry]) -> str:
-    """The frontier: every recipe-made model in torch fp32 and OpenVINO int8 (one run, one CPU), with transfer."""
+def frontier_table(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the frontier table (docs/_figures/frontier-table.md): every recipe-made model in torch fp32 and
+    OpenVINO int8 (one run, one CPU), with transfer."""
     run, transfer = store["frontier-engines.amd-epyc-avx2-only"], store[TRANSFER]
-    lines = [f"{where(run)}; {shape(run)}; speed-up over dense L6 in torch fp32. Transfer: {where(transfer)} (rebuilt "
-             "models).", "",
-             "| model | made by | torch fp32 | OpenVINO int8 | transfer avg (7 tasks) | loses on transfer to L3 / to dense L6 |",
+    lines = ["| model | made by | torch fp32 | OpenVINO int8 | transfer avg (7 tasks) | loses on transfer to L3 / to dense L6 |",
              "|---|---|---|---|---|---|"]
     for key, label, made in FRONTIER_ROWS:
         row = run.get(f"rows/{key}")
@@ -27,14 +29,13 @@ def frontier_table(store: dict[str, Entry]) -> str:
         else:
             tcells = ["—", "—"]
         lines.append(f"| {label} | {made or f'`{key}`'} | {cells[0]} | {cells[1]} | {' | '.join(tcells)} |")
-    return "\n".join(lines)
+    return {"where": where(run), "shape": shape(run), "transfer_where": where(transfer), "table": "\n".join(lines)}
 
 
 def speed_by_cpu(store: dict[str, Entry]) -> str:
-    """Every torch fp32 speed-up the store holds for the frontier's models: one row per model, machine and run."""
-    lines = [f"torch fp32, {shape(store['frontier.amd-epyc-avx2-only'])}; each row one run on one machine (a run of a recipe times its model against its "
-             "input model and, for frontier-2x, L3).", "",
-             "| model | machine | measured by | over all-MiniLM-L6-v2 | over paraphrase-MiniLM-L3-v2 |",
+    """The table of every torch fp32 speed-up the store holds for the frontier's models: one row per model, machine
+    and run."""
+    lines = ["| model | machine | measured by | over all-MiniLM-L6-v2 | over paraphrase-MiniLM-L3-v2 |",
              "|---|---|---|---|---|"]
     benches = [("frontier-engines.amd-epyc-avx2-only", "`benchmarks/deploy_speed.py`", "rows/{}/torch-fp32/speedup"),
                ("frontier.amd-epyc-avx2-only", "`benchmarks/frontier.py`", "rows/{}/speedup")]
@@ -63,46 +64,47 @@ def speed_by_cpu(store: dict[str, Entry]) -> str:
     return "\n".join(lines)
 
 
-def frontier_2x_summary(store: dict[str, Entry]) -> str:
-    """What frontier-2x reached against L3, per build and machine."""
+def speed_by_cpu_values(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the speed-ups per CPU (docs/results/_figures/speed-by-cpu.md): their shape and their table."""
+    return {"shape": shape(store["frontier.amd-epyc-avx2-only"]), "table": speed_by_cpu(store)}
+
+
+def frontier_2x_summary(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of what frontier-2x reached against L3, per build and machine
+    (docs/_figures/frontier-2x-summary.md)."""
     run, rebuilt = store[RECIPE_RUNS["frontier-2x"]], store["recipe.frontier-2x.intel-xeon-avx-512-vnni-amx"]
     seed1 = store["frontier-engines.amd-epyc-avx2-only"].get("rows/frontier-2x.seed-1")
-    v, w = run.figures["versus"], rebuilt.figures["versus"]
-    return (f"`frontier-2x` beats L3 at its speed by **{pm(v['difference'])}** {ci(v['paired_ci'], True)} (its recipe "
-            f"run: {run.figures['minutes']:.0f} min from a cold start on {cpu(run)}; a second seed "
-            f"{seed1['torch-fp32']['sts_avg']:.2f}, in OpenVINO int8 {seed1['openvino-int8']['sts_avg']:.2f}). Rebuilt "
-            f"on {cpu(rebuilt)}: {rebuilt.figures['sts_avg']:.2f}, {pm(w['difference'])} {ci(w['paired_ci'], True)} "
-            f"against L3 — and there, at {x(rebuilt.figures['speedup'])} against L3's "
-            f"{x(rebuilt.figures['reference_speedup'])} (throughput at batch {rebuilt.provenance['batch_size']}), "
-            f"it is {than_l3(rebuilt.figures['speedup'], rebuilt.figures['reference_speedup'])}.")
+    v, w, r = run.figures["versus"], rebuilt.figures["versus"], rebuilt.figures
+    return {"difference": pm(v["difference"]), "paired_ci": ci(v["paired_ci"], True),
+            "minutes": f"{run.figures['minutes']:.0f}", "machine": cpu(run),
+            "seed1_sts": f"{seed1['torch-fp32']['sts_avg']:.2f}", "seed1_int8_sts": f"{seed1['openvino-int8']['sts_avg']:.2f}",
+            "rebuilt_machine": cpu(rebuilt), "rebuilt_sts": f"{r['sts_avg']:.2f}", "rebuilt_difference": pm(w["difference"]),
+            "rebuilt_paired_ci": ci(w["paired_ci"], True), "rebuilt_speedup": x(r["speedup"]),
+            "l3_speedup": x(r["reference_speedup"]), "batch": str(rebuilt.provenance["batch_size"]),
+            "than_l3": than_l3(r["speedup"], r["reference_speedup"])}
 
 
-def mpnet_summary(store: dict[str, Entry]) -> str:
-    """mpnet-2x over three seeds on a GPU."""
+def mpnet_summary(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of mpnet-2x over three seeds on a GPU (docs/_figures/mpnet-summary.md)."""
     run = store[RECIPE_RUNS["mpnet-2x"]]
     seeds = [s for s in run.figures["runs"] if s["run"].startswith("mpnet-2x")]  # not the other settings' run
     first = seeds[0]
-    return (f"On a GPU, `mpnet-2x` makes all-mpnet-base-v2 about twice as fast at its quality: "
-            f"{', '.join(format(s['sts_avg'], '.2f') for s in seeds)} over three seeds (dense "
-            f"{run.figures['versus']['sts_avg']:.2f}) at {', '.join(x(s['speedup']) for s in seeds)} (one "
-            f"{run.provenance['gpu']}, {run.figures['minutes']:.0f} min a run; speed on its host's CPU, "
-            f"{run.provenance['threads']} threads, torch fp32); only seed 0's gain "
-            f"({pm(first['difference'])} {ci(first['paired_ci'], True)}) excludes 0.")
+    return {"seeds_sts": ", ".join(format(s["sts_avg"], ".2f") for s in seeds),
+            "dense_sts": f"{run.figures['versus']['sts_avg']:.2f}", "seeds_speedup": ", ".join(x(s["speedup"]) for s in seeds),
+            "gpu": run.provenance["gpu"], "minutes": f"{run.figures['minutes']:.0f}", "threads": str(run.provenance["threads"]),
+            "seed0_difference": pm(first["difference"]), "seed0_paired_ci": ci(first["paired_ci"], True)}
 
 
-def headline(store: dict[str, Entry]) -> str:
-    """The README's evidence table."""
+def headline(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the README's evidence table (docs/_figures/headline.md)."""
     mp, ml = store["evidence.mpnet.nvidia-h100"].figures, store["evidence.minilm.amd-epyc-avx2-only"].figures
     m, r, s = mp["masked_s0.2_l0.5"], mp["rewound_vs_control"], ml["masked_s0.04_l0.25"]
-    return "\n".join([
-        "| result | figure | evidence |", "|---|---|---|",
-        f"| all-mpnet-base-v2 pruned 20% (λ 0.5), no retraining | {m['pruned']:.2f} vs {m['dense']:.2f}: "
-        f"**{pm(m['difference'])}** {ci(m['paired_ci'], True)} | `docs/figures/evidence/mpnet/` |",
-        f"| all-mpnet-base-v2 rewound at 20% vs the SimCSE-retrained control, {r['seeds']} seeds | "
-        f"**{pm(r['difference'])}** ± {r['std']:.2f}, {ci(r['paired_ci'], True)}"
-        f"{'; holds for every seed' if r['holds_every_seed'] else ''} | same |",
-        f"| all-MiniLM-L6-v2 pruned 4% (λ 0.25), no retraining | {s['pruned']:.2f} vs {s['dense']:.2f}: "
-        f"**{pm(s['difference'])}** {ci(s['paired_ci'], True)} | `docs/figures/evidence/minilm/` |"])
+    values = {"rewound_seeds": str(r["seeds"]), "rewound_difference": pm(r["difference"]), "rewound_std": f"{r['std']:.2f}",
+              "rewound_ci": ci(r["paired_ci"], True), "every_seed": {} if r["holds_every_seed"] else None}
+    for name, row in (("mpnet", m), ("minilm", s)):
+        values |= {f"{name}_pruned": f"{row['pruned']:.2f}", f"{name}_dense": f"{row['dense']:.2f}",
+                   f"{name}_difference": pm(row["difference"]), f"{name}_ci": ci(row["paired_ci"], True)}
+    return values
 
 
 def deploy_engines(store: dict[str, Entry]) -> dict[str, str]:
@@ -157,24 +159,22 @@ def stored_table(entry: Entry) -> str:
                       *("| " + " | ".join(row) + " |" for row in f["rows"])])
 
 
-def assistant_chain(store: dict[str, Entry]) -> str:
-    """The budgets guide's sentence on pruning the ensemble-distilled L6 to 0.45."""
+def assistant_chain(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the budgets guide's sentence on pruning the ensemble-distilled L6 to 0.45
+    (docs/guides/_figures/assistant-chain.md)."""
     run = store["frontier-assistant.amd-epyc-avx-512-vnni"]
     pruned = run.get("rows/L6 kept FLOPs 0.45 (iterative, from the distilled L6, self-distilled 3 epochs)")
     l3 = run.get("rows/paraphrase-MiniLM-L3-v2 dense")
-    return (f"  At 0.45, pruning the ensemble-distilled dense model and distilling the pruned one from it gives "
-            f"{pruned['sts_avg']:.2f} at {x(pruned['speedup'])}, above paraphrase-MiniLM-L3-v2 ({l3['sts_avg']:.2f} at "
-            f"{x(l3['speedup'])}), both measured by {where(run)}.")
+    return {"pruned_sts": f"{pruned['sts_avg']:.2f}", "pruned_speedup": x(pruned["speedup"]),
+            "l3_sts": f"{l3['sts_avg']:.2f}", "l3_speedup": x(l3["speedup"]), "where": where(run)}
 
 
-def recipe_levers(store: dict[str, Entry]) -> str:
-    """The recipes guide's figures for teacher precision and length bucketing."""
-    t, b = store["teacher-precision.amd-epyc-avx2-only"].figures, store["recipe-speed.amd-epyc-avx2-only"]
-    tcpu = cpu(store["teacher-precision.amd-epyc-avx2-only"])
-    return (f"- Measured on {tcpu}: all-mpnet-base-v2's teacher embeddings ran {t['bf16_slowdown']:.0f}× slower in "
-            f"emulated bf16 than in fp32; its OpenVINO int8 graph ran {x(t['int8_speedup'])} as fast as torch fp32, "
-            f"but its smallest cosine to fp32 was {t['int8_min_cosine']:.2f} (mean {t['int8_mean_cosine']:.3f}), so "
-            f"`teacher_precision: int8` refuses it at the 0.99 bound and no shipped recipe uses it. Length-bucketed "
-            f"batches ran {b.figures['steps_per_second']['bucketed']:.2f} steps/s against "
-            f"{b.figures['steps_per_second']['unbucketed']:.2f} unbucketed ({x(b.figures['speedup'])}; {where(b)}, "
-            f"distilling all-MiniLM-L6-v2, batch {b.provenance['batch_size']}, rounds interleaved).")
+def recipe_levers(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the recipes guide's figures for teacher precision and length bucketing
+    (docs/guides/_figures/recipe-levers.md)."""
+    t, b = store["teacher-precision.amd-epyc-avx2-only"], store["recipe-speed.amd-epyc-avx2-only"]
+    tf, steps = t.figures, b.figures["steps_per_second"]
+    return {"machine": cpu(t), "bf16_slowdown": f"{tf['bf16_slowdown']:.0f}", "int8_speedup": x(tf["int8_speedup"]),
+            "int8_min_cosine": f"{tf['int8_min_cosine']:.2f}", "int8_mean_cosine": f"{tf['int8_mean_cosine']:.3f}",
+            "bucketed": f"{steps['bucketed']:.2f}", "unbucketed": f"{steps['unbucketed']:.2f}",
+            "bucketed_speedup": x(b.figures["speedup"]), "where": where(b), "batch": str(b.provenance["batch_size"])}

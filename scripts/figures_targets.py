@@ -1,6 +1,8 @@
-"""The targets guide's blocks and the README's headline runs: the answer first, the target runs, the corpus sizes, the busy machine and the curve.
+"""The targets guide's blocks and the README's headline runs: the answer first, the target runs, the corpus sizes,
+the busy machine, the curve, the depth cuts and stock against custom.
 
-Each block renderer takes the results store (``{id: Entry}``) and returns the block's Markdown; ``scripts/figures_docs.py`` maps block names to them."""
+Each renderer takes the results store (``{id: Entry}``) and returns the values of its block's template (a
+``_figures/NAME.md`` beside the page or in docs/_figures); ``scripts/figures_docs.py`` maps block names to them."""
 
 from __future__ import annotations
 
@@ -10,14 +12,13 @@ from sparsecse.reporting.store import Entry
 from figures_format import HEADLINES, L3, RECIPE_RUNS, best_run, ci, command, cpu, pm, pm_minutes, shape, than_l3, where, x
 
 
-def headline_runs(store: dict[str, Entry]) -> str:
-    """The README's table: each headline command's best current result, with its machine and date."""
+def headline_runs(store: dict[str, Entry]) -> dict:
+    """The values of the README's table (docs/_figures/headline-runs.md): each headline command's best current
+    result, with its machine and date."""
     runs = [(label, best_run(store, has, lacks)) for label, has, lacks in HEADLINES]
     machines = sorted({cpu(e) for _, e in runs})
     threads = ", ".join(str(t) for t in sorted({e.provenance.get("threads") or 0 for _, e in runs}))
-    lines = [f"On {machines[0] if len(machines) == 1 else f'the CPU each row names, {threads} threads'}, the stored run of each command that met its target with the best 7-task STS "
-             "avg on its newest day (speed-up over the input model on the target's engine, batch 128; latency: p50):",
-             "", "| `compress ...` | speed-up | 7-task STS avg | vs paraphrase-MiniLM-L3-v2 | date, wall |",
+    lines = ["| `compress ...` | speed-up | 7-task STS avg | vs paraphrase-MiniLM-L3-v2 | date, wall |",
              "|---|---|---|---|---|"]
     for label, e in runs:
         f = e.figures
@@ -30,7 +31,7 @@ def headline_runs(store: dict[str, Entry]) -> str:
         wall = f", {f['minutes']:.1f} min" if f.get("minutes") else ""
         where_ = "" if len(machines) == 1 else f" ({e.machine})"
         lines.append(f"| {label}{where_} | {speed} | {sts} | {l3} | {e.provenance['date']}{wall} |")
-    return "\n".join(lines)
+    return {"machine": machines[0] if len(machines) == 1 else {"threads": threads}, "table": "\n".join(lines)}
 
 
 def targets_answer(store: dict[str, Entry]) -> dict[str, str]:
@@ -58,8 +59,8 @@ def targets_answer(store: dict[str, Entry]) -> dict[str, str]:
             "teacher_verdict": verdict(teacher, False), "teacher_machine": cpu(teacher)}
 
 
-def targets_table(store: dict[str, Entry]) -> str:
-    """The targets guide's table: the three target runs."""
+def targets_table(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the targets guide's table of the three target runs (docs/guides/_figures/targets-table.md)."""
     t2x, ov = store[RECIPE_RUNS["target"]], store["target.t2x-ov.intel-xeon-avx-512-vnni-amx"]
     d03, again = store["target.l3-d03.intel-xeon-avx-512-vnni-amx"], store["targets-retimed.intel-xeon-avx-512-vnni-amx"]
 
@@ -67,24 +68,20 @@ def targets_table(store: dict[str, Entry]) -> str:
         return ", ".join(f"{p['keep_flops']:.3f}: {x(p['speedup'])}" for p in f["probes"])
 
     a, b, c = t2x.figures, ov.figures, d03.figures
-    return "\n".join([
-        f"Each run on {cpu(t2x)}, from a cold start (an empty sparsecse cache), nothing else running; the speed-up "
-        f"first as the run measured it on the STS-B dev sentences, then re-timed by {where(again)} on {shape(again)}.", "",
-        "| run | chosen budget (probes) | speed-up: run / re-timed | dev | 7-task STS avg | wall |",
-        "|---|---|---|---|---|---|",
-        f"| all-MiniLM-L6-v2, `--speedup 2.0` | {a['keep_flops']:.3f} of the layer FLOPs ({probes(a)}) | "
-        f"{x(a['target']['speedup'])} / {x(again.get('rows/t2x/torch-fp32/speedup'))} | STS-B {a['stsb_dev']:.2f} "
-        f"(dense {a['dense_stsb_dev']:.2f}) | {a['sts_avg']:.2f} {ci(a['ci'])} (dense {a['dense_sts_avg']:.2f}) | "
-        f"{a['minutes']:.1f} min |",
-        f"| all-MiniLM-L6-v2, `--speedup 2.0 --engine openvino-int8` | {b['keep_flops']:.3f} ({probes(b)}) | "
-        f"{x(b['target']['speedup'])} / "
-        f"{x(again.get('rows/t2x-ov/openvino-int8/speedup') / again.get('rows/all-MiniLM-L6-v2/openvino-int8/speedup'))}"
-        f" over dense OpenVINO int8 | STS-B {b['stsb_dev']:.2f} | {b['sts_avg_int8']:.2f} in int8 (dense int8 "
-        f"{b['dense_sts_avg_int8']:.2f}) | {b['minutes']:.1f} min |",
-        f"| paraphrase-MiniLM-L3-v2, `--max-drop 0.3`, SICK-R train/test TSVs | {c['keep_flops']:.3f} "
-        f"({c['broke_bound']['keep_flops']:.3f} broke the bound: drop {c['broke_bound']['drop']:.2f}) | not timed "
-        f"(other jobs shared the machine) | SICK-R train {c['dev']:.2f} (input {c['input_dev']:.2f}) | {c['sts_avg']:.2f} "
-        f"(dense {c['dense_sts_avg']:.2f}); SICK-R test {c['test']:.2f} (input {c['input_test']:.2f}) | — |"])
+    ov_retimed = again.get("rows/t2x-ov/openvino-int8/speedup") / again.get("rows/all-MiniLM-L6-v2/openvino-int8/speedup")
+    return {"machine": cpu(t2x), "retimed_where": where(again), "retimed_shape": shape(again),
+            "t2x_keep_flops": f"{a['keep_flops']:.3f}", "t2x_probes": probes(a), "t2x_speedup": x(a["target"]["speedup"]),
+            "t2x_retimed": x(again.get("rows/t2x/torch-fp32/speedup")), "t2x_dev": f"{a['stsb_dev']:.2f}",
+            "t2x_dense_dev": f"{a['dense_stsb_dev']:.2f}", "t2x_sts": f"{a['sts_avg']:.2f}", "t2x_ci": ci(a["ci"]),
+            "t2x_dense_sts": f"{a['dense_sts_avg']:.2f}", "t2x_minutes": f"{a['minutes']:.1f}",
+            "ov_keep_flops": f"{b['keep_flops']:.3f}", "ov_probes": probes(b), "ov_speedup": x(b["target"]["speedup"]),
+            "ov_retimed": x(ov_retimed), "ov_dev": f"{b['stsb_dev']:.2f}", "ov_sts_int8": f"{b['sts_avg_int8']:.2f}",
+            "ov_dense_sts_int8": f"{b['dense_sts_avg_int8']:.2f}", "ov_minutes": f"{b['minutes']:.1f}",
+            "d03_keep_flops": f"{c['keep_flops']:.3f}", "d03_broke_keep_flops": f"{c['broke_bound']['keep_flops']:.3f}",
+            "d03_broke_drop": f"{c['broke_bound']['drop']:.2f}", "d03_dev": f"{c['dev']:.2f}",
+            "d03_input_dev": f"{c['input_dev']:.2f}", "d03_sts": f"{c['sts_avg']:.2f}",
+            "d03_dense_sts": f"{c['dense_sts_avg']:.2f}", "d03_test": f"{c['test']:.2f}",
+            "d03_input_test": f"{c['input_test']:.2f}"}
 
 
 def targets_intro(store: dict[str, Entry]) -> dict[str, str]:
@@ -106,32 +103,16 @@ def targets_flops(store: dict[str, Entry]) -> dict[str, str]:
 CORPUS_SIZES = {"2k": 2000, "10k": 10000, "94k": 94199}
 
 
-CORPUS_COMMANDS = """```bash
-shuf -n 2000 --random-source=<(yes) ../shared/data/unlabeled/train_sentences.txt > runs/corpus-2k.txt
-shuf -n 10000 --random-source=<(yes) ../shared/data/unlabeled/train_sentences.txt > runs/corpus-10k.txt
-cp ../shared/data/unlabeled/train_sentences.txt runs/corpus-94k.txt      # all 94,199 sentences
-for n in 2k 10k 94k; do   # each from a cold cache (an empty SPARSECSE_CACHE)
-  sparsecse compress --model all-MiniLM-L6-v2 --corpus runs/corpus-$n.txt --speedup 2.0 --out runs/corpus-$n \\
-      --store docs/results/store
-done
-make figures
-```"""
-
-
-def corpus_size(store: dict[str, Entry]) -> str:
-    """The corpus-size table: the entries ``corpus-2k.*``, ``corpus-10k.*``, ``corpus-94k.*`` that
-    ``compress --speedup 2.0 --out runs/corpus-N --store`` writes, one row per corpus and machine; until they exist,
-    the slot says so and gives the commands."""
+def corpus_size(store: dict[str, Entry]) -> dict:
+    """The values of the corpus-size table (docs/guides/_figures/corpus-size.md): the entries ``corpus-2k.*``,
+    ``corpus-10k.*``, ``corpus-94k.*`` that ``compress --speedup 2.0 --out runs/corpus-N --store`` writes, one row
+    per corpus and machine; until they exist, the passage ``unmeasured``."""
     size = lambda e: CORPUS_SIZES[e.id.split(".")[0][7:]]  # noqa: E731
     rows = sorted((e for e in store.values() if re.match(r"corpus-(2k|10k|94k)\.", e.id)),
                   key=lambda e: (size(e), e.machine))
     if not rows:
-        return ("**Not measured yet.** This table is written from the results store by `make figures` once the three "
-                "runs below have stored their final measurements:\n\n" + CORPUS_COMMANDS)
-    commits = sorted({e.provenance["commit"] for e in rows})
-    lines = ["all-MiniLM-L6-v2, `--speedup 2.0` (torch fp32, batch 128), the same seeded samples of the 94,199 "
-             f"training sentences; each row one run from a cold cache, at commit {', '.join(commits)}:", "",
-             "| corpus | machine | speed-up (the run's own timing) | STS-B dev | 7-task STS avg | wall |",
+        return {"measured": None, "unmeasured": {}}
+    lines = ["| corpus | machine | speed-up (the run's own timing) | STS-B dev | 7-task STS avg | wall |",
              "|---|---|---|---|---|---|"]
     for e in rows:
         f = e.figures
@@ -139,18 +120,19 @@ def corpus_size(store: dict[str, Entry]) -> str:
         lines.append(f"| {size(e):,} sentences | {cpu(e)} | {x(speed) if speed else '—'} | {f['stsb_dev']:.2f} | "
                      f"{f['sts_avg']:.2f} {ci(f['ci'])} | {f.get('minutes', 0):.1f} min |")
     full = next((e for e in rows if size(e) == CORPUS_SIZES["94k"]), None)
-    if full is not None:
-        lines += [""] + [f"- {size(e):,} sentences: {pm(e.figures['sts_avg'] - full.figures['sts_avg'])} on the 7-task "
-                         f"average against all {size(full):,} (their 95% intervals "
-                         f"{'overlap' if e.figures['ci'][1] >= full.figures['ci'][0] else 'do not overlap'}), in "
-                         f"{e.figures['minutes']:.1f} min against {full.figures['minutes']:.1f}."
-                         for e in rows if e is not full]
-    return "\n".join(lines + ["", "Rebuilt by:", "", CORPUS_COMMANDS])
+    against = [{"size": f"{size(e):,}", "difference": pm(e.figures["sts_avg"] - full.figures["sts_avg"]),
+                "full_size": f"{size(full):,}", "minutes": f"{e.figures['minutes']:.1f}",
+                "full_minutes": f"{full.figures['minutes']:.1f}",
+                "overlap": "overlap" if e.figures["ci"][1] >= full.figures["ci"][0] else "do not overlap"}
+               for e in rows if full is not None and e is not full]
+    return {"measured": {"commits": ", ".join(sorted({e.provenance["commit"] for e in rows})),
+                         "table": "\n".join(lines), "against_full": against or None}, "unmeasured": None}
 
 
-def busy_pair(store: dict[str, Entry]) -> str:
-    """The targets guide's busy-machine pair: one ``--max-drop`` run on a quiet machine and beside a CPU-heavy
-    process, what each chose or why it stopped, and every candidate's timing with its spread."""
+def busy_pair(store: dict[str, Entry]) -> dict:
+    """The values of the targets guide's busy-machine pair (docs/guides/_figures/busy-pair.md): one ``--max-drop``
+    run on a quiet machine and beside a CPU-heavy process, what each chose or why it stopped, and every candidate's
+    timing with its spread."""
     e = next(e for i, e in sorted(store.items()) if i.startswith("busy-pair.l3-drop1."))
     quiet, busy = e.figures["quiet"], e.figures["busy"]
 
@@ -164,14 +146,11 @@ def busy_pair(store: dict[str, Entry]) -> str:
         same = "" if side is quiet else (" (the quiet run's choice)" if side["chosen"]["keep_flops"] ==
                                          quiet["chosen"]["keep_flops"] else " (not the quiet run's choice)")
         return f"chose {side['chosen']['keep_flops']:g}{same}"
-    lines = [f"The same `--max-drop 1.0` run on paraphrase-MiniLM-L3-v2, `{command(e)}`, on {cpu(e)}, "
-             f"{e.provenance['date']} (throughput at batch 128):", "",
-             "| machine | outcome | candidates (kept FLOPs: speed-up ± spread) |", "|---|---|---|",
-             f"| quiet | {outcome(quiet)} | {timed(quiet)} |", f"| beside {e.figures['hog']} | {outcome(busy)} | "
-             f"{timed(busy)} |"]
-    if busy["message"]:
-        lines += ["", "The busy run ended with:", "", "```text", busy["message"], "```"]
-    return "\n".join(lines + ["", e.provenance["note"][0].upper() + e.provenance["note"][1:] + "."])
+    note = e.provenance["note"]
+    return {"command": command(e), "machine": cpu(e), "date": e.provenance["date"], "hog": e.figures["hog"],
+            "quiet_outcome": outcome(quiet), "quiet_candidates": timed(quiet), "busy_outcome": outcome(busy),
+            "busy_candidates": timed(busy), "busy_message": {"message": busy["message"]} if busy["message"] else None,
+            "note": note[0].upper() + note[1:]}
 
 
 def aimed_above(runs: dict[str, Entry]) -> float:
@@ -182,20 +161,22 @@ def aimed_above(runs: dict[str, Entry]) -> float:
     return margins.pop()
 
 
-def against_l3(run: Entry, row: dict, l3: dict) -> str:
-    """What the 2x target's paired comparison with L3 says (its interval over the test pairs), beside their speeds."""
+def against_l3(run: Entry, row: dict, l3: dict) -> dict | None:
+    """The values of what the 2x target's paired comparison with L3 says (its interval over the test pairs), beside
+    their speeds; None without a comparison."""
     versus = run.figures.get("versus")
     if not versus:
-        return ""
+        return None
     low, high = versus["paired_ci"]
-    verdict = ("level with it" if low <= 0 <= high else "above it" if low > 0 else "below it")
-    return (f" Paired over the test pairs, the 2x target is {verdict} ({pm(versus['difference'])} "
-            f"{ci(versus['paired_ci'], True)}) and {than_l3(row['speedup'], l3['speedup'])} in the curve's timing.")
+    return {"verdict": "level with it" if low <= 0 <= high else "above it" if low > 0 else "below it",
+            "difference": pm(versus["difference"]), "paired_ci": ci(versus["paired_ci"], True),
+            "than_l3": than_l3(row["speedup"], l3["speedup"])}
 
 
-def curve_l6(store: dict[str, Entry]) -> str:
-    """The targets guide's curve: each model's speed-up in the curve's one interleaved timing, in its own target
-    run, and in an independent sentence-transformers timing at batch 128; its dev and 7-task STS scores."""
+def curve_l6(store: dict[str, Entry]) -> dict:
+    """The values of the targets guide's curve (docs/guides/_figures/curve-l6.md): each model's speed-up in the
+    curve's one interleaved timing, in its own target run, and in an independent sentence-transformers timing at
+    batch 128; its dev and 7-task STS scores."""
     curve = next(e for i, e in sorted(store.items()) if i.startswith(f"{L6_CURVE}.curve."))
     slug = curve.id.split(".")[-1]
     timing = store[f"serving-latency.b128.{L6_CURVE}.{slug}"]
@@ -205,10 +186,7 @@ def curve_l6(store: dict[str, Entry]) -> str:
     again_entry = store.get(f"retimed.{L6_CURVE}.{slug}")
     models = {r["name"]: r["model"] for r in curve.figures["rows"]}
     retimed = {r["name"]: r for r in again_entry.figures["rows"]} if again_entry else {}
-    lines = [f"On {cpu(curve)} (throughput at batch 128, torch fp32), `{command(curve)}` made "
-             f"{len(runs)} models and the curve in {curve.figures['minutes']:.1f} min from a cold cache "
-             f"({pm_minutes(runs)})" + (f"; {note}." if note else "."), "",
-             "| model | speed-up in the curve's timing | in its own run | independent (sentence-transformers, "
+    lines = ["| model | speed-up in the curve's timing | in its own run | independent (sentence-transformers, "
              "batch 128) | STS-B dev | 7-task STS avg | sentence-transformers − sparsecse |"
              + (" timed again today: dev sentences | test sentences |" if retimed else ""),
              "|---|---|---|---|---|---|---|" + ("---|---|" if retimed else "")]
@@ -233,62 +211,47 @@ def curve_l6(store: dict[str, Entry]) -> str:
     secs = {name: run.figures["seconds"] for name, run in runs.items()}
     per = lambda stage: ", ".join(f"{v[stage] / 60:.1f}" for v in secs.values())  # noqa: E731
     widest = max(gaps.items(), key=lambda kv: abs(kv[1]))
-    agreement = (f"- **Each model's independent figure is within 0.1 of its own run's** (the widest gap: {widest[0]}, "
-                 f"{widest[1]:+.2f})." if abs(widest[1]) <= 0.1 else
-                 f"- **Not every model's independent figure is within 0.1 of its own run's**: {widest[0]} differs by "
-                 f"{widest[1]:+.2f}.")
+    gap = {"model": widest[0], "gap": f"{widest[1]:+.2f}"}
     minutes = curve.figures["minutes"]
-    wall = (f"- **The wall time**: {minutes:.1f} min from a cold cache, within the 40 minutes aimed at." if minutes <= 40
-            else f"- **The wall time missed the 40 minutes aimed at**: {minutes:.1f} min from a cold cache.")
-    return "\n".join(lines + [
-        "", f"The independent timing: {where(timing)}, {timing.figures['requests']} requests per model, each "
-        f"{timing.figures['sentences']}; its figure is the ratio of the median round times (a round is one encoding "
-        "of the whole set). The models were loaded by sentence-transformers from copies without their Python "
-        "files.", "",
-        agreement + " The runs time as a server runs a model: the candidates' copies on disk are loaded by a fresh "
-        "process that only times, and each model encodes its whole round of requests in its turn. Timed in the "
-        "run's own long-lived process, with the models taking turns batch by batch, the pruned models measured "
-        "lower than an independent timing finds, the smallest by the most, while a plain BERT agreed."
-        + (f" The last two columns time the same models again after the run, a new process for every timing "
-           f"({where(again_entry)}), on the dev sentences the run timed on and on the test sentences the independent "
-           "timing encodes. Against the independent figures, their widest gaps are "
-           + " and ".join(f"{max(abs(independent[models[n]]['p50_speedup'] - v[f'{k}_speedup']) for n, v in retimed.items() if models.get(n) in independent):.2f} on the {k} sentences" for k in ("dev", "test"))
-           + "." if again_entry else ""),
-        "- **Met in their own runs**: " + "; ".join(
-            f"{name} {'met' if run.figures['target'].get('met') else 'not met'} ({x(run.figures['target']['speedup'])})"
-            for name, run in runs.items()) + ". A target is met when its run's own final figure reaches it; the "
-        f"search aims {aimed_above(runs):.0%} above it, and the final figure varies by a few percent from the probe's.",
-        "",
-        "What it shows, on this CPU and at this shape:", "",
-        f"- At batch 128, paraphrase-MiniLM-L3-v2 scores {l3['test']:.2f} at {x(l3['speedup'])}; the 2x target keeps "
-        f"{two.figures['sts_avg']:.2f} at {x(rows['speedup-2']['speedup'])}. The 1.5x target keeps "
-        f"{first.figures['sts_avg']:.2f} (input {rows['input']['test']:.2f})." + against_l3(two, rows["speedup-2"], l3),
-        wall + f" Per target the student ({per('student')} min) and the evaluation ({per('evaluation')} min) cost "
-        "the most: the evaluation tests the 7 STS tasks (a curve leaves the transfer tasks to the model you keep) "
-        "and times the serving table (the target's figure is its judged row). The comparison model's test results "
-        "are computed once per curve."])
+    wall = {"minutes": f"{minutes:.1f}"}
+    again_gap = {k: max(abs(independent[models[n]]["p50_speedup"] - v[f"{k}_speedup"]) for n, v in retimed.items()
+                        if models.get(n) in independent) for k in ("dev", "test")} if again_entry else {}
+    return {"machine": cpu(curve), "command": command(curve), "count": str(len(runs)), "minutes": f"{minutes:.1f}",
+            "run_minutes": pm_minutes(runs), "note": {"note": note} if note else None, "table": "\n".join(lines),
+            "timing_where": where(timing), "requests": str(timing.figures["requests"]),
+            "sentences": str(timing.figures["sentences"]),
+            "agrees": gap if abs(widest[1]) <= 0.1 else None, "disagrees": None if abs(widest[1]) <= 0.1 else gap,
+            "retimed": {"where": where(again_entry), "dev_gap": f"{again_gap['dev']:.2f}",
+                        "test_gap": f"{again_gap['test']:.2f}"} if again_entry else None,
+            "met": "; ".join(f"{name} {'met' if run.figures['target'].get('met') else 'not met'} "
+                             f"({x(run.figures['target']['speedup'])})" for name, run in runs.items()),
+            "margin": f"{aimed_above(runs):.0%}", "l3_sts": f"{l3['test']:.2f}", "l3_speedup": x(l3["speedup"]),
+            "two_sts": f"{two.figures['sts_avg']:.2f}", "two_speedup": x(rows["speedup-2"]["speedup"]),
+            "first_sts": f"{first.figures['sts_avg']:.2f}", "input_sts": f"{rows['input']['test']:.2f}",
+            "against_l3": against_l3(two, rows["speedup-2"], l3),
+            "wall_within": wall if minutes <= 40 else None, "wall_missed": None if minutes <= 40 else wall,
+            "student": per("student"), "evaluation": per("evaluation")}
 
 
 L6_CURVE = "l6-curve5"  # the run the targets guide's curve block shows
 
 
-def layer_choice(store: dict[str, Entry]) -> str:
-    """The targets guide's table of depth cuts: the layers each layer criterion chooses and the other cuts tried,
-    with their embedding fidelity and STS-B dev right after the cut and after a short recovery (the newest
-    ``benchmarks/layer_choice.py`` entry for all-MiniLM-L6-v2)."""
+def layer_choice(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the targets guide's table of depth cuts (docs/guides/_figures/layer-choice.md): the layers each
+    layer criterion chooses and the other cuts tried, with their embedding fidelity and STS-B dev right after the cut
+    and after a short recovery (the newest ``benchmarks/layer_choice.py`` entry for all-MiniLM-L6-v2)."""
     entry = max((e for i, e in store.items() if i.startswith("layer-choice.all-minilm-l6-v2.")),
                 key=lambda e: e.provenance["date"])
     f = entry.figures
-    lines = [f"Measured by {where(entry)}: {f['removed_layers']} of the 6 layers removed at full width, then "
-             f"{f['steps']} distillation steps from the input model (batch {f['batch_size']}, lr {f['lr']:g}); the "
-             f"input model's STS-B dev is {f['reference_dev']:.2f}.", "",
-             "| layers removed | chosen by | embedding fidelity | STS-B dev after the cut | after the recovery |",
+    lines = ["| layers removed | chosen by | embedding fidelity | STS-B dev after the cut | after the recovery |",
              "|---|---|---|---|---|"]
     for r in f["rows"]:
         chosen = ", ".join(f"`{name}`" for name in r["chosen_by"]) or "—"
         lines.append(f"| {', '.join(map(str, r['removed']))} | {chosen} | {r['fidelity']:.3f} | "
                      f"{r['dev_after_cut']:.2f} | {r['dev_recovered']:.2f} |")
-    return "\n".join(lines)
+    return {"where": where(entry), "removed_layers": str(f["removed_layers"]), "steps": str(f["steps"]),
+            "batch": str(f["batch_size"]), "lr": f"{f['lr']:g}", "reference_dev": f"{f['reference_dev']:.2f}",
+            "table": "\n".join(lines)}
 
 
 STOCK_VS_CUSTOM = "stock-vs-custom.l6.amd-epyc-avx2-only"
@@ -310,8 +273,15 @@ def stock_vs_custom(store: dict[str, Entry]) -> dict[str, str]:
                          f"{s['layers']} of {s['source_layers']} | {ffn} | {x(s['speedup'])} | {s['sts_avg']:.2f} "
                          f"{ci(s['ci'])} | {s['stsb_dev']:.2f} | {diff} | {s['minutes']:.1f} |")
     worst = min(r["difference"] for r in f["rows"])
-    verdict = (f"Stock costs at most {pm(worst)} STS at any of these targets, within the {f['tolerance']} allowed, so "
-               "`--layout stock` is the default." if f["choice"] == "stock" else
-               f"Stock costs up to {pm(worst)} STS at these targets, more than the {f['tolerance']} allowed, so "
-               "`--layout custom` stays the default.")
+    if f["choice"] is None:
+        verdict = (f"Stock − custom is at worst {pm(worst)} STS over the targets paired here; the default is chosen "
+                   f"once every target is paired (stock where it costs at most {f['tolerance']}), and until then "
+                   "`--layout custom` is the default.")
+    elif f["choice"] == "stock":
+        verdict = (f"Stock costs at most {max(0.0, -worst):.2f} STS at any of these targets, within the "
+                   f"{f['tolerance']} allowed, so `--layout stock` is the default.")
+    else:
+        verdict = (f"Stock costs {-worst:.2f} STS at a target where at most {f['tolerance']} is allowed, so "
+                   "`--layout custom` stays the default; `--layout stock` is the choice where a runtime refuses custom "
+                   "code.")
     return {"where": where(e), "table": "\n".join(lines), "verdict": verdict}
