@@ -17,7 +17,7 @@ release = version = sparsecse.__version__
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.autosummary", "sphinx.ext.napoleon",
               "sphinx.ext.viewcode", "sphinx_click"]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}  # .rst first: autosummary writes rST
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "figures/**/*.md", "guides/_figures/*.md", "brief*"]
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "figures/**/*.md", "_figures/*.md", "*/_figures/*.md", "brief*"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 nb_execution_mode = "off"  # the notebook is shown with the outputs it was saved with
