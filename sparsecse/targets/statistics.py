@@ -50,7 +50,7 @@ def time_point(speedup: float, half_width: float) -> tuple[float, float]:
 
 def weighted_fit(design: np.ndarray, times: np.ndarray, errors: np.ndarray) -> np.ndarray:
     """The coefficients of weighted least squares: ``times ≈ design @ coefficients``, each row weighed by
-    1/``errors``² (the fit both speed models share)."""
+    1 / ``errors`` squared (the fit both speed models share)."""
     w = 1.0 / np.asarray(errors, dtype=float)
     return np.linalg.lstsq(design * w[:, None], np.asarray(times, dtype=float) * w, rcond=None)[0]
 
