@@ -86,7 +86,6 @@ def backend_timer(model_dir, data_dir, rounds: int, show_progress: bool):
                                                     show_progress=show_progress)
 
 
-
 @click.command("export")
 @trust_remote_code_option
 @model_option
@@ -147,12 +146,11 @@ def command(model, fmt, quantize, calibration, calibration_size, calibration_see
     with contextlib.redirect_stdout(sys.stderr):
         result = (export(model=model, out=out, overwrite=overwrite, config=config) if out is not None
                   else export_into_model(model, config, overwrite, measure))
-    if out is None:
-        from sparsecse.cards.backends import update_card
+    from sparsecse.artifacts.model_dir import CARD
 
-        card = update_card(result.out)
-        if card is not None and not as_json:
-            click.echo(f"its card's Backends section: {card}")
+    card = result.out / CARD
+    if out is None and card.is_file() and not as_json:  # export_into_model rewrote its Backends section
+        click.echo(f"its card's Backends section: {card}")
     if as_json:
         click.echo(json.dumps(result.to_dict()))
     else:

@@ -14,7 +14,7 @@ base-architecture config that only sparsecse's loaders run correctly). The graph
 writes (:func:`~sparsecse.exporting.export.write_export`, each checked against the torch model); the export's
 manifest goes beside them as ``sparsecse_export.json`` (with the graphs' speed when the caller measures it: the
 ``measure`` hook, which the command line fills from :mod:`sparsecse.targets.backend_speed`), and the model's own
-files are left as they were.
+files are left as they were, but for the card's Backends section (:mod:`sparsecse.cards.backends`).
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from sparsecse.artifacts.exported_model import EXPORT_MANIFEST
 from sparsecse.artifacts.files import atomic_dir
 from sparsecse.artifacts.model_dir import read_model_config
 from sparsecse.artifacts.remote_code import custom_code, is_own_model_dir
+from sparsecse.cards.backends import update_card
 from sparsecse.errors import SparseCSEError
 from sparsecse.exporting.config import ExportConfig
 from sparsecse.exporting.export import write_export
 from sparsecse.exporting.result import ExportResult
 from sparsecse.modeling.encoder import resolve_model
-
 
 
 def check_stock_dir(model) -> Path:
@@ -88,5 +88,6 @@ def export_into_model(model, config: ExportConfig, overwrite: bool = False,
                                                           indent=2) + "\n")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    update_card(path)  # its Backends section, from every backend folder the model now has
     result.out, result.speed = path, speed or {}
     return result
