@@ -55,7 +55,8 @@ def targets_answer(store: dict[str, Entry]) -> dict[str, str]:
             "sentence-transformers" if mine and l3 else f"{x(latency.figures['target']['speedup'])} the input's p50")
     return {"batch_sts": f"{curve.figures['sts_avg']:.2f}", "batch_verdict": verdict(curve),
             "latency_sts": f"{latency.figures['sts_avg']:.2f}", "latency_verdict": verdict(latency, False),
-            "latency_pace": pace, "machine": cpu(curve), "teacher_sts": f"{teacher.figures['sts_avg']:.2f}",
+            "latency_pace": pace, "machines": f"both on {cpu(curve)}" if cpu(curve) == cpu(latency) else
+            f"the first on {cpu(curve)}, the second on {cpu(latency)}", "teacher_sts": f"{teacher.figures['sts_avg']:.2f}",
             "teacher_verdict": verdict(teacher, False), "teacher_machine": cpu(teacher)}
 
 
@@ -233,7 +234,7 @@ def curve_l6(store: dict[str, Entry]) -> dict:
             "student": per("student"), "evaluation": per("evaluation")}
 
 
-L6_CURVE = "l6-curve5"  # the run the targets guide's curve block shows
+L6_CURVE = "l6-custom-curve"  # the run the targets guide's curve block shows
 
 
 def layer_choice(store: dict[str, Entry]) -> dict[str, str]:
@@ -285,3 +286,28 @@ def stock_vs_custom(store: dict[str, Entry]) -> dict[str, str]:
                    "`--layout custom` stays the default; `--layout stock` is the choice where a runtime refuses custom "
                    "code.")
     return {"where": where(e), "table": "\n".join(lines), "verdict": verdict}
+
+
+PLAIN_LOAD = "plain-load.stock.amd-epyc-avx2-only"
+
+
+def stock_loads(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the shrinking guide's stock-runs table (docs/guides/_figures/stock-loads.md): each real stock
+    model loaded with no sparsecse and no remote code (benchmarks/plain_load.py), beside its run's own figures."""
+    e = store[PLAIN_LOAD]
+    slug = e.id.rsplit(".", 1)[1]
+    lines = ["| command | model_type, shape | loaded by `AutoModel` as | sparsecse imported there | "
+             "max difference to sparsecse's embeddings | run's speed-up (met) | 7-task STS | minutes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in e.figures["rows"]:
+        parts = r["model"].split("/")  # RUN/model, or CURVE/speedup-X/model: the run that made it, if it stored it
+        run = store.get(f"{'.'.join(parts[-3:-1])}.{slug}") or store.get(f"{parts[-2]}.{slug}")
+        made = (f"`{command(run)}` | " if run else f"`{r['model']}` (its run stored no figures) | ")
+        figures = (f"{x(run.figures['target']['speedup'])} ({'met' if run.figures['target']['met'] else 'missed'}) | "
+                   f"{run.figures['sts_avg']:.2f} {ci(run.figures['ci'])} | {run.figures['minutes']:.1f} |"
+                   if run else "— | — | — |")
+        lines.append(f"| {made}`{r['model_type']}`, {r['layers']} layers, FFN {r['ffn']} | "
+                     f"`{r['auto_model_class']}` | {'yes' if r['sparsecse_imported'] else 'no'} | "
+                     f"{r['max_abs_diff']:.1e} | {figures}")
+    return {"where": where(e), "sentences": str(e.figures["rows"][0]["sentences"]), "table": "\n".join(lines),
+            "tolerance": f"{e.figures['tolerance']:g}"}

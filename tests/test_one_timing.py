@@ -3,6 +3,7 @@ the same number (:func:`sparsecse.targets.report.stsb_speedups`, the targets' in
 best-of-repeats timing the benchmarks used is gone (timing replaced by the latency model of tests/test_targets.py)."""
 
 import inspect
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,6 +11,7 @@ import pytest
 
 from sparsecse.evaluation import speed
 from sparsecse.recipes import final_figures
+from sparsecse.targets import timing
 from sparsecse.targets.timing import ROUNDS
 from tests.helpers import load_benchmark
 from tests.test_targets import FIXED, VARIABLE, fake_clock  # noqa: F401,F811  (fixture)
@@ -53,3 +55,15 @@ def test_every_speed_benchmark_times_through_the_targets_method_and_no_second_on
         assert "best_times" not in source and "process_time" not in source and "cpu_speedup" not in source, name
     assert not hasattr(speed, "interleaved_best_times") and not hasattr(speed, "time_encode")
     assert "stsb_speedups(" in inspect.getsource(final_figures.measure_speed)
+    assert not hasattr(timing, "latency_profile") and not hasattr(timing, "latency_profiles")
+
+
+def test_no_module_times_a_model_by_its_best_of_several_repeats():
+    """The card's latency and throughput come from interleaved rounds too (the serving table's rows); a best-of
+    timing anywhere in the package or the benchmarks is a second method."""
+    root = Path(__file__).resolve().parents[1]
+    sources = sorted((root / "sparsecse").rglob("*.py")) + sorted(BENCHMARKS.glob("*.py"))
+    best_of = re.compile(r"min\((?:speed\.)?clock\(|best of (?:\d|repeats)|repeats: int")
+    offenders = [f"{path.relative_to(root)}:{n}" for path in sources
+                 for n, line in enumerate(path.read_text().splitlines(), 1) if best_of.search(line)]
+    assert offenders == []

@@ -3,9 +3,6 @@ Python files and no auto_map, loaded in a process that never imports sparsecse b
 and by sentence-transformers with trust_remote_code=False, giving sparsecse's own embeddings."""
 
 import json
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -19,10 +16,12 @@ from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig, prune
 from sparsecse.pruning.uniform import check_layout, select_uniform, states_head_size
 from sparsecse.scoring.score import ScoringConfig, score
+from sparsecse.serving.plain_process import load_plainly
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, save_model_dir, shrink_lineage
 from sparsecse.shrinking.stock import to_stock
 from sparsecse.shrinking.surgery import shrink_encoder
-from tests.helpers import assert_same_embeddings, cli, random_mask, random_sentences
+from sparsecse.reporting.store import load_store
+from tests.helpers import assert_same_embeddings, cli, load_benchmark, random_mask, random_sentences
 from tests.tiny import make_tiny_model_dir
 from tests.tiny_modern import make_modern_model_dir
 
@@ -135,27 +134,6 @@ def test_unknown_layout_and_a_stock_sparsity_are_refused():
         _mask(no_scores, torch.rand(2, 4), torch.rand(2, 8), "sparsity", 0.5, PruningConfig(layout="stock"))
 
 
-PLAIN_LOAD = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-    from transformers import AutoModel
-    from sentence_transformers import SentenceTransformer
-    path, sentences = sys.argv[1], json.loads(sys.argv[2])
-    model = AutoModel.from_pretrained(path, trust_remote_code=False)
-    st = SentenceTransformer(path, device="cpu", trust_remote_code=False)
-    np.save(sys.argv[3], st.encode(sentences, convert_to_numpy=True, batch_size=4))
-    print(type(model).__name__, "sparsecse" in sys.modules)
-""")
-
-
-def load_plainly(model_dir, out):
-    """Load ``model_dir`` in a fresh process that never imports sparsecse; (its output line, embeddings)."""
-    done = subprocess.run([sys.executable, "-c", PLAIN_LOAD, str(model_dir), json.dumps(SENTENCES), str(out)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1], np.load(out)
-
-
 def test_a_stock_model_loads_with_no_custom_code_in_a_plain_process(family, tmp_path):
     """AutoModel and SentenceTransformer load it with trust_remote_code=False, in a process that never imports
     sparsecse; its config has the family's model_type and no auto_map; the embeddings are sparsecse's own and
@@ -169,7 +147,7 @@ def test_a_stock_model_loads_with_no_custom_code_in_a_plain_process(family, tmp_
     config = json.loads((tmp_path / "m" / "config.json").read_text())
     assert config["model_type"] == arch and "auto_map" not in config and config["num_hidden_layers"] == 3
     assert not list((tmp_path / "m").glob("*.py"))
-    line, embeddings = load_plainly(tmp_path / "m", tmp_path / "e.npy")
+    line, embeddings = load_plainly(tmp_path / "m", SENTENCES, tmp_path / "e.npy")
     assert line == f"{CLASSES[arch]} False"
     ours = SentenceEncoder.load(tmp_path / "m", device="cpu").encode(SENTENCES)
     assert_same_embeddings(embeddings, ours)
@@ -196,7 +174,12 @@ def test_compress_layout_nope_is_refused_with_nothing_written(tiny_bert_dir, cor
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
-def test_compress_layout_stock_writes_the_familys_own_model(corpus, tiny_stsb_dir, tmp_path):
+@pytest.fixture(scope="module")
+def plain_load():
+    yield from load_benchmark("plain_load")
+
+
+def test_compress_layout_stock_writes_the_familys_own_model(corpus, tiny_stsb_dir, tmp_path, plain_load):
     path = make_tiny_model_dir(tmp_path / "in", "bert", layers=2, ffn=48, init_range=0.2)
     out = tmp_path / "small"
     result = cli("compress", "--model", path, "--keep-flops", "0.9", "--reconstruct", corpus, "--layout", "stock",
@@ -206,6 +189,19 @@ def test_compress_layout_stock_writes_the_familys_own_model(corpus, tiny_stsb_di
     config = json.loads((out / "config.json").read_text())
     assert config["model_type"] == "bert" and "auto_map" not in config and not list(out.glob("*.py"))
     assert config["intermediate_size"] < 48 and config["num_attention_heads"] == 4
+    # benchmarks/plain_load.py: the stock model passes; a custom one (auto_map, Python files) is reported and fails
+    custom = tmp_path / "custom"
+    assert cli("compress", "--model", path, "--keep-flops", "0.9", "--reconstruct", corpus, "--layout", "custom",
+               "--reconstruct-sentences", "20", "--data-dir", tiny_stsb_dir, "--score-batch-size", "8",
+               "--max-batches", "2", "--device", "cpu", "--out", custom, "--quiet").exit_code == 0
+    rows = plain_load.main(["--model", str(out), "--data-dir", str(tiny_stsb_dir), "--store", str(tmp_path / "store")])
+    assert [(r["model_type"], r["auto_map"], r["python_files"], r["sparsecse_imported"], r["passed"])
+            for r in rows] == [("bert", False, [], False, True)] and rows[0]["max_abs_diff"] <= 1e-4
+    assert rows[0]["auto_model_class"] == "BertModel" and rows[0]["ffn"] == config["intermediate_size"]
+    (entry,) = load_store(tmp_path / "store").values()
+    assert entry.id.startswith("plain-load.") and entry.figures["rows"][0]["passed"]
+    with pytest.raises(SystemExit):
+        plain_load.main(["--model", str(out), str(custom), "--data-dir", str(tiny_stsb_dir)])
 
 
 def test_layout_reaches_every_prune_stage_of_a_recipe_or_target():

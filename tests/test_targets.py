@@ -247,6 +247,13 @@ def test_a_tiny_model_reaches_a_speed_target_through_the_target_recipe(tmp_path,
     assert summary["keep_flops"] == chosen[0].keep_flops
     assert pruned["kept_flops_ratio"] <= summary["keep_flops"] + 1e-9
     assert math.isfinite(reached["latency_ms"]["p50"]) and reached["params"] > 0
+    # without the serving table (evaluation.speed false) the card's latency and throughput are its two rows, timed
+    # in the same interleaved rounds: on the latency model every figure gives the one speed-up
+    assert "serving" not in reached
+    throughput, rounding = reached["throughput"], 0.05 * (1 + reached["speedup"])  # sentences/s to one decimal
+    assert abs(throughput - reached["reference_throughput"] * reached["speedup"]) <= rounding + 1e-9
+    latency, reference = reached["latency_ms"]["p50"], reached["reference_latency_ms"]["p50"]
+    assert reference / latency == pytest.approx(reached["speedup"], rel=2e-3)
     assert not rescored  # the prune stage's one step starts from the scores the budget stage made of the same model
 
 

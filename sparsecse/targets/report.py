@@ -18,13 +18,12 @@ from sparsecse.modeling.cpu_features import cpu_features, describe_cpu
 from sparsecse.modeling.adapters import layer_modules
 from sparsecse.modeling.encoder import SentenceEncoder, encoding_device
 from sparsecse.modeling.flops import size_report
-from sparsecse.targets import fresh
 from sparsecse.targets.engines import to_time
 from sparsecse.targets.fresh import OnDisk
 from sparsecse.targets.alone import ALONE, measure_alone, rounds_at
-from sparsecse.targets.serving import profiles, rejudged, serving_table
+from sparsecse.targets.serving import profile_grid, profiles, rejudged, serving_table
 from sparsecse.targets.spec import DEFAULT_ENGINE, Shape, Target, default_loader, engines
-from sparsecse.targets.timing import (ROUNDS, Timing, engine_threads, latency_profiles, measure, target_sentences,
+from sparsecse.targets.timing import (ROUNDS, Timing, engine_threads, measure, target_sentences,
                                       timing_sentences)
 
 FINAL = "the final model"
@@ -67,7 +66,7 @@ def stsb_speedups(input_model: str, models: dict[str, Any], data_dir, batch_size
 
 
 def measure_target(target: Target, input_model: str, model_dir: str, dev, work: str | os.PathLike,
-                   calibration: str | os.PathLike | None = None, seed: int = 0, repeats: int = 3,
+                   calibration: str | os.PathLike | None = None, seed: int = 0,
                    show_progress: bool = False, serving: bool = False) -> dict[str, Any]:
     """Every figure the card's Target section states, for ``model_dir`` against ``input_model``.
 
@@ -79,11 +78,11 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         work: a scratch directory for exported copies (removed afterwards).
         calibration: the corpus int8 engines calibrate on.
         seed: the calibration sample's seed.
-        repeats: timing repeats (best of) for the card's single-sentence latency and throughput without a serving
-            table (with one, they are its rows on the shape's threads).
         show_progress: a progress bar while timing.
         serving: add the card's serving table (:func:`~sparsecse.targets.serving.serving_table`, a fresh process);
             its judged row is replaced by the target's measurement, so the card holds one figure for that shape.
+            The card's single-sentence latency and throughput are its rows on the shape's threads (without it, those
+            two rows alone, timed the same way).
 
     The target's figure is timed with each model served alone (:func:`~sparsecse.targets.alone.measure_alone`),
     over the rounds the machine's noise at the shape needs for an interval narrower than the margin (an A/A
@@ -108,18 +107,12 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         reference = to_time(input_model, target.engine, work / "input", calibration, seed, shape.threads,
                             shape.loader)
         model = to_time(model_dir, target.engine, work / "model", calibration, seed, shape.threads, shape.loader)
-        table = serving_table(target, shape, reference, model, sentences) if serving else None
+        table = serving_table(target, shape, reference, model, sentences, None if serving else profile_grid(shape))
         aa, rounds, precision = rounds_at(reference, sentences, shape, target)
         timing = measure_alone(reference, {FINAL: model}, sentences, shape, rounds)[FINAL]
-        if table:
-            rejudged(table, timing, ALONE)
+        rejudged(table, timing, ALONE)
         speedup = timing.speedup
-        if table:  # the card's latency and throughput are the table's rows at the shape's threads
-            profile, reference_profile = profiles(table, shape)
-        else:
-            timed = fresh.run(latency_profiles, {"model": model, "input": reference}, sentences, shape.batch_size,
-                              repeats, shape.threads)
-            profile, reference_profile = timed["model"], timed["input"]
+        profile, reference_profile = profiles(table, shape)  # the card's latency and throughput
         graph_bytes = _graph_bytes(model.path) if exported and isinstance(model, OnDisk) else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -151,7 +144,7 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         "timed_sentences": len(sentences), "cpu": describe_cpu(),
         "cpu_features": [name for name, on in cpu_features().items() if on],
         "candidates_table": "candidates.csv", "candidates_plot": "candidates.png",
-        **({"serving": table} if table else {}),
+        **({"serving": table} if serving else {}),
     }
 
 

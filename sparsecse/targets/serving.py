@@ -95,7 +95,14 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
     return rows
 
 
-def serving_table(target: Target, shape: Shape, reference, model, sentences: list[str]) -> dict[str, Any]:
+def profile_grid(shape: Shape) -> list[tuple[int, int]]:
+    """The rows :func:`profiles` reads, on the shape's threads only: batch 1 and the shape's batch (a card without
+    the whole table)."""
+    return [(shape.threads, b) for b in sorted({1, shape.batch_size})]
+
+
+def serving_table(target: Target, shape: Shape, reference, model, sentences: list[str],
+                  grid: list[tuple[int, int]] | None = None) -> dict[str, Any]:
     """The serving table of ``model`` against ``reference``, each thread count's rows timed in a new fresh process
     (:func:`sparsecse.targets.fresh.run`; an exported copy is loaded there with that many runtime threads).
 
@@ -105,13 +112,15 @@ def serving_table(target: Target, shape: Shape, reference, model, sentences: lis
         reference: the input model as timings take it (:func:`~sparsecse.targets.engines.to_time`).
         model: the final model, likewise.
         sentences: the timed sentences (longest first).
+        grid: (threads, batch) of the rows (None: :func:`serving_grid`'s; :func:`profile_grid` for the card's
+            latency and throughput alone).
 
     Returns:
         ``rows`` (:func:`measure_grid`), ``engine``, ``metric`` (the one the target was judged by), ``cores``,
         ``rounds`` and ``method`` (in words).
     """
     cores = machine_cores()
-    grid = serving_grid(shape, cores)
+    grid = grid or serving_grid(shape, cores)
     rows: list[dict[str, Any]] = []
     for threads in dict.fromkeys(t for t, _ in grid):
         placed = {k: replace(m, threads=threads) if isinstance(m, OnDisk) else m
@@ -149,8 +158,8 @@ def rejudged(table: dict[str, Any], timing: Timing, method: str = "") -> None:
 
 def profiles(table: dict[str, Any], shape: Shape) -> tuple[dict[str, float], dict[str, float]]:
     """The model's and the input's single-sentence latency (p50 / p95, ms) and throughput at the shape's batch
-    (sentences/s), read from the serving table's rows on the shape's threads, as
-    :func:`~sparsecse.targets.timing.latency_profile` gives them."""
+    (sentences/s, the median round), read from the serving table's rows on the shape's threads (every speed figure
+    of a card is timed by :func:`measure_grid`'s interleaved rounds)."""
     rows = {(r["threads"], r["batch"]): r for r in table["rows"]}
     one, batch = rows[(shape.threads, 1)], rows[(shape.threads, shape.batch_size)]
     return tuple({"latency_ms_p50": one[f"{who}p50_ms"], "latency_ms_p95": one[f"{who}p95_ms"],

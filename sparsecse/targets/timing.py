@@ -26,7 +26,6 @@ from sparsecse.targets.statistics import (AA_ROUNDS, MAX_ROUNDS, USABLE, Interva
 
 TIMING_SENTENCES = 2048  # distinct sentences timed per throughput (longest-first order, evenly thinned)
 LATENCY_REQUESTS = 100  # requests timed per round for a latency metric (every length represented)
-LATENCY_SENTENCES = 200  # single sentences timed for a card's p50 / p95
 ROUNDS = 5  # interleaved rounds per timing: its figure is their median ratio, its spread their IQR
 BUSY_WAIT_SECONDS = 30.0  # with when_busy "wait": the pause before timing again
 BUSY_WAITS = 20  # ... and how many pauses before giving up
@@ -257,24 +256,3 @@ def sized_rounds(reference, sentences: list[str], shape: Shape, target: Target) 
                   f"{BUSY_WAIT_SECONDS:.0f} s to time again", file=sys.stderr, flush=True)
             time.sleep(BUSY_WAIT_SECONDS)
     raise AssertionError("unreachable")
-
-
-def latency_profile(encoder, sentences: list[str], batch_size: int, count: int = LATENCY_SENTENCES,
-                    repeats: int = 3) -> dict[str, float]:
-    """Single-sentence latency (p50 and p95 over ``count`` sentences, each the best of ``repeats``, in ms) and the
-    throughput at ``batch_size`` (sentences per second over all ``sentences``, best of ``repeats``)."""
-    picked = sentences[:: max(1, len(sentences) // count)][:count]
-    encoder.encode(picked[:2], batch_size=1)  # warm-up
-    latencies = [min(speed.clock(encoder, [sentence], 1) for _ in range(repeats)) * 1000 for sentence in picked]
-    best_total = min(speed.clock(encoder, sentences, batch_size) for _ in range(repeats))
-    return {"latency_ms_p50": float(np.percentile(latencies, 50)), "latency_ms_p95": float(np.percentile(latencies, 95)),
-            "throughput": len(sentences) / best_total, "latency_sentences": len(picked)}
-
-
-def latency_profiles(encoders: dict, sentences: list[str], batch_size: int, repeats: int,
-                     threads: int | None) -> dict[str, dict[str, float]]:
-    """{name: :func:`latency_profile`} of each encoder on ``threads`` torch threads, one after the other (where
-    :func:`~sparsecse.targets.fresh.run` runs it: a fresh process)."""
-    with speed.torch_threads(threads):
-        return {name: latency_profile(encoder, sentences, batch_size, repeats=repeats)
-                for name, encoder in encoders.items()}
