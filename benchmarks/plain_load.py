@@ -38,15 +38,16 @@ def unit(rows: np.ndarray) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def check(model_dir: Path, sentences: list[str], work: Path) -> dict:
-    """One model's row: its config facts, the plain process's class, and the largest difference to sparsecse."""
+def check(model_dir: Path, sentences: list[str], embeddings: Path) -> dict:
+    """One model's row: its config facts, the plain process's class, and the largest difference to sparsecse
+    (``embeddings``: the file the plain process writes)."""
     config = json.loads((model_dir / "config.json").read_text())
     row = {"model": str(model_dir), "model_type": config.get("model_type"), "auto_map": "auto_map" in config,
            "python_files": sorted(p.name for p in model_dir.glob("*.py")), "layers": config.get("num_hidden_layers"),
            "ffn": config.get("intermediate_size"), "heads": config.get("num_attention_heads"),
            "sentences": len(sentences)}
     try:
-        line, theirs = load_plainly(model_dir, sentences, work / f"{len(list(work.iterdir()))}.npy")
+        line, theirs = load_plainly(model_dir, sentences, embeddings)
     except SparseCSEError as exc:  # a custom-layout model: no class without its remote code
         return {**row, "auto_model_class": None, "sparsecse_imported": None, "max_abs_diff": None,
                 "error": str(exc).splitlines()[-1][-300:]}
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     pairs = read_sts_benchmark(args.data_dir, "test")
     sentences = list(dict.fromkeys(s for p in pairs for s in (p.s1, p.s2)))[:SENTENCES]
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [check(Path(m), sentences, Path(tmp)) for m in args.model]
+        rows = [check(Path(m), sentences, Path(tmp) / f"{i}.npy") for i, m in enumerate(args.model)]
     for r in rows:
         ok = (not r["auto_map"] and not r["python_files"] and r["sparsecse_imported"] is False
               and r["max_abs_diff"] <= args.tolerance)
