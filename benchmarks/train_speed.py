@@ -11,14 +11,15 @@ Three trainers run the same batches (64 sentences of the wiki sample, max length
 
 Runs interleave (dense, 50%, st, dense, ...) so background load hits all alike. Speed = steps per
 second from step-to-step intervals after ``--warmup`` steps (data loading, tokenization, forward,
-backward and optimizer step included), the best of ``--rounds`` rounds, in wall-clock steps/s and in
-process CPU seconds per step (steadier when other jobs share the CPU). Targets: 50% pruned >= 1.4x
+backward and optimizer step included), in wall-clock steps/s and in process CPU seconds per step (steadier when
+other jobs share the CPU); each ratio is the median over ``--rounds`` of the round's own ratio, with the spread of
+the rounds (the statistic of every speed figure in sparsecse, :class:`sparsecse.targets.timing.Timing`). Targets: 50% pruned >= 1.4x
 dense; sparsecse dense no slower than sentence-transformers (ratio >= 1.0).
 
 Masks: from ``--scores`` (a ``sparsecse score`` file, pruned at ``--lambda``) when given, else random
 (seeded, at least one head kept per layer) — speed depends only on how many units go.
 
-    python benchmarks/train_speed.py [--steps 20] [--warmup 3] [--rounds 2] [--threads 2] [--json OUT]
+    python benchmarks/train_speed.py [--steps 20] [--warmup 3] [--rounds 3] [--threads 2] [--json OUT]
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from sparsecse.data.corpus import read_corpus  # noqa: E402
@@ -41,6 +43,7 @@ from sparsecse.modeling.encoder import default_model_path  # noqa: E402
 from sparsecse.pruning.masks import Mask  # noqa: E402
 from sparsecse.pruning.prune import prune  # noqa: E402
 from sparsecse.pruning.selection import masks_from_scores  # noqa: E402
+from sparsecse.targets.timing import Timing  # noqa: E402
 from sparsecse.training import rewind  # noqa: E402
 from sparsecse.training.batches import CorpusSampler  # noqa: E402
 from sparsecse.training.config import TrainingConfig  # noqa: E402
@@ -129,7 +132,7 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     parser.add_argument("--steps", type=int, default=20, help="timed steps per run (after warm-up)")
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sparsity", type=float, default=0.5)
@@ -151,34 +154,36 @@ def main(argv=None) -> int:
         "st simcse (MNRL)": lambda: time_sentence_transformers(sentences, model_dir, args.steps, args.warmup,
                                                                args.batch_size),
     }
-    best_wall: dict[str, float] = {}
-    best_cpu: dict[str, float] = {}
+    wall: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
     for round_ in range(args.rounds):
         for name, run in runs.items():
-            wall, cpu = run()
-            best_wall[name] = max(best_wall.get(name, 0.0), wall)
-            best_cpu[name] = min(best_cpu.get(name, float("inf")), cpu)
-            print(f"round {round_ + 1}: {name:24s} {wall:6.3f} steps/s  {cpu:6.2f} CPU s/step", file=sys.stderr,
-                  flush=True)
+            steps_per_second, cpu_per_step = run()
+            wall[name].append(steps_per_second)
+            cpu[name].append(cpu_per_step)
+            print(f"round {round_ + 1}: {name:24s} {steps_per_second:6.3f} steps/s  {cpu_per_step:6.2f} CPU s/step",
+                  file=sys.stderr, flush=True)
     dense, pruned, st = runs
-    ratios = {
-        "pruned_over_dense_wall": best_wall[pruned] / best_wall[dense],
-        "pruned_over_dense_cpu": best_cpu[dense] / best_cpu[pruned],
-        "sparsecse_over_st_wall": best_wall[dense] / best_wall[st],
-        "sparsecse_over_st_cpu": best_cpu[st] / best_cpu[dense],
+    timings = {
+        "pruned_over_dense_wall": Timing.of(np.divide(wall[pruned], wall[dense])),
+        "pruned_over_dense_cpu": Timing.of(np.divide(cpu[dense], cpu[pruned])),
+        "sparsecse_over_st_wall": Timing.of(np.divide(wall[dense], wall[st])),
+        "sparsecse_over_st_cpu": Timing.of(np.divide(cpu[st], cpu[dense])),
     }
+    ratios = {key: round(t.speedup, 4) for key, t in timings.items()}
     print(f"\nall-MiniLM-L6-v2, batch {args.batch_size}, max length 32, {args.threads} threads, "
-          f"{args.steps} timed steps after {args.warmup} warm-up, best of {args.rounds} rounds")
+          f"{args.steps} timed steps after {args.warmup} warm-up, the median of {args.rounds} interleaved rounds")
     print(f"  {'':26s} {'steps/s':>8s} {'CPU s/step':>11s}")
     for name in runs:
-        print(f"  {name:26s} {best_wall[name]:8.3f} {best_cpu[name]:11.2f}")
+        print(f"  {name:26s} {np.median(wall[name]):8.3f} {np.median(cpu[name]):11.2f}")
     for label, key, target in (("pruned / dense", "pruned_over_dense", PRUNED_TARGET),
                                ("sparsecse / ST (dense)", "sparsecse_over_st", ST_TARGET)):
-        wall, cpu = ratios[f"{key}_wall"], ratios[f"{key}_cpu"]
-        verdict = "OK" if min(wall, cpu) >= target else "MISSED"
-        print(f"  {label:24s} {wall:5.2f}x wall, {cpu:5.2f}x CPU  (target >= {target}x) {verdict}")
+        on_wall, on_cpu = timings[f"{key}_wall"], timings[f"{key}_cpu"]
+        verdict = "OK" if min(on_wall.speedup, on_cpu.speedup) >= target else "MISSED"
+        print(f"  {label:24s} {on_wall.speedup:5.2f}x ±{on_wall.spread:.0%} wall, {on_cpu.speedup:5.2f}x "
+              f"±{on_cpu.spread:.0%} CPU  (target >= {target}x) {verdict}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"steps_per_second": best_wall, "cpu_seconds_per_step": best_cpu,
+        Path(args.json).write_text(json.dumps({"steps_per_second": wall, "cpu_seconds_per_step": cpu,
                                                **ratios, "args": vars(args)}, indent=2))
     return 0
 

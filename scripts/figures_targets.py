@@ -63,20 +63,19 @@ def targets_answer(store: dict[str, Entry]) -> dict[str, str]:
 def targets_table(store: dict[str, Entry]) -> dict[str, str]:
     """The values of the targets guide's table of the three target runs (docs/guides/_figures/targets-table.md)."""
     t2x, ov = store[RECIPE_RUNS["target"]], store["target.t2x-ov.intel-xeon-avx-512-vnni-amx"]
-    d03, again = store["target.l3-d03.intel-xeon-avx-512-vnni-amx"], store["targets-retimed.intel-xeon-avx-512-vnni-amx"]
+    d03 = store["target.l3-d03.intel-xeon-avx-512-vnni-amx"]
 
     def probes(f):
         return ", ".join(f"{p['keep_flops']:.3f}: {x(p['speedup'])}" for p in f["probes"])
 
     a, b, c = t2x.figures, ov.figures, d03.figures
-    ov_retimed = again.get("rows/t2x-ov/openvino-int8/speedup") / again.get("rows/all-MiniLM-L6-v2/openvino-int8/speedup")
-    return {"machine": cpu(t2x), "retimed_where": where(again), "retimed_shape": shape(again),
+    return {"machine": cpu(t2x),
             "t2x_keep_flops": f"{a['keep_flops']:.3f}", "t2x_probes": probes(a), "t2x_speedup": x(a["target"]["speedup"]),
-            "t2x_retimed": x(again.get("rows/t2x/torch-fp32/speedup")), "t2x_dev": f"{a['stsb_dev']:.2f}",
+            "t2x_dev": f"{a['stsb_dev']:.2f}",
             "t2x_dense_dev": f"{a['dense_stsb_dev']:.2f}", "t2x_sts": f"{a['sts_avg']:.2f}", "t2x_ci": ci(a["ci"]),
             "t2x_dense_sts": f"{a['dense_sts_avg']:.2f}", "t2x_minutes": f"{a['minutes']:.1f}",
             "ov_keep_flops": f"{b['keep_flops']:.3f}", "ov_probes": probes(b), "ov_speedup": x(b["target"]["speedup"]),
-            "ov_retimed": x(ov_retimed), "ov_dev": f"{b['stsb_dev']:.2f}", "ov_sts_int8": f"{b['sts_avg_int8']:.2f}",
+            "ov_dev": f"{b['stsb_dev']:.2f}", "ov_sts_int8": f"{b['sts_avg_int8']:.2f}",
             "ov_dense_sts_int8": f"{b['dense_sts_avg_int8']:.2f}", "ov_minutes": f"{b['minutes']:.1f}",
             "d03_keep_flops": f"{c['keep_flops']:.3f}", "d03_broke_keep_flops": f"{c['broke_bound']['keep_flops']:.3f}",
             "d03_broke_drop": f"{c['broke_bound']['drop']:.2f}", "d03_dev": f"{c['dev']:.2f}",

@@ -10,8 +10,9 @@ from sparsecse.cards.sections import compression_section
 from sparsecse.evaluation import speed
 from sparsecse.targets import fresh
 from sparsecse.targets.engines import to_time
-from sparsecse.targets.serving import (SERVING_REQUESTS, SERVING_SENTENCES, judged_timing, measure_grid, profiles,
+from sparsecse.targets.serving import (SERVING_REQUESTS, SERVING_SENTENCES, measure_grid, profiles, rejudged,
                                       serving_grid, serving_table)
+from sparsecse.targets.timing import Timing
 from sparsecse.targets.spec import Shape, Target
 from tests.test_target_shapes import Clock, Costly
 from tests.tiny import make_tiny_model_dir
@@ -26,9 +27,9 @@ def test_each_row_is_the_exact_ratio_and_latency_of_its_shape(monkeypatch):
     monkeypatch.setattr(speed, "clock", Clock())
     sentences = [f"s{i}" for i in range(256)]
     rows = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), sentences, [(1, 1), (2, 128)],
-                        judged=Shape("latency-p50", 1, 1))
+                        judged=Shape("latency-p50", 2, 1))
     one, big = rows
-    assert one["speedup"] == pytest.approx(0.014 / 0.011, abs=1e-4) and one["judged"] and not big["judged"]
+    assert one["speedup"] == pytest.approx(0.014 / 0.011, abs=1e-4) and not one["judged"] and not big["judged"]
     assert (one["p50_ms"], one["input_p50_ms"]) == (11.0, 14.0)
     assert big["speedup"] == pytest.approx(0.522 / 0.138, abs=1e-4)  # the fixed cost fades at batch 128
     assert (big["p95_ms"], big["input_p95_ms"], big["requests"], big["spread"]) == (138.0, 522.0, 2, 0)
@@ -45,19 +46,19 @@ def test_the_cards_latency_and_throughput_are_the_tables_rows_at_the_shapes_thre
     assert (mine["throughput"], theirs["throughput"]) == (rows[1]["throughput"], rows[1]["input_throughput"])
 
 
-def test_the_judged_row_is_the_targets_own_measurement_its_requests_and_its_metric(monkeypatch):
+def test_the_judged_row_is_timed_like_the_others_and_its_speedup_is_the_targets_figure_alone(monkeypatch):
     monkeypatch.setattr(speed, "clock", Clock())
-    sentences = [f"s{i}" for i in range(36)]  # at batch 8: four requests of 8 and one of 4
-    rows = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), sentences, [(1, 1), (1, 8)],
-                        judged=Shape("latency-p95", 8, 1))
+    sentences = [f"s{i}" for i in range(2048)]
+    rows = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), sentences, [(1, 1), (1, 128)],
+                        judged=Shape("throughput", 128, 1))
     one, judged = rows
-    assert judged["judged"] and judged["requests"] == 5
-    assert judged["speedup"] == pytest.approx(0.042 / 0.018, abs=1e-4)  # p95 per round, not 0.194 / 0.086 summed
-    assert judged_timing({"rows": rows}).speedup == pytest.approx(judged["speedup"], abs=1e-4)
-    assert one["requests"] == SERVING_REQUESTS and "ratios" not in one  # off the target: thinned, summed
-    big = measure_grid(Costly(0.010, 0.001), Costly(0.010, 0.004), [f"s{i}" for i in range(2048)], [(1, 128), (1, 1)],
-                       judged=Shape("latency-p50", 1, 1))[0]
-    assert big["requests"] == SERVING_SENTENCES // 128 and not big["judged"]  # 4 of the 16 requests of 128
+    assert judged["judged"] and (judged["speedup"], judged["spread"]) == (None, None)  # no second figure
+    assert judged["requests"] == SERVING_SENTENCES // 128  # 4 of the target's 16 requests of 128, as any row
+    assert one["requests"] == SERVING_REQUESTS and "ratios" not in one  # thinned, summed
+    assert judged["throughput"] == round(512 / 0.552, 1)  # its latency and throughput are kept for the card
+    rejudged({"rows": rows}, Timing.of([2.0, 2.1, 2.2]), "served alone")
+    assert (judged["speedup"], judged["method"], judged["timed_again"]) == (2.1, "served alone", True)
+    assert one["speedup"] == pytest.approx(0.014 / 0.011, abs=1e-4)
 
 
 class Dev:
@@ -110,7 +111,7 @@ def test_the_serving_table_is_measured_in_a_fresh_process(tmp_path, monkeypatch)
     grid = serving_grid(shape, table["cores"])
     assert [(r["threads"], r["batch"]) for r in table["rows"]] == grid
     assert [r["judged"] for r in table["rows"]] == [(t, b) == (1, 128) for t, b in grid]
-    assert all(r["speedup"] > 0 and r["p50_ms"] > 0 for r in table["rows"])
+    assert all((r["speedup"] is None) == r["judged"] and r["p50_ms"] > 0 for r in table["rows"])
     assert "fresh process" in table["method"] and table["metric"] == "throughput"
 
 

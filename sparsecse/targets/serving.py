@@ -3,8 +3,8 @@ in one interleaved run, in a fresh process (nothing the run loaded or allocated 
 the target's batch and 128, on 1 thread and on all of the machine's cores (and on the target's threads, where they
 are neither). Each row gives the speed-up (the median over rounds of the ratio of the two models' summed request
 times, with its spread) and the p50 / p95 latency of one request of that batch for both models. The row the target
-was judged by is marked, and its speed-up is replaced by the target's own figure (:func:`rejudged`: each model
-served alone, :mod:`sparsecse.targets.alone`), so the card holds one figure for that shape.
+was judged by is marked and gets its speed-up from the target's own figure alone (:func:`rejudged`: each model
+served alone, :mod:`sparsecse.targets.alone`), so the card holds one figure for that shape, timed once.
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
         reference: the input model.
         sentences: the timed sentences, longest first.
         grid: (threads, batch) per row.
-        judged: the serving shape the target was judged at: its row is timed on the target's requests
-            (:func:`~sparsecse.targets.timing.requests`) and its speed-up is the median ratio of the shape's
-            per-round figure (summed request times for a throughput, the percentile for a latency).
+        judged: the serving shape the target was judged at: its row is marked and timed like the others for its
+            latency and throughput, and gets no speed-up here (``None``): the target's own figure, timed with each
+            model served alone, fills it (:func:`rejudged`), so that shape is timed for a speed-up once.
         rounds: interleaved rounds per row.
 
     Returns:
@@ -69,11 +69,10 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
     rows, at = [], (judged.threads, judged.batch_size)
     for threads, batch in grid:
         is_judged = (threads, batch) == at
-        timed = requests(sentences, judged) if is_judged else thin(
-            requests(sentences, Shape("latency-p50", batch, threads)), row_requests(batch))
+        timed = thin(requests(sentences, Shape("latency-p50", batch, threads)), row_requests(batch))
         with speed.torch_threads(threads):
             seconds = speed.interleaved_rounds({"input": reference, "model": model}, timed, batch, rounds)
-        figure = judged if is_judged else Shape("throughput", batch, threads)  # a summed-time ratio off the target
+        figure = Shape("throughput", batch, threads)  # a summed-time ratio
         ratios = round_figures(seconds["input"], figure) / round_figures(seconds["model"], figure)
         median = float(np.median(ratios))
         q25, q75 = np.percentile(ratios, [25, 75])
@@ -86,12 +85,12 @@ def measure_grid(model, reference, sentences: list[str], grid: list[tuple[int, i
         def per_second(key: str) -> float:
             return round(count / float(np.median(seconds[key].sum(axis=1))), 1)
 
-        rows.append({"threads": threads, "batch": batch, "speedup": round(median, 4),
-                     "spread": round(float((q75 - q25) / median), 4), "p50_ms": ms("model", 50),
-                     "p95_ms": ms("model", 95), "input_p50_ms": ms("input", 50), "input_p95_ms": ms("input", 95),
-                     "throughput": per_second("model"), "input_throughput": per_second("input"),
-                     "requests": len(timed), "judged": is_judged,
-                     **({"ratios": [round(float(x), 6) for x in ratios]} if is_judged else {})})
+        rows.append({"threads": threads, "batch": batch,
+                     "speedup": None if is_judged else round(median, 4),
+                     "spread": None if is_judged else round(float((q75 - q25) / median), 4),
+                     "p50_ms": ms("model", 50), "p95_ms": ms("model", 95), "input_p50_ms": ms("input", 50),
+                     "input_p95_ms": ms("input", 95), "throughput": per_second("model"),
+                     "input_throughput": per_second("input"), "requests": len(timed), "judged": is_judged})
     return rows
 
 
@@ -133,19 +132,13 @@ def serving_table(target: Target, shape: Shape, reference, model, sentences: lis
                        f"sentences, {target.engine}{served}; speed-up: the median over rounds of the ratio of "
                        "their summed request times, ± the spread of the rounds, except in the judged row, which is "
                        f"the target's own figure ({shape.metric}, every request of the target, each model served "
-                       "alone in its own fresh processes, as a server runs one model); the other rows "
-                       f"time at most {SERVING_REQUESTS} requests and {SERVING_SENTENCES} sentences picked evenly over "
-                       "the lengths; latency: one request of the batch")}
+                       "alone in its own fresh processes, as a server runs one model); each row times at most "
+                       f"{SERVING_REQUESTS} requests and {SERVING_SENTENCES} sentences picked evenly over the "
+                       "lengths; latency: one request of the batch")}
 
 
 def _grid(encoders: dict, sentences: list[str], grid: list[tuple[int, int]], judged: Shape) -> list[dict]:
     return measure_grid(encoders["model"], encoders["input"], sentences, grid, judged)
-
-
-def judged_timing(table: dict[str, Any]) -> Timing:
-    """The target's measurement, read from the table's judged row (its per-round ratios)."""
-    row = next(r for r in table["rows"] if r["judged"])
-    return Timing.of(row["ratios"])
 
 
 def rejudged(table: dict[str, Any], timing: Timing, method: str = "") -> None:
