@@ -270,7 +270,8 @@ def stock_vs_custom(store: dict[str, Entry]) -> dict[str, str]:
             diff = f"{pm(r['difference'])} {ci(r['paired_ci'], True)}" if layout == "stock" else ""
             ffn = ", ".join(str(w) for w in s["ffn"]) if len(set(s["ffn"])) > 1 else f"{s['ffn'][0]} (uniform)"
             lines.append(f"| {r['target']} ({s['metric']}, batch {s['batch_size']}) | {layout} | "
-                         f"{s['layers']} of {s['source_layers']} | {ffn} | {x(s['speedup'])} | {s['sts_avg']:.2f} "
+                         f"{s['layers']} of {s['source_layers']} | {ffn} | {x(s['speedup'])}{'' if s['met'] else ' (missed)'} | "
+                         f"{s['sts_avg']:.2f} "
                          f"{ci(s['ci'])} | {s['stsb_dev']:.2f} | {diff} | {s['minutes']:.1f} |")
     worst = min(r["difference"] for r in f["rows"])
     if f["choice"] is None:
@@ -284,6 +285,10 @@ def stock_vs_custom(store: dict[str, Entry]) -> dict[str, str]:
         verdict = (f"Stock costs {-worst:.2f} STS at a target where at most {f['tolerance']} is allowed, so "
                    "`--layout custom` stays the default; `--layout stock` is the choice where a runtime refuses custom "
                    "code.")
+    for r in f["rows"]:
+        if r["stock"]["met"] and not r["custom"]["met"]:
+            verdict += (f" At {r['target']} only the stock run met its target ({r['stock']['layers']} of "
+                        f"{r['stock']['source_layers']} layers kept, against {r['custom']['layers']}).")
     return {"where": where(e), "table": "\n".join(lines), "verdict": verdict}
 
 
