@@ -179,8 +179,8 @@ def main(argv=None) -> int:
     parser.add_argument("--store", default=None, metavar="DIR",
                         help="also write the results as one entry of this results store (docs/results/store; "
                              "`make figures` puts them into the docs)")
-    parser.add_argument("--store-id", default=None, metavar="ID",
-                        help="the entry's id (default: deploy-speed.MACHINE)")
+    parser.add_argument("--store-id", default="deploy-speed", metavar="ID",
+                        help="the entry's id, less the machine (default: deploy-speed; the entry is ID.MACHINE)")
     add_target_options(parser, "6x-int8=f2x OpenVINO int8:L3 OpenVINO int8")
     args = parser.parse_args(argv)
     targets = parse_target_specs(args.target)
@@ -265,17 +265,25 @@ def store_entry(rows: list[dict], sentences: int, args, argv) -> Path:
     table: dict = {}
     for row in rows:
         engine = row["model"][len(row["group"]):].strip().lower().replace(" ", "-")
-        table.setdefault(row["group"], {})[engine] = {
+        table.setdefault(stored_name(row["group"], args), {})[engine] = {
             "speedup": round(row["speedup"], 4), "speedup_ci": [round(x, 4) for x in row["speedup_ci"]],
             "sentences_per_second": round(row["sentences_per_second"], 1),
             "sts_avg": round(row["avg_sts"], 4), "ci": [round(x, 4) for x in row["ci"]] if row.get("ci") else None,
             "stsb_test": round(row["scores"].get("STSBenchmark", 0.0), 4)}
     figures = {"reference": rows[0]["model"], "sentences": sentences, "rounds": args.rounds, "rows": table}
-    ident = args.store_id or f"deploy-speed.{machine_slug()}"
+    ident = f"{args.store_id}.{machine_slug()}"
     prov = provenance(command_line("benchmarks/deploy_speed.py", argv), threads=args.threads,
                       batch_size=args.batch_size, engine=",".join(sorted({e for r in table.values() for e in r})))
     return write_entry(args.store, Entry(ident, "benchmarks/deploy_speed.py: speed and STS per engine", figures,
                                          prov))
+
+
+def stored_name(group: str, args) -> str:
+    """A row group as the store names it: the two downloaded models by their names ("dense" and "L3" are the
+    table's short labels), the --pruned rows by theirs."""
+    names = {"dense": Path(args.model).name if args.model else "all-MiniLM-L6-v2",
+             "L3": Path(args.small).name if args.small else "L3"}
+    return names.get(group, group)
 
 
 def target_records(rows: list[dict], targets: list[tuple[str, str, str]]) -> list[dict]:

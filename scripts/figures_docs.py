@@ -37,8 +37,8 @@ from sparsecse.errors import SparseCSEError  # noqa: E402
 from sparsecse.reporting.store import Entry, load_store  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the block renderers beside this script
-from figures_frontier import (assistant_chain, deploy_engines, frontier_2x_summary, frontier_table,  # noqa: E402
-                              headline, mpnet_summary, reached, recipe_levers, speed_by_cpu_values, stored_table)
+from figures_frontier import (assistant_chain, deploy_engines, frontier_2x_summary, frontier_notes,  # noqa: E402
+                              frontier_table, headline, mpnet_summary, reached, recipe_levers, speed_by_cpu_values, stored_table)
 from figures_frontier import speed_by_cpu  # noqa: E402, F401  (the table alone, for tests/test_figures_store.py)
 from figures_targets import (busy_pair, corpus_size, curve_l6, headline_runs, layer_choice,  # noqa: E402
                              stock_loads, stock_vs_custom, targets_answer, targets_flops, targets_intro, targets_table)
@@ -70,6 +70,7 @@ TEMPLATED = {"targets-answer": targets_answer, "targets-intro": targets_intro, "
              "deploy-engines": deploy_engines, "stock-vs-custom": stock_vs_custom, "corpus-size": corpus_size,
              "assistant-chain": assistant_chain, "recipe-levers": recipe_levers, "frontier-table": frontier_table,
              "speed-by-cpu": speed_by_cpu_values, "frontier-2x-summary": frontier_2x_summary,
+             "frontier-notes": frontier_notes,
              "mpnet-summary": mpnet_summary, "headline-runs": headline_runs, "targets-table": targets_table,
              "headline": headline, "latency-target": latency_target, "curve-l6": curve_l6, "busy-pair": busy_pair,
              "latency-longer": latency_longer, "latency-served": latency_served, "latency-teacher": latency_teacher,

@@ -13,12 +13,10 @@ from sparsecse.reporting.store import Entry
 
 def shape(entry: Entry) -> str:
     """The sentences, batch and timing method of a benchmark entry's speed-ups, read from the entry: the median of
-    its interleaved rounds' ratios (the targets' timing), or, in an entry timed before the benchmarks took it,
-    the best of its interleaved runs per batch."""
+    its interleaved rounds' ratios, the one timing of every speed figure."""
     f = entry.figures
-    method = (f"the median of {f['rounds']} interleaved rounds' ratios" if "rounds" in f
-              else f"best of {f['repeats']} interleaved runs")
-    return f"{f['sentences']:,} STS-B test sentences, batch {entry.provenance['batch_size']}, {method}"
+    return (f"{f['sentences']:,} STS-B test sentences, batch {entry.provenance['batch_size']}, the median of "
+            f"{f['rounds']} interleaved rounds' ratios")
 
 
 L6, L3 = "all-MiniLM-L6-v2", "paraphrase-MiniLM-L3-v2"
@@ -30,15 +28,15 @@ FRONTIER_ROWS = [(L6, "all-MiniLM-L6-v2", "download"), ("frontier-1.4x", "L6 at 
                  ("frontier-3.5x", "L3 at 0.42, distilled", None)]
 
 
-RECIPE_RUNS = {"frontier-1.4x": "recipe.frontier-1.4x.amd-epyc-avx2-only",
-               "frontier-2x": "recipe.frontier-2x.amd-epyc-avx2-only",
-               "frontier-3.5x": "recipe.frontier-3.5x.amd-epyc-avx2-only",
-               "l3-prune-0.8": "recipe.l3-prune-0.8.amd-epyc-avx2-only",
-               "l3-prune-0.5": "recipe.l3-prune-0.5.amd-epyc-avx2-only",
+# each recipe's quiet run from a cold cache, named after its --out folder as docs/results/frontier.md types it
+RECIPE_RUNS = {"frontier-1.4x": "f14.amd-epyc-avx2-only", "frontier-2x": "f2x.amd-epyc-avx2-only",
+               "frontier-3.5x": "f35.amd-epyc-avx2-only", "l3-prune-0.8": "l3-08.amd-epyc-avx2-only",
+               "l3-prune-0.5": "l3-05.amd-epyc-avx2-only",
                "mpnet-2x": "recipe.mpnet-2x.nvidia-h100", "target": "target.t2x.intel-xeon-avx-512-vnni-amx"}
 
 
 TRANSFER = "transfer.intel-xeon-avx-512-vnni-amx"
+ENGINES = "frontier-engines.amd-epyc-avx2-only"  # deploy_speed.py: every frontier row in torch fp32 and OpenVINO int8
 
 
 def x(value: float) -> str:

@@ -8,13 +8,14 @@ Each renderer takes the results store (``{id: Entry}``) and returns the values o
 from __future__ import annotations
 
 from sparsecse.reporting.store import Entry
-from figures_format import FRONTIER_ROWS, HEADLINES, L3, L6, RECIPE_RUNS, TRANSFER, best_run, ci, cpu, pm, shape, than_l3, where, x
+from figures_format import (ENGINES, FRONTIER_ROWS, HEADLINES, L3, L6, RECIPE_RUNS, TRANSFER, best_run, ci, cpu, pm,
+                            shape, than_l3, where, x)
 
 
 def frontier_table(store: dict[str, Entry]) -> dict[str, str]:
     """The values of the frontier table (docs/_figures/frontier-table.md): every recipe-made model in torch fp32 and
     OpenVINO int8 (one run, one CPU), with transfer."""
-    run, transfer = store["frontier-engines.amd-epyc-avx2-only"], store[TRANSFER]
+    run, transfer = store[ENGINES], store[TRANSFER]
     lines = ["| model | made by | torch fp32 | OpenVINO int8 | transfer avg (7 tasks) | loses on transfer to L3 / to dense L6 |",
              "|---|---|---|---|---|---|"]
     for key, label, made in FRONTIER_ROWS:
@@ -33,55 +34,61 @@ def frontier_table(store: dict[str, Entry]) -> dict[str, str]:
 
 
 def speed_by_cpu(store: dict[str, Entry]) -> str:
-    """The table of every torch fp32 speed-up the store holds for the frontier's models: one row per model, machine
-    and run."""
+    """The table of every torch fp32 speed-up the store holds for the frontier's models: one row per model and run,
+    each run timing its models side by side with the one method of targets."""
     lines = ["| model | machine | measured by | over all-MiniLM-L6-v2 | over paraphrase-MiniLM-L3-v2 |",
              "|---|---|---|---|---|"]
-    benches = [("frontier-engines.amd-epyc-avx2-only", "`benchmarks/deploy_speed.py`", "rows/{}/torch-fp32/speedup"),
-               ("frontier.amd-epyc-avx2-only", "`benchmarks/frontier.py`", "rows/{}/speedup")]
-    runs = [("recipe.{}.amd-epyc-avx2-only", "its recipe run"),
-            ("recipe.{}.intel-xeon-avx-512-vnni-amx", "its recipe run, rebuilt")]
-    for key in ("frontier-2x", L3, "frontier-3.5x"):
-        for ident, how, path in benches:
-            lines.append(f"| {key} | {cpu(store[ident])} | {how} | {x(store[ident].get(path.format(key)))} | — |")
-        if key == L3:
-            deploy = store["deploy-speed.amd-epyc-avx-512-vnni"]
-            lines.append(f"| {key} | {cpu(deploy)} | `benchmarks/deploy_speed.py` | "
-                         f"{x(deploy.get('rows/' + L3 + '/torch-fp32/speedup'))} | — |")
-        for pattern, how in runs:
-            for name in ("frontier-2x", "frontier-3.5x"):
-                entry = store.get(pattern.format(name))
-                if entry is None:
-                    continue
-                f = entry.figures
-                if key == name:
-                    over = (x(f["speedup"]), "—") if "speedup_over" not in f else ("—", x(f["speedup"]))
-                elif key == L3 and name == "frontier-2x" and f.get("reference_speedup"):
-                    over = (x(f["reference_speedup"]), "—")
-                else:
-                    continue
-                lines.append(f"| {key} | {cpu(entry)} | {how} ({name}) | {over[0]} | {over[1]} |")
+    engines = store[ENGINES]
+    for key, _, made in FRONTIER_ROWS:
+        if made == "download" and key == L6:
+            continue
+        lines.append(f"| {key} | {cpu(engines)} | `benchmarks/deploy_speed.py` | "
+                     f"{x(engines.get(f'rows/{key}/torch-fp32/speedup'))} | — |")
+        for name, ident in RECIPE_RUNS.items():
+            entry = store.get(ident)
+            if entry is None or name == "mpnet-2x" or (name != key and not (key == L3 and name == "frontier-2x")):
+                continue
+            f = entry.figures
+            speed = f["speedup"] if name == key else f.get("reference_speedup")
+            if speed is None:
+                continue
+            over_l3 = name == key and f.get("speedup_over", L6).endswith(L3)
+            over = ("—", x(speed)) if over_l3 else (x(speed), "—")
+            lines.append(f"| {key} | {cpu(entry)} | its recipe run (`{name}`) | {over[0]} | {over[1]} |")
     return "\n".join(lines)
 
 
 def speed_by_cpu_values(store: dict[str, Entry]) -> dict[str, str]:
-    """The values of the speed-ups per CPU (docs/results/_figures/speed-by-cpu.md): their shape and their table."""
-    return {"shape": shape(store["frontier.amd-epyc-avx2-only"]), "table": speed_by_cpu(store)}
+    """The values of the speed-ups per run (docs/results/_figures/speed-by-cpu.md): their shape and their table."""
+    return {"shape": shape(store[ENGINES]), "table": speed_by_cpu(store)}
 
 
 def frontier_2x_summary(store: dict[str, Entry]) -> dict[str, str]:
-    """The values of what frontier-2x reached against L3, per build and machine
+    """The values of what frontier-2x reached against L3, its run and its rebuild on another machine
     (docs/_figures/frontier-2x-summary.md)."""
     run, rebuilt = store[RECIPE_RUNS["frontier-2x"]], store["recipe.frontier-2x.intel-xeon-avx-512-vnni-amx"]
-    seed1 = store["frontier-engines.amd-epyc-avx2-only"].get("rows/frontier-2x.seed-1")
-    v, w, r = run.figures["versus"], rebuilt.figures["versus"], rebuilt.figures
+    v, w, f, r = run.figures["versus"], rebuilt.figures["versus"], run.figures, rebuilt.figures
     return {"difference": pm(v["difference"]), "paired_ci": ci(v["paired_ci"], True),
-            "minutes": f"{run.figures['minutes']:.0f}", "machine": cpu(run),
-            "seed1_sts": f"{seed1['torch-fp32']['sts_avg']:.2f}", "seed1_int8_sts": f"{seed1['openvino-int8']['sts_avg']:.2f}",
+            "minutes": f"{f['minutes']:.0f}", "machine": cpu(run), "speedup": x(f["speedup"]),
+            "l3_speedup": x(f["reference_speedup"]), "batch": str(run.provenance["batch_size"]),
+            "than_l3": than_l3(f["speedup"], f["reference_speedup"]),
             "rebuilt_machine": cpu(rebuilt), "rebuilt_sts": f"{r['sts_avg']:.2f}", "rebuilt_difference": pm(w["difference"]),
-            "rebuilt_paired_ci": ci(w["paired_ci"], True), "rebuilt_speedup": x(r["speedup"]),
-            "l3_speedup": x(r["reference_speedup"]), "batch": str(rebuilt.provenance["batch_size"]),
-            "than_l3": than_l3(r["speedup"], r["reference_speedup"])}
+            "rebuilt_paired_ci": ci(w["paired_ci"], True)}
+
+
+def frontier_notes(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the frontier page's notes under its table (docs/results/_figures/frontier-notes.md):
+    frontier-3.5x against L3 (its run), and what OpenVINO int8 costs and gains on every row of the engines' run."""
+    f35, engines = store[RECIPE_RUNS["frontier-3.5x"]].figures, store[ENGINES]
+    pairs = [(r["torch-fp32"], r["openvino-int8"]) for r in engines.figures["rows"].values()
+             if "torch-fp32" in r and "openvino-int8" in r]
+    gains = [int8["speedup"] / fp32["speedup"] for fp32, int8 in pairs]
+    features = engines.provenance["cpu_features"]
+    return {"f35_speedup": x(f35["speedup"]), "f35_difference": pm(f35["versus"]["difference"]),
+            "f35_ci": ci(f35["versus"]["paired_ci"], True),
+            "int8_cost": f"{max(fp32['sts_avg'] - int8['sts_avg'] for fp32, int8 in pairs):.2f}",
+            "int8_low": x(min(gains)), "int8_high": x(max(gains)), "machine": cpu(engines),
+            "vnni": "with" if {"avx512_vnni", "avx_vnni", "amx_int8"} & set(features) else "without"}
 
 
 def mpnet_summary(store: dict[str, Entry]) -> dict[str, str]:
@@ -108,17 +115,17 @@ def headline(store: dict[str, Entry]) -> dict[str, str]:
 
 
 def deploy_engines(store: dict[str, Entry]) -> dict[str, str]:
-    """The values of the export guide's summary of every engine on the AVX-512 VNNI CPU
-    (docs/guides/_figures/deploy-engines.md)."""
-    d = store["deploy-speed.amd-epyc-avx-512-vnni"]
+    """The values of the export guide's summary of OpenVINO int8 against torch fp32, pruned and not
+    (docs/guides/_figures/deploy-engines.md), from the frontier's run of every row in both engines."""
+    d = store[ENGINES]
     row = lambda model, engine: d.get(f"rows/{model}/{engine}")  # noqa: E731
-    dense8, l38, p8, p5 = (row(m, "openvino-int8") for m in (L6, L3, "l3-0.8", "l3-0.5"))
-    cpu_time = f" ({x(p8['cpu_speedup'])} in CPU time)" if "cpu_speedup" in p8 else ""  # timed best of N
+    dense8, l38, p8, p5 = (row(m, "openvino-int8") for m in (L6, L3, "l3-prune-0.8", "l3-prune-0.5"))
+    vnni = {"avx512_vnni", "avx_vnni", "amx_int8"} & set(d.provenance["cpu_features"])
     return {"where": where(d), "shape": shape(d), "dense8": x(dense8["speedup"]), "l38": x(l38["speedup"]),
-            "p8": x(p8["speedup"]), "p8_cpu_time": cpu_time, "p8_sts": f"{p8['sts_avg']:.2f}",
-            "l38_sts": f"{l38['sts_avg']:.2f}", "p8_torch": x(row("l3-0.8", "torch-fp32")["speedup"]),
-            "l3_torch": x(row(L3, "torch-fp32")["speedup"]), "p5": x(p5["speedup"]), "p5_sts": f"{p5['sts_avg']:.2f}",
-            "bf16": x(row(L6, "torch-bf16")["speedup"])}
+            "l3_torch": x(row(L3, "torch-fp32")["speedup"]), "p8": x(p8["speedup"]), "p8_sts": f"{p8['sts_avg']:.2f}",
+            "l38_sts": f"{l38['sts_avg']:.2f}", "p8_torch": x(row("l3-prune-0.8", "torch-fp32")["speedup"]),
+            "p5": x(p5["speedup"]), "p5_sts": f"{p5['sts_avg']:.2f}",
+            "vnni": "with" if vnni else "without"}
 
 
 def reached(store: dict[str, Entry], recipe: str) -> str:
@@ -160,13 +167,14 @@ def stored_table(entry: Entry) -> str:
 
 
 def assistant_chain(store: dict[str, Entry]) -> dict[str, str]:
-    """The values of the budgets guide's sentence on pruning the ensemble-distilled L6 to 0.45
-    (docs/guides/_figures/assistant-chain.md)."""
-    run = store["frontier-assistant.amd-epyc-avx-512-vnni"]
-    pruned = run.get("rows/L6 kept FLOPs 0.45 (iterative, from the distilled L6, self-distilled 3 epochs)")
-    l3 = run.get("rows/paraphrase-MiniLM-L3-v2 dense")
-    return {"pruned_sts": f"{pruned['sts_avg']:.2f}", "pruned_speedup": x(pruned["speedup"]),
-            "l3_sts": f"{l3['sts_avg']:.2f}", "l3_speedup": x(l3["speedup"]), "where": where(run)}
+    """The values of the budgets guide's sentence on pruning the ensemble-distilled L6 to 0.45, the chain of the
+    ``frontier-2x`` recipe (docs/guides/_figures/assistant-chain.md), from that recipe's run."""
+    run = store[RECIPE_RUNS["frontier-2x"]]
+    f = run.figures
+    return {"pruned_sts": f"{f['sts_avg']:.2f}", "pruned_speedup": x(f["speedup"]),
+            "l3_sts": f"{f['versus']['sts_avg']:.2f}", "l3_speedup": x(f["reference_speedup"]),
+            "difference": pm(f["versus"]["difference"]), "paired_ci": ci(f["versus"]["paired_ci"], True),
+            "where": f"`sparsecse compress --recipe frontier-2x` on {cpu(run)}, {run.provenance['date']}"}
 
 
 def recipe_levers(store: dict[str, Entry]) -> dict[str, str]:

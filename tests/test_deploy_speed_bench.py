@@ -83,3 +83,11 @@ def test_a_pruned_row_is_named_by_its_name_or_directory(deploy_speed):
     assert deploy_speed.pruned_row_name("f2x=runs/f2x/model") == ("f2x", "runs/f2x/model")
     assert deploy_speed.pruned_row_name("runs/f35") == ("f35", "runs/f35")
     assert deploy_speed.pruned_row_name("=runs/f35") == ("f35", "=runs/f35")
+
+
+def test_the_store_names_the_downloaded_models_as_the_user_named_them(deploy_speed):
+    args = SimpleNamespace(model=None, small="/somewhere/models/paraphrase-MiniLM-L3-v2")
+    assert deploy_speed.stored_name("dense", args) == "all-MiniLM-L6-v2"
+    assert deploy_speed.stored_name("L3", args) == "paraphrase-MiniLM-L3-v2"
+    assert deploy_speed.stored_name("frontier-2x", args) == "frontier-2x"
+    assert deploy_speed.stored_name("dense", SimpleNamespace(model="runs/mine/model", small="")) == "model"

@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.reporting.store import (PROVENANCE, Entry, check_entry, figure, load_store, machine_label, run_entry,
-                                       write_entry)
+from sparsecse.reporting.store import (PROVENANCE, Entry, check_entry, figure, load_store, machine_label, machine_slug,
+                                       run_entry, write_entry)
 from tests.helpers import load_benchmark
 from tests.test_recipes import student_dir, teacher_dir, text, tiny_recipe  # noqa: F401  (fixtures)
 
@@ -212,15 +212,17 @@ def test_deploy_speed_writes_one_entry_per_run(tmp_path):
                  "scores": {"STSBenchmark": 82.03}},
                 {"model": "f2x OpenVINO int8", "group": "f2x", "speedup": 1.90331, "speedup_ci": [1.87, 1.94],
                  "sentences_per_second": 761.3, "avg_sts": 79.2495, "ci": None, "scores": {"STSBenchmark": 83.1}}]
-        args = SimpleNamespace(store=str(tmp_path), store_id="deploy.test", threads=2, batch_size=128, rounds=5)
+        args = SimpleNamespace(store=str(tmp_path), store_id="deploy.test", threads=2, batch_size=128, rounds=5,
+                               model=None, small="")
         path = deploy_speed.store_entry(rows, 2552, args, ["--work", "W", "--pruned", "f2x=DIR"])
     finally:
         gen.close()
-    entry = load_store(tmp_path)["deploy.test"]
-    assert path.name == "deploy.test.json"
+    ident = f"deploy.test.{machine_slug()}"  # the machine appended to --store-id
+    entry = load_store(tmp_path)[ident]
+    assert path.name == f"{ident}.json"
     assert entry.get("rows/f2x/openvino-int8/speedup") == 1.9033
     assert entry.get("rows/f2x/openvino-int8/speedup_ci") == [1.87, 1.94] and entry.get("rounds") == 5
-    assert entry.get("rows/dense/torch-fp32/ci") == [78.13, 79.5]
+    assert entry.get("rows/all-MiniLM-L6-v2/torch-fp32/ci") == [78.13, 79.5]  # "dense" stored by its name
     assert entry.provenance["command"] == "python benchmarks/deploy_speed.py --work W --pruned f2x=DIR"
     assert entry.provenance["engine"] == "openvino-int8,torch-fp32" and entry.provenance["batch_size"] == 128
 
@@ -265,6 +267,12 @@ def test_a_recipe_runs_manifest_becomes_an_entry():
     manifest["figures"]["target"]["shape"] = {"threads": 2}
     entry = run_entry("t2x.here", manifest, "sparsecse compress --speedup 2.0")
     assert entry.figures["speedup"] == 2.08 and entry.provenance["threads"] == 2
+    # a recipe run has no target: its throughput line names the batch it was timed at
+    recipe = {"figures": {"sts_avg": 79.22, "speed": {"speedup": 2.13, "threads": 2, "batch_size": 128}},
+              "seconds": {"evaluation": 60.0}, "input_name": "sentence-transformers/all-MiniLM-L6-v2"}
+    entry = run_entry("f2x.here", recipe, "sparsecse compress --recipe frontier-2x")
+    assert entry.provenance["batch_size"] == 128 and entry.provenance["engine"] == "torch-fp32"
+    assert entry.figures["speedup_over"] == "sentence-transformers/all-MiniLM-L6-v2"
     with pytest.raises(SparseCSEError, match="holds no figures"):
         run_entry("x", {"figures": {}}, "c")
 

@@ -243,7 +243,9 @@ def run_entry(ident: str, manifest: dict, command: str) -> Entry:
     seconds = {k: v for k, v in (manifest.get("seconds") or {}).items() if isinstance(v, (int, float))}
     kept = {"sts_avg": figures.get("sts_avg"), "ci": figures.get("sts_avg_ci"), "stsb_dev": figures.get("stsb_dev"),
             "transfer_avg": figures.get("transfer_avg"), "versus": figures.get("versus"),
-            "speedup": speed.get("speedup", target.get("speedup")), "reference_speedup": speed.get("reference_speedup"),
+            "speedup": speed.get("speedup", target.get("speedup")),
+            "speedup_over": manifest.get("input_name") if speed else None,
+            "reference_speedup": speed.get("reference_speedup"),
             "minutes": round(sum(seconds.values()) / 60, 1) if seconds else None,
             "seconds": {k: round(v) for k, v in seconds.items()} or None}
     if target:
@@ -254,6 +256,6 @@ def run_entry(ident: str, manifest: dict, command: str) -> Entry:
     if not kept:
         raise SparseCSEError("The run's manifest holds no figures to store.")
     prov = provenance(command, threads=speed.get("threads", (target.get("shape") or {}).get("threads")),
-                      batch_size=target.get("batch_size"),
+                      batch_size=target.get("batch_size", speed.get("batch_size")),
                       engine=(target.get("engine") or "torch-fp32").lower().replace(" ", "-"))
     return Entry(ident, f"the final measurement of {command}", kept, prov)
