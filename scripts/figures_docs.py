@@ -38,7 +38,8 @@ from sparsecse.reporting.store import Entry, load_store  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the block renderers beside this script
 from figures_frontier import (assistant_chain, deploy_engines, frontier_2x_summary, frontier_notes,  # noqa: E402
-                              frontier_table, headline, mpnet_summary, reached, recipe_levers, speed_by_cpu_values, stored_table)
+                              frontier_table, headline, mpnet_summary, reached, recipe_levers, speed_by_cpu_values,
+                              stored_table)
 from figures_frontier import speed_by_cpu  # noqa: E402, F401  (the table alone, for tests/test_figures_store.py)
 from figures_targets import (busy_pair, corpus_size, curve_l6, headline_runs, layer_choice,  # noqa: E402
                              stock_loads, stock_vs_custom, targets_answer, targets_flops, targets_intro, targets_table)

@@ -58,6 +58,12 @@ def ci(pair: list[float], signed: bool = False) -> str:
     return f"[{lo}, {hi}]"
 
 
+def vnni(entry: Entry) -> str:
+    """Whether the entry's CPU has a fast path for int8 matrix products (AVX-512 VNNI, AVX-VNNI or AMX), as a
+    sentence says it: ``with`` or ``without``."""
+    return "with" if {"avx512_vnni", "avx_vnni", "amx_int8"} & set(entry.provenance["cpu_features"]) else "without"
+
+
 def cpu(entry: Entry) -> str:
     """The machine with its threads: ``AMD EPYC (AVX2 only), 2 threads``."""
     p = entry.provenance

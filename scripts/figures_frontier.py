@@ -8,8 +8,8 @@ Each renderer takes the results store (``{id: Entry}``) and returns the values o
 from __future__ import annotations
 
 from sparsecse.reporting.store import Entry
-from figures_format import (BEST_OF_TIMED, ENGINES, FRONTIER_ROWS, HEADLINES, L3, L6, RECIPE_RUNS, TRANSFER, best_run, ci, cpu, pm,
-                            shape, than_l3, where, x)
+from figures_format import (BEST_OF_TIMED, ENGINES, FRONTIER_ROWS, HEADLINES, L3, L6, RECIPE_RUNS, TRANSFER,
+                            best_run, ci, cpu, pm, shape, than_l3, vnni, where, x)
 
 
 def frontier_table(store: dict[str, Entry]) -> dict[str, str]:
@@ -39,21 +39,16 @@ def speed_by_cpu(store: dict[str, Entry]) -> str:
     lines = ["| model | machine | measured by | over all-MiniLM-L6-v2 | over paraphrase-MiniLM-L3-v2 |",
              "|---|---|---|---|---|"]
     engines = store[ENGINES]
-    for key, _, made in FRONTIER_ROWS:
-        if made == "download" and key == L6:
-            continue
+    for key, _, _ in FRONTIER_ROWS[1:]:  # every row but the 1x
         lines.append(f"| {key} | {cpu(engines)} | `benchmarks/deploy_speed.py` | "
                      f"{x(engines.get(f'rows/{key}/torch-fp32/speedup'))} | — |")
-        for name, ident in RECIPE_RUNS.items():
-            entry = store.get(ident)
-            if entry is None or name == "mpnet-2x" or (name != key and not (key == L3 and name == "frontier-2x")):
-                continue
-            f = entry.figures
-            speed = f["speedup"] if name == key else f.get("reference_speedup")
-            if speed is None:
-                continue
-            over_l3 = name == key and f.get("speedup_over", L6).endswith(L3)
-            over = ("—", x(speed)) if over_l3 else (x(speed), "—")
+        # a recipe's run times its model over its input model; frontier-2x's run times L3 over L6 too
+        runs = [(key, "speedup")] if key in RECIPE_RUNS else [("frontier-2x", "reference_speedup")] if key == L3 else []
+        for name, field in runs:
+            entry = store[RECIPE_RUNS[name]]
+            speed = x(entry.figures[field])
+            over_l3 = field == "speedup" and entry.figures.get("speedup_over", L6).endswith(L3)
+            over = ("—", speed) if over_l3 else (speed, "—")
             lines.append(f"| {key} | {cpu(entry)} | its recipe run (`{name}`) | {over[0]} | {over[1]} |")
     return "\n".join(lines)
 
@@ -83,12 +78,11 @@ def frontier_notes(store: dict[str, Entry]) -> dict[str, str]:
     pairs = [(r["torch-fp32"], r["openvino-int8"]) for r in engines.figures["rows"].values()
              if "torch-fp32" in r and "openvino-int8" in r]
     gains = [int8["speedup"] / fp32["speedup"] for fp32, int8 in pairs]
-    features = engines.provenance["cpu_features"]
     return {"f35_speedup": x(f35["speedup"]), "f35_difference": pm(f35["versus"]["difference"]),
             "f35_ci": ci(f35["versus"]["paired_ci"], True),
             "int8_cost": f"{max(fp32['sts_avg'] - int8['sts_avg'] for fp32, int8 in pairs):.2f}",
             "int8_low": x(min(gains)), "int8_high": x(max(gains)), "machine": cpu(engines),
-            "vnni": "with" if {"avx512_vnni", "avx_vnni", "amx_int8"} & set(features) else "without"}
+            "vnni": vnni(engines)}
 
 
 def mpnet_summary(store: dict[str, Entry]) -> dict[str, str]:
@@ -121,12 +115,11 @@ def deploy_engines(store: dict[str, Entry]) -> dict[str, str]:
     d = store[ENGINES]
     row = lambda model, engine: d.get(f"rows/{model}/{engine}")  # noqa: E731
     dense8, l38, p8, p5 = (row(m, "openvino-int8") for m in (L6, L3, "l3-prune-0.8", "l3-prune-0.5"))
-    vnni = {"avx512_vnni", "avx_vnni", "amx_int8"} & set(d.provenance["cpu_features"])
     return {"where": where(d), "shape": shape(d), "dense8": x(dense8["speedup"]), "l38": x(l38["speedup"]),
             "l3_torch": x(row(L3, "torch-fp32")["speedup"]), "p8": x(p8["speedup"]), "p8_sts": f"{p8['sts_avg']:.2f}",
             "l38_sts": f"{l38['sts_avg']:.2f}", "p8_torch": x(row("l3-prune-0.8", "torch-fp32")["speedup"]),
             "p5": x(p5["speedup"]), "p5_sts": f"{p5['sts_avg']:.2f}",
-            "vnni": "with" if vnni else "without"}
+            "vnni": vnni(d)}
 
 
 def reached(store: dict[str, Entry], recipe: str) -> str:
