@@ -85,3 +85,12 @@ def test_the_targets_guide_quotes_the_targets_margin():
     text = (ROOT / "docs" / "guides" / "targets.md").read_text(encoding="utf-8")
     quoted = re.findall(r"\(`margin`, default `([\d.]+)`", text)
     assert quoted == [format(Target(speedup=2.0).margin, "g")]
+
+
+def test_the_targets_guide_quotes_the_near_miss_repair_s_settings():
+    from sparsecse.recipes.repair import REPAIR_STEPS
+    from sparsecse.targets.repair import REPAIR_KEEP
+
+    text = " ".join((ROOT / "docs" / "guides" / "targets.md").read_text(encoding="utf-8").split())
+    assert f"(to {REPAIR_KEEP:g} of its own layer FLOPs" in text
+    assert f"recovered by {REPAIR_STEPS} distillation steps from the input model" in text

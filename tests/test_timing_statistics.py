@@ -223,14 +223,18 @@ def test_a_near_miss_is_repaired_by_one_more_step_and_a_true_miss_is_not():
     assert not steps and math.isfinite(true_miss["speedup"])
 
 
+@pytest.mark.parametrize("layout", ["stock", "custom"])
 def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp_path, text, fake_senteval,
-                                                                             monkeypatch):
+                                                                             monkeypatch, layout):
     import json
 
     from click.testing import CliRunner
 
     from sparsecse.cli import main
+    from sparsecse.modeling.encoder import SentenceEncoder
+    from sparsecse.modeling.flops import flops_per_token
     from sparsecse.recipes import repair as recipe_repair
+    from sparsecse.shrinking.expand import is_uniform
     from sparsecse.recipes import runner
     from tests.test_targets import TINY_STAGES, FakeClock
     from tests.tiny import make_tiny_model_dir
@@ -252,9 +256,15 @@ def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp
     out = tmp_path / "run"
     result = CliRunner().invoke(main, ["compress", "--model", str(wide), "--corpus", str(text), "--speedup", "1.3",
                                        "--data-dir", str(fake_senteval), "--out", str(out), "--quiet",
-                                       "--layout", "stock", *TINY_STAGES])
+                                       "--layout", layout, *TINY_STAGES])
     assert result.exit_code == 0, result.output
     assert len(calls) == 2 and calls[1].endswith("repair/model")  # timed again after one more step
+    final, student = (SentenceEncoder.load(path, device="cpu") for path in (out / "model", out / "stages" / "3-student"))
+    assert flops_per_token(final) < flops_per_token(student)  # one more step pruned it
+    assert is_uniform(final.model) == (layout == "stock")
+    if layout == "custom":  # pruned within its own units, each head still named by its source index
+        assert all(set(new) <= set(old) for new, old in zip(final.model.config.kept_heads,
+                                                             student.model.config.kept_heads))
     reached = json.loads((out / "model" / "manifest.json").read_text())["figures"]["target"]
     assert reached["met"] and reached["repair"]["before"] == 1.29 and reached["repair"]["keep"] == REPAIR_KEEP
     assert reached["speedup"] == reached["repair"]["after"] and reached["method"] == ALONE

@@ -1,17 +1,17 @@
 """A run's near miss repaired (:mod:`sparsecse.targets.repair`): the final model pruned one more small step with the
 recipe's own prune settings, recovered briefly by distillation from the input model, and timed again. Pruning needs
-layers of one shape, so a final model of the stock layout is repaired; one of the custom layout (its layers of
-different widths) is not, and its figures say why (``repair.why``)."""
+layers of one shape: a final model of the stock layout is pruned as it is, one of the custom layout (its layers of
+different widths) is first laid out at its source's shape with the mask of its units
+(:func:`~sparsecse.shrinking.expand.pruning_path`), and pruning goes on within that mask."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from sparsecse.errors import SparseCSEError
-from sparsecse.modeling.adapters import uniform_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.stage_types import StageContext
 from sparsecse.recipes.budget_stage import BudgetStage
+from sparsecse.shrinking.expand import is_uniform, pruning_path
 from sparsecse.shrinking.iterative import prune_and_shrink
 from sparsecse.targets.repair import near_miss, repair
 
@@ -36,17 +36,17 @@ def near_miss_repair(recipe, ctx: StageContext, input_model: str, current: str, 
     prune = next((s for s in recipe.stages if s.type == "prune"), None)
     if prune is None or not near_miss(figures):
         return current, figures
-    try:  # scoring and pruning need layers of one shape: the stock layout's, not the custom one's
-        uniform_shape(SentenceEncoder.load(current, device="cpu").model)
-    except SparseCSEError as exc:
-        return current, {**figures, "repair": {"tried": False, "why": str(exc)}}
     shrinking, pruning, scoring = prune.prune_settings(ctx)
     work = ctx.work / "repair"
     recover = BudgetStage(name="repair", recovery_steps=REPAIR_STEPS).recovery(len(recipe.stages) + 1, input_model,
                                                                                 ctx)
 
     def step(model_dir: str, keep: float) -> str:
-        _, shrunk = prune_and_shrink(model_dir, str(work / "pruned"), keep_flops=keep, steps=1, prune=pruning,
+        encoder = SentenceEncoder.load(model_dir, pooling=shrinking.pooling, device=shrinking.device)
+        uniform = is_uniform(encoder.model)
+        start = encoder if uniform else pruning_path(encoder, pruning.seq_len)
+        budget = keep if uniform else keep * start.kept  # a fraction of its own layer FLOPs either way
+        _, shrunk = prune_and_shrink(start, str(work / "pruned"), keep_flops=budget, steps=1, prune=pruning,
                                      score=scoring, shrink=shrinking, overwrite=True)
         recovered = recover(shrunk.encoder)
         recovered.save(work / "model")
