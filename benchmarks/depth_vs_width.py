@@ -68,7 +68,7 @@ def sample_corpus(path: str, lines: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="the input model (default: all-MiniLM-L6-v2)")
-    parser.add_argument("--corpus", default="/work/shared/data/wiki/wiki1m_sample.txt")
+    parser.add_argument("--corpus", default="../shared/data/wiki/wiki1m_sample.txt")
     parser.add_argument("--candidates", default="0:0.5,1:0.6,2:0.75,3:1.0",
                         help="LAYERS_REMOVED:KEEP_FLOPS_OF_THE_REST, comma-separated")
     parser.add_argument("--steps", type=int, default=150, help="distillation steps of the short recovery")

@@ -135,27 +135,56 @@ def latency_served(store: dict[str, Entry]) -> dict[str, str]:
             **latency_tables(timing, mine, "the latency-p50 2x model, timed as served", finalists)}
 
 
+DEFAULT_LATENCY = ("sparsecse compress --model all-MiniLM-L6-v2 --corpus ../shared/data/unlabeled/train_sentences.txt "
+                   "--speedup 2.0 --metric latency-p50")
+RUN_PLACES = ("--out", "--store")  # where a run writes: not part of which command it is
+
+
+def options(text: str) -> tuple[str, dict[str, str]]:
+    """A command's words before its first option, and its options (each ``--name``: its value, or "")."""
+    words = text.split()
+    first = next((i for i, w in enumerate(words) if w.startswith("--")), len(words))
+    found, name = {}, None
+    for word in words[first:]:
+        if word.startswith("--"):
+            name, found[word] = word, ""
+        elif name is not None:
+            found[name], name = word, None
+    return " ".join(words[:first]), found
+
+
+def default_latency_run(entry: Entry) -> str | None:
+    """The ``--out`` folder of a stored run of the default latency command (:data:`DEFAULT_LATENCY`, in any order,
+    wherever it wrote), else None."""
+    if entry.id.startswith("serving-") or "command" not in entry.provenance:
+        return None
+    program, given = options(command(entry))
+    wanted = options(DEFAULT_LATENCY)
+    mine = (program, {k: v for k, v in given.items() if k not in RUN_PLACES})
+    return given.get("--out") if mine == wanted and given.get("--out") else None
+
+
 def latency_default_runs(store: dict[str, Entry]) -> dict[str, str]:
-    """The values of the default latency command's stored runs on one machine side by side
-    (docs/guides/_figures/latency-default-runs.md; ``lat2x-N.MACHINE``), each with its own final figure and the
-    independent served-alone timing of its model (the last ``serving-latency.alone.lat2x.*.MACHINE`` session that
-    served it, beside L3)."""
-    timing = max((e for i, e in store.items() if i.startswith("serving-latency.alone.lat2x.")),
-                 key=lambda e: e.provenance["date"])
-    slug = timing.id.split(".")[-1]
-    runs = sorted((e for i, e in store.items() if re.fullmatch(rf"lat2x-\d+\.{re.escape(slug)}", i)),
-                  key=lambda e: int(e.id.split(".")[0].split("-")[1]))
-    sessions = sorted((e for i, e in store.items() if i.startswith("serving-latency.alone.lat2x.") and i.endswith(slug)),
+    """The values of every stored run of the default latency command (:data:`DEFAULT_LATENCY`), machine by machine
+    (docs/guides/_figures/latency-default-runs.md), each with its own final figure and the independent served-alone
+    timing of its model on its machine (the last ``serving-latency.alone.*`` session there that served it, beside
+    L3)."""
+    runs = sorted((e for e in store.values() if default_latency_run(e)),
+                  key=lambda e: (e.machine, e.provenance["date"], int(re.sub(r"\D", "", e.id.split(".")[0]) or 0)))
+    sessions = sorted((e for i, e in store.items() if i.startswith("serving-latency.alone.")),
                       key=lambda e: (e.provenance["date"], e.id))  # each run's model as last served alone
-    alone = {r["model"]: (r, next(q for q in e.figures["rows"] if L3 in q["model"]))
+    alone = {(e.machine, r["model"]): (r, next(q for q in e.figures["rows"] if L3 in q["model"]), e)
              for e in sessions for r in e.figures["rows"]}
-    lines = ["| run | date | wall | the run's p50 speed-up | served alone, p50 | L3 there | 7-task STS avg | STS-B dev | "
-             "met |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| machine | run | date | wall | the run's p50 speed-up | served alone, p50 | L3 there | 7-task STS avg | "
+             "STS-B dev | met |", "|---|---|---|---|---|---|---|---|---|---|"]
+    turns = set()
     for e in runs:
-        f, name = e.figures, e.id.split(".")[0]
-        served, l3 = alone.get(f"runs/{name}/model", (None, None))
-        lines.append(f"| {name} | {e.provenance['date']} | {f['minutes']:.1f} min | {x(f['target']['speedup'])} | "
-                     f"{x(served['p50_speedup']) if served else '—'} | {x(l3['p50_speedup']) if l3 else '—'} | "
-                     f"{f['sts_avg']:.2f} {ci(f['ci'])} | {f['stsb_dev']:.2f} | {'yes' if f['target']['met'] else 'no'} |")
-    return {"command": command(runs[0]).replace(" --out runs/" + runs[0].id.split(".")[0], ""), "machine": cpu(runs[0]),
-            "timing_where": where(timing), "turn": str(timing.figures.get("turn", 1)), "table": "\n".join(lines)}
+        f, out = e.figures, default_latency_run(e)
+        served, l3, session = alone.get((e.machine, f"{out}/model"), (None, None, None))
+        if session is not None:
+            turns.add(session.figures.get("turn", 1))
+        lines.append(f"| {cpu(e)} | {out.split('/')[-1]} | {e.provenance['date']} | {f['minutes']:.1f} min | "
+                     f"{x(f['target']['speedup'])} | {x(served['p50_speedup']) if served else '—'} | "
+                     f"{x(l3['p50_speedup']) if l3 else '—'} | {f['sts_avg']:.2f} {ci(f['ci'])} | "
+                     f"{f['stsb_dev']:.2f} | {'yes' if f['target']['met'] else 'no'} |")
+    return {"command": DEFAULT_LATENCY, "turn": " or ".join(str(t) for t in sorted(turns)), "table": "\n".join(lines)}
