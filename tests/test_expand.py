@@ -68,7 +68,10 @@ def test_pruning_goes_on_from_a_saved_custom_model_as_from_the_path_it_was_cut_f
     custom = SentenceEncoder.load(saved, device="cpu")
     assert not is_uniform(custom.model)
 
+    embedded = custom.encode(SENTENCES)
     path = pruning_path(custom)
+    assert custom.model is not path.encoder.model and not is_uniform(custom.model)  # the encoder is left as it was
+    assert_same_embeddings(path.encoder.encode(SENTENCES), embedded)
     assert path.kept == pytest.approx(larger.path.kept, abs=1e-9)  # the same units, counted on the same shape
     assert torch.equal(path.mask.head_mask, larger.mask.head_mask)
     assert path.mask.neuron_mask.sum(1).tolist() == larger.mask.neuron_mask.sum(1).tolist()
@@ -92,6 +95,7 @@ def test_pruning_goes_on_from_a_saved_custom_model_as_from_the_path_it_was_cut_f
     config = smaller.encoder.model.config
     before = custom.model.config
     assert all(set(new) <= set(old) for new, old in zip(config.kept_heads, before.kept_heads))  # source indices
+    assert config.kept_heads == [row.nonzero().flatten().tolist() for row in result.mask.head_mask]
     assert config.kept_layers == before.kept_layers
     assert flops_per_token(smaller.encoder) < flops_per_token(custom)
     assert smaller.out is not None and SentenceEncoder.load(smaller.out, device="cpu").encode(SENTENCES).shape[0] == 16

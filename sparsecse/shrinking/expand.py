@@ -115,7 +115,7 @@ def pruning_path(encoder: SentenceEncoder, seq_len: int = 128) -> PrunePath:
     layers' FLOPs (at ``seq_len``) where it stands. ``encoder`` is left as it is."""
     wide, mask = expanded_model(encoder.model)
     mask.manifest.update(kept_costs(shape_record(wide), mask, seq_len))
-    expanded = copy.copy(encoder)
-    expanded.model = wide
-    expanded.extra_config = {k: v for k, v in encoder.extra_config.items() if k != "shape"}
+    expanded = SentenceEncoder(wide, encoder.tokenizer, encoder.pooling, encoder.max_length, encoder.source,
+                               encoder.pooling_source, {k: v for k, v in encoder.extra_config.items() if k != "shape"},
+                               copy.deepcopy(encoder.dense))
     return PrunePath(expanded, mask, copy.deepcopy(wide), "keep_flops", [])
