@@ -188,3 +188,24 @@ def latency_default_runs(store: dict[str, Entry]) -> dict[str, str]:
                      f"{x(l3['p50_speedup']) if l3 else '—'} | {f['sts_avg']:.2f} {ci(f['ci'])} | "
                      f"{f['stsb_dev']:.2f} | {'yes' if f['target']['met'] else 'no'} |")
     return {"command": DEFAULT_LATENCY, "turn": " or ".join(str(t) for t in sorted(turns)), "table": "\n".join(lines)}
+
+
+LATENCY_RECIPE = "flat2x"  # the frontier-lat2x recipe's run, named after its --out folder
+
+
+def latency_recipe(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of the batch-1 recipe's run (docs/guides/_figures/latency-recipe.md): what it reached against L3,
+    and the independent served-alone timing of its model beside L6 and L3 on the same machine."""
+    run = next(e for i, e in store.items() if i.startswith(LATENCY_RECIPE + "."))
+    f, versus = run.figures, run.figures["versus"]
+    timing = max((e for i, e in store.items() if i.startswith("serving-latency.alone.") and e.machine == run.machine
+                  and any(r["model"] == f"runs/{LATENCY_RECIPE}/model" for r in e.figures["rows"])),
+                 key=lambda e: (e.provenance["date"], e.id))
+    rows = {r["model"]: r for r in timing.figures["rows"]}
+    mine, l3 = rows[f"runs/{LATENCY_RECIPE}/model"], next(r for m, r in rows.items() if L3 in m)
+    return {"command": command(run), "machine": cpu(run), "minutes": f"{f['minutes']:.1f}",
+            "speedup": x(f["target"]["speedup"]), "sts": f"{f['sts_avg']:.2f} {ci(f['ci'])}",
+            "l3_sts": f"{versus['sts_avg']:.2f}", "difference": f"{pm(versus['difference'])} {ci(versus['paired_ci'], True)}",
+            "dev": f"{f['stsb_dev']:.2f}", "alone": x(mine["p50_speedup"]), "l3_alone": x(l3["p50_speedup"]),
+            "timing_where": where(timing), "requests": str(timing.figures["requests"]),
+            "above": "above" if versus["paired_ci"][0] > 0 else "level with" if versus["paired_ci"][1] >= 0 else "below"}
