@@ -164,6 +164,12 @@ def default_latency_run(entry: Entry) -> str | None:
     return given.get("--out") if mine == wanted and given.get("--out") else None
 
 
+def session_order(entry: Entry) -> tuple:
+    """The order in which served-alone sessions stand for a model: the newest day's, and on one day the session with
+    the most requests (every distinct test sentence over the file's first few hundred, mostly short captions)."""
+    return entry.provenance["date"], entry.figures.get("requests", 0), entry.id
+
+
 def latency_default_runs(store: dict[str, Entry]) -> dict[str, str]:
     """The values of every stored run of the default latency command (:data:`DEFAULT_LATENCY`), machine by machine
     (docs/guides/_figures/latency-default-runs.md), each with its own final figure and the independent served-alone
@@ -172,7 +178,7 @@ def latency_default_runs(store: dict[str, Entry]) -> dict[str, str]:
     runs = sorted((e for e in store.values() if default_latency_run(e)),
                   key=lambda e: (e.machine, e.provenance["date"], int(re.sub(r"\D", "", e.id.split(".")[0]) or 0)))
     sessions = sorted((e for i, e in store.items() if i.startswith("serving-latency.alone.")),
-                      key=lambda e: (e.provenance["date"], e.id))  # each run's model as last served alone
+                      key=session_order)  # each run's model as last served alone
     alone = {(e.machine, r["model"]): (r, next(q for q in e.figures["rows"] if L3 in q["model"]), e)
              for e in sessions for r in e.figures["rows"]}
     lines = ["| machine | run | date | wall | the run's p50 speed-up | served alone, p50 | L3 there | 7-task STS avg | "
@@ -200,7 +206,7 @@ def latency_recipe(store: dict[str, Entry]) -> dict[str, str]:
     f, versus = run.figures, run.figures["versus"]
     timing = max((e for i, e in store.items() if i.startswith("serving-latency.alone.") and e.machine == run.machine
                   and any(r["model"] == f"runs/{LATENCY_RECIPE}/model" for r in e.figures["rows"])),
-                 key=lambda e: (e.provenance["date"], e.id))
+                 key=session_order)
     rows = {r["model"]: r for r in timing.figures["rows"]}
     mine, l3 = rows[f"runs/{LATENCY_RECIPE}/model"], next(r for m, r in rows.items() if L3 in m)
     return {"command": command(run), "machine": cpu(run), "minutes": f"{f['minutes']:.1f}",
