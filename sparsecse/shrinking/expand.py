@@ -12,12 +12,14 @@ the starting point of a pruning path (:class:`~sparsecse.shrinking.iterative.Pru
 it, and shrinking the result removes the empty units with the pruned ones, keeping the source's head indices and
 layers (``kept_heads``, ``kept_layers``).
 
-    >>> import copy
     >>> from sparsecse.modeling.encoder import SentenceEncoder
     >>> from sparsecse.shrinking.iterative import prune_and_shrink
+    >>> from sparsecse.shrinking.shrink import ShrinkConfig
     >>> small = SentenceEncoder.load("runs/t2x/model")  # doctest: +SKIP
     >>> path = pruning_path(small)  # doctest: +SKIP
-    >>> prune_and_shrink(path, keep_flops=0.95 * path.kept, steps=1, shrink=shrink)  # doctest: +SKIP
+    >>> shrink = ShrinkConfig(reconstruct="train_sentences.txt")  # doctest: +SKIP
+    >>> result, smaller = prune_and_shrink(path, "smaller", keep_flops=0.95 * path.kept, steps=1,
+    ...                                    shrink=shrink)  # doctest: +SKIP
 """
 
 from __future__ import annotations
