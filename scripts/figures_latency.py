@@ -181,16 +181,19 @@ def latency_default_runs(store: dict[str, Entry]) -> dict[str, str]:
                       key=session_order)  # each run's model as last served alone
     alone = {(e.machine, r["model"]): (r, next(q for q in e.figures["rows"] if L3 in q["model"]), e)
              for e in sessions for r in e.figures["rows"]}
-    lines = ["| machine | run | date | wall | the run's p50 speed-up | served alone, p50 | L3 there | 7-task STS avg | "
-             "STS-B dev | met |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| machine | run | date | wall | layers removed, kept FLOPs of the rest | the run's p50 speed-up [99%] | "
+             "served alone, p50 | L3 there | 7-task STS avg | STS-B dev | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     turns = set()
     for e in runs:
         f, out = e.figures, default_latency_run(e)
         served, l3, session = alone.get((e.machine, f"{out}/model"), (None, None, None))
         if session is not None:
             turns.add(session.figures.get("turn", 1))
-        lines.append(f"| {cpu(e)} | {out.split('/')[-1]} | {e.provenance['date']} | {f['minutes']:.1f} min | "
-                     f"{x(f['target']['speedup'])} | {x(served['p50_speedup']) if served else '—'} | "
+        choice, interval = f["target"].get("choice"), f["target"].get("interval")
+        chose = f"{choice['layers_removed']}, {choice['keep_flops']:.3f}" if choice else "—"
+        within = f" [{interval['low']:.2f}, {interval['high']:.2f}]" if interval else ""
+        lines.append(f"| {cpu(e)} | {out.split('/')[-1]} | {e.provenance['date']} | {f['minutes']:.1f} min | {chose} | "
+                     f"{x(f['target']['speedup'])}{within} | {x(served['p50_speedup']) if served else '—'} | "
                      f"{x(l3['p50_speedup']) if l3 else '—'} | {f['sts_avg']:.2f} {ci(f['ci'])} | "
                      f"{f['stsb_dev']:.2f} | {'yes' if f['target']['met'] else 'no'} |")
     return {"command": DEFAULT_LATENCY, "turn": " or ".join(str(t) for t in sorted(turns)), "table": "\n".join(lines)}

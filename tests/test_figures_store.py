@@ -270,6 +270,13 @@ def test_a_recipe_runs_manifest_becomes_an_entry():
     manifest["figures"]["target"]["shape"] = {"threads": 2}
     entry = run_entry("t2x.here", manifest, "sparsecse compress --speedup 2.0")
     assert entry.figures["speedup"] == 2.08 and entry.provenance["threads"] == 2
+    assert "choice" not in entry.figures["target"] and "interval" not in entry.figures["target"]
+    # what the search chose and the final figure's interval go with it
+    manifest["stages"] = [{"type": "budget", "keep_flops": 0.705, "layers_removed": [1, 2, 3]}, {"type": "prune"}]
+    manifest["figures"]["target"]["interval"] = {"speedup": 2.08, "low": 1.94, "high": 2.17, "confidence": 0.99}
+    target = run_entry("t2x.here", manifest, "sparsecse compress --speedup 2.0").figures["target"]
+    assert target["choice"] == {"layers_removed": 3, "keep_flops": 0.705}
+    assert target["interval"] == {"low": 1.94, "high": 2.17, "confidence": 0.99}
     # a recipe run has no target: its throughput line names the batch it was timed at
     recipe = {"figures": {"sts_avg": 79.22, "speed": {"speedup": 2.13, "threads": 2, "batch_size": 128}},
               "seconds": {"evaluation": 60.0}, "input_name": "sentence-transformers/all-MiniLM-L6-v2"}

@@ -252,6 +252,12 @@ def run_entry(ident: str, manifest: dict, command: str) -> Entry:
         kept["target"] = {k: target.get(k) for k in ("engine", "batch_size", "speedup", "speedup_target", "max_drop",
                                                       "margin", "dev_score", "reference_dev", "drop", "met",
                                                       "throughput", "reference_throughput", "latency_ms")}
+        if target.get("interval"):
+            kept["target"]["interval"] = {k: target["interval"][k] for k in ("low", "high", "confidence")}
+        budget = next((s for s in manifest.get("stages") or [] if s.get("type") == "budget"), None)
+        if budget is not None:  # what the search chose: whole layers removed, and the kept FLOPs of the rest
+            kept["target"]["choice"] = {"layers_removed": len(budget.get("layers_removed") or []),
+                                        "keep_flops": budget.get("keep_flops")}
     kept = {k: v for k, v in kept.items() if v is not None}
     if not kept:
         raise SparseCSEError("The run's manifest holds no figures to store.")
