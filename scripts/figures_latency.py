@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from sparsecse.reporting.store import Entry
-from figures_format import L3, ci, command, cpu, pm, where, x
+from figures_format import L3, RECIPE_RUNS, ci, command, cpu, pm, where, x
 from figures_frontier import stored_table
 
 
@@ -153,15 +153,19 @@ def options(text: str) -> tuple[str, dict[str, str]]:
     return " ".join(words[:first]), found
 
 
+def run_folder(entry: Entry) -> str | None:
+    """The ``--out`` folder of a stored run (None for an entry with no command, or none that wrote a folder)."""
+    return options(entry.provenance["command"])[1].get("--out") if "command" in entry.provenance else None
+
+
 def default_latency_run(entry: Entry) -> str | None:
     """The ``--out`` folder of a stored run of the default latency command (:data:`DEFAULT_LATENCY`, in any order,
     wherever it wrote), else None."""
     if entry.id.startswith("serving-") or "command" not in entry.provenance:
         return None
     program, given = options(command(entry))
-    wanted = options(DEFAULT_LATENCY)
     mine = (program, {k: v for k, v in given.items() if k not in RUN_PLACES})
-    return given.get("--out") if mine == wanted and given.get("--out") else None
+    return given.get("--out") if mine == options(DEFAULT_LATENCY) and given.get("--out") else None
 
 
 def session_order(entry: Entry) -> tuple:
@@ -170,23 +174,32 @@ def session_order(entry: Entry) -> tuple:
     return entry.provenance["date"], entry.figures.get("requests", 0), entry.id
 
 
+def served_alone(store: dict[str, Entry], machine: str, model: str) -> tuple[dict, dict, Entry] | None:
+    """``model``'s row, L3's row and the session itself of the served-alone session on ``machine`` that stands for
+    it (:func:`session_order`), or None where none served it."""
+    sessions = [e for i, e in store.items() if i.startswith("serving-latency.alone.") and e.machine == machine
+                and any(r["model"] == model for r in e.figures["rows"])]
+    if not sessions:
+        return None
+    session = max(sessions, key=session_order)
+    rows = {r["model"]: r for r in session.figures["rows"]}
+    return rows[model], next(r for m, r in rows.items() if L3 in m), session
+
+
 def latency_default_runs(store: dict[str, Entry]) -> dict[str, str]:
     """The values of every stored run of the default latency command (:data:`DEFAULT_LATENCY`), machine by machine
     (docs/guides/_figures/latency-default-runs.md), each with its own final figure and the independent served-alone
-    timing of its model on its machine (the last ``serving-latency.alone.*`` session there that served it, beside
-    L3)."""
-    runs = sorted((e for e in store.values() if default_latency_run(e)),
-                  key=lambda e: (e.machine, e.provenance["date"], int(re.sub(r"\D", "", e.id.split(".")[0]) or 0)))
-    sessions = sorted((e for i, e in store.items() if i.startswith("serving-latency.alone.")),
-                      key=session_order)  # each run's model as last served alone
-    alone = {(e.machine, r["model"]): (r, next(q for q in e.figures["rows"] if L3 in q["model"]), e)
-             for e in sessions for r in e.figures["rows"]}
+    timing of its model on its machine (:func:`served_alone`, beside L3)."""
+    runs = sorted(((e, out) for e in store.values() if (out := default_latency_run(e))),
+                  key=lambda r: (r[0].machine, r[0].provenance["date"],
+                                 int(re.sub(r"\D", "", r[0].id.split(".")[0]) or 0)))
     lines = ["| machine | run | date | wall | layers removed, kept FLOPs of the rest | the run's p50 speed-up [99%] | "
-             "served alone, p50 | L3 there | 7-task STS avg | STS-B dev | met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "served alone, p50 | L3 there | 7-task STS avg | STS-B dev | met |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     turns = set()
-    for e in runs:
-        f, out = e.figures, default_latency_run(e)
-        served, l3, session = alone.get((e.machine, f"{out}/model"), (None, None, None))
+    for e, out in runs:
+        f = e.figures
+        served, l3, session = served_alone(store, e.machine, f"{out}/model") or (None, None, None)
         if session is not None:
             turns.add(session.figures.get("turn", 1))
         choice, interval = f["target"].get("choice"), f["target"].get("interval")
@@ -199,22 +212,18 @@ def latency_default_runs(store: dict[str, Entry]) -> dict[str, str]:
     return {"command": DEFAULT_LATENCY, "turn": " or ".join(str(t) for t in sorted(turns)), "table": "\n".join(lines)}
 
 
-LATENCY_RECIPE = "flat2x"  # the frontier-lat2x recipe's run, named after its --out folder
-
-
 def latency_recipe(store: dict[str, Entry]) -> dict[str, str]:
-    """The values of the batch-1 recipe's run (docs/guides/_figures/latency-recipe.md): what it reached against L3,
-    and the independent served-alone timing of its model beside L6 and L3 on the same machine."""
-    run = next(e for i, e in store.items() if i.startswith(LATENCY_RECIPE + "."))
+    """The values of the batch-1 recipe's run (docs/guides/_figures/latency-recipe.md; ``RECIPE_RUNS``'s
+    ``frontier-lat2x``): what it reached against L3, and the independent served-alone timing of its model beside L6
+    and L3 on the same machine (:func:`served_alone`)."""
+    run = store[RECIPE_RUNS["frontier-lat2x"]]
     f, versus = run.figures, run.figures["versus"]
-    timing = max((e for i, e in store.items() if i.startswith("serving-latency.alone.") and e.machine == run.machine
-                  and any(r["model"] == f"runs/{LATENCY_RECIPE}/model" for r in e.figures["rows"])),
-                 key=session_order)
-    rows = {r["model"]: r for r in timing.figures["rows"]}
-    mine, l3 = rows[f"runs/{LATENCY_RECIPE}/model"], next(r for m, r in rows.items() if L3 in m)
+    mine, l3, timing = served_alone(store, run.machine, f"{run_folder(run)}/model")
     return {"command": command(run), "machine": cpu(run), "minutes": f"{f['minutes']:.1f}",
             "speedup": x(f["target"]["speedup"]), "sts": f"{f['sts_avg']:.2f} {ci(f['ci'])}",
-            "l3_sts": f"{versus['sts_avg']:.2f}", "difference": f"{pm(versus['difference'])} {ci(versus['paired_ci'], True)}",
+            "l3_sts": f"{versus['sts_avg']:.2f}",
+            "difference": f"{pm(versus['difference'])} {ci(versus['paired_ci'], True)}",
             "dev": f"{f['stsb_dev']:.2f}", "alone": x(mine["p50_speedup"]), "l3_alone": x(l3["p50_speedup"]),
             "timing_where": where(timing), "requests": str(timing.figures["requests"]),
-            "above": "above" if versus["paired_ci"][0] > 0 else "level with" if versus["paired_ci"][1] >= 0 else "below"}
+            "above": ("above" if versus["paired_ci"][0] > 0 else "level with" if versus["paired_ci"][1] >= 0
+                      else "below")}

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from sparsecse.errors import SparseCSEError
-from sparsecse.modeling.adapters import model_shape
+from sparsecse.modeling.adapters import is_uniform, model_shape
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.flops import flops_per_token
 from sparsecse.pruning.masks import Mask
 from sparsecse.scoring.score import ScoringConfig, score
-from sparsecse.shrinking.expand import expanded_model, is_uniform, pruning_path
+from sparsecse.shrinking.expand import expanded_model, pruning_path
 from sparsecse.shrinking.iterative import iterative_prune, prune_and_shrink, shrink_iterative
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig, save_model_dir

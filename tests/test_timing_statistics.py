@@ -231,10 +231,10 @@ def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp
     from click.testing import CliRunner
 
     from sparsecse.cli import main
+    from sparsecse.modeling.adapters import is_uniform
     from sparsecse.modeling.encoder import SentenceEncoder
     from sparsecse.modeling.flops import flops_per_token
     from sparsecse.recipes import repair as recipe_repair
-    from sparsecse.shrinking.expand import is_uniform
     from sparsecse.recipes import runner
     from tests.test_targets import TINY_STAGES, FakeClock
     from tests.tiny import make_tiny_model_dir

@@ -307,10 +307,17 @@ def model_shape(model: nn.Module) -> tuple[list[int], list[int]]:
     return [p.num_heads for p in parts], [p.ffn_size for p in parts]
 
 
+def is_uniform(model: nn.Module) -> bool:
+    """Whether every layer of ``model`` has the same head count and FFN width (gates, scoring and pruning take it as
+    it is)."""
+    heads, neurons = model_shape(model)
+    return len(set(heads)) == 1 and len(set(neurons)) == 1
+
+
 def uniform_shape(model: nn.Module) -> tuple[int, int, int]:
     """(layers, heads, FFN size) of a model whose layers all have the same shape."""
     heads, neurons = model_shape(model)
-    if len(set(heads)) != 1 or len(set(neurons)) != 1:
+    if not is_uniform(model):
         raise SparseCSEError(f"This model has already been shrunk (heads per layer {heads}, FFN neurons {neurons}); "
                              "gates, scoring and pruning need layers of one shape: prune the dense model it came "
                              "from to the smaller budget instead.")

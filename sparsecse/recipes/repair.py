@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from sparsecse.modeling.adapters import is_uniform
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.recipes.stage_types import StageContext
 from sparsecse.recipes.budget_stage import BudgetStage
-from sparsecse.shrinking.expand import is_uniform, pruning_path
+from sparsecse.shrinking.expand import pruning_path
 from sparsecse.shrinking.iterative import prune_and_shrink
 from sparsecse.targets.repair import near_miss, repair
 

@@ -31,7 +31,7 @@ from torch import nn
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling import SHRUNK_CONFIGS, SHRUNK_MODELS
-from sparsecse.modeling.adapters import base_model_type, get_adapter, model_shape
+from sparsecse.modeling.adapters import base_model_type, get_adapter
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.flops import shape_record
 from sparsecse.modeling.kv_groups import kv_group_size
@@ -103,12 +103,6 @@ def _kept(size: int, removed: list[int]) -> torch.Tensor:
     keep = torch.ones(size, dtype=torch.bool)
     keep[removed] = False
     return keep.nonzero().flatten()
-
-
-def is_uniform(model: nn.Module) -> bool:
-    """Whether every layer of ``model`` has the same head count and FFN width (it can be pruned as it is)."""
-    heads, neurons = model_shape(model)
-    return len(set(heads)) == 1 and len(set(neurons)) == 1
 
 
 def pruning_path(encoder: SentenceEncoder, seq_len: int = 128) -> PrunePath:
