@@ -62,6 +62,10 @@ from sparsecse.cli.options import (PLAIN_FLOAT, PLAIN_INT, align_ffn_option, cri
                    "distil, choose on dev); several, e.g. 1.5,2,3, make one model each in OUT/speedup-X/model and "
                    "the curve OUT/curve.csv / curve.png (a curve's models are tested on the 7 STS tasks; "
                    "--set evaluation.tasks=[sts,transfer] adds the transfer tasks).")
+@click.option("--speedup-of", default=None, metavar="MODEL",
+              help="Instead of --speedup: as fast as MODEL (e.g. the smaller model you would download instead), its "
+                   "speed-up over --model measured at the serving shape when the run starts; the final model is "
+                   "timed beside it and meets the target when it is at least as fast.")
 @click.option("--max-drop", type=PLAIN_FLOAT, default=None, metavar="D",
               help="The largest drop of the dev score below --model's own (points); alone: the fastest candidate "
                    "within it.")
@@ -105,8 +109,8 @@ from sparsecse.cli.options import (PLAIN_FLOAT, PLAIN_INT, align_ffn_option, cri
 def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences, reconstruct_method,
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, layout, out, recipe,
-            recipe_corpus, overrides, resume, list_recipes, speedup, max_drop, engine, timing_batch_size, threads,
-            metric, timing_sentences, depth, when_busy, dev, test, compare_with, teacher, store, pooling, device, seed,
+            recipe_corpus, overrides, resume, list_recipes, speedup, speedup_of, max_drop, engine, timing_batch_size,
+            threads, metric, timing_sentences, depth, when_busy, dev, test, compare_with, teacher, store, pooling, device, seed,
             overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
@@ -118,8 +122,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     ctx = click.get_current_context()
     if list_recipes:
         return print_recipes(as_json)
-    aim = target_aim(ctx, dict(speedup=speedup, max_drop=max_drop, engine=engine, batch_size=timing_batch_size,
-                               teacher=teacher, threads=threads, metric=metric, timing_sentences=timing_sentences,
+    aim = target_aim(ctx, dict(speedup=speedup, speedup_of=speedup_of, max_drop=max_drop, engine=engine,
+                               batch_size=timing_batch_size, teacher=teacher, threads=threads, metric=metric, timing_sentences=timing_sentences,
                                when_busy=when_busy, compare_with=compare_with, depth=depth))
     sets = {"dev": dev, "test": test, "store": store}
     overrides = with_layout(layout, recipe, aim is not None, overrides)  # a bad layout refused before anything is read
@@ -309,7 +313,10 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
     click.echo(f"wrote {result.model} (model card: {result.model / 'README.md'}) in {result.seconds / 60:.1f} min")
     reached = figures.get("target")
     if reached:
-        click.echo(f"target: {reached['speedup']:.2f}x ±{reached.get('spread', 0):.0%} at {shape_text(reached)}, dev "
+        named = reached.get("speedup_of")
+        beside = f" ({named['model']} {named['speedup']:.2f}x beside it)" if named else ""
+        click.echo(f"target: {reached['speedup']:.2f}x ±{reached.get('spread', 0):.0%}{beside} at {shape_text(reached)}, "
+                   f"dev "
                    f"{reached['dev_score']:.2f} (drop {reached['drop']:+.2f}); candidates: "
                    f"{result.model / 'candidates.csv'}")
     refuse_missed_target(result)
@@ -358,7 +365,10 @@ def refuse_missed_target(result) -> None:
                   if "low" in interval else "")
         tried = (f"; one more prune step and a short recovery ran {repaired['after']:.2f}x, short too"
                  if repaired.get("after") is not None else "")
-        missed = (f"runs {reached['speedup']:.2f}x{within}, short of {reached['speedup_target']:g}x{tried}"
+        named = (reached.get("speedup_of") or {}).get("model")
+        goal = f"{named}'s {reached['speedup_target']:.2f}x in the same timing" if named else \
+            f"{reached['speedup_target']:g}x"
+        missed = (f"runs {reached['speedup']:.2f}x{within}, short of {goal}{tried}"
                   if not reached["met_speed"] else
                   f"drops {reached['drop']:.2f} on dev, more than {reached['max_drop']:g}")
         more = f" ({len(missing) - 1} more target{'s' if len(missing) > 2 else ''} missed)" if len(missing) > 1 else ""

@@ -43,8 +43,8 @@ from figures_frontier import (assistant_chain, deploy_engines, frontier_2x_summa
 from figures_frontier import speed_by_cpu  # noqa: E402, F401  (the table alone, for tests/test_figures_store.py)
 from figures_targets import (busy_pair, corpus_size, curve_l6, headline_runs, layer_choice,  # noqa: E402
                              stock_loads, stock_vs_custom, targets_answer, targets_flops, targets_intro, targets_table)
-from figures_latency import (latency_default_runs, latency_longer, latency_longer_all, latency_recipe,  # noqa: E402
-                             latency_served, latency_target, latency_teacher)
+from figures_latency import (l3speed_recipe, latency_default_runs, latency_longer, latency_longer_all,  # noqa: E402
+                             latency_recipe, latency_served, latency_target, latency_teacher)
 
 STORE = ROOT / "docs" / "results" / "store"
 BEGIN = re.compile(r"^(<!-- |# )BEGIN figures: ([\w.-]+)(?: -->| \(.*\))?$")  # YAML: "# BEGIN ... (a note)"
@@ -76,7 +76,7 @@ TEMPLATED = {"targets-answer": targets_answer, "targets-intro": targets_intro, "
              "headline": headline, "latency-target": latency_target, "curve-l6": curve_l6, "busy-pair": busy_pair,
              "latency-longer": latency_longer, "latency-served": latency_served, "latency-teacher": latency_teacher,
              "layer-choice": layer_choice, "latency-default-runs": latency_default_runs, "stock-loads": stock_loads,
-             "latency-recipe": latency_recipe}
+             "latency-recipe": latency_recipe, "l3speed-recipe": l3speed_recipe}
 PASSAGE = re.compile(r"^<!-- passage: ([\w.-]+) -->$", re.M)
 
 

@@ -212,11 +212,11 @@ def latency_default_runs(store: dict[str, Entry]) -> dict[str, str]:
     return {"command": DEFAULT_LATENCY, "turn": " or ".join(str(t) for t in sorted(turns)), "table": "\n".join(lines)}
 
 
-def latency_recipe(store: dict[str, Entry]) -> dict[str, str]:
-    """The values of the batch-1 recipe's run (docs/guides/_figures/latency-recipe.md; ``RECIPE_RUNS``'s
-    ``frontier-lat2x``): what it reached against L3, and the independent served-alone timing of its model beside L6
-    and L3 on the same machine (:func:`served_alone`)."""
-    run = store[RECIPE_RUNS["frontier-lat2x"]]
+def latency_recipe(store: dict[str, Entry], recipe: str = "frontier-lat2x") -> dict[str, str]:
+    """The values of a batch-1 recipe's run (docs/guides/_figures/latency-recipe.md; its ``RECIPE_RUNS`` entry):
+    what it reached against L3, and the independent served-alone timing of its model beside L6 and L3 on the same
+    machine (:func:`served_alone`)."""
+    run = store[RECIPE_RUNS[recipe]]
     f, versus = run.figures, run.figures["versus"]
     mine, l3, timing = served_alone(store, run.machine, f"{run_folder(run)}/model")
     return {"command": command(run), "machine": cpu(run), "minutes": f"{f['minutes']:.1f}",
@@ -227,3 +227,11 @@ def latency_recipe(store: dict[str, Entry]) -> dict[str, str]:
             "timing_where": where(timing), "requests": str(timing.figures["requests"]),
             "above": ("above" if versus["paired_ci"][0] > 0 else "level with" if versus["paired_ci"][1] >= 0
                       else "below")}
+
+
+def l3speed_recipe(store: dict[str, Entry]) -> dict[str, str]:
+    """The values of ``frontier-l3speed``'s run (docs/guides/_figures/l3speed-recipe.md): :func:`latency_recipe`'s,
+    and L3's own speed-up in the run's two timings (when it started, what the search aimed at; beside the final
+    model)."""
+    named = store[RECIPE_RUNS["frontier-l3speed"]].figures["target"]["speedup_of"]
+    return {**latency_recipe(store, "frontier-l3speed"), "aimed": x(named["aimed"]), "beside": x(named["speedup"])}

@@ -172,7 +172,8 @@ def test_an_aim_gives_a_recipe_only_the_settings_given():
     from sparsecse.targets.aim import Aim
 
     one = Aim.parse(speedup=2, metric="latency-p50", teacher="t")
-    assert one.overrides() == {"target.max_drop": None, "target.speedup": 2.0, "target.batch_size": None,
+    assert one.overrides() == {"target.max_drop": None, "target.speedup_of": None, "target.speedup": 2.0,
+                               "target.batch_size": None,
                                "target.metric": "latency-p50", "student.teacher": "t"}
     curve = Aim.parse(speedup=[3, 1.5], depth=1)
     assert "target.speedup" not in curve.overrides() and curve.overrides(3.0)["target.speedup"] == 3.0

@@ -36,12 +36,15 @@ def check_text_inputs(recipe: Recipe, corpus: Path) -> None:
 
 
 def named_models(recipe: Recipe) -> list[tuple[str, str]]:
-    """(stage, model) for every model the recipe names: its stages' teachers and the comparison model."""
+    """(stage, model) for every model the recipe names: its stages' teachers, the comparison model and the model
+    whose speed-up its target is (``target.speedup_of``)."""
     teachers = [(s.name, teacher) for s in recipe.stages for teacher in s.named_models]
     names = [(where, n) for where, teacher in teachers if isinstance(teacher, str) and not teacher.startswith("@")
              for n in teacher_names(teacher)]
     if recipe.evaluation.compare_with:
         names.append(("evaluation", recipe.evaluation.compare_with))
+    if recipe.target is not None and recipe.target.speedup_of:
+        names.append(("target", recipe.target.speedup_of))
     return names
 
 
@@ -51,8 +54,9 @@ def run_inputs(recipe: Recipe, model: str, corpus: Path, data_dir) -> dict[str, 
     file, the data directory and the dev and test sets."""
     names = named_models(recipe)
     reconstruct = [path for s in recipe.stages for path in s.text_inputs]
-    return read_inputs(model=model, teacher=[n for where, n in names if where != "evaluation"] or None,
-                       compare_with=[n for where, n in names if where == "evaluation"] or None,
+    compared = ("evaluation", "target")  # models the run times or scores beside its own
+    return read_inputs(model=model, teacher=[n for where, n in names if where not in compared] or None,
+                       compare_with=[n for where, n in names if where in compared] or None,
                        corpus=[str(corpus), *map(str, reconstruct)], recipe=recipe.source or None, data_dir=data_dir,
                        dev=recipe.data.dev, test=recipe.data.test,
                        timing_sentences=recipe.target.timing_sentences if recipe.target is not None else None)

@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from sparsecse.recipes.run_checks import check_run, check_text_inputs, run_input
 from sparsecse.recipes.spec import Data, Recipe, check_sets, load_recipe
 from sparsecse.recipes.stage_types import INPUT_REF, Stage, StageContext
 from sparsecse.recipes.stages import budget_spending
+from sparsecse.targets import relative
 from sparsecse.targets.report import measure_target
 from sparsecse.targets.search import TargetOutOfReach
 
@@ -296,6 +297,11 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     ctx = StageContext(corpus=corpus, work=out, data_dir=data_dir, seed=recipe.seed,
                        models={INPUT_REF[1:]: model}, show_progress=show_progress, target=recipe.target,
                        dev=recipe.data.dev, test=recipe.data.test)
+    if recipe.target is not None and recipe.target.speedup_of is not None:
+        _log(f"timing {recipe.target.speedup_of} against {model} ({recipe.target.describe()}) ...", quiet)
+        target, facts = relative.resolve(recipe.target, model, ctx.dev_set(), out, corpus, recipe.seed)
+        _log(f"the target: {facts['speedup']:.2f}x, {recipe.target.speedup_of}'s speed-up over {model}", quiet)
+        recipe, ctx.target = replace(recipe, target=target), target
     ctx.spending = budget_spending(recipe.stages, ctx)  # what each budget stage's candidates are pruned with
     current, records = model, []
     n = len(recipe.stages)

@@ -275,6 +275,10 @@ def parse_recipe(data: Any, source: str) -> Recipe:
     target = data.pop("target", None)
     if target is not None:
         target = _build(Target, target, f"The target of the recipe {source}").check(f"The recipe {source}")
+        if target.speedup_of is not None and target.speedup is not None:
+            raise SparseCSEError(f"The recipe {source}'s target gives a speed-up ({target.speedup:g}) and another "
+                                 f"model's (speedup_of: {target.speedup_of}); give one (--set target.speedup=null "
+                                 "leaves the recipe's speed-up out).")
     _check_budget_refs(stages, target, source)
     sets = _build(Data, data.pop("data", None) or {}, f"The data block of the recipe {source}")
     check_sets(stages, sets.check(f"The data block of the recipe {source}"), source)
@@ -306,13 +310,13 @@ def _check_budget_refs(stages: list, target: Target | None, source: str) -> None
     budget, and a stage that needs a target (a budget stage) has one."""
     budgets = set()
     if target is not None and not any(s.makes_budget for s in stages):
-        raise SparseCSEError(f"The recipe {source} has no budget stage, so a target (--speedup, --max-drop or its "
-                             "target: block) has nothing to set; add a `type: budget` stage and a prune stage with "
+        raise SparseCSEError(f"The recipe {source} has no budget stage, so a target (--speedup, --speedup-of, --max-drop or "
+                             "its target: block) has nothing to set; add a `type: budget` stage and a prune stage with "
                              "keep_flops: \"@budget\", or run the shipped target recipe.")
     for stage in stages:
         if stage.needs_target and target is None:
             raise SparseCSEError(f"The recipe {source} has a {stage.type} stage ({stage.name}) but no target; give one "
-                                 "(--speedup X or --max-drop D, or a target: block).")
+                                 "(--speedup X, --speedup-of MODEL or --max-drop D, or a target: block).")
         if stage.makes_budget:
             budgets.add(stage.name)
         if stage.budget_ref is not None and stage.budget_ref not in budgets:

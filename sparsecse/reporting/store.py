@@ -254,6 +254,8 @@ def run_entry(ident: str, manifest: dict, command: str) -> Entry:
                                                       "throughput", "reference_throughput", "latency_ms")}
         if target.get("interval"):
             kept["target"]["interval"] = {k: target["interval"][k] for k in ("low", "high", "confidence")}
+        if target.get("speedup_of"):  # the named model's figure beside the final model's, and what the search aimed at
+            kept["target"]["speedup_of"] = {k: target["speedup_of"][k] for k in ("model", "speedup", "aimed")}
         budget = next((s for s in manifest.get("stages") or [] if s.get("type") == "budget"), None)
         if budget is not None:  # what the search chose: whole layers removed, and the kept FLOPs of the rest
             kept["target"]["choice"] = {"layers_removed": len(budget.get("layers_removed") or []),

@@ -10,7 +10,7 @@ dev drop), and the teacher and comparison model the target's run uses.
     >>> Aim.parse(engine="onnx")
     Traceback (most recent call last):
     ...
-    sparsecse.errors.SparseCSEError: engine goes with a target: add speedup (e.g. 2.0) or max_drop.
+    sparsecse.errors.SparseCSEError: engine goes with a target: add speedup (e.g. 2.0), speedup_of or max_drop.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from sparsecse.targets.engines import check_runnable
 from sparsecse.targets.spec import Target, parse_speedups
 
 # the target settings a user names (command line or Python), in the order --help lists them
-SETTINGS = ("max_drop", "engine", "batch_size", "threads", "metric", "timing_sentences", "when_busy", "depth")
+SETTINGS = ("max_drop", "engine", "batch_size", "threads", "metric", "timing_sentences", "when_busy", "depth",
+            "speedup_of")
 RUN_SETTINGS = ("teacher", "compare_with")  # what the target's run uses besides the target itself
 NAMES = ("speedup", *SETTINGS, *RUN_SETTINGS)
 
@@ -75,19 +76,22 @@ class Aim:
         unknown = sorted(set(given) - set(NAMES))
         if unknown:
             raise TypeError(f"a target has no setting {unknown[0]!r}; its settings are {', '.join(NAMES)}")
-        speedup, max_drop = given.get("speedup"), given.get("max_drop")
-        if speedup is None and max_drop is None:
+        speedup, max_drop, speedup_of = given.get("speedup"), given.get("max_drop"), given.get("speedup_of")
+        if speedup is not None and speedup_of is not None:
+            raise SparseCSEError(f"Give {named('speedup')} or {named('speedup_of')} (another model's speed-up), not "
+                                 "both.")
+        if speedup is None and max_drop is None and speedup_of is None:
             first = next((k for k in NAMES if given.get(k) is not None), None)
             if first is not None:
-                raise SparseCSEError(f"{named(first)} goes with a target: add {named('speedup')} (e.g. 2.0) or "
-                                     f"{named('max_drop')}.")
+                raise SparseCSEError(f"{named(first)} goes with a target: add {named('speedup')} (e.g. 2.0), "
+                                     f"{named('speedup_of')} or {named('max_drop')}.")
         speedups = tuple(sorted(parse_speedups(speedup))) if speedup is not None else ()
         read = {"depth": lambda v: parse_depth(v, named),  # auto: None, as when not given
                 "timing_sentences": lambda v: os.path.abspath(os.fspath(v))}
         settings = {k: read.get(k, lambda v: v)(given[k]) for k in SETTINGS if given.get(k) is not None}
         settings = {k: v for k, v in settings.items() if v is not None}
         aim = cls(settings, speedups, given.get("teacher"), given.get("compare_with"))
-        if speedups or max_drop is not None:
+        if aim.given:
             check_runnable(aim.target().check())
         return aim
 
@@ -109,7 +113,7 @@ class Aim:
     @property
     def given(self) -> bool:
         """Whether there is a goal (a speed-up or a largest drop) at all."""
-        return bool(self.speedups) or "max_drop" in self.settings
+        return bool(self.speedups) or "max_drop" in self.settings or "speedup_of" in self.settings
 
     @property
     def curve(self) -> bool:
@@ -128,7 +132,8 @@ class Aim:
         metric's own default batch), ``student.teacher`` and ``evaluation.compare_with``. A curve's speed-up is
         each target's own: it is left out unless ``speedup`` names one."""
         one = speedup if speedup is not None else (self.speedups[0] if len(self.speedups) == 1 else None)
-        found: dict[str, Any] = {"target.max_drop": self.settings.get("max_drop")}
+        found: dict[str, Any] = {"target.max_drop": self.settings.get("max_drop"),
+                                 "target.speedup_of": self.settings.get("speedup_of")}
         if one is not None or not self.curve:
             found["target.speedup"] = one
         if "metric" in self.settings and "batch_size" not in self.settings:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sparsecse.artifacts.export_formats import format_names, get_format
@@ -151,6 +151,10 @@ class Target:
             ``sparsecse`` (:class:`~sparsecse.modeling.encoder.SentenceEncoder`); None: sentence-transformers where
             it is installed, else sparsecse (the resolved one is recorded with the shape). Other engines time their
             own runtime.
+        speedup_of: a model (name or directory) whose speed-up over the input, measured at the same serving shape,
+            is the target: "as fast as the model a user would download instead" (:mod:`sparsecse.targets.relative`
+            measures it when the run starts and sets ``speedup`` to it; the final model is timed beside it). It
+            replaces ``speedup`` and cannot go with ``max_drop``.
     """
 
     speedup: float | None = None
@@ -166,10 +170,13 @@ class Target:
     when_busy: str = "stop"
     depth: int | None = None
     loader: str | None = None
+    speedup_of: str | None = None
 
     def check(self, where: str = "") -> "Target":
         """The target itself once every setting is valid (one sentence naming the setting otherwise)."""
         prefix = f"{where}: " if where else ""
+        if self.speedup_of is not None:
+            return self._check_relative(prefix)
         if self.speedup is None and self.max_drop is None:
             raise SparseCSEError(f"{prefix}a target needs a speed-up (--speedup) or a largest dev drop (--max-drop).")
         if self.speedup is not None and self.max_drop is not None:
@@ -230,6 +237,19 @@ class Target:
                                  "--speedup.")
         return self
 
+    def _check_relative(self, prefix: str) -> "Target":
+        """A target of another model's speed-up: a model named and no drop beside it, the rest checked as a speed-up
+        target's. Its ``speedup`` is the named model's once measured (:func:`sparsecse.targets.relative.resolve`);
+        until then 1.5 stands in for it. (Where a user gives both, the recipe and the command line refuse it.)"""
+        if not isinstance(self.speedup_of, str) or not self.speedup_of.strip():
+            raise SparseCSEError(f"{prefix}speedup_of names a model (a name or a directory) whose speed-up is the "
+                                 f"target; got {self.speedup_of!r}.")
+        if self.max_drop is not None:
+            raise SparseCSEError(f"{prefix}Give another model's speed-up (--speedup-of) or a largest dev drop "
+                                 "(--max-drop), not both.")
+        replace(self, speedup=1.5 if self.speedup is None else self.speedup, speedup_of=None).check(prefix.rstrip(": "))
+        return self
+
     @property
     def batch(self) -> int:
         """The batch (or request) size timed, ``batch_size`` or else the metric's default."""
@@ -258,7 +278,7 @@ class Target:
         bound by FLOPs, which width cuts as well)."""
         if self.depth is not None:
             return int(self.depth)
-        if self.speedup is None:
+        if self.speedup is None and self.speedup_of is None:
             return 0
         return int(layers) // 2 if self.metric != "throughput" or layout == "stock" else 0
 
@@ -271,14 +291,19 @@ class Target:
         """One line, e.g. ``2x on torch-fp32 (throughput, batch 128)`` or ``a dev drop of at most 0.3``."""
         parts = []
         threads = f", {self.threads} threads" if self.threads else ""
-        if self.speedup is not None:
+        if self.speedup is not None or self.speedup_of is not None:
             depth = f", up to {self.depth} layers removed" if self.depth else ""
             if self.depth is None and self.metric != "throughput":
                 depth = ", up to half the layers removed"
-            parts.append(f"{float(self.speedup):g}x on {self.engine} ({self.metric}, batch {self.batch}{threads}{depth})")
+            goal = f"{float(self.speedup):g}x" if self.speedup is not None else ""
+            if self.speedup_of is not None:
+                goal = f"{self.speedup_of}'s speed-up" + (f" ({goal})" if goal else "")
+            parts.append(f"{goal} on {self.engine} ({self.metric}, batch {self.batch}{threads}{depth})")
         if self.max_drop is not None:
             parts.append(f"a dev drop of at most {float(self.max_drop):g}")
-        return " with ".join(parts) if self.speedup is not None else (parts[0] + f" (speed on {self.engine})")
+        if self.speedup is None and self.speedup_of is None:
+            return parts[0] + f" (speed on {self.engine})"
+        return " with ".join(parts)
 
 
 def parse_speedups(value: Any) -> list[float]:
