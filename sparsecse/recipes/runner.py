@@ -9,6 +9,7 @@ Layout of ``--out``::
     OUT/stages/1-teacher/     each stage's output (a model directory with its manifest), written atomically;
     OUT/stages/1-teacher.partial/   ... or a training run in progress, resumed from its last checkpoint
     OUT/times.jsonl           the wall time of every stage attempt
+    OUT/speedup_of.json       a target of another model's speed-up: that model's, measured when the run started
     OUT/eval/                 the reference model's results (for the paired interval)
     OUT/model/                the final model: weights, README.md (model card), manifest.json (the
                               recipe's), recipe.yaml, sts_results.json (per-pair similarities), written last
