@@ -94,6 +94,8 @@ def test_a_run_aims_at_the_named_model_and_is_judged_beside_it(tmp_path, text, f
                                        *TINY_STAGES])
     assert result.exit_code == 0, result.output
     start = json.loads((out / relative.RESOLVED).read_text())
+    times = [json.loads(line)["stage"] for line in (out / "times.jsonl").read_text().splitlines()]
+    assert times[0] == "speedup_of" and times.count("speedup_of") == 1  # its minutes are on the card
     reached = json.loads((out / "model" / "manifest.json").read_text())["figures"]["target"]
     named = reached["speedup_of"]
     assert start["model"] == named["model"] == str(small) and named["aimed"] == start["speedup"] > 1
