@@ -101,3 +101,5 @@ def test_a_run_aims_at_the_named_model_and_is_judged_beside_it(tmp_path, text, f
     assert start["model"] == named["model"] == str(small) and named["aimed"] == start["speedup"] > 1
     assert reached["speedup_target"] == named["speedup"]  # judged against the figure of the same session
     assert reached["met"] and reached["speedup"] >= named["speedup"]
+    card = (out / "model" / "README.md").read_text()
+    assert f"Asked for {small}'s speed-up ({named['speedup']:.2f}x in the same timing; {start['speedup']:.2f}x when" in card

@@ -263,7 +263,7 @@ def _target(t: dict[str, Any]) -> list[str]:
     named = t.get("speedup_of") or {}
     if named.get("model") and known(asked_speedup):  # another model's speed-up, timed beside the final model
         asked.append(f"{named['model']}'s speed-up ({asked_speedup:.2f}x in the same timing; "
-                     f"{named['aimed']:.2f}x when the run started, what the search aimed at)")
+                     f"{named['aimed']:.2f}x when the run started, the search aiming above it by the margin)")
     elif known(asked_speedup):
         asked.append(f"a {asked_speedup:g}x speed-up")
     if known(t.get("max_drop")):

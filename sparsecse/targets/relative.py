@@ -61,7 +61,7 @@ def timed_side_by_side(target: Target, input_model: str, models: dict[str, str],
 def resolve(target: Target, input_model: str, dev, out: str | os.PathLike, calibration: str | os.PathLike | None = None,
             seed: int = 0) -> tuple[Target, dict[str, Any]]:
     """``target`` with ``speedup`` set to the measured speed-up of its ``speedup_of`` model over ``input_model``
-    (read back from ``out``/:data:`RESOLVED` when an earlier attempt of the run measured it), and the facts of that
+    (read back from ``out``/``speedup_of.json`` when an earlier attempt of the run measured it), and the facts of that
     measurement (model, speed-up, interval, shape, rounds). A target without ``speedup_of`` is returned as it is.
 
     One sentence when the named model is not faster than the input at the shape (a target is above 1x)."""
