@@ -304,7 +304,8 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
         measured_before = (out / relative.RESOLVED).exists()
         target, facts = relative.resolve(recipe.target, model, ctx.dev_set(), out, corpus, recipe.seed)
         if not measured_before:  # the card's minutes hold this timing too
-            _record_time(out, {"stage": "speedup_of", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
+            _record_time(out, {"stage": "speedup_of", "seconds": round(time.perf_counter() - t0, 3),
+                               "finished": True})
         _log(f"the target: {facts['speedup']:.2f}x, {recipe.target.speedup_of}'s speed-up over the input model", quiet)
         recipe, ctx.target = replace(recipe, target=target), target
     ctx.spending = budget_spending(recipe.stages, ctx)  # what each budget stage's candidates are pruned with

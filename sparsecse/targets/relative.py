@@ -78,8 +78,8 @@ def resolve(target: Target, input_model: str, dev, out: str | os.PathLike, calib
                  "precision": precision}
         if timing.speedup <= 1:
             raise SparseCSEError(f"{target.speedup_of} is not faster than {input_model} at {shape.describe()} "
-                                 f"({timing.speedup:.2f}x, served alone): a target of its speed-up would be 1x or less; "
-                                 "give --speedup instead.")
+                                 f"({timing.speedup:.2f}x, served alone): a target of its speed-up would be 1x or "
+                                 "less; give --speedup instead.")
         path.write_text(json.dumps(facts, indent=1) + "\n", encoding="utf-8")
     return replace(target, speedup=float(facts["speedup"])), facts
 

@@ -88,7 +88,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
     The target's figure is timed with each model served alone (:func:`~sparsecse.targets.alone.measure_alone`),
     over the rounds the machine's noise at the shape needs for an interval narrower than the margin (an A/A
     timing first, :func:`~sparsecse.targets.timing.sized_rounds`; where even the most rounds cannot reach it,
-    they are timed and ``precision`` says so).
+    they are timed and ``precision`` says so). A target of another model's speed-up (``target.speedup_of``) times
+    that model in the same session, beside the final model, and is judged against its figure there.
 
     Returns:
         dict: JSON-ready, ``speedup`` (measured at the target's serving shape, ``shape``) and its ``spread``,
