@@ -110,8 +110,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, layout, out, recipe,
             recipe_corpus, overrides, resume, list_recipes, speedup, speedup_of, max_drop, engine, timing_batch_size,
-            threads, metric, timing_sentences, depth, when_busy, dev, test, compare_with, teacher, store, pooling, device, seed,
-            overwrite, as_json, quiet):
+            threads, metric, timing_sentences, depth, when_busy, dev, test, compare_with, teacher, store, pooling,
+            device, seed, overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does.
@@ -123,8 +123,9 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     if list_recipes:
         return print_recipes(as_json)
     aim = target_aim(ctx, dict(speedup=speedup, speedup_of=speedup_of, max_drop=max_drop, engine=engine,
-                               batch_size=timing_batch_size, teacher=teacher, threads=threads, metric=metric, timing_sentences=timing_sentences,
-                               when_busy=when_busy, compare_with=compare_with, depth=depth))
+                               batch_size=timing_batch_size, teacher=teacher, threads=threads, metric=metric,
+                               timing_sentences=timing_sentences, when_busy=when_busy, compare_with=compare_with,
+                               depth=depth))
     sets = {"dev": dev, "test": test, "store": store}
     overrides = with_layout(layout, recipe, aim is not None, overrides)  # a bad layout refused before anything is read
     if aim is not None:
@@ -315,9 +316,8 @@ def run_recipe_command(recipe, model, corpus, out, data_dir, overrides, resume, 
     if reached:
         named = reached.get("speedup_of")
         beside = f" ({named['model']} {named['speedup']:.2f}x beside it)" if named else ""
-        click.echo(f"target: {reached['speedup']:.2f}x ±{reached.get('spread', 0):.0%}{beside} at {shape_text(reached)}, "
-                   f"dev "
-                   f"{reached['dev_score']:.2f} (drop {reached['drop']:+.2f}); candidates: "
+        click.echo(f"target: {reached['speedup']:.2f}x ±{reached.get('spread', 0):.0%}{beside} at "
+                   f"{shape_text(reached)}, dev {reached['dev_score']:.2f} (drop {reached['drop']:+.2f}); candidates: "
                    f"{result.model / 'candidates.csv'}")
     refuse_missed_target(result)
 

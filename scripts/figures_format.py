@@ -33,7 +33,8 @@ RECIPE_RUNS = {"frontier-1.4x": "f14.amd-epyc-avx2-only", "frontier-2x": "f2x.am
                "frontier-3.5x": "f35.amd-epyc-avx2-only", "l3-prune-0.8": "l3-08.amd-epyc-avx2-only",
                "l3-prune-0.5": "l3-05.amd-epyc-avx2-only", "frontier-lat2x": "flat2x.intel-xeon-avx-512-vnni-amx",
                "mpnet-2x": "recipe.mpnet-2x.nvidia-h100",
-               "frontier-l3speed": "l3speed.intel-xeon-avx-512-vnni-amx", "target": "target.t2x.intel-xeon-avx-512-vnni-amx"}
+               "frontier-l3speed": "l3speed.intel-xeon-avx-512-vnni-amx",
+               "target": "target.t2x.intel-xeon-avx-512-vnni-amx"}
 
 
 # runs whose speed-up was timed best of 3 per batch, before every figure took the one timing of targets: a GPU

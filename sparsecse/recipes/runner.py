@@ -301,9 +301,9 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     if recipe.target is not None and recipe.target.speedup_of is not None:
         _log(f"timing {recipe.target.speedup_of} against the input model ({recipe.target.describe()}) ...", quiet)
         t0 = time.perf_counter()
-        measured_before = (out / relative.RESOLVED).exists()
+        timed_now = relative.measured_earlier(out, recipe.target.speedup_of) is None
         target, facts = relative.resolve(recipe.target, model, ctx.dev_set(), out, corpus, recipe.seed)
-        if not measured_before:  # the card's minutes hold this timing too
+        if timed_now:  # the card's minutes hold this timing too
             _record_time(out, {"stage": "speedup_of", "seconds": round(time.perf_counter() - t0, 3),
                                "finished": True})
         _log(f"the target: {facts['speedup']:.2f}x, {recipe.target.speedup_of}'s speed-up over the input model", quiet)

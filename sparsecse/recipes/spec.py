@@ -310,9 +310,9 @@ def _check_budget_refs(stages: list, target: Target | None, source: str) -> None
     budget, and a stage that needs a target (a budget stage) has one."""
     budgets = set()
     if target is not None and not any(s.makes_budget for s in stages):
-        raise SparseCSEError(f"The recipe {source} has no budget stage, so a target (--speedup, --speedup-of, --max-drop or "
-                             "its target: block) has nothing to set; add a `type: budget` stage and a prune stage with "
-                             "keep_flops: \"@budget\", or run the shipped target recipe.")
+        raise SparseCSEError(f"The recipe {source} has no budget stage, so a target (--speedup, --speedup-of, "
+                             "--max-drop or its target: block) has nothing to set; add a `type: budget` stage and a "
+                             "prune stage with keep_flops: \"@budget\", or run the shipped target recipe.")
     for stage in stages:
         if stage.needs_target and target is None:
             raise SparseCSEError(f"The recipe {source} has a {stage.type} stage ({stage.name}) but no target; give one "

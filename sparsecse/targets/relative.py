@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from sparsecse.artifacts.files import write_json
 from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.targets.alone import measure_alone, rounds_at
@@ -67,8 +68,7 @@ def resolve(target: Target, input_model: str, dev, out: str | os.PathLike, calib
     One sentence when the named model is not faster than the input at the shape (a target is above 1x)."""
     if target.speedup_of is None:
         return target, {}
-    path = Path(out) / RESOLVED
-    facts = _read(path, target.speedup_of)
+    facts = measured_earlier(out, target.speedup_of)
     if facts is None:
         timings, aa, precision, shape, count = timed_side_by_side(
             target, input_model, {NAMED: target.speedup_of}, dev, Path(out) / "eval" / "speedup_of", calibration, seed)
@@ -80,14 +80,15 @@ def resolve(target: Target, input_model: str, dev, out: str | os.PathLike, calib
             raise SparseCSEError(f"{target.speedup_of} is not faster than {input_model} at {shape.describe()} "
                                  f"({timing.speedup:.2f}x, served alone): a target of its speed-up would be 1x or "
                                  "less; give --speedup instead.")
-        path.write_text(json.dumps(facts, indent=1) + "\n", encoding="utf-8")
+        write_json(Path(out) / RESOLVED, facts)
     return replace(target, speedup=float(facts["speedup"])), facts
 
 
-def _read(path: Path, model: str) -> dict[str, Any] | None:
-    """The facts an earlier attempt wrote for ``model``, or None."""
+def measured_earlier(out: str | os.PathLike, model: str) -> dict[str, Any] | None:
+    """The facts an earlier attempt of the run in ``out`` wrote for ``model`` (what :func:`resolve` aims at again),
+    or None: it times ``model`` anew."""
     try:
-        facts = json.loads(path.read_text(encoding="utf-8"))
+        facts = json.loads((Path(out) / RESOLVED).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return facts if isinstance(facts, dict) and facts.get("model") == model and facts.get("speedup") else None
