@@ -187,3 +187,21 @@ def test_cli_compress(tiny_bert_dir, tiny_stsb_dir, corpus, dense_scores, tmp_pa
     bad = CliRunner().invoke(main, [*args, "--keep-flops", "0", "--out", str(tmp_path / "bad")])
     assert bad.exit_code == 1 and "must lie in (0, 1]" in bad.output and not (tmp_path / "bad").exists()
     assert "compress" in CliRunner().invoke(main, ["--help"]).output
+
+
+def test_steps_sized_by_the_cut_keep_at_least_step_keeps_of_each_step_up_to_the_default():
+    from sparsecse.shrinking.iterative import DEFAULT_STEPS, STEP_KEEPS, resolve_steps, sized_steps
+
+    for budget in (0.99, 0.9, 0.8, 0.72, 0.7, 0.69, 0.6, 0.5, 0.49, 0.45, 0.3, 0.1):
+        steps = sized_steps(budget)
+        assert 1 <= steps <= DEFAULT_STEPS
+        kept_per_step = budget ** (1 / steps)
+        if steps < DEFAULT_STEPS:  # within the cap, the fewest steps that keep STEP_KEEPS of each step
+            assert kept_per_step >= STEP_KEEPS - 1e-9
+        if steps > 1:  # and one step fewer would keep less
+            assert budget ** (1 / (steps - 1)) < STEP_KEEPS
+    assert [sized_steps(b) for b in (0.72, 0.6, 0.45)] == [1, 2, 3]
+    assert resolve_steps("auto", 0.6) == 2 and resolve_steps(3, 0.95) == 3
+    for bad in (0, -0.5, 1.5):
+        with pytest.raises(SparseCSEError, match="must be in"):
+            sized_steps(bad)

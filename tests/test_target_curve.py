@@ -196,3 +196,22 @@ def test_a_curve_stopped_by_an_unreachable_target_still_stores_the_targets_it_re
                                        "1.5,3", "--out", str(tmp_path / "out"), "--store", str(tmp_path / "store")])
     assert result.exit_code != 0 and "3x target of the curve was not reached" in result.output
     assert stored == [(str(tmp_path / "store"), reached)]  # the reached target's entries, before the error
+
+
+@pytest.mark.parametrize("speedup, steps", [("1.1", 1), ("1.2", 2), ("1.8", 3)])
+def test_steps_auto_prunes_in_as_many_steps_as_the_cut_needs(tmp_path, tiny_dir, text, fake_senteval, fake_clock,
+                                                             rescored, speedup, steps):
+    from sparsecse.shrinking import iterative
+
+    out = tmp_path / "run"
+    stages = [x if x != "prune.steps=1" else "prune.steps=auto" for x in TINY_STAGES]
+    result = CliRunner().invoke(main, ["compress", "--model", str(tiny_dir), "--corpus", str(text), "--speedup",
+                                       speedup, "--data-dir", str(fake_senteval), "--out", str(out), "--quiet",
+                                       *stages])
+    assert result.exit_code == 0, result.output
+    pruned = json.loads((out / "stages" / "2-prune.summary.json").read_text())
+    budget = json.loads((out / "stages" / "1-budget.summary.json").read_text())["keep_flops"]
+    # on the fake engine's clock 1.1x keeps above 0.7 of the FLOPs (one step), 1.2x about 0.66 (two), 1.8x below 0.49
+    assert pruned["prune_steps"] == iterative.sized_steps(budget) == steps, budget
+    assert len(rescored) == pruned["prune_steps"] - 1  # the first step reuses the budget stage's scores
+    assert "in steps sized by the cut" in (out / "model" / "README.md").read_text()

@@ -26,7 +26,7 @@ from sparsecse.recipes.stage_types import (CORPUS, CardSection, PruneSettings, S
                                            sampled_corpus, training_amount)
 from sparsecse.scoring.criteria import criterion_names
 from sparsecse.scoring.score import ScoringConfig
-from sparsecse.shrinking.iterative import DEFAULT_STEPS, prune_and_shrink
+from sparsecse.shrinking.iterative import AUTO_STEPS, DEFAULT_STEPS, STEP_KEEPS, prune_and_shrink, resolve_steps
 from sparsecse.shrinking.reconstruction import ReconstructionPlan
 from sparsecse.shrinking.shrink import ShrinkConfig
 from sparsecse.shrinking.layers import without_layers
@@ -219,12 +219,13 @@ class PruneStage(Stage):
     """Prune the current model to a budget in steps with reconstruction, then shrink it (``compress``).
 
     ``keep_flops`` may be ``@NAME``: the budget an earlier ``budget`` stage found for the recipe's target.
+    ``steps`` is a number, or ``auto``: as many as the cut needs (:func:`~sparsecse.shrinking.iterative.sized_steps`).
     ``reconstruct_sentences`` defaults to :class:`~sparsecse.shrinking.shrink.ShrinkConfig`'s."""
 
     name: str
     keep_flops: float | str | None = None
     keep_params: float | None = None
-    steps: int = 3
+    steps: int | str = 3
     reconstruct: str = CORPUS
     reconstruct_sentences: int = ShrinkConfig.reconstruct_sentences
     criterion: str | None = None
@@ -240,7 +241,10 @@ class PruneStage(Stage):
         budget = "keep_flops" if self.keep_flops is not None else "keep_params"
         if not (isinstance(self.keep_flops, str) and self.keep_flops.startswith("@")):
             check_fraction(budget, getattr(self, budget), where)
-        check_positive_int("steps", self.steps, where)
+        if isinstance(self.steps, str) and self.steps != AUTO_STEPS:
+            raise SparseCSEError(f"{where}: steps must be a whole number >= 1 or {AUTO_STEPS}, not {self.steps!r}.")
+        if self.steps != AUTO_STEPS:
+            check_positive_int("steps", self.steps, where)
         check_choice("layout", self.layout, where, LAYOUTS)
         check_text("reconstruct", self.reconstruct, where)
         check_positive_int("reconstruct_sentences", self.reconstruct_sentences, where)
@@ -267,7 +271,9 @@ class PruneStage(Stage):
         budget = (f"the budget the {self.budget_ref} stage finds" if self.budget_ref
                   else f"{self.keep_flops:g} of its layer FLOPs" if self.keep_flops is not None
                   else f"{self.keep_params:g} of its layer parameters")
-        return f"prune to {budget} in {self.steps} step{'s' * (self.steps > 1)} with reconstruction"
+        steps = (f"in steps sized by the cut (each keeping at least {STEP_KEEPS:g} of what it starts from, at most "
+                 f"{DEFAULT_STEPS})" if self.steps == AUTO_STEPS else f"in {self.steps} step{'s' * (self.steps > 1)}")
+        return f"prune to {budget} {steps} with reconstruction"
 
     def prune_settings(self, ctx: StageContext) -> PruneSettings:
         """The shrinking, pruning and scoring configs its settings make in the run ``ctx``."""
@@ -294,8 +300,9 @@ class PruneStage(Stage):
         scores = None if removed or not self.budget_ref or start else ctx.scores.get(model)
         if removed:  # the budget is that of the remaining layers
             model = without_layers(SentenceEncoder.load(model, device=shrinking.device), removed)
+        steps = resolve_steps(self.steps, keep_flops if keep_flops is not None else self.keep_params)
         result, shrunk = prune_and_shrink(start or model, str(out), keep_flops=keep_flops,
-                                          keep_params=self.keep_params, steps=self.steps, scores=scores, prune=pruning,
+                                          keep_params=self.keep_params, steps=steps, scores=scores, prune=pruning,
                                           score=scoring, shrink=shrinking)
         if shared is not None:
             shared.paths[key] = result.path
