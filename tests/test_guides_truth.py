@@ -94,3 +94,14 @@ def test_the_targets_guide_quotes_the_near_miss_repair_s_settings():
     text = " ".join((ROOT / "docs" / "guides" / "targets.md").read_text(encoding="utf-8").split())
     assert f"(to {REPAIR_KEEP:g} of its own layer FLOPs" in text
     assert f"recovered by {REPAIR_STEPS} distillation steps from the input model" in text
+
+
+def test_the_targets_guide_quotes_the_prune_stage_s_sized_steps():
+    from sparsecse.recipes.spec import load_recipe
+    from sparsecse.shrinking.iterative import AUTO_STEPS, DEFAULT_STEPS, STEP_KEEPS, sized_steps
+
+    text = " ".join((ROOT / "docs" / "guides" / "targets.md").read_text(encoding="utf-8").split())
+    assert f"each step keeps at least {STEP_KEEPS:g} of the FLOPs it starts from, three at most" in text
+    assert DEFAULT_STEPS == 3 and (sized_steps(0.45), sized_steps(0.72)) == (3, 1)  # the guide's two examples
+    prune = next(s for s in load_recipe("target").stages if s.type == "prune")
+    assert prune.steps == AUTO_STEPS and f"(`steps: {AUTO_STEPS}`)" in text
