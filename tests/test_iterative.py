@@ -203,5 +203,5 @@ def test_steps_sized_by_the_cut_keep_at_least_step_keeps_of_each_step_up_to_the_
     assert [sized_steps(b) for b in (0.72, 0.6, 0.45)] == [1, 2, 3]
     assert resolve_steps("auto", 0.6) == 2 and resolve_steps(3, 0.95) == 3
     for bad in (0, -0.5, 1.5):
-        with pytest.raises(SparseCSEError, match="must be in"):
+        with pytest.raises(SparseCSEError, match=r"must lie in \(0, 1\]"):
             sized_steps(bad)

@@ -241,9 +241,10 @@ class PruneStage(Stage):
         budget = "keep_flops" if self.keep_flops is not None else "keep_params"
         if not (isinstance(self.keep_flops, str) and self.keep_flops.startswith("@")):
             check_fraction(budget, getattr(self, budget), where)
-        if isinstance(self.steps, str) and self.steps != AUTO_STEPS:
-            raise SparseCSEError(f"{where}: steps must be a whole number >= 1 or {AUTO_STEPS}, not {self.steps!r}.")
-        if self.steps != AUTO_STEPS:
+        if isinstance(self.steps, str):
+            if self.steps != AUTO_STEPS:
+                raise SparseCSEError(f"{where}: steps must be a whole number >= 1 or {AUTO_STEPS}, not {self.steps!r}.")
+        else:
             check_positive_int("steps", self.steps, where)
         check_choice("layout", self.layout, where, LAYOUTS)
         check_text("reconstruct", self.reconstruct, where)

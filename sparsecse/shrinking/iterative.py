@@ -43,7 +43,7 @@ from sparsecse.errors import SparseCSEError
 from sparsecse.modeling.adapters import layer_parts
 from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.modeling.flops import shape_record
-from sparsecse.pruning.budget import UnitCosts, check_budget_keeps_a_unit
+from sparsecse.pruning.budget import UnitCosts, check_budget, check_budget_keeps_a_unit
 from sparsecse.pruning.masks import Mask
 from sparsecse.pruning.prune import PruningConfig, check_target, one_target
 from sparsecse.pruning.prune import prune as prune_scores
@@ -98,8 +98,7 @@ def sized_steps(budget: float) -> int:
     >>> [sized_steps(b) for b in (0.95, 0.72, 0.7, 0.6, 0.45, 0.2)]
     [1, 1, 1, 2, 3, 3]
     """
-    if not 0 < budget <= 1:
-        raise SparseCSEError(f"A pruning budget must be in (0, 1]; got {budget}.")
+    budget = check_budget(budget)
     return max(1, min(DEFAULT_STEPS, math.ceil(math.log(budget) / math.log(STEP_KEEPS) - 1e-9)))
 
 
