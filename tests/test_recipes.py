@@ -102,7 +102,7 @@ def test_a_prune_stage_hands_its_layer_criterion_to_the_pruning_rule(tmp_path):
 
 
 @pytest.mark.parametrize("stages, message", [
-    ([{"type": "quantize"}], "unknown type 'quantize'; the stage types are distill, train, prune, export, budget"),
+    ([{"type": "quantize"}], "unknown type 'quantize'; the stage types are budget, distill, export, prune, train"),
     ([{"type": "prune", "keep_flops": 0.5, "stepz": 2}], "has no setting 'stepz'"),
     ([{"type": "prune", "keep_flops": 1.5}], r"keep_flops must be in \(0, 1\], not 1.5"),
     ([{"type": "prune", "keep_flops": 0}], r"keep_flops must be in \(0, 1\], not 0"),

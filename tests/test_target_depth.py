@@ -21,9 +21,10 @@ from sparsecse.shrinking.layers import scores_without_layers, without_layers
 from sparsecse.scoring.layer_criteria import removal_order
 from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops
 from sparsecse.targets.search import TargetOutOfReach as SearchOutOfReach
-from sparsecse.targets.depth_search import joint_depth_search
+from sparsecse.targets.depth_search import joint_depth_search, timed_winner
 from sparsecse.targets.search import search_budget
 from sparsecse.targets.spec import Target
+from sparsecse.targets.timing import Timing
 from tests.helpers import random_sentences
 from tests.tiny import make_tiny_model_dir
 
@@ -156,7 +157,7 @@ class FakeProber:
     def __init__(self, target, noise=0.0, seed=0):
         self.target, self.model, self.candidates, self.show_progress = target.check(), "tiny", [], False
         self.work, self.layers, self.shape = Path("work"), LAYERS, self.target.shape(2)
-        self.noise, self.rng = noise, np.random.default_rng(seed)
+        self.noise, self.rng, self.timings = noise, np.random.default_rng(seed), {}
 
     def settle(self, stage):
         pass
@@ -170,7 +171,12 @@ class FakeProber:
 
     def one_shot(self, scores, pruning, budget, removed=()):
         luck = 1 + self.noise * self.rng.standard_normal() if self.noise else 1.0
-        return self._candidate(budget, len(removed), true_speed(budget, len(removed)) * luck, "speed")
+        candidate = self._candidate(budget, len(removed), true_speed(budget, len(removed)) * luck, "speed")
+        self.timings[id(candidate)] = Timing.of([candidate.speedup] * 5)
+        return candidate
+
+    def timing_of(self, candidate):
+        return self.timings[id(candidate)]
 
     def planned(self, scores, pruning, budget, removed):
         return self._candidate(budget, len(removed), math.nan, "planned")
@@ -192,6 +198,22 @@ def test_one_speed_model_across_depths_places_each_depth_s_finalist_at_its_aim()
     assert min(c.keep_flops for c in floor_probe) == 0.02 and all(c.speedup < 3.3 for c in floor_probe)
     with pytest.raises(SearchOutOfReach, match="out of reach for tiny .* with up to 1 layers removed"):
         joint_depth_search(FakeProber(Target(speedup=50.0, depth=1)), scores, None, 0.02, [3, 2, 1, 0], 1)
+
+
+def test_an_untimed_winner_is_timed_once_and_that_timing_stands_for_its_first_confirmation():
+    scores = GateScores(*(torch.zeros(1, LAYERS, 2) for _ in range(4)))
+    prober = FakeProber(Target(speedup=2.0, depth=2))
+    finalists = joint_depth_search(prober, scores, None, 0.02, [3, 2, 1, 0], 2)
+    planned = next(c for c in finalists if c.stage == "planned")
+    planned.dev_recovered = 81.0
+    before = len(prober.candidates)
+    timed, first = timed_winner(planned, prober, scores, None, [3, 2, 1, 0][:planned.layers_removed])
+    assert len(prober.candidates) == before + 1 and timed is prober.candidates[-1] and timed.stage == "speed"
+    assert (timed.keep_flops, timed.layers_removed, timed.dev_recovered) == (planned.keep_flops,
+                                                                             planned.layers_removed, 81.0)
+    assert first is prober.timing_of(timed) and first.speedup == pytest.approx(timed.speedup)
+    probed = next(c for c in prober.candidates if c.stage == "speed")  # timed before the choice: confirmed afresh
+    assert timed_winner(probed, prober, scores, None, []) == (probed, None) and len(prober.candidates) == before + 1
 
 
 @pytest.mark.parametrize("seed", range(8))

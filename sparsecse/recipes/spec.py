@@ -50,7 +50,7 @@ from typing import Any
 from sparsecse.data.eval_data import KNOWN_TASKS, is_pairs_file, known_task
 from sparsecse.data.text_files import what_is
 from sparsecse.errors import SparseCSEError
-# registers the stage types sparsecse ships, in the order refusals list them (the budget stage's last)
+# registers the stage types sparsecse ships (refusals list them sorted, whichever module registered one first)
 from sparsecse.recipes import stages as _shipped_stages, budget_stage as _budget_stage  # noqa: F401, I001
 from sparsecse.recipes.stage_types import INPUT_REF, STAGE_TYPES, check_text
 from sparsecse.targets.spec import Target
@@ -249,7 +249,7 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         kind = raw.pop("type", None)
         if kind not in STAGE_TYPES:
             raise SparseCSEError(f"{where} has an unknown type {kind!r}; the stage types are "
-                                 f"{', '.join(STAGE_TYPES)}.")
+                                 f"{', '.join(sorted(STAGE_TYPES))}.")
         raw.setdefault("name", kind)
         name = raw["name"]
         if not isinstance(name, str) or not name.isidentifier() and not name.replace("-", "_").isidentifier():

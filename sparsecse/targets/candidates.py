@@ -38,7 +38,9 @@ class Candidate:
         half_width: its figure's interval's half-width over the median (:mod:`sparsecse.targets.statistics`).
         predicted: the speed-up the search's fitted speed model gives at its budget (:mod:`sparsecse.targets.choice`).
         confirmed: where it was chosen, the speed-up of its fresh, independent timing; ``confirmed_half_width`` that
-            timing's interval's half-width.
+            timing's interval's half-width; ``confirmed_with_probe``: whether that timing holds the candidate's own
+            probe (a winner chosen untimed, whose first timing was already independent of the choice), so a speed
+            model counts it once, as the confirmation.
     """
 
     keep_flops: float
@@ -58,12 +60,20 @@ class Candidate:
     predicted: float = math.nan
     confirmed: float = math.nan
     confirmed_half_width: float = math.nan
+    confirmed_with_probe: bool = False
 
     def reaches(self, aim: float) -> bool:
         """Whether it reaches a speed search's ``aim``: at or above it, or meeting the target and short of the aim
         by less than its own timing spread (else a probe 0.3% under the aim loses to a far smaller one that
         overshoots it)."""
         return self.speedup >= aim or (self.meets and self.speedup * (1 + self.spread) >= aim)
+
+    def figures(self) -> list[tuple[float, float]]:
+        """What a speed model fits of it, each (speed-up, its interval's relative half-width): its probe's figure,
+        and its confirmation's where it was confirmed (one more independent point); the confirmation alone where
+        that timing holds the probe's (``confirmed_with_probe``), so no timing counts twice."""
+        probe = [] if self.confirmed_with_probe else [(self.speedup, self.half_width)]
+        return probe + ([(self.confirmed, self.confirmed_half_width)] if math.isfinite(self.confirmed) else [])
 
     @property
     def dev_text(self) -> str:
@@ -114,7 +124,7 @@ def read_table(path: str | Path) -> list[Candidate]:
 
 
 def _cell(column: str, value):
-    if column in ("meets", "chosen", "retimed"):
+    if column in ("meets", "chosen", "retimed", "confirmed_with_probe"):
         return bool(value)
     if column == "layers_removed":
         return int(value)

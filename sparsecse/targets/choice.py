@@ -5,10 +5,13 @@
   and takes the fitted line's budget at the aim (no larger than a probe that fell short of the aim, nor far below
   the smallest that reached it); a probe within ``RESOLUTION`` of it stands for it, else that budget is probed. A probe that ran lucky (its own figure above the line) therefore does not pull the budget up.
 - **Confirmed by a fresh, independent timing.** :func:`confirm` times the chosen candidate again (a new process, new
-  rounds). Where the confirmation misses (its median short of the midway point between the target and the aim,
-  ``target x (1 + margin / 2)``, or its interval short of the aim), the
-  confirmation joins the fit, the budget steps down to the refitted line's (at least ``STEP`` down), and the new
-  candidate is confirmed in its turn (``CONFIRMATIONS`` steps at most).
+  rounds); a winner chosen untimed (a depth finalist, on its dev score) is confirmed by its first timing, which the
+  choice did not see. A confirmation whose median falls short of the midway point between the target and the aim
+  (``target x (1 + margin / 2)``) while its interval still covers that point is a miss the noise may explain: the
+  candidate is timed once more and the two timings' rounds pooled. Where the confirmation misses (its median short
+  of the midway point, or its interval short of the aim), the confirmation joins the fit, the budget steps down to
+  the refitted line's (at least ``STEP`` down), and the new candidate is confirmed in its turn (``CONFIRMATIONS``
+  steps at most).
 - **Order contradictions** (:func:`contradictions`): a smaller candidate measured slower than a larger one beyond
   both spreads is timed again before anything is chosen.
 - **A quality target** (:func:`quality_search`): bisection over the budget for the smallest one within the dev bound.
@@ -52,11 +55,9 @@ def contradictions(candidates: list[Candidate], layers: int) -> list[tuple[Candi
 
 def speed_model(candidates: list[Candidate], anchored: bool) -> SpeedModel | None:
     """The speed model through ``candidates`` (one depth's probes; a confirmed one counts its confirmation too,
-    as one more point at its budget). ``anchored``: the dense model (1, 1) helps while fewer than two probes are
-    known."""
-    points = [(c.keep_flops, c.speedup, c.half_width) for c in candidates]
-    points += [(c.keep_flops, c.confirmed, c.confirmed_half_width) for c in candidates if math.isfinite(c.confirmed)]
-    return SpeedModel.fit(points, anchor=anchored)
+    as one more point at its budget: :meth:`~sparsecse.targets.candidates.Candidate.figures`). ``anchored``: the
+    dense model (1, 1) helps while fewer than two probes are known."""
+    return SpeedModel.fit([(c.keep_flops, s, h) for c in candidates for s, h in c.figures()], anchor=anchored)
 
 
 def fitted_choice(candidates: list[Candidate], aim: float, floor: float, anchored: bool,
@@ -101,7 +102,7 @@ def midway(target: Target) -> float:
 
 
 def confirm(candidate: Candidate, prober, probe: Callable[[float], Candidate], floor: float,
-            anchored: bool) -> Candidate:
+            anchored: bool, first: Timing | None = None) -> Candidate:
     """``candidate`` (or a smaller one) confirmed by a fresh, independent timing (see the module docstring).
 
     Args:
@@ -112,6 +113,9 @@ def confirm(candidate: Candidate, prober, probe: Callable[[float], Candidate], f
         probe: makes and times a new candidate at a budget.
         floor: the smallest budget.
         anchored: as :func:`fitted_choice`.
+        first: a timing of ``candidate`` already independent of the choice (a winner chosen untimed, on its dev
+            score and the speed model's prediction, whose first timing this is): it stands for the first
+            confirmation (None: ``candidate`` is timed afresh).
 
     Returns:
         The last candidate confirmed, its ``confirmed`` figure set; where every step missed, the last one tried
@@ -120,9 +124,13 @@ def confirm(candidate: Candidate, prober, probe: Callable[[float], Candidate], f
     target: Target = prober.target
     aim = float(target.aim)
     for attempt in range(CONFIRMATIONS + 1):
-        timing: Timing = prober.retime(candidate)
+        given = first if attempt == 0 else None
+        timing: Timing = given if given is not None else prober.retime(candidate)
+        if timing.speedup < midway(target) <= timing.interval.high:  # a near miss the median's noise may explain
+            timing = timing.pooled(prober.retime(candidate))
         interval = timing.interval
         candidate.confirmed, candidate.confirmed_half_width = round(timing.speedup, 4), interval.half_width
+        candidate.confirmed_with_probe = given is not None
         # the fresh figure is unbiased where the probe that won was not: it must clear half the margin too, or the
         # final model (pruned in steps, distilled) lands about as often under the target as over it
         if timing.speedup >= midway(target) and interval.high >= aim:

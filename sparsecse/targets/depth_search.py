@@ -17,8 +17,9 @@ FLOP), so every probe of every depth informs every other depth:
    A depth whose fitted budget is below the floor, where a probe at the floor fell short, is out of reach.
 
 The finalists are ranked (dev score right after the cut, or after a short recovery: :func:`rank_after_recovery`),
-and only the winner is timed: an untimed winner is probed at its budget, then confirmed by a fresh, independent
-timing (:func:`~sparsecse.targets.choice.confirm`), as every chosen candidate is.
+and only the winner is timed: an untimed winner is probed at its budget, and that first timing, which the choice did
+not see, confirms it (:func:`~sparsecse.targets.choice.confirm`); a winner timed before it was chosen is confirmed
+by a fresh, independent timing, as every chosen candidate is.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from sparsecse.targets.candidates import TABLE, Candidate
 from sparsecse.targets.choice import RESOLUTION, TargetOutOfReach
 from sparsecse.targets.depth import depth_width_probe, layers_removed
 from sparsecse.targets.statistics import DepthSpeedModel
+from sparsecse.targets.timing import Timing
 
 NEAR = 0.02  # a probe the model puts within this fraction of a depth's aim in speed places that depth
 LARGEST_BUDGET = 0.98
@@ -41,11 +43,8 @@ BELOW = 0.05  # a plan at or above a probe that fell short goes this fraction of
 
 def depth_model(candidates: list[Candidate], layers: int) -> DepthSpeedModel | None:
     """The speed model through every timed speed probe of ``candidates`` (a confirmed one counts its confirmation
-    too, as one more point)."""
-    speed = [c for c in candidates if c.stage == "speed"]
-    points = [(c.layers_removed, c.keep_flops, c.speedup, c.half_width) for c in speed]
-    points += [(c.layers_removed, c.keep_flops, c.confirmed, c.confirmed_half_width) for c in speed
-               if math.isfinite(c.confirmed)]
+    too, as one more point: :meth:`~sparsecse.targets.candidates.Candidate.figures`)."""
+    points = [(c.layers_removed, c.keep_flops, s, h) for c in candidates if c.stage == "speed" for s, h in c.figures()]
     return DepthSpeedModel.fit(points, layers)
 
 
@@ -142,14 +141,17 @@ def joint_depth_search(prober, scores: GateScores, pruning: PruningConfig, floor
 
 
 def timed_winner(winner: Candidate, prober, scores: GateScores, pruning: PruningConfig,
-                 removed: list[int]) -> Candidate:
-    """``winner`` as a timed probe: itself where it was timed, else a new probe at its budget (carrying its dev
-    score after recovery), ready for :func:`~sparsecse.targets.choice.confirm`."""
+                 removed: list[int]) -> tuple[Candidate, Timing | None]:
+    """``winner`` as a timed probe, ready for :func:`~sparsecse.targets.choice.confirm`, and the timing that stands
+    for its first confirmation: itself and None where it was timed before it was chosen (the choice may have
+    favoured a lucky figure, so it is timed afresh); else a new probe at its budget (carrying its dev score after
+    recovery) and that probe's timing (``prober.timing_of``), independent of a choice made on dev scores and the
+    speed model's prediction."""
     if winner.stage != "planned":
-        return winner
+        return winner, None
     timed = prober.one_shot(scores, pruning, winner.keep_flops, removed)
     timed.dev_recovered, timed.predicted = winner.dev_recovered, winner.predicted
-    return timed
+    return timed, prober.timing_of(timed)
 
 
 def rank_after_recovery(finalists: list[Candidate], prober, order: list[int], scores: GateScores,

@@ -24,8 +24,9 @@ measured latency instead of FLOPs; here each probe is the real shrunk model on t
   across every depth places each depth's budget from every probe (:mod:`sparsecse.targets.depth_search`), each
   depth's finalist is built at its budget, and the finalist with the best dev score right after the cut wins, or,
   with ``recover``, the best after a short recovery (:func:`~sparsecse.targets.depth_search.rank_after_recovery`).
-  The winner, and only it, is timed and then confirmed. Candidates are checked for an order that contradicts their
-  size by their overall kept FLOPs (:func:`~sparsecse.targets.depth.overall_keep_flops`).
+  The winner, and only it, is timed and confirmed (an untimed winner by that first timing, which the choice did not
+  see). Candidates are checked for an order that contradicts their size by their overall kept FLOPs
+  (:func:`~sparsecse.targets.depth.overall_keep_flops`).
 
 Every probe is a row of the candidates table (:mod:`sparsecse.targets.candidates`).
 """
@@ -158,6 +159,7 @@ class _Prober:
         self.sentences = target_sentences(target, dev.sentences, self.dense.tokenizer, self.dense.max_length)
         self.candidates: list[Candidate] = []
         self.timed: list = []  # what each candidate was timed as (its copy on disk, on the engine)
+        self.timings: dict[int, Timing] = {}  # each candidate this search timed (by id): its probe's timing
         self.reused = 0  # how many of the candidates are an earlier target's (SharedSearch), not this search's
         self.aa, self.rounds = sized_rounds(self.reference, self.sentences, self.shape, target) \
             if target.speedup is not None else (None, ROUNDS)  # the machine's noise sizes every timing's rounds
@@ -198,16 +200,21 @@ class _Prober:
                               half_width=timing.interval.half_width)
         self.candidates.append(candidate)
         self.timed.append(timed)
+        self.timings[id(candidate)] = timing
         if self.show_progress:
             print(f"  candidate {len(self.candidates)}: {candidate.describe()}", file=sys.stderr, flush=True)
         return candidate
+
+    def timing_of(self, candidate: Candidate) -> Timing:
+        """The timing ``candidate``'s probe was given (its rounds, for pooling)."""
+        return self.timings[id(candidate)]
 
     def reuse(self, shared: SharedSearch) -> None:
         """Start from the speed probes earlier targets of the run measured (copies: their marks are this
         search's)."""
         for candidate, timed in shared.rows:
             self.candidates.append(dataclasses.replace(candidate, meets=False, chosen=False, confirmed=math.nan,
-                                                       confirmed_half_width=math.nan))
+                                                       confirmed_half_width=math.nan, confirmed_with_probe=False))
             self.timed.append(timed)
         self.reused = len(shared.rows)
 
@@ -392,9 +399,9 @@ def search_budget(model: str | os.PathLike, dev, target: Target, work: str | os.
             if recover is not None and len(finalists) > 1:
                 rank_after_recovery(finalists, prober, order, scores, pruning, recover)
             removed = layers_removed(order, finalists[0].layers_removed)
-            winner = timed_winner(finalists[0], prober, scores, pruning, removed)
+            winner, first = timed_winner(finalists[0], prober, scores, pruning, removed)
             finalists[0] = chosen = confirm(winner, prober, lambda b: prober.one_shot(scores, pruning, b, removed),
-                                            floor, not removed)  # before any training starts
+                                            floor, not removed, first)  # before any training starts
             summary.update(aa=prober.aa.facts() if prober.aa else None, rounds=prober.rounds)
         else:
             if prune_fn is None:
