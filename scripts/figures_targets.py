@@ -7,7 +7,6 @@ Each renderer takes the results store (``{id: Entry}``) and returns the values o
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from sparsecse.reporting.store import Entry
 from figures_format import HEADLINES, L3, RECIPE_RUNS, best_run, ci, command, cpu, pm, pm_minutes, shape, than_l3, where, x
@@ -194,8 +193,7 @@ def curve_l6(store: dict[str, Entry]) -> dict:
     for r in curve.figures["rows"]:
         run = runs.get(r["name"])
         own = x(run.figures["target"]["speedup"]) if run else "—"
-        timed = independent.get(r["model"]) or independent.get(r["name"]) or ({} if r["kind"] == "target" else next(
-            (v for k, v in independent.items() if Path(k).name == Path(r["model"]).name), {}))  # L3 named by path
+        timed = independent.get(r["model"]) or independent.get(r["name"]) or {}
         sts = f"{run.figures['sts_avg']:.2f} {ci(run.figures['ci'])}" if run else f"{r['test']:.2f}"
         indep, diff = ((x(timed["p50_speedup"]), f"{timed['max_abs_diff_vs_sparsecse']:.1e}") if timed
                        else ("—", "—"))
