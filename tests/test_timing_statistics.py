@@ -154,6 +154,20 @@ def test_a_confirmation_at_the_bare_target_is_not_enough():
     assert final.keep_flops < 0.3 and final.confirmed >= 2.05
 
 
+def test_a_precise_confirmation_between_the_bar_and_the_aim_is_kept():
+    """lat-1202c (issue 62, an AVX2-only EPYC): the untimed winner's first timing was 2.0519x ±2.2% against the 2.05x
+    bar and the 2.1x aim; an interval short of the aim stepped 0.853 down to 0.806 (a probe and a timing more, and
+    width lost) though the figure was over the 2x target by more than its noise. At the bar it passes; under it, it
+    steps down."""
+    target = Target(speedup=2.0, margin=0.05)
+    for figure, kept in ((2.0519, True), (2.09, True), (2.0, False)):
+        prober = SequencedProber(target, [figure, 2.2], spread=0.005)  # its interval ends under the aim
+        chosen = prober.probe(0.3)
+        final = confirm(chosen, prober, prober.probe, 0.02, True)
+        assert (final is chosen) is kept and chosen.confirmed == pytest.approx(figure, abs=1e-4)
+        assert prober.retimes == ([0.3] if kept else [0.3, final.keep_flops])
+
+
 class SequencedProber(Prober):
     """Each retiming gives the next figure of ``figures``, over five rounds spread evenly ±``spread`` around it (so
     its 99% interval is exactly ``figure x (1 ± spread)``)."""
