@@ -115,6 +115,7 @@ def test_a_prune_stage_hands_its_layer_criterion_to_the_pruning_rule(tmp_path):
     ([{"type": "distill", "teacher": "x", "patience": -1}], "patience must be a whole number >= 0, not -1"),
     ([{"type": "distill", "teacher": "x", "patience": 2, "eval_steps": 0}], "which needs eval_steps N"),
     ([{"type": "train", "objective": "simcse", "min_delta": "a bit"}], "min_delta must be a number >= 0"),
+    ([{"type": "distill", "teacher": "x", "drop_nested_spans": "yes"}], "drop_nested_spans must be true or false"),
     ([{"type": "prune", "keep_flops": 0.5}, {"type": "prune", "keep_flops": 0.4}], "like an earlier stage"),
     ([{"type": "export"}], "has no stage that makes a model"),
     ([], "needs a non-empty list of stages"),

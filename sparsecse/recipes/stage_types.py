@@ -20,6 +20,7 @@ import numpy as np
 
 from sparsecse.artifacts.files import atomic_file
 from sparsecse.data.corpus import read_corpus
+from sparsecse.data.nested import without_nested_spans
 from sparsecse.errors import SparseCSEError
 from sparsecse.evaluation.eval_sets import load_eval_set
 from sparsecse.targets.spec import Target
@@ -123,6 +124,7 @@ def training_amount(stage) -> str:
     """
     amount = f"{stage.max_steps} steps" if stage.max_steps else f"{stage.epochs} epoch{'s' * (stage.epochs > 1)}"
     amount += f" of {stage.sentences} sentences" if stage.sentences else ""
+    amount += " (nested phrases left out)" if getattr(stage, "drop_nested_spans", False) else ""
     return amount + (", or until the dev score stops rising" if getattr(stage, "patience", 0) else "")
 
 
@@ -306,17 +308,21 @@ class StageContext:
         return load_eval_set(self.dev or "STSBenchmark", "dev", self.data_dir)
 
 
-def sampled_corpus(ctx: StageContext, stage_index: int, sentences: int | None) -> Path:
+def sampled_corpus(ctx: StageContext, stage_index: int, sentences: int | None, drop_nested: bool = False) -> Path:
     """The corpus, or a seeded sample of ``sentences`` of its lines written once under the run's work
-    directory (a file, so the teacher's embeddings of it are cached and reused on resume)."""
-    if sentences is None:
+    directory (a file, so the teacher's embeddings of it are cached and reused on resume); with ``drop_nested``,
+    of its lines that no longer line holds word for word (:func:`~sparsecse.data.nested.without_nested_spans`)."""
+    if sentences is None and not drop_nested:
         return ctx.corpus
-    path = ctx.work / "corpus" / f"stage{stage_index}-{sentences}.txt"
+    path = ctx.work / "corpus" / f"stage{stage_index}-{sentences or 'all'}{'-unnested' if drop_nested else ''}.txt"
     if path.is_file():
         return path
     lines = read_corpus(ctx.corpus)
-    if sentences >= len(lines):
-        return ctx.corpus
+    lines = without_nested_spans(lines) if drop_nested else lines
+    if sentences is None or sentences >= len(lines):
+        if not drop_nested:
+            return ctx.corpus
+        sentences = len(lines)
     pick = np.sort(np.random.default_rng(ctx.seed * 1_000_003 + stage_index).permutation(len(lines))[:sentences])
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path, overwrite=True) as tmp:

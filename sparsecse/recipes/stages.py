@@ -37,11 +37,13 @@ from sparsecse.training.rundir import RunDir
 
 
 def _check_training(stage, where: str) -> None:
-    """The settings every training stage has: eval_steps, patience, min_delta, bucket_by_length, mixed_precision."""
+    """The settings every training stage has: eval_steps, patience, min_delta, bucket_by_length, drop_nested_spans,
+    mixed_precision."""
     if isinstance(stage.eval_steps, bool) or not isinstance(stage.eval_steps, int) or stage.eval_steps < 0:
         raise SparseCSEError(f"{where}: eval_steps must be a whole number >= 0, not {stage.eval_steps!r}.")
-    if not isinstance(stage.bucket_by_length, bool):
-        raise SparseCSEError(f"{where}: bucket_by_length must be true or false, not {stage.bucket_by_length!r}.")
+    for name in ("bucket_by_length", "drop_nested_spans"):
+        if not isinstance(getattr(stage, name), bool):
+            raise SparseCSEError(f"{where}: {name} must be true or false, not {getattr(stage, name)!r}.")
     check_choice("mixed_precision", stage.mixed_precision, where, ("auto", "no", "bf16"))
     if isinstance(stage.patience, bool) or not isinstance(stage.patience, int) or stage.patience < 0:
         raise SparseCSEError(f"{where}: patience must be a whole number >= 0, not {stage.patience!r}.")
@@ -55,7 +57,7 @@ def _check_training(stage, where: str) -> None:
 def _train(stage, objective: str, args: dict[str, Any], index: int, model: str, out: Path,
            ctx: StageContext) -> dict[str, Any]:
     """``sparsecse train`` with the stage's settings on its sample of the corpus (one path for every training stage)."""
-    corpus = sampled_corpus(ctx, index, stage.sentences)
+    corpus = sampled_corpus(ctx, index, stage.sentences, stage.drop_nested_spans)
     result = train(model=model, corpus=str(corpus), out=str(out), objective=objective, objective_args=args,
                    seed=ctx.seed, config=TrainingConfig(lr=stage.lr, batch_size=stage.batch_size, epochs=stage.epochs,
                        max_steps=stage.max_steps, eval_steps=stage.eval_steps, max_length=stage.max_length,
@@ -80,7 +82,8 @@ class DistillStage(Stage):
     > 0 stops it once that many evaluations in a row have not beaten the best by ``min_delta`` (the dev score
     stopped rising);
     ``bucket_by_length`` batches sentences of similar length together (less padding, same data per
-    epoch); ``teacher_precision`` and ``mixed_precision``: ``auto`` uses bf16 where the hardware runs it
+    epoch); ``drop_nested_spans`` leaves out, before sampling, the corpus lines that a longer line holds word for
+    word (a treebank's phrases: :mod:`sparsecse.data.nested`); ``teacher_precision`` and ``mixed_precision``: ``auto`` uses bf16 where the hardware runs it
     natively, fp32 elsewhere."""
 
     name: str
@@ -96,6 +99,7 @@ class DistillStage(Stage):
     min_delta: float = TrainingConfig.min_delta
     max_length: int | None = None
     bucket_by_length: bool = True
+    drop_nested_spans: bool = False
     teacher_precision: str = "auto"
     mixed_precision: str = "auto"
     type: str = "distill"
@@ -151,7 +155,8 @@ class TrainStage(Stage):
         objective_args: its parameters, as ``--objective-args`` takes them; a value ``@NAME`` is the model an
             earlier stage made (or ``@input``), e.g. ``{teacher: "@teacher"}``.
         lr, batch_size, max_length: None keeps the objective's backbone recipe (SimCSE's for simcse).
-        epochs, max_steps, sentences, eval_steps, patience, min_delta, bucket_by_length, mixed_precision: as
+        epochs, max_steps, sentences, eval_steps, patience, min_delta, bucket_by_length, drop_nested_spans,
+            mixed_precision: as
             :class:`DistillStage`.
     """
 
@@ -168,6 +173,7 @@ class TrainStage(Stage):
     min_delta: float = TrainingConfig.min_delta
     max_length: int | None = None
     bucket_by_length: bool = TrainingConfig.bucket_by_length
+    drop_nested_spans: bool = False
     mixed_precision: str = "auto"
     type: str = "train"
 
