@@ -156,8 +156,7 @@ class TrainStage(Stage):
             earlier stage made (or ``@input``), e.g. ``{teacher: "@teacher"}``.
         lr, batch_size, max_length: None keeps the objective's backbone recipe (SimCSE's for simcse).
         epochs, max_steps, sentences, eval_steps, patience, min_delta, bucket_by_length, drop_nested_spans,
-            mixed_precision: as
-            :class:`DistillStage`.
+            mixed_precision: as :class:`DistillStage`.
     """
 
     name: str
