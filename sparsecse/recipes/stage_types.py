@@ -311,7 +311,7 @@ class StageContext:
 def sampled_corpus(ctx: StageContext, stage_index: int, sentences: int | None, drop_nested: bool = False) -> Path:
     """The corpus, or a seeded sample of ``sentences`` of its lines written once under the run's work
     directory (a file, so the teacher's embeddings of it are cached and reused on resume); with ``drop_nested``,
-    of its lines that no longer line holds word for word (:func:`~sparsecse.data.nested.without_nested_spans`)."""
+    of its lines that are not a word span of a longer line (:func:`~sparsecse.data.nested.without_nested_spans`)."""
     if sentences is None and not drop_nested:
         return ctx.corpus
     path = ctx.work / "corpus" / f"stage{stage_index}-{sentences or 'all'}{'-unnested' if drop_nested else ''}.txt"

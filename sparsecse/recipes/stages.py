@@ -155,8 +155,9 @@ class TrainStage(Stage):
         objective_args: its parameters, as ``--objective-args`` takes them; a value ``@NAME`` is the model an
             earlier stage made (or ``@input``), e.g. ``{teacher: "@teacher"}``.
         lr, batch_size, max_length: None keeps the objective's backbone recipe (SimCSE's for simcse).
-        epochs, max_steps, sentences, eval_steps, patience, min_delta, bucket_by_length, drop_nested_spans,
-            mixed_precision: as :class:`DistillStage`.
+        epochs, max_steps, sentences, eval_steps, patience, min_delta, bucket_by_length, mixed_precision: as
+            :class:`DistillStage`.
+        drop_nested_spans: as :class:`DistillStage`.
     """
 
     name: str
