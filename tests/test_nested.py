@@ -3,7 +3,6 @@ lines, and a training stage's sample drawn from what is left."""
 
 from __future__ import annotations
 
-import itertools
 import random
 
 from sparsecse.data.corpus import read_corpus

@@ -83,8 +83,8 @@ class DistillStage(Stage):
     stopped rising);
     ``bucket_by_length`` batches sentences of similar length together (less padding, same data per
     epoch); ``drop_nested_spans`` leaves out, before sampling, the corpus lines that a longer line holds word for
-    word (a treebank's phrases: :mod:`sparsecse.data.nested`); ``teacher_precision`` and ``mixed_precision``: ``auto`` uses bf16 where the hardware runs it
-    natively, fp32 elsewhere."""
+    word (a treebank's phrases: :mod:`sparsecse.data.nested`); ``teacher_precision`` and ``mixed_precision``:
+    ``auto`` uses bf16 where the hardware runs it natively, fp32 elsewhere."""
 
     name: str
     teacher: str
