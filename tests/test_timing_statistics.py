@@ -298,12 +298,14 @@ def test_a_near_miss_is_repaired_by_one_more_step_and_a_true_miss_is_not():
     assert not steps and math.isfinite(true_miss["speedup"])
 
 
-@pytest.mark.parametrize("layout", ["stock", "custom"])
+@pytest.mark.parametrize("layout, recovery", [("stock", "trained"), ("custom", "trained"), ("stock", "ruined")])
 def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp_path, text, fake_senteval,
-                                                                             monkeypatch, layout):
+                                                                             monkeypatch, layout, recovery):
     import json
 
+    import torch
     from click.testing import CliRunner
+    from safetensors.torch import load_file
 
     from sparsecse.cli import main
     from sparsecse.modeling.adapters import is_uniform
@@ -311,6 +313,7 @@ def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp
     from sparsecse.modeling.flops import flops_per_token
     from sparsecse.recipes import repair as recipe_repair
     from sparsecse.recipes import runner
+    from sparsecse.recipes.budget_stage import BudgetStage
     from tests.test_targets import TINY_STAGES, FakeClock
     from tests.tiny import make_tiny_model_dir
 
@@ -318,6 +321,22 @@ def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp
 
     monkeypatch.setattr(speed, "clock", FakeClock())
     monkeypatch.setattr(recipe_repair, "REPAIR_STEPS", 2)
+    if recovery == "ruined":  # a recovery that undoes the model: the repair must keep the cut as reconstruction left it
+        recovery_of = BudgetStage.recovery
+
+        def ruining(self, index, model, ctx):
+            recover = recovery_of(self, index, model, ctx)
+
+            def ruin(encoder):
+                recovered = recover(encoder)
+                with torch.no_grad():
+                    for parameter in recovered.model.parameters():
+                        parameter.copy_(torch.randn_like(parameter, generator=torch.Generator().manual_seed(0)))
+                return recovered
+
+            return ruin if self.name == "repair" else recover
+
+        monkeypatch.setattr(BudgetStage, "recovery", ruining)
     measured, calls = runner.measure_target, []
 
     def first_a_near_miss(*args, **kwargs):  # the final figure falls just short, its interval covering the target
@@ -341,8 +360,20 @@ def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp
         assert all(set(new) <= set(old) for new, old in zip(final.model.config.kept_heads,
                                                              student.model.config.kept_heads))
     reached = json.loads((out / "model" / "manifest.json").read_text())["figures"]["target"]
-    assert reached["met"] and reached["repair"]["before"] == 1.29 and reached["repair"]["keep"] == REPAIR_KEEP
-    assert reached["speedup"] == reached["repair"]["after"] and reached["method"] == ALONE
+    facts = reached["repair"]
+    assert reached["met"] and facts["before"] == 1.29 and facts["keep"] == REPAIR_KEEP
+    assert reached["speedup"] == facts["after"] and reached["method"] == ALONE
+    # the better of the cut and its recovery on dev is the model kept, and its dev score is the final one's
+    assert facts["recovery_kept"] == (facts["dev_recovered"] >= facts["dev_after_cut"])
+    kept_dev = facts["dev_recovered"] if facts["recovery_kept"] else facts["dev_after_cut"]
+    assert reached["dev_score"] == pytest.approx(kept_dev, abs=1e-3)
+    if recovery == "ruined":
+        assert not facts["recovery_kept"]
+        cut, kept = (load_file(str(out / "repair" / name / "model.safetensors")) for name in ("pruned", "model"))
+        assert cut.keys() == kept.keys() and all(torch.equal(cut[k], kept[k]) for k in cut)
+    card = (out / "model" / "README.md").read_text(encoding="utf-8")
+    assert "**Near miss:** the first figure, 1.29x" in card
+    assert ("recovered briefly" if facts["recovery_kept"] else "kept as reconstruction left it") in card
 
 
 def test_a_machine_somewhat_too_noisy_goes_on_at_the_most_rounds_and_says_so():

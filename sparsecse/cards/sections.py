@@ -255,6 +255,28 @@ def _beside(value: str | None, reference: str | None) -> str | None:
     return f"{value} (input model: {reference})" if value and reference else value
 
 
+def _repair(repair: dict[str, Any] | None) -> str | None:
+    """The card's line on a near miss's repair (:mod:`sparsecse.recipes.repair`), or None where there was none."""
+    if not repair:
+        return None
+    if repair.get("tried") is False:
+        return ("the first figure fell short of the target, its interval covering it; no smaller step was pruned "
+                f"({repair.get('why')})")
+    before = repair.get("before_interval") or {}
+    first = f"{repair['before']:.2f}x" + (f" ({before['low']:.2f}-{before['high']:.2f}x)"
+                                          if known(before.get("low")) and known(before.get("high")) else "")
+    recovery = ""
+    if known(repair.get("dev_after_cut")) and known(repair.get("dev_recovered")):
+        recovery = (f", recovered briefly (dev {repair['dev_recovered']:.2f}, against {repair['dev_after_cut']:.2f} "
+                    "after the cut)" if repair.get("recovery_kept") else
+                    f", kept as reconstruction left it (dev {repair['dev_after_cut']:.2f}, against "
+                    f"{repair['dev_recovered']:.2f} after a short recovery)")
+    outcome = "kept" if repair.get("met") else "short again, so the run's own model is kept"
+    return (f"the first figure, {first}, fell short of the target with its interval covering it: pruned one more "
+            f"step to {repair['keep']:g} of its layer FLOPs{recovery}, then timed again: {repair['after']:.2f}x, "
+            f"{outcome}")
+
+
 def _target(t: dict[str, Any]) -> list[str]:
     if not t:
         return []
@@ -293,6 +315,7 @@ def _target(t: dict[str, Any]) -> list[str]:
     threads = f", {shape['threads']} threads" if known(shape.get("threads")) else ""
     rows = [("Measured speed-up", f"{measured:.2f}x{spread}" + (f" ({engine})" if engine else "")
              if known(measured) else None),
+            ("Near miss", _repair(t.get("repair"))),
             ("Dev score", dev),
             (f"Latency p50 / p95 of one sentence (batch 1{threads})",
              _beside(_latency(t.get("latency_ms")), _latency(t.get("reference_latency_ms")))),
