@@ -2,7 +2,8 @@
 
 Each model is loaded by sentence-transformers (a copy of each model directory without its ``*.py`` files, so
 what is timed is what a user loads with no remote code: sparsecse, once imported, registers its shrunk model
-classes with transformers). Then STS-B test sentences are
+classes with transformers). Then the distinct sentences of STS-B test (``--split dev``: STS-B dev, the sentences a
+target's own timing draws from) are
 encoded one request at a time (``--batch-size`` sentences per request, default 1), the models taking turns
 (``--turn`` requests each, default 1; the order rotates, so a change in the machine's load touches every model alike), on
 ``--threads`` intra-op threads; with ``--alone`` each model is served by a process of its own (loaded there, kept for
@@ -37,10 +38,10 @@ from pathlib import Path
 import torch
 
 
-def sts_test_sentences(data_dir: Path) -> list[str]:
-    """The distinct sentences of STS-B test, in file order."""
+def sts_sentences(data_dir: Path, split: str = "test") -> list[str]:
+    """The distinct sentences of STS-B's ``split`` (test or dev), in file order."""
     seen: dict[str, None] = {}
-    with open(data_dir / "STS" / "STSBenchmark" / "sts-test.csv", encoding="utf-8") as f:
+    with open(data_dir / "STS" / "STSBenchmark" / f"sts-{split}.csv", encoding="utf-8") as f:
         for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
             for text in row[5:7]:
                 seen.setdefault(text, None)
@@ -151,6 +152,9 @@ def main() -> None:
                              "file is ordered by genre, so its first thousand are mostly short image captions)")
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--data-dir", default=os.environ.get("SPARSECSE_DATA", "../shared/data/senteval"))
+    parser.add_argument("--split", choices=("test", "dev"), default="test",
+                        help="the STS-B split whose distinct sentences are the requests (default test; dev: the "
+                             "sentences a target's own timing draws from, so the two figures share their requests)")
     parser.add_argument("--whole", action="store_true",
                         help="each request is every test sentence in one encode call (sentence-transformers sorts "
                              "them by length and cuts batches of --batch-size): the throughput of encoding a "
@@ -175,7 +179,7 @@ def main() -> None:
     import sparsecse.modeling.encoder  # noqa: F401 (registers the shrunk model classes with transformers' Auto*)
 
     torch.set_num_threads(args.threads)
-    sentences = sts_test_sentences(Path(args.data_dir))
+    sentences = sts_sentences(Path(args.data_dir), args.split)
     if args.requests is None:
         args.requests = 1 if args.whole else -(-len(sentences) // args.batch_size)
     with tempfile.TemporaryDirectory() as tmp:
@@ -220,13 +224,13 @@ def main() -> None:
                      "total_speedup": round(sum(times[reference]) / sum(values), 3),
                      "max_abs_diff_vs_sparsecse": agreement[name]})
     result = {"cpu": cpu_flags(), "threads": args.threads, "batch_size": args.batch_size, "requests": args.requests,
-              "sentences": (f"every distinct STS-B test sentence ({len(sentences)}) per request, in batches of "
-                            f"{args.batch_size} sorted by length, models interleaved" if args.whole else
-                            f"{args.batch_size} distinct STS-B test sentence(s) per request, in file order, one "
-                            "request at a time, models interleaved"
+              "sentences": (f"every distinct STS-B {args.split} sentence ({len(sentences)}) per request, in batches "
+                            f"of {args.batch_size} sorted by length, models interleaved" if args.whole else
+                            f"{args.batch_size} distinct STS-B {args.split} sentence(s) per request, in file order, "
+                            "one request at a time, models interleaved"
                             + (" request by request" if args.turn == 1 else f" in turns of {args.turn} requests")
                             + (", each model served alone by a process of its own" if args.alone else "")),
-              "turn": args.turn, "alone": args.alone,
+              "turn": args.turn, "alone": args.alone, "split": args.split,
               "loader": "sentence-transformers, model directories without *.py files", "rows": rows}
     print(f"{result['cpu']}, {args.threads} threads, batch {args.batch_size}, {args.requests} requests per model")
     for row in rows:

@@ -276,7 +276,14 @@ def test_a_recipe_runs_manifest_becomes_an_entry():
     manifest["figures"]["target"]["interval"] = {"speedup": 2.08, "low": 1.94, "high": 2.17, "confidence": 0.99}
     target = run_entry("t2x.here", manifest, "sparsecse compress --speedup 2.0").figures["target"]
     assert target["choice"] == {"layers_removed": 3, "keep_flops": 0.705}
-    assert target["interval"] == {"low": 1.94, "high": 2.17, "confidence": 0.99}
+    assert target["interval"] == {"low": 1.94, "high": 2.17, "confidence": 0.99} and "repair" not in target
+    # the search's confirmation of its choice, and a near miss's repair, go with it too
+    manifest["stages"][0]["chosen"] = {"keep_flops": 0.705, "confirmed": 2.0696}
+    manifest["figures"]["target"]["repair"] = {"keep": 0.95, "before": 1.9985, "after": 2.0606, "met": True,
+                                               "recovery_kept": False, "dev_after_cut": 85.68, "model": "run/repair"}
+    target = run_entry("t2x.here", manifest, "sparsecse compress --speedup 2.0").figures["target"]
+    assert target["choice"] == {"layers_removed": 3, "keep_flops": 0.705, "confirmed": 2.0696}
+    assert target["repair"] == {"keep": 0.95, "before": 1.9985, "after": 2.0606, "met": True, "recovery_kept": False}
     # a recipe run has no target: its throughput line names the batch it was timed at
     recipe = {"figures": {"sts_avg": 79.22, "speed": {"speedup": 2.13, "threads": 2, "batch_size": 128}},
               "seconds": {"evaluation": 60.0}, "input_name": "sentence-transformers/all-MiniLM-L6-v2"}

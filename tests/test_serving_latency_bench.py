@@ -58,3 +58,16 @@ def test_served_alone_each_model_times_every_request_in_a_process_of_its_own(tmp
     assert [r["model"] for r in result["rows"]] == [str(tiny_bert_dir), str(other)]
     assert result["rows"][0]["p50_speedup"] == 1.0 and result["rows"][1]["p50_ms"] > 0
     assert result["rows"][1]["max_abs_diff_vs_sparsecse"] < 1e-5  # the shrunk model served as sparsecse embeds it
+
+
+def test_the_requests_are_the_distinct_sentences_of_the_split_asked_for(serving_latency, fake_senteval):
+    import csv
+
+    def distinct(split):
+        with open(fake_senteval / "STS" / "STSBenchmark" / f"sts-{split}.csv", encoding="utf-8") as f:
+            return list(dict.fromkeys(t for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+                                      for t in row[5:7]))
+
+    dev, test = serving_latency.sts_sentences(fake_senteval, "dev"), serving_latency.sts_sentences(fake_senteval)
+    assert dev == distinct("dev") and test == distinct("test") and dev != test
+    assert len(dev) == len(set(dev))

@@ -260,6 +260,12 @@ def run_entry(ident: str, manifest: dict, command: str) -> Entry:
         if budget is not None:  # what the search chose: whole layers removed, and the kept FLOPs of the rest
             kept["target"]["choice"] = {"layers_removed": len(budget.get("layers_removed") or []),
                                         "keep_flops": budget.get("keep_flops")}
+            confirmed = (budget.get("chosen") or {}).get("confirmed")
+            if confirmed is not None:  # the search's own fresh timing of its choice, to set beside the final figure
+                kept["target"]["choice"]["confirmed"] = confirmed
+        if target.get("repair"):  # a near miss repaired: the first figure, and which model the repair kept
+            kept["target"]["repair"] = {k: target["repair"][k] for k in ("keep", "before", "after", "met",
+                                                                         "recovery_kept") if k in target["repair"]}
     kept = {k: v for k, v in kept.items() if v is not None}
     if not kept:
         raise SparseCSEError("The run's manifest holds no figures to store.")
