@@ -65,8 +65,9 @@ def launch(launcher: str, args, tmp_path, env=None, expect_ok=True, script=SPARS
         cmd = [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
                "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
                script, *args]
-    else:  # accelerate launch --cpu: one process, whatever --num_processes says
-        cmd = [str(BIN / "accelerate"), "launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
+    else:  # accelerate launch --cpu: one process, whatever --num_processes says; --quiet, as Accelerate 1.16 and
+        # newer otherwise raise the failed process's stderr again in their own traceback (each line twice)
+        cmd = [str(BIN / "accelerate"), "launch", "--cpu", "--quiet", "--num_processes", "2", "--num_machines", "1",
                "--mixed_precision", "no", "--dynamo_backend", "no", script, *args]
     done = subprocess.run(cmd, env=env or environment(tmp_path), capture_output=True, text=True, timeout=900,
                           cwd=tmp_path)
