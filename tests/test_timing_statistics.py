@@ -298,7 +298,8 @@ def test_a_near_miss_is_repaired_by_one_more_step_and_a_true_miss_is_not():
     assert not steps and math.isfinite(true_miss["speedup"])
 
 
-@pytest.mark.parametrize("layout, recovery", [("stock", "trained"), ("custom", "trained"), ("stock", "ruined")])
+@pytest.mark.parametrize("layout, recovery", [("stock", "trained"), ("custom", "trained"), ("stock", "ruined"),
+                                              ("custom", "ruined")])
 def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp_path, text, fake_senteval,
                                                                              monkeypatch, layout, recovery):
     import json
@@ -314,6 +315,7 @@ def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp
     from sparsecse.recipes import repair as recipe_repair
     from sparsecse.recipes import runner
     from sparsecse.recipes.budget_stage import BudgetStage
+    from sparsecse.recipes.stage_types import StageContext
     from tests.test_targets import TINY_STAGES, FakeClock
     from tests.tiny import make_tiny_model_dir
 
@@ -332,11 +334,23 @@ def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp
                 with torch.no_grad():
                     for parameter in recovered.model.parameters():
                         parameter.copy_(torch.randn_like(parameter, generator=torch.Generator().manual_seed(0)))
+                recovered.ruined = True
                 return recovered
 
             return ruin if self.name == "repair" else recover
 
+        # a tiny random model's dev score is noise: the dev set scores the ruined recovery as the worst it can be
+        dev_set_of = StageContext.dev_set
+
+        def dev_set(self):
+            dev = dev_set_of(self)
+            score = dev.score
+            monkeypatch.setattr(dev, "score", lambda encoder: -100.0 if getattr(encoder, "ruined", False)
+                                else score(encoder), raising=False)
+            return dev
+
         monkeypatch.setattr(BudgetStage, "recovery", ruining)
+        monkeypatch.setattr(StageContext, "dev_set", dev_set)
     measured, calls = runner.measure_target, []
 
     def first_a_near_miss(*args, **kwargs):  # the final figure falls just short, its interval covering the target
@@ -372,7 +386,7 @@ def test_a_run_s_near_miss_is_repaired_and_its_card_holds_the_repaired_model(tmp
         cut, kept = (load_file(str(out / "repair" / name / "model.safetensors")) for name in ("pruned", "model"))
         assert cut.keys() == kept.keys() and all(torch.equal(cut[k], kept[k]) for k in cut)
     card = (out / "model" / "README.md").read_text(encoding="utf-8")
-    assert "**Near miss:** the first figure, 1.29x" in card
+    assert "**Near miss:** the first figure, 1.290x" in card
     assert ("recovered briefly" if facts["recovery_kept"] else "kept as reconstruction left it") in card
 
 

@@ -263,7 +263,8 @@ def _repair(repair: dict[str, Any] | None) -> str | None:
         return ("the first figure fell short of the target, its interval covering it; no smaller step was pruned "
                 f"({repair.get('why')})")
     before = repair.get("before_interval") or {}
-    first = f"{repair['before']:.2f}x" + (f" ({before['low']:.2f}-{before['high']:.2f}x)"
+    # three places: a first figure of 1.9985 is not "2.00x" beside a 2x target
+    first = f"{repair['before']:.3f}x" + (f" ({before['low']:.2f}-{before['high']:.2f}x)"
                                           if known(before.get("low")) and known(before.get("high")) else "")
     recovery = ""
     if known(repair.get("dev_after_cut")) and known(repair.get("dev_recovered")):
