@@ -76,6 +76,6 @@ def near_miss_repair(recipe, ctx: StageContext, input_model: str, current: str, 
         return str(work / "model")
 
     final, final_figures = repair(figures, current, step, measure)
-    if chosen and isinstance(final_figures.get("repair"), dict):
+    if chosen:  # the step ran to the end, so repair() recorded what it measured under "repair"
         final_figures["repair"].update(chosen)
     return final, final_figures
