@@ -86,6 +86,10 @@ from sparsecse.cli.options import (PLAIN_FLOAT, PLAIN_INT, align_ffn_option, cri
 @click.option("--depth", default=None, metavar="N|auto",
               help="With --speedup: the most whole layers a candidate may remove, besides heads and neurons (0: width "
                    "only). Default auto: half the layers for a latency metric, 0 for throughput.")
+@click.option("--minutes", default=None, metavar="M",
+              help="With a target: the most minutes the run may take; its last training stage ends in time, its "
+                   "learning-rate schedule fitted to the steps that fit (the target recipe's default: 20). 'none': "
+                   "no limit.")
 @click.option("--when-busy", default=None, metavar="stop|wait",
               help="With a target: when a timing's spread stays too wide, stop (default) or wait for a quieter "
                    "machine and time again.")
@@ -110,8 +114,8 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
             reconstruct_target, reconstruct_ridge, reconstruct_weighting, scores_path, criterion, lam, seq_len,
             keep_one_head, data_dir, split, score_batch_size, max_batches, align_ffn, layout, out, recipe,
             recipe_corpus, overrides, resume, list_recipes, speedup, speedup_of, max_drop, engine, timing_batch_size,
-            threads, metric, timing_sentences, depth, when_busy, dev, test, compare_with, teacher, store, pooling,
-            device, seed, overwrite, as_json, quiet):
+            threads, metric, timing_sentences, depth, minutes, when_busy, dev, test, compare_with, teacher, store,
+            pooling, device, seed, overwrite, as_json, quiet):
     """Prune to a budget in steps (K-prune style): score, keep the best units within the step's budget,
     reconstruct, rescore the reconstructed model, and repeat until the budget; then shrink. Meets the budget
     exactly as `prune --keep-flops` does.
@@ -125,7 +129,7 @@ def command(model, keep_flops, keep_params, steps, corpus, reconstruct_sentences
     aim = target_aim(ctx, dict(speedup=speedup, speedup_of=speedup_of, max_drop=max_drop, engine=engine,
                                batch_size=timing_batch_size, teacher=teacher, threads=threads, metric=metric,
                                timing_sentences=timing_sentences, when_busy=when_busy, compare_with=compare_with,
-                               depth=depth))
+                               depth=depth, minutes=minutes))
     sets = {"dev": dev, "test": test, "store": store}
     overrides = with_layout(layout, recipe, aim is not None, overrides)  # a bad layout refused before anything is read
     if aim is not None:

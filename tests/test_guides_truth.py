@@ -87,13 +87,17 @@ def test_the_targets_guide_quotes_the_targets_margin():
     assert quoted == [format(Target(speedup=2.0).margin, "g")]
 
 
-def test_the_targets_guide_quotes_the_near_miss_repair_s_settings():
-    from sparsecse.recipes.repair import REPAIR_STEPS
+def test_the_targets_guide_quotes_the_near_miss_repair_s_and_the_time_limit_s_settings():
+    from sparsecse.recipes.spec import load_recipe
+    from sparsecse.recipes.stage_types import TAIL_EVALUATIONS
     from sparsecse.targets.repair import REPAIR_KEEP
+    from sparsecse.training.time_limit import FIT_AFTER_STEPS
 
     text = " ".join((ROOT / "docs" / "guides" / "targets.md").read_text(encoding="utf-8").split())
     assert f"(to {REPAIR_KEEP:g} of its own layer FLOPs" in text
-    assert f"recovered by {REPAIR_STEPS} distillation steps from the input model" in text
+    assert f"`minutes: {load_recipe('target').target.minutes:g}` in its `target` block" in text
+    assert f"It times its first {FIT_AFTER_STEPS} steps and a dev evaluation after them" in text
+    assert f"({TAIL_EVALUATIONS:g} of its own dev evaluations" in text
 
 
 def test_the_targets_guide_quotes_the_prune_stage_s_sized_steps():

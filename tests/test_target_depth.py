@@ -21,7 +21,7 @@ from sparsecse.shrinking.layers import scores_without_layers, without_layers
 from sparsecse.scoring.layer_criteria import removal_order
 from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops
 from sparsecse.targets.search import TargetOutOfReach as SearchOutOfReach
-from sparsecse.targets.depth_search import joint_depth_search, timed_winner
+from sparsecse.targets.depth_search import joint_depth_search, rank_after_recovery, timed_winner, undominated
 from sparsecse.targets.search import search_budget
 from sparsecse.targets.spec import Target
 from sparsecse.targets.timing import Timing
@@ -128,7 +128,9 @@ def test_the_search_times_every_depth_and_recovery_can_change_the_choice(deep_di
 
     judged = search_budget(deep_dir, dev, Target(speedup=1.6, probes=4, depth=2), tmp_path / "judged", scores=scores,
                            recover=recover, show_progress=False)
-    assert sorted(recovered) == sorted(LAYERS - c.layers_removed for c in judged.finalists)
+    # the finalists a recovery could put first are recovered: none that a deeper one matches right after the cut
+    assert sorted(recovered) == sorted(LAYERS - c.layers_removed for c in undominated(judged.finalists))
+    assert deepest.layers_removed in {LAYERS - n for n in recovered} and len(recovered) >= 2
     now = [c for c in judged.candidates if c.chosen]
     assert len(now) == 1 and now[0].layers_removed == deepest.layers_removed
     assert now[0].dev_recovered == pytest.approx(100.0, abs=1e-4)
@@ -276,7 +278,12 @@ def test_compress_with_depth_removes_the_chosen_layers_before_spending_the_budge
     pruned = json.loads((out / "stages" / "2-prune.summary.json").read_text())
     removed = budget["layers_removed"]
     assert removed and pruned["layers_removed"] == removed
-    assert budget["chosen"]["dev_recovered"] is not None  # judged after the short recovery
+    chosen = budget["chosen"]
+    recovered = [c for c in read_table(out / "model" / "candidates.csv") if c.dev_recovered is not None]
+    if chosen["dev_recovered"] is None:  # no finalist scored above the deepest right after the cut: none recovered
+        assert not recovered and chosen["layers_removed"] == 2
+    else:  # judged after the short recovery
+        assert len({c.layers_removed for c in recovered}) >= 2
     config = json.loads((out / "model" / "config.json").read_text())
     kept = [i for i in range(LAYERS) if i not in removed]
     assert (config["num_hidden_layers"], config["kept_layers"], config["source_layers"]) == (len(kept), kept, LAYERS)
@@ -322,3 +329,35 @@ def test_the_depth_option_reads_a_number_or_auto():
             parse_depth(bad, option_name)
         with pytest.raises(SparseCSEError, match="^depth must be a whole number of layers"):
             parse_depth(bad)
+
+
+def test_only_the_finalists_a_recovery_could_put_first_are_recovered(monkeypatch):
+    from types import SimpleNamespace
+
+    from sparsecse.targets import depth_search
+
+    def finalist(layers, budget, dev):
+        return Candidate(budget, 4, 40, math.nan, dev, 90.0 - dev, "planned", layers_removed=layers)
+
+    monkeypatch.setattr(depth_search, "depth_width_probe", lambda dense, scores, pruning, removed, budget: (
+        SimpleNamespace(layers=len(removed)), None))
+    after = {3: 86.0, 2: 83.0, 1: 85.5, 0: 84.0}  # dev after the recovery, by the layers a finalist removed
+    recovered = []
+
+    def recover(encoder):
+        recovered.append(encoder.layers)
+        return encoder
+
+    prober = SimpleNamespace(dense=None, dev=SimpleNamespace(score=lambda encoder: after[encoder.layers]))
+    order = [1, 2, 3, 4]
+    # the deepest scores best right after the cut: nothing to recover, it stays first
+    finalists = [finalist(3, 0.75, 82.5), finalist(1, 0.32, 81.8), finalist(2, 0.48, 81.5), finalist(0, 0.2, 81.2)]
+    rank_after_recovery(finalists, prober, order, None, None, recover)
+    assert recovered == [] and [c.layers_removed for c in finalists] == [3, 1, 2, 0]
+    assert all(c.dev_recovered is None for c in finalists)
+    # a shallower finalist above the deepest right after the cut: both are recovered (not the two they dominate)
+    finalists = [finalist(1, 0.32, 83.0), finalist(3, 0.75, 82.5), finalist(2, 0.48, 81.5), finalist(0, 0.2, 81.2)]
+    rank_after_recovery(finalists, prober, order, None, None, recover)
+    assert sorted(recovered) == [1, 3]
+    assert [c.layers_removed for c in finalists] == [3, 1, 2, 0]  # recovered best first, then the rest as they were
+    assert [c.dev_recovered for c in finalists] == [86.0, 85.5, None, None]

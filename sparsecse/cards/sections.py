@@ -266,15 +266,10 @@ def _repair(repair: dict[str, Any] | None) -> str | None:
     # three places: a first figure of 1.9985 is not "2.00x" beside a 2x target
     first = f"{repair['before']:.3f}x" + (f" ({before['low']:.2f}-{before['high']:.2f}x)"
                                           if known(before.get("low")) and known(before.get("high")) else "")
-    recovery = ""
-    if known(repair.get("dev_after_cut")) and known(repair.get("dev_recovered")):
-        recovery = (f", recovered briefly (dev {repair['dev_recovered']:.2f}, against {repair['dev_after_cut']:.2f} "
-                    "after the cut)" if repair.get("recovery_kept") else
-                    f", kept as reconstruction left it (dev {repair['dev_after_cut']:.2f}, against "
-                    f"{repair['dev_recovered']:.2f} after a short recovery)")
+    when = ", before the training" if repair.get("before_training") else ""
     outcome = "kept" if repair.get("met") else "short again, so the run's own model is kept"
     return (f"the first figure, {first}, fell short of the target with its interval covering it: pruned one more "
-            f"step to {repair['keep']:g} of its layer FLOPs{recovery}, then timed again: {repair['after']:.2f}x, "
+            f"step to {repair['keep']:g} of its layer FLOPs{when}, then timed again: {repair['after']:.2f}x, "
             f"{outcome}")
 
 

@@ -10,7 +10,8 @@ Layout of ``--out``::
     OUT/stages/1-teacher.partial/   ... or a training run in progress, resumed from its last checkpoint
     OUT/times.jsonl           the wall time of every stage attempt
     OUT/speedup_of.json       a target of another model's speed-up: that model's, measured when the run started
-    OUT/eval/                 the reference model's results (for the paired interval)
+    OUT/eval/                 the reference model's results (for the paired interval); target.json: a target's
+                              speed, timed on the pruned model before the training after it (and the model timed)
     OUT/model/                the final model: weights, README.md (model card), manifest.json (the
                               recipe's), recipe.yaml, sts_results.json (per-pair similarities), written last
 
@@ -42,11 +43,14 @@ from sparsecse.recipes.spec import Data, Recipe, check_sets, load_recipe
 from sparsecse.recipes.stage_types import INPUT_REF, Stage, StageContext
 from sparsecse.recipes.stages import budget_spending
 from sparsecse.targets import relative
-from sparsecse.targets.report import measure_target
+from sparsecse.training import time_limit
+from sparsecse.targets.report import judged, measure_speed, measure_target, timed_shapes_hold
 from sparsecse.targets.search import TargetOutOfReach
 
 RUN = "run.json"
 TIMES = "times.jsonl"
+TIMED = "target.json"  # under OUT/eval: the target's speed, timed before the training after the prune stage
+TRAINING = ("distill", "train")  # stage types that change a model's weights, not its shapes
 MODEL = "model"
 LOCK = ".lock"
 
@@ -311,8 +315,16 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     ctx.spending = budget_spending(recipe.stages, ctx)  # what each budget stage's candidates are pruned with
     current, records = model, []
     n = len(recipe.stages)
+    timed_after, timed = timing_point(recipe), None
+    last_training = max((i for i, s in enumerate(recipe.stages, 1) if s.type in TRAINING), default=None)
+
+    def measured_speed(model_dir: str) -> dict:
+        return measure_speed(recipe.target, model, model_dir, ctx.dev_set(), out / "eval" / "engine", corpus,
+                             recipe.seed, show_progress=show_progress, serving=recipe.evaluation.speed)
+
     for i, stage in enumerate(recipe.stages, 1):
         target = stage_dir(out, i, stage.name)
+        ctx.deadline = run_deadline(recipe, out) if i == last_training else None
         label = f"[{i}/{n}] {stage.name}"
         if target.exists():
             summary = _read_summary(target)
@@ -334,22 +346,30 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
         handed = stage.hand_on(summary)
         if handed is not None:
             ctx.handed[stage.name] = handed
+        if i == timed_after:  # timed now, so that a repair is trained by the stages after it
+            current, timed = time_before_training(recipe, ctx, out, current, measured_speed, quiet)
     result = RecipeResult(out=out, model=out / MODEL, stages=records)
     t0 = time.perf_counter()
-    figures = final_figures.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress)
+    timing_seconds = stage_times(out).get("evaluation", 0.0)  # the target's timing before the training
     if recipe.target is not None:
         _log(f"measuring the model against the target ({recipe.target.describe()}) ...", quiet)
-        def measured(model_dir: str) -> dict:
-            return measure_target(recipe.target, model, model_dir, ctx.dev_set(), out / "eval" / "engine", corpus,
-                                  recipe.seed, show_progress=show_progress, serving=recipe.evaluation.speed)
+        dev = ctx.dev_set()
+        if timed is not None and timed_shapes_hold(timed["timed_model"], current):
+            figures_target = judged(recipe.target, timed, model, current, dev)
+        elif timed is not None:  # the training changed the shapes (a projection to a teacher's width): time it again
+            figures_target = measure_target(recipe.target, model, current, dev, out / "eval" / "engine", corpus,
+                                            recipe.seed, show_progress=show_progress, serving=recipe.evaluation.speed)
+        else:  # nothing trains after the prune stage: a repair is kept as reconstruction left it
+            def measured(model_dir: str) -> dict:
+                return judged(recipe.target, measured_speed(model_dir), model, model_dir, dev)
 
-        final, figures["target"] = near_miss_repair(recipe, ctx, model, current, measured(current), measured)
-        if final != current:  # a near miss repaired: the card's figures are the repaired model's
-            current, target_figures = final, figures["target"]
-            figures = {**final_figures.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress),
-                       "target": target_figures}
+            current, figures_target = near_miss_repair(recipe, ctx, current, measured(current), measured)
+    figures = final_figures.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress)
+    if recipe.target is not None:
+        figures["target"] = figures_target
     result.evaluation = card.finish(recipe, model, corpus, out, current, records, figures,
-                                    lambda: {**stage_times(out), "evaluation": round(time.perf_counter() - t0, 3)},
+                                    lambda: {**stage_times(out),
+                                             "evaluation": round(timing_seconds + time.perf_counter() - t0, 3)},
                                     named_model=named)
     _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
     result.seconds = round(time.perf_counter() - started, 3)
@@ -359,6 +379,47 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     _log("time per stage: " + ", ".join(f"{k} {_minutes(v)}" for k, v in times.items())
          + f"; total {_minutes(sum(times.values()))}", quiet)
     return result
+
+
+def timing_point(recipe: Recipe) -> int | None:
+    """The stage (1-based) after which a speed target is timed: the last prune stage, where only training stages
+    follow it (they change the weights, not the shapes the speed depends on); None (timed at the end) otherwise."""
+    if recipe.target is None or (recipe.target.speedup is None and recipe.target.speedup_of is None):
+        return None
+    prunes = [i for i, s in enumerate(recipe.stages, 1) if s.type == "prune"]
+    after = recipe.stages[prunes[-1]:] if prunes else []
+    return prunes[-1] if after and all(s.type in TRAINING for s in after) else None
+
+
+def time_before_training(recipe: Recipe, ctx: StageContext, out: Path, current: str, measured_speed,
+                         quiet: bool) -> tuple[str, dict[str, Any]]:
+    """The model the training stages take and its target speed, timed now (``OUT/eval/target.json``, read back by
+    a resumed run); a near miss is repaired here (:func:`~sparsecse.recipes.repair.near_miss_repair`), so the
+    training that follows recovers the repaired model."""
+    path = out / "eval" / TIMED
+    if path.is_file():
+        timed = json.loads(path.read_text())
+        return timed["model"], timed["figures"]
+    _log(f"timing the pruned model against the target ({recipe.target.describe()}) before the training ...", quiet)
+    t0 = time.perf_counter()
+    model, figures = near_miss_repair(recipe, ctx, current, measured_speed(current), measured_speed)
+    if figures.get("repair"):
+        figures["repair"]["before_training"] = True
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {"model": model, "figures": figures})
+    _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
+    figures_line = f"{figures['speedup']:.2f}x" + (", a near miss repaired" if figures.get("repair") else "")
+    _log(f"the pruned model: {figures_line}, timed in {_minutes(time.perf_counter() - t0)}", quiet)
+    return model, figures
+
+
+def run_deadline(recipe: Recipe, out: Path) -> float | None:
+    """When a run with a time limit (``target.minutes``) must end its last training stage: the limit less the time
+    its stages (and timings) have taken so far, from now; None without a limit."""
+    minutes = recipe.target.minutes if recipe.target is not None else None
+    if minutes is None:
+        return None
+    return time_limit.clock() + float(minutes) * 60 - sum(stage_times(out).values())
 
 
 def _read_summary(target: Path) -> dict[str, Any]:

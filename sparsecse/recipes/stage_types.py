@@ -280,6 +280,12 @@ class FoundBudget:
     removed_layers: tuple[int, ...] = ()
 
 
+# The work after a time-limited run's last training stage, in that stage's own dev evaluations (STS-B dev, 3,000
+# sentences): the 7 STS test tasks encode about 12.6 times as many sentences; the dev scores, peak memory (two models,
+# each in a fresh process) and the card about 5 more; the rest is room for a noisy machine.
+TAIL_EVALUATIONS = 20.0
+
+
 @dataclass
 class StageContext:
     """What every stage of one run shares: the corpus, the evaluation data, the seed, where the models of
@@ -302,6 +308,7 @@ class StageContext:
     spending: dict[str, PruneSettings] = field(default_factory=dict)
     dev: str | None = None  # the user's dev set (a pairs file or a task name; None: STS-B dev)
     test: str | None = None  # the user's test set, scored in the final evaluation
+    deadline: float | None = None  # when the stage running now must end (a time-limited run's last training stage)
 
     def dev_set(self):
         """The dev set candidates and checkpoints are chosen on (the user's, else STS-B dev)."""

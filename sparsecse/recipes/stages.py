@@ -21,9 +21,9 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.objectives.registry import available_objectives
 from sparsecse.pruning.prune import LAYOUTS, PruningConfig
 from sparsecse.pruning.uniform import DEFAULT_LAYOUT
-from sparsecse.recipes.stage_types import (CORPUS, CardSection, PruneSettings, Stage, StageContext, check_choice,
-                                           check_fraction, check_positive_float, check_positive_int, check_text,
-                                           sampled_corpus, training_amount)
+from sparsecse.recipes.stage_types import (CORPUS, TAIL_EVALUATIONS, CardSection, PruneSettings, Stage, StageContext,
+                                           check_choice, check_fraction, check_positive_float, check_positive_int,
+                                           check_text, sampled_corpus, training_amount)
 from sparsecse.scoring.criteria import criterion_names
 from sparsecse.scoring.score import ScoringConfig
 from sparsecse.shrinking.iterative import AUTO_STEPS, DEFAULT_STEPS, STEP_KEEPS, prune_and_shrink, resolve_steps
@@ -64,9 +64,13 @@ def _train(stage, objective: str, args: dict[str, Any], index: int, model: str, 
                        data_dir=ctx.data_dir, resume=RunDir(out).path.exists(),
                        bucket_by_length=stage.bucket_by_length, mixed_precision=stage.mixed_precision,
                        patience=stage.patience, min_delta=float(stage.min_delta),
-                       show_progress=ctx.show_progress, dev=ctx.dev))
+                       show_progress=ctx.show_progress, dev=ctx.dev, deadline=ctx.deadline,
+                       tail_evaluations=TAIL_EVALUATIONS))
     return {"stsb_dev" if ctx.dev is None else "dev_score": result.best_score, "best_step": result.best_step, "steps": result.steps,
-            "corpus": str(corpus), "steps_per_second": result.steps_per_second}
+            "corpus": str(corpus), "steps_per_second": result.steps_per_second,
+            **({"time_limited": result.hyperparameters.get("time_limited", False),
+                "steps_run_to": result.hyperparameters.get("steps_run_to"),
+                "fitted_steps": result.hyperparameters.get("fitted_steps")} if ctx.deadline is not None else {})}
 
 
 def _dev_note(record: dict[str, Any]) -> str:

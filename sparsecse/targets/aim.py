@@ -15,6 +15,7 @@ dev drop), and the teacher and comparison model the target's run uses.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -25,7 +26,7 @@ from sparsecse.targets.spec import Target, parse_speedups
 
 # the target settings a user names (command line or Python), in the order --help lists them
 SETTINGS = ("max_drop", "engine", "batch_size", "threads", "metric", "timing_sentences", "when_busy", "depth",
-            "speedup_of")
+            "speedup_of", "minutes")
 RUN_SETTINGS = ("teacher", "compare_with")  # what the target's run uses besides the target itself
 NAMES = ("speedup", *SETTINGS, *RUN_SETTINGS)
 
@@ -51,6 +52,24 @@ def parse_depth(value: Any, named: Callable[[str], str] = python_name) -> int | 
     if depth < 0 or isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         raise SparseCSEError(f"{named('depth')} must be a whole number of layers (0 or more) or auto; got {value!r}.")
     return depth
+
+
+def parse_minutes(value: Any, named: Callable[[str], str] = python_name) -> float | str:
+    """A time limit as users give it: a number of minutes above 0, or ``none`` (no limit: the recipe's is lifted).
+
+    >>> parse_minutes("20"), parse_minutes("none")
+    (20.0, 'none')
+    """
+    if isinstance(value, str) and value.strip().lower() == "none":
+        return "none"
+    try:
+        minutes = float(str(value).strip()) if not isinstance(value, bool) else math.nan
+    except ValueError:
+        minutes = math.nan
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise SparseCSEError(f"{named('minutes')} must be a number of minutes above 0 (or none: no limit); got "
+                             f"{value!r}.")
+    return minutes
 
 
 @dataclass(frozen=True)
@@ -87,6 +106,7 @@ class Aim:
                                      f"{named('speedup_of')} or {named('max_drop')}.")
         speedups = tuple(sorted(parse_speedups(speedup))) if speedup is not None else ()
         read = {"depth": lambda v: parse_depth(v, named),  # auto: None, as when not given
+                "minutes": lambda v: parse_minutes(v, named),  # none: no limit, kept as the setting "none"
                 "timing_sentences": lambda v: os.path.abspath(os.fspath(v))}
         settings = {k: read.get(k, lambda v: v)(given[k]) for k in SETTINGS if given.get(k) is not None}
         settings = {k: v for k, v in settings.items() if v is not None}
@@ -124,7 +144,11 @@ class Aim:
         """The :class:`~sparsecse.targets.spec.Target` of one model: at ``speedup`` (None: the first, or none for
         a largest drop), with the other settings given and the rest at their defaults."""
         chosen = speedup if speedup is not None else (self.speedups[0] if self.speedups else None)
-        return Target(speedup=chosen, **self.settings)
+        return Target(speedup=chosen, **self._target_settings())
+
+    def _target_settings(self) -> dict[str, Any]:
+        """The settings as a :class:`~sparsecse.targets.spec.Target` holds them (``minutes`` none: None)."""
+        return {k: None if k == "minutes" and v == "none" else v for k, v in self.settings.items()}
 
     def overrides(self, speedup: float | None = None) -> dict[str, Any]:
         """The ``{"STAGE.KEY": value}`` settings this aim puts on a recipe: every ``target.*`` given (the two goals
@@ -138,7 +162,7 @@ class Aim:
             found["target.speedup"] = one
         if "metric" in self.settings and "batch_size" not in self.settings:
             found["target.batch_size"] = None
-        found.update({f"target.{k}": v for k, v in self.settings.items()})
+        found.update({f"target.{k}": v for k, v in self._target_settings().items()})
         if self.teacher is not None:
             found["student.teacher"] = self.teacher
         if self.compare_with is not None:

@@ -154,11 +154,31 @@ def timed_winner(winner: Candidate, prober, scores: GateScores, pruning: Pruning
     return timed, prober.timing_of(timed)
 
 
+def undominated(finalists: list[Candidate]) -> list[Candidate]:
+    """The finalists a short recovery could still put first: those that no finalist removing more layers matches or
+    beats on dev right after the cut. A short recovery repairs a depth cut more than a width cut (the whole layers'
+    work is still in the ones that stay, while a narrowed layer loses what it loses), which is why a deeper finalist
+    that scores lower right after the cut can win after it; one that already scores at least as well only gains.
+
+    >>> deep = Candidate(0.75, 40, 900, float("nan"), 82.5, 4.2, "planned", layers_removed=3)
+    >>> shallow, lucky = (Candidate(b, 40, 900, float("nan"), d, 86.7 - d, "planned", layers_removed=1)
+    ...                   for b, d in [(0.3, 81.8), (0.32, 83.0)])
+    >>> [c.keep_flops for c in undominated([lucky, deep, shallow])]
+    [0.32, 0.75]
+    """
+    def dominated(c: Candidate) -> bool:
+        return any(o.layers_removed > c.layers_removed and math.isfinite(o.dev_score) and
+                   (not math.isfinite(c.dev_score) or o.dev_score >= c.dev_score) for o in finalists)
+
+    return [c for c in finalists if not dominated(c)]
+
+
 def rank_after_recovery(finalists: list[Candidate], prober, order: list[int], scores: GateScores,
                         pruning: PruningConfig, recover: Callable[[SentenceEncoder], SentenceEncoder]) -> None:
     """Order ``finalists`` (each depth's best) by their dev score after a short recovery, best first, in place
-    (each one's ``dev_recovered`` set), so the one confirmed and chosen is the best after recovery, not right after
-    the cut.
+    (each recovered one's ``dev_recovered`` set), so the one confirmed and chosen is the best after recovery, not
+    right after the cut. Only the finalists a recovery could put first are recovered (:func:`undominated`); the
+    others follow them, in their order right after the cut; with one such finalist, nothing is recovered.
 
     Args:
         finalists: the depth search's finalists.
@@ -168,8 +188,14 @@ def rank_after_recovery(finalists: list[Candidate], prober, order: list[int], sc
         pruning: the pruning rule it used.
         recover: an encoder -> the encoder after the short recovery (e.g. a few hundred distillation steps).
     """
+    contenders = {id(c) for c in undominated(finalists)}
+    if len(contenders) < 2:
+        finalists.sort(key=lambda c: id(c) not in contenders)  # stable: the rest keep their order
+        return
     for c in finalists:
-        encoder, _ = depth_width_probe(prober.dense, scores, pruning, layers_removed(order, c.layers_removed),
-                                       c.keep_flops)
-        c.dev_recovered = float(prober.dev.score(recover(encoder)))
-    finalists.sort(key=lambda c: -c.dev_recovered if math.isfinite(c.dev_recovered) else math.inf)
+        if id(c) in contenders:
+            encoder, _ = depth_width_probe(prober.dense, scores, pruning, layers_removed(order, c.layers_removed),
+                                           c.keep_flops)
+            c.dev_recovered = float(prober.dev.score(recover(encoder)))
+    finalists.sort(key=lambda c: (id(c) not in contenders, -c.dev_recovered if id(c) in contenders and
+                                  math.isfinite(c.dev_recovered) else math.inf))

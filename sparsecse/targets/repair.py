@@ -1,8 +1,9 @@
-"""A near miss repaired, not reported after a whole run: where the final figure falls short of the target but its
+"""A near miss repaired, not reported after a whole run: where the target's figure falls short of the target but its
 interval still covers it (the model is about as fast as asked, the figure's noise deciding), the model is pruned one
-more small step and recovered briefly (``REPAIR_KEEP`` of its layer FLOPs kept), then timed again as the final
-figure is. A true miss (the interval short of the target too, or the repair short again) stays a miss: the command
-ends non-zero naming the closest model, as before.
+more small step (``REPAIR_KEEP`` of its layer FLOPs kept), then timed again as the first figure was. A run times
+its target before the training that follows its prune stage, so that training recovers the repaired model. A true
+miss (the interval short of the target too, or the repair short again) stays a miss: the command ends non-zero
+naming the closest model.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ REPAIR_KEEP = 0.95  # the repair's prune step keeps this fraction of the final m
 
 
 def near_miss(figures: dict[str, Any]) -> bool:
-    """Whether a final measurement (:func:`~sparsecse.targets.report.measure_target`'s) is a near miss: short of
+    """Whether a target's measurement (:func:`~sparsecse.targets.report.measure_speed`'s) is a near miss: short of
     the speed-up, its interval covering it, the quality bound kept."""
     return bool(figures.get("near_miss")) and not figures.get("met") and bool(figures.get("met_quality", True))
 
@@ -23,14 +24,13 @@ def near_miss(figures: dict[str, Any]) -> bool:
 def repair(figures: dict[str, Any], model_dir: str, step: Callable[[str, float], str],
            measure: Callable[[str], dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     """The model and figures a run ends with: ``model_dir`` and ``figures`` as they are unless they are a
-    :func:`near_miss`; then ``step(model_dir, REPAIR_KEEP)`` (one more small prune step and a short recovery: the
-    repaired model's directory) timed by ``measure`` (as the final figure was), kept where it meets the target.
+    :func:`near_miss`; then ``step(model_dir, REPAIR_KEEP)`` (one more small prune step: the repaired model's
+    directory) timed by ``measure`` (as the final figure was), kept where it meets the target.
 
     Args:
         figures: the final measurement of ``model_dir``.
         model_dir: the run's final model.
-        step: prunes a model directory to a kept fraction of its layer FLOPs, recovers it briefly, and returns the
-            new directory.
+        step: prunes a model directory to a kept fraction of its layer FLOPs and returns the new directory.
         measure: the final measurement of a model directory.
 
     Returns:

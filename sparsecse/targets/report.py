@@ -6,10 +6,13 @@ speed-up and the benchmarks' tables."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any
+
+from safetensors import safe_open
 
 from sparsecse.artifacts.remote_code import is_own_model_dir
 from sparsecse.artifacts.exported_model import export_settings, exported_format
@@ -69,13 +72,39 @@ def stsb_speedups(input_model: str, models: dict[str, Any], data_dir, batch_size
 def measure_target(target: Target, input_model: str, model_dir: str, dev, work: str | os.PathLike,
                    calibration: str | os.PathLike | None = None, seed: int = 0,
                    show_progress: bool = False, serving: bool = False) -> dict[str, Any]:
-    """Every figure the card's Target section states, for ``model_dir`` against ``input_model``.
+    """Every figure the card's Target section states, for ``model_dir`` against ``input_model``: its speed
+    (:func:`measure_speed`) judged with its dev score (:func:`judged`).
 
     Args:
         target: the checked target the run aimed at.
         input_model: the model the run started from (the 1x reference).
         model_dir: the final model directory.
         dev: the dev set (``sentences`` are timed; ``score(encoder)`` gives the dev scores).
+        work: a scratch directory for exported copies (removed afterwards).
+        calibration: the corpus int8 engines calibrate on.
+        seed: the calibration sample's seed.
+        show_progress: a progress bar while timing.
+        serving: add the card's serving table (as :func:`measure_speed`).
+
+    Returns:
+        dict: :func:`measure_speed`'s figures with :func:`judged`'s.
+    """
+    speed = measure_speed(target, input_model, model_dir, dev, work, calibration, seed, show_progress, serving)
+    return judged(target, speed, input_model, model_dir, dev)
+
+
+def measure_speed(target: Target, input_model: str, model_dir: str, dev, work: str | os.PathLike,
+                  calibration: str | os.PathLike | None = None, seed: int = 0,
+                  show_progress: bool = False, serving: bool = False) -> dict[str, Any]:
+    """The speed figures of the card's Target section, for ``model_dir`` against ``input_model``: they depend on the
+    model's shapes only, so a run times them on its pruned model before the training that follows changes its
+    weights (:func:`timed_shapes_hold` checks the final model has the same shapes).
+
+    Args:
+        target: the checked target the run aimed at.
+        input_model: the model the run started from (the 1x reference).
+        model_dir: the model directory timed.
+        dev: the dev set (its ``sentences`` are timed).
         work: a scratch directory for exported copies (removed afterwards).
         calibration: the corpus int8 engines calibrate on.
         seed: the calibration sample's seed.
@@ -89,15 +118,16 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
     over the rounds the machine's noise at the shape needs for an interval narrower than the margin (an A/A
     timing first, :func:`~sparsecse.targets.timing.sized_rounds`; where even the most rounds cannot reach it,
     they are timed and ``precision`` says so). A target of another model's speed-up (``target.speedup_of``) times
-    that model in the same session, beside the final model, and is judged against its figure there.
+    that model in the same session, beside the model, and is judged against its figure there.
 
     Returns:
         dict: JSON-ready, ``speedup`` (measured at the target's serving shape, ``shape``) and its ``spread``,
         ``interval`` (its ends and confidence), ``method`` (how it was timed, in words), ``aa`` (the input against
-        itself), ``near_miss`` (short of the target, its interval covering it), ``met``, ``dev_score``, ``reference_dev``, ``drop``, latency
-        p50/p95 (ms) and throughput (sentences/s) on the engine, ``params`` and ``file_size_bytes`` (the exported
-        graph's on an exported engine, else the weights'), the CPU; ``depth`` (the most whole layers candidates could
-        remove, ``depth_default`` when ``auto`` chose it), ``layers`` (the final model's) and ``input_layers``.
+        itself), ``near_miss`` (short of the target, its interval covering it), ``met`` and ``met_speed`` (the speed
+        alone), latency p50/p95 (ms) and throughput (sentences/s) on the engine, ``params`` and ``file_size_bytes``
+        (the exported graph's on an exported engine, else the weights'), the CPU; ``depth`` (the most whole layers
+        candidates could remove, ``depth_default`` when ``auto`` chose it), ``layers`` (the model's) and
+        ``input_layers``; ``timed_model`` (the directory timed).
     """
     work = Path(work)
     dense = SentenceEncoder.load(input_model, device="cpu")
@@ -121,28 +151,22 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         graph_bytes = _graph_bytes(model.path) if exported and isinstance(model, OnDisk) else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    with encoding_device(dense), encoding_device(final):  # scored on the GPU when there is one, timed above
-        reference_dev, dev_score = float(dev.score(dense)), float(dev.score(final))
-    drop = reference_dev - dev_score
     goal = timings[NAMED].speedup if named else target.speedup  # another model's: its figure in this same session
     met_speed = goal is None or speedup >= float(goal)
-    met_quality = target.max_drop is None or drop <= float(target.max_drop)
     size = size_report(final.model, model_dir=model_dir)
     layers, input_layers = len(layer_modules(final.model)), len(layer_modules(dense.model))
     return {
         "speedup_target": None if goal is None else round(float(goal), 4), "max_drop": target.max_drop,
-        "margin": target.margin,
+        "margin": target.margin, "minutes": target.minutes,
         "engine": target.engine,
         "batch_size": shape.batch_size, "shape": shape.to_dict(), "speedup": round(speedup, 4),
         "depth": target.resolved_depth(input_layers, "custom" if is_own_model_dir(model_dir) else "stock"),
         "depth_default": target.depth is None, "layers": layers,
         "input_layers": input_layers,
-        "spread": round(timing.spread, 4), "rounds": timing.rounds, "met": bool(met_speed and met_quality),
+        "spread": round(timing.spread, 4), "rounds": timing.rounds, "met": bool(met_speed),
         "interval": timing.facts(), "method": ALONE, "aa": aa.facts() if aa else None, "precision": precision,
         "near_miss": bool(not met_speed and timing.interval.high >= float(goal or 0)),
-        "met_speed": bool(met_speed), "met_quality": bool(met_quality),
-        "dev_set": getattr(dev, "name", "dev"), "dev_score": round(dev_score, 4),
-        "reference_dev": round(reference_dev, 4), "drop": round(drop, 4),
+        "met_speed": bool(met_speed),
         "latency_ms": {"p50": round(profile["latency_ms_p50"], 3), "p95": round(profile["latency_ms_p95"], 3)},
         "reference_latency_ms": {"p50": round(reference_profile["latency_ms_p50"], 3),
                                  "p95": round(reference_profile["latency_ms_p95"], 3)},
@@ -150,11 +174,48 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
         "params": int(size["parameters"]), "file_size_bytes": graph_bytes or size.get("weights_bytes"),
         "timed_sentences": len(sentences), "cpu": describe_cpu(),
         "cpu_features": [name for name, on in cpu_features().items() if on],
-        "candidates_table": "candidates.csv", "candidates_plot": "candidates.png",
+        "candidates_table": "candidates.csv", "candidates_plot": "candidates.png", "timed_model": str(model_dir),
         **({"serving": table} if serving else {}),
         **({"speedup_of": {"model": target.speedup_of, "speedup": round(timings[NAMED].speedup, 4),
                            "interval": timings[NAMED].facts(), "aimed": target.speedup}} if named else {}),
     }
+
+
+def judged(target: Target, speed: dict[str, Any], input_model: str, model_dir: str, dev) -> dict[str, Any]:
+    """``speed`` (:func:`measure_speed`'s figures, of ``model_dir`` or of a model of its shapes) with ``model_dir``'s
+    dev score against ``input_model``'s and the verdict: ``dev_set``, ``dev_score``, ``reference_dev``, ``drop``,
+    ``met_quality`` and ``met`` (the speed and the quality bound both kept)."""
+    dense, final = SentenceEncoder.load(input_model, device="cpu"), SentenceEncoder.load(model_dir, device="cpu")
+    with encoding_device(dense), encoding_device(final):  # scored on the GPU when there is one
+        reference_dev, dev_score = float(dev.score(dense)), float(dev.score(final))
+    drop = reference_dev - dev_score
+    met_quality = target.max_drop is None or drop <= float(target.max_drop)
+    return {**speed, "met": bool(speed["met_speed"] and met_quality), "met_quality": bool(met_quality),
+            "dev_set": getattr(dev, "name", "dev"), "dev_score": round(dev_score, 4),
+            "reference_dev": round(reference_dev, 4), "drop": round(drop, 4)}
+
+
+def shapes(model_dir: str) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a model directory's weights, by name, with its shape (read from the files' headers where
+    they are safetensors, else loaded)."""
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        return {k: tuple(v.shape) for k, v in SentenceEncoder.load(model_dir, device="cpu").model.state_dict().items()}
+    found: dict[str, tuple[int, ...]] = {}
+    for path in files:
+        with safe_open(str(path), framework="pt") as f:
+            found.update({k: tuple(f.get_slice(k).get_shape()) for k in f.keys()})
+    return found
+
+
+def timed_shapes_hold(timed_dir: str, model_dir: str) -> bool:
+    """Whether a speed timed on ``timed_dir`` holds for ``model_dir``: the same tensors with the same shapes, in the
+    same architecture (training changed the weights only)."""
+    def architecture(directory: str) -> Any:
+        config = Path(directory) / "config.json"
+        return json.loads(config.read_text()).get("architectures") if config.is_file() else None
+
+    return shapes(timed_dir) == shapes(model_dir) and architecture(timed_dir) == architecture(model_dir)
 
 
 def _graph_bytes(directory: str) -> int | None:

@@ -155,6 +155,9 @@ class Target:
             is the target: "as fast as the model a user would download instead" (:mod:`sparsecse.targets.relative`
             measures it when the run starts and sets ``speedup`` to it; the final model is timed beside it). It
             replaces ``speedup`` and cannot go with ``max_drop``.
+        minutes: the most wall-clock minutes the run aiming at it may take (None: no limit): its last training
+            stage ends in time, the learning-rate schedule fitted to the steps that fit
+            (:mod:`sparsecse.training.time_limit`); the stages before it run in full.
     """
 
     speedup: float | None = None
@@ -171,6 +174,7 @@ class Target:
     depth: int | None = None
     loader: str | None = None
     speedup_of: str | None = None
+    minutes: float | None = None
 
     def check(self, where: str = "") -> "Target":
         """The target itself once every setting is valid (one sentence naming the setting otherwise)."""
@@ -232,6 +236,11 @@ class Target:
             raise SparseCSEError(f"{prefix}The {st_encoder.NAME} loader times the torch model on the CPU "
                                  f"({DEFAULT_ENGINE}); the engine {self.engine} times its own runtime, so leave the "
                                  "loader out.")
+        if self.minutes is not None:
+            minutes = _number(self.minutes)
+            if minutes is None or not math.isfinite(minutes) or minutes <= 0:
+                raise SparseCSEError(f"{prefix}The target's time limit (minutes) must be a number of minutes above 0 "
+                                     f"(or none: no limit); got {self.minutes!r}.")
         if self.depth and self.speedup is None:
             raise SparseCSEError(f"{prefix}Removing whole layers (depth) is searched for a speed-up target; give "
                                  "--speedup.")

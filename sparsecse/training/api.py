@@ -244,7 +244,8 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
                                 save_steps=plan.save_steps, tensorboard=config.tensorboard,
                                 show_progress=show_progress, desc=f"{kind} ({objective})",
                                 bucket_by_length=config.bucket_by_length, gather_negatives=config.gather_negatives,
-                                patience=config.patience, min_delta=config.min_delta)
+                                patience=config.patience, min_delta=config.min_delta, deadline=config.deadline,
+                                tail_evaluations=config.tail_evaluations)
         try:
             if main:
                 run_dir.start(fingerprint, continuing=resume_from is not None)
@@ -270,6 +271,9 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
                   "bucket_by_length": config.bucket_by_length, "dev_set": plan.dev_info,
                   **({"patience": config.patience, "min_delta": config.min_delta, "steps_run_to": trainer.step,
                       "stopped_early": loop.stopped_early} if config.patience else {}),
+                  **({"time_limited": loop.fitted_steps is not None, "steps_run_to": trainer.step,
+                      **({"fitted_steps": loop.fitted_steps} if loop.fitted_steps is not None else {})}
+                     if config.deadline is not None else {}),
                   **({"objective_info": objective_info} if objective_info else {})}
         result = TrainResult(Path(out), plan.total_steps, loop.best_step, loop.best_score,
                              loop.losses.get(plan.total_steps), loop.steps_per_second, record, loop.losses,
@@ -278,7 +282,7 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
             corpus_input = corpus if isinstance(corpus, (str, os.PathLike)) else None
             manifest = make_manifest(
                 f"{kind}_model", inputs={**inputs, "corpus": corpus_input}, params=record, seed=seed,
-                lineage=lineage, selected=(f"best {dev_label(record)} at step {loop.best_step}" if loop.best_step
+                lineage=lineage, selected=(f"best {dev_label(record)} at step {loop.best_step}" if loop.best_step is not None
                                            else "last step"),
                 result={k: v for k, v in result.to_dict().items() if k not in ("out", "hyperparameters")},
                 history=loop.history,

@@ -23,6 +23,7 @@ from torch import nn
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.artifacts.files import dumps_json, write_json
+from sparsecse.training import time_limit
 from sparsecse.training.batches import CorpusSampler, TokenizedBatches
 from sparsecse.training.accelerator import gather_objects, wait_for_everyone
 from sparsecse.training.rundir import RunDir
@@ -50,6 +51,8 @@ class LoopSettings:
     log_steps: int = 50  # on a GPU the losses stay there and are read (one host sync) every log_steps steps
     patience: int = 0  # stop once this many evaluations in a row have not beaten the best by min_delta (0: never)
     min_delta: float = 0.0
+    deadline: float | None = None  # a time (time_limit.clock) the loop ends by: see sparsecse.training.time_limit
+    tail_evaluations: float = 0.0  # the run's work after the loop, in this loop's dev evaluations
 
 
 @dataclass
@@ -64,6 +67,7 @@ class LoopResult:
     train_seconds: float = 0.0  # optimisation steps only (no evaluation, checkpoints); the device synchronized
     steps_run: int = 0
     stopped_early: bool = False  # the dev score stopped rising (``patience``) before the last step
+    fitted_steps: int | None = None  # the step a deadline ended the schedule at, where it is before max_steps
 
     @property
     def steps_per_second(self) -> float:
@@ -146,9 +150,9 @@ class Trainer:
         self.module = TrainStep(encoder, objective)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         optimizer = _adamw(self.params, lr=settings.lr, weight_decay=settings.weight_decay)
-        total = settings.max_steps
-        # linear decay to 0 without warm-up, the Hugging Face Trainer default SimCSE used
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / total))
+        self.end = settings.max_steps  # a deadline may bring the last step nearer (time_limit)
+        # linear decay to 0 without warm-up at the last step, the Hugging Face Trainer default SimCSE used
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / self.end))
         # the scheduler is stepped by hand: Accelerate's wrapper would step it once per process
         self.wrapped, self.optimizer = accelerator.prepare(self.module, optimizer)
         self.step = 0
@@ -187,7 +191,8 @@ class Trainer:
 
     def _trainer_state(self) -> dict[str, Any]:
         return {"step": self.step, "epoch": self.sampler.epoch_of(self.step), "best_step": self.best_step,
-                "best_score": self.best_score, "history": self.history, "processes": self.acc.num_processes}
+                "best_score": self.best_score, "history": self.history, "processes": self.acc.num_processes,
+                "end": self.end}
 
     def load_checkpoint(self, path: Path) -> None:
         """Restore everything from ``path``; a damaged checkpoint (a truncated tensor file, a blank or
@@ -218,6 +223,7 @@ class Trainer:
         state = json.loads((path / "trainer_state.json").read_text())
         self.step, self.best_step, self.best_score = state["step"], state["best_step"], state["best_score"]
         self.history = state["history"]
+        self.end = min(int(state.get("end", self.settings.max_steps)), self.settings.max_steps)
         self.checkpointed_best = self.best_step
         rng = read_state(path, "rng")
         if self.acc.process_index < len(rng):
@@ -311,6 +317,32 @@ class Trainer:
             stalled = broadcast_object_list([stalled], from_process=0)[0]
         return bool(stalled)
 
+    def _fit_to_deadline(self, result: LoopResult, step_seconds: float, eval_seconds: float) -> None:
+        """Bring the last step (and the schedule's end) nearer where the steps left would not end by the deadline
+        with the run's work after the loop (:func:`~sparsecse.training.time_limit.steps_that_fit`); the main process
+        decides for all."""
+        s = self.settings
+        end = self.end
+        if self.acc.is_main_process:
+            left = s.deadline - time_limit.clock() - s.tail_evaluations * eval_seconds
+            end = min(self.end, time_limit.steps_that_fit(self.step, self.end, s.eval_steps if self.evaluate else 0,
+                                                          step_seconds, eval_seconds, left))
+        if self.acc.num_processes > 1:
+            from accelerate.utils import broadcast_object_list
+            end = broadcast_object_list([end], from_process=0)[0]
+        if end < self.end:
+            self.end = result.fitted_steps = int(end)
+            self._bar.total = self.end
+            self._bar.refresh()
+
+    def _timed_evaluation(self, log, board, bar) -> float:
+        """One evaluation, reported; its seconds."""
+        started = time_limit.clock()
+        record = self._evaluate()
+        if self.acc.is_main_process:
+            self._report([record], log, board, bar)
+        return time_limit.clock() - started
+
     def run(self, resume_from: Path | None) -> LoopResult:
         """Train to the last step (from the checkpoint ``resume_from`` if given); what the loop did."""
         s = self.settings
@@ -321,8 +353,8 @@ class Trainer:
         main = self.acc.is_main_process
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=s.max_steps, initial=self.step, desc=s.desc, unit="step", dynamic_ncols=True,
-                   disable=not (s.show_progress and main))
+        bar = self._bar = tqdm(total=self.end, initial=self.step, desc=s.desc, unit="step", dynamic_ncols=True,
+                               disable=not (s.show_progress and main))
         log = open(self.run_dir.log_path, "a", encoding="utf-8") if main else None
         board = _tensorboard(self.run_dir.path / "tensorboard", self.step) if s.tensorboard and main else None
         result = LoopResult(steps=s.max_steps)
@@ -344,29 +376,37 @@ class Trainer:
             if main:
                 self._report(records, log, board, bar)
 
+        timed = s.deadline is not None
+        eval_seconds = evaluating = 0.0  # the last evaluation's seconds; all of them since the steps began
         try:
+            steps_began = time_limit.clock()  # a step's time for the deadline: with its checkpoints, no evaluation
             tick = time.perf_counter()
-            while self.step < s.max_steps:
+            while self.step < self.end:
                 loss, logs, lr = self._train_step()
                 result.steps_run += 1
                 pending.append({"step": self.step, "epoch": self.sampler.epoch_of(self.step - 1), "loss": loss,
                                 "lr": lr, **logs})
                 bar.update(1)
                 evaluate = bool(s.eval_steps and self.evaluate and (self.step % s.eval_steps == 0
-                                                                    or self.step == s.max_steps))
-                save = bool(s.save_steps and self.step % s.save_steps == 0 and self.step < s.max_steps)
-                if evaluate or save or len(pending) >= log_every or self.step == s.max_steps:
+                                                                    or self.step == self.end))
+                save = bool(s.save_steps and self.step % s.save_steps == 0 and self.step < self.end)
+                fit = timed and (evaluate or result.steps_run == time_limit.FIT_AFTER_STEPS)
+                # the first fit times an evaluation too (its weights a candidate like any other)
+                evaluate = evaluate or bool(fit and s.eval_steps and self.evaluate)
+                if evaluate or save or fit or len(pending) >= log_every or self.step == self.end:
                     result.train_seconds += self._sync_clock() - tick
                     flush()  # logged before the evaluation and the checkpoint, so a resumed log never lacks a step
                     if evaluate:
-                        record = self._evaluate()
-                        if main:
-                            self._report([record], log, board, bar)
+                        eval_seconds = self._timed_evaluation(log, board, bar)
+                        evaluating += eval_seconds
                     if save:
                         self.save_checkpoint()
+                    if fit:
+                        step_seconds = (time_limit.clock() - steps_began - evaluating) / result.steps_run
+                        self._fit_to_deadline(result, step_seconds, eval_seconds)
                     tick = time.perf_counter()
                     if evaluate and self._stalled():
-                        result.stopped_early = self.step < s.max_steps
+                        result.stopped_early = self.step < self.end
                         break
             self.check_finite_weights()  # the last weights may be saved as the model
         finally:
