@@ -120,3 +120,24 @@ def test_train_on_a_shrunk_model_takes_the_teacher_from_its_lineage(tiny_bert_di
     shrink(tiny_bert_dir, mask_path, tmp_path / "small", config=ShrinkConfig(pooling="mean"))
     objective = Distill(student_of(tmp_path / "small"))
     assert objective.params["teacher"] == str(tiny_bert_dir)
+
+
+def test_on_demand_targets_are_the_corpus_table_s_and_only_the_batches_drawn_are_embedded(tiny_bert_dir, tmp_path):
+    import numpy as np
+
+    sentences = [f"sentence number {i} of the corpus" for i in range(40)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(sentences) + "\n")
+    bulk, lazy = (Distill(student_of(tiny_bert_dir), teacher=str(tiny_bert_dir), teacher_cache="off")
+                  for _ in range(2))
+    bulk.prepare_corpus(sentences, corpus, 32, "cpu", show_progress=False)
+    lazy.on_demand = True  # as training sets it under a time limit
+    lazy.prepare_corpus(sentences, corpus, 32, "cpu", show_progress=False)
+    assert lazy._table is None and lazy.teacher_info["on_demand"] and lazy.teacher_rows == 0
+    drawn = sentences[3:11]
+    batch = lazy.encoder.tokenize(drawn)
+    on_demand, table = lazy.targets(batch, drawn), bulk.targets(batch, drawn)
+    assert np.allclose(on_demand.numpy(), table.numpy(), atol=1e-5)
+    assert lazy.teacher_rows == len(drawn)  # the batch drawn, not the 40 sentences of the corpus
+    lazy.targets(batch, drawn)
+    assert lazy.teacher_rows == len(drawn)  # a second epoch embeds nothing again

@@ -21,16 +21,25 @@ def run(tmp_path, tiny_dir, text, fake_senteval, *extra):
 
 def test_the_target_is_timed_once_on_the_pruned_model_and_its_figure_is_the_final_model_s(
         tmp_path, tiny_dir, text, fake_senteval, fake_clock, monkeypatch):
+    from sparsecse.targets import report
+
     measured, calls = runner.measure_speed, []
     monkeypatch.setattr(runner, "measure_speed", lambda *a, **k: calls.append(a[2]) or measured(*a, **k))
+
+    def no_second_aa(*args, **kwargs):
+        raise AssertionError("the budget stage's A/A timing sizes the target's own timing")
+
+    monkeypatch.setattr(report, "rounds_at", no_second_aa)
     out, result = run(tmp_path, tiny_dir, text, fake_senteval)
     assert result.exit_code == 0, result.output
     pruned = out / "stages" / "2-prune"
     assert calls == [str(pruned)]  # once, before the student
+    searched = json.loads((out / "stages" / "1-budget.summary.json").read_text())["target"]
     timed = json.loads((out / "eval" / runner.TIMED).read_text())
     reached = json.loads((out / "model" / "manifest.json").read_text())["figures"]["target"]
     assert timed["model"] == str(pruned) and reached["timed_model"] == str(pruned)
     assert reached["speedup"] == timed["figures"]["speedup"] and reached["interval"] == timed["figures"]["interval"]
+    assert reached["aa"] == searched["aa"] and reached["rounds"] == searched["rounds"]
     assert timed_shapes_hold(str(pruned), str(out / "model"))  # the student changed weights only
     assert not timed_shapes_hold(str(tiny_dir), str(out / "model"))
     assert reached["dev_score"] != timed["figures"].get("dev_score")  # judged on the student's dev score

@@ -122,6 +122,10 @@ class Objective(nn.Module):
         """
         return [m for m in self.children()]
 
+    # set by training under a time limit: work per corpus sentence (a teacher's embeddings) may be left to the
+    # batches that use it, so a run that ends early never pays for the sentences it did not reach
+    on_demand: bool = False
+
     def prepare_corpus(self, sentences, corpus_path=None, max_length=None, device=None,
                        show_progress: bool = True) -> None:
         """Called once by training, before the first step, with the whole corpus (e.g. to embed it with a

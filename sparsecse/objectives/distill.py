@@ -183,6 +183,7 @@ class Distill(Objective):
             self.fresh_projection = encoder.dense is None
             self.projection = self._attach_projection(encoder, loaded.dim)
         self._cache: dict[tuple[int, ...], torch.Tensor] = {}
+        self._precision = "fp32"  # of the teacher's forward on a batch (embedded on demand)
         self.teacher_rows = 0  # sentences the teacher has embedded in forward (each distinct one once)
         self._table: torch.Tensor | None = None  # teacher targets per corpus row, after prepare_corpus
         self._rows: dict[str, int] = {}
@@ -248,12 +249,20 @@ class Distill(Objective):
                        max_length: int | None = None, device: str | torch.device | None = None,
                        show_progress: bool = True) -> None:
         """Embed every corpus sentence with the teacher once (from the disk cache when ``corpus_path``
-        is a file and teacher_cache is not off); training batches then look their targets up."""
+        is a file and teacher_cache is not off); training batches then look their targets up. With ``on_demand``
+        (a time-limited run) each batch's targets are embedded when it is drawn instead, where nothing needs the
+        whole corpus first (the teacher shares the student's tokenizer, runs in fp32 or bf16, and no PCA or
+        projection is fitted on the corpus)."""
         if max_length is not None:
             self.teachers.set_max_length(max_length)
         device = pick_device(device)
         chosen = self.params["teacher_precision"]
         precision = chosen if chosen == "int8" else resolve_precision(chosen, device)
+        if self.on_demand and self.same_tokenizer and precision in ("fp32", "bf16") and \
+                self.params["teacher_dim"] != "pca" and not (self.params["align"] == "fit" and self.fresh_projection):
+            self._precision = precision
+            self.teacher_info.update(teacher_precision=precision, on_demand=True)
+            return
         emb, rows, info = self.teachers.corpus_embeddings(sentences, corpus_path, str(self.params["teacher_cache"]),
                                                           device, show_progress, precision)
         self.teacher_info["teacher_precision"] = precision
@@ -314,7 +323,8 @@ class Distill(Objective):
         todo = list({keys[i]: i for i in todo}.values())  # a sentence twice in one batch: embed it once
         if todo:
             rows = torch.tensor(todo, device=ids.device)
-            emb = self.teachers.embed({k: v[rows] for k, v in batch.items()})
+            with torch.autocast(ids.device.type, dtype=torch.bfloat16, enabled=self._precision == "bf16"):
+                emb = self.teachers.embed({k: v[rows] for k, v in batch.items()})
             if self.pca_axes is not None:
                 emb = emb @ self.pca_axes.to(emb.device).T
             for i, e in zip(todo, emb.cpu()):

@@ -318,9 +318,10 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     timed_after, timed = timing_point(recipe), None
     last_training = max((i for i, s in enumerate(recipe.stages, 1) if s.type in TRAINING), default=None)
 
-    def measured_speed(model_dir: str) -> dict:
+    def measured_speed(model_dir: str) -> dict:  # the rounds the budget stage's A/A timing sized, where it made one
         return measure_speed(recipe.target, model, model_dir, ctx.dev_set(), out / "eval" / "engine", corpus,
-                             recipe.seed, show_progress=show_progress, serving=recipe.evaluation.speed)
+                             recipe.seed, show_progress=show_progress, serving=recipe.evaluation.speed,
+                             sized=budget_sizing(records))
 
     for i, stage in enumerate(recipe.stages, 1):
         target = stage_dir(out, i, stage.name)
@@ -379,6 +380,16 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     _log("time per stage: " + ", ".join(f"{k} {_minutes(v)}" for k, v in times.items())
          + f"; total {_minutes(sum(times.values()))}", quiet)
     return result
+
+
+def budget_sizing(records: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, int] | None:
+    """The A/A timing's facts and the rounds it sized, from the run's budget stage (its search timed the input
+    against itself at the target's shape), for the target's own timing at that shape; None without one."""
+    for record in records:
+        searched = record.get("target") if record.get("type") == "budget" else None
+        if isinstance(searched, dict) and searched.get("aa") and searched.get("rounds"):
+            return searched["aa"], int(searched["rounds"])
+    return None
 
 
 def timing_point(recipe: Recipe) -> int | None:

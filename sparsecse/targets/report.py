@@ -95,7 +95,8 @@ def measure_target(target: Target, input_model: str, model_dir: str, dev, work: 
 
 def measure_speed(target: Target, input_model: str, model_dir: str, dev, work: str | os.PathLike,
                   calibration: str | os.PathLike | None = None, seed: int = 0,
-                  show_progress: bool = False, serving: bool = False) -> dict[str, Any]:
+                  show_progress: bool = False, serving: bool = False,
+                  sized: tuple[dict[str, Any] | None, int] | None = None) -> dict[str, Any]:
     """The speed figures of the card's Target section, for ``model_dir`` against ``input_model``: they depend on the
     model's shapes only, so a run times them on its pruned model before the training that follows changes its
     weights (:func:`timed_shapes_hold` checks the final model has the same shapes).
@@ -113,6 +114,8 @@ def measure_speed(target: Target, input_model: str, model_dir: str, dev, work: s
             its judged row is replaced by the target's measurement, so the card holds one figure for that shape.
             The card's single-sentence latency and throughput are its rows on the shape's threads (without it, those
             two rows alone, timed the same way).
+        sized: the facts of an A/A timing at this shape earlier in the run and the rounds it sized (the budget
+            stage's, minutes before); None: an A/A timing now.
 
     The target's figure is timed with each model served alone (:func:`~sparsecse.targets.alone.measure_alone`),
     over the rounds the machine's noise at the shape needs for an interval narrower than the margin (an A/A
@@ -142,7 +145,11 @@ def measure_speed(target: Target, input_model: str, model_dir: str, dev, work: s
         table = serving_table(target, shape, reference, model, sentences, None if serving else profile_grid(shape))
         named = {NAMED: to_time(target.speedup_of, target.engine, work / "named", calibration, seed, shape.threads,
                                 shape.loader)} if target.speedup_of else {}
-        aa, rounds, precision = rounds_at(reference, sentences, shape, target)
+        if sized is None:
+            aa, rounds, precision = rounds_at(reference, sentences, shape, target)
+            aa_facts = aa.facts() if aa else None
+        else:
+            (aa_facts, rounds), precision = sized, None
         timings = measure_alone(reference, {FINAL: model, **named}, sentences, shape, rounds)
         timing = timings[FINAL]
         rejudged(table, timing, ALONE)
@@ -164,7 +171,7 @@ def measure_speed(target: Target, input_model: str, model_dir: str, dev, work: s
         "depth_default": target.depth is None, "layers": layers,
         "input_layers": input_layers,
         "spread": round(timing.spread, 4), "rounds": timing.rounds, "met": bool(met_speed),
-        "interval": timing.facts(), "method": ALONE, "aa": aa.facts() if aa else None, "precision": precision,
+        "interval": timing.facts(), "method": ALONE, "aa": aa_facts, "precision": precision,
         "near_miss": bool(not met_speed and timing.interval.high >= float(goal or 0)),
         "met_speed": bool(met_speed),
         "latency_ms": {"p50": round(profile["latency_ms_p50"], 3), "p95": round(profile["latency_ms_p95"], 3)},

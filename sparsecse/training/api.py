@@ -213,7 +213,9 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
     set_seed(seed)  # the objective's own modules (MLP head, ...) are drawn here
     built = plan.objective_cls(encoder, **plan.objective_params)
     corpus_path = corpus if isinstance(corpus, (str, os.PathLike)) else None
-    # every process embeds its share of the corpus with the teacher (one cache, written by the first)
+    # every process embeds its share of the corpus with the teacher (one cache, written by the first); under a
+    # time limit the objective may leave that to the batches that use it
+    built.on_demand = config.deadline is not None
     built.prepare_corpus(plan.sentences, corpus_path, hyper["max_length"], accelerator.device,
                          show_progress=show_progress and accelerator.is_main_process)
     wait_for_everyone(accelerator)
