@@ -68,7 +68,11 @@ def test_a_time_limit_ends_the_student_in_time_and_none_lifts_the_recipe_s(tmp_p
     # the limit is spent before the student starts: it trains to its first evaluation, which times it, and ends
     assert student["time_limited"] and student["fitted_steps"] == 2 and student["steps_run_to"] == 2
     reached = json.loads((out / "model" / "manifest.json").read_text())["figures"]["target"]
-    assert reached["minutes"] == 0.001
+    assert reached["time_limit"] == {"minutes": 0.001, "time_limited": True, "fitted_steps": 2, "steps_run_to": 2,
+                                     "best_step": 2}
+    card = (out / "model" / "README.md").read_text(encoding="utf-8")
+    assert "- **Time limit:** 0.001 minutes: the student's schedule was fitted to 2 steps" in card
+    assert "- **Timed on:** `stages/2-prune`, before the training that followed it (training keeps its shapes)" in card
     lifted, result = run(tmp_path / "lifted", tiny_dir, text, fake_senteval, "--minutes", "none")
     assert result.exit_code == 0, result.output
     assert "time_limited" not in json.loads((lifted / "stages" / "3-student.summary.json").read_text())
@@ -76,6 +80,8 @@ def test_a_time_limit_ends_the_student_in_time_and_none_lifts_the_recipe_s(tmp_p
     assert result.exit_code == 0, result.output
     student = json.loads((default / "stages" / "3-student.summary.json").read_text())
     assert student["time_limited"] is False and student["steps_run_to"] == 4  # the recipe's 20 minutes: room to spare
+    card = (default / "model" / "README.md").read_text(encoding="utf-8")
+    assert "- **Time limit:** 20 minutes, not reached by the student" in card
 
 
 def test_a_bad_time_limit_is_refused_in_one_sentence(tmp_path, tiny_dir, text, fake_senteval):

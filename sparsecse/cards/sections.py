@@ -5,6 +5,7 @@ a value that is missing, None or nan is left out, never printed."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 STS_LABEL = "STS avg (7 tasks)"
@@ -273,6 +274,31 @@ def _repair(repair: dict[str, Any] | None) -> str | None:
             f"{outcome}")
 
 
+def _timed_on(t: dict[str, Any]) -> str | None:
+    """Which model the target's figure was timed on: the pruned one before the training (which keeps its shapes), or
+    the final model itself."""
+    timed = t.get("timed_model")
+    if not known(timed):
+        return None
+    name = "/".join(Path(str(timed)).parts[-2:])
+    return f"`{name}`" + (", before the training that followed it (training keeps its shapes)"
+                          if t.get("timed_before_training") else "")
+
+
+def _time_limit(limit: dict[str, Any] | None) -> str | None:
+    """The card's line on a run's time limit: where its last training stage ended and why."""
+    if not limit or not known(limit.get("minutes")):
+        return None
+    minutes = f"{limit['minutes']:g} minutes"
+    if known(limit.get("fitted_steps")):
+        where = f"the student's schedule was fitted to {limit['fitted_steps']} steps"
+        ran = limit.get("steps_run_to")
+        if known(ran) and ran < limit["fitted_steps"]:
+            where += f"; it stopped at step {ran}, where its dev score stopped rising"
+        return f"{minutes}: {where}"
+    return f"{minutes}, not reached by the student"
+
+
 def _target(t: dict[str, Any]) -> list[str]:
     if not t:
         return []
@@ -312,6 +338,8 @@ def _target(t: dict[str, Any]) -> list[str]:
     rows = [("Measured speed-up", f"{measured:.2f}x{spread}" + (f" ({engine})" if engine else "")
              if known(measured) else None),
             ("Near miss", _repair(t.get("repair"))),
+            ("Timed on", _timed_on(t)),
+            ("Time limit", _time_limit(t.get("time_limit"))),
             ("Dev score", dev),
             (f"Latency p50 / p95 of one sentence (batch 1{threads})",
              _beside(_latency(t.get("latency_ms")), _latency(t.get("reference_latency_ms")))),

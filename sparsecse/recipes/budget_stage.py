@@ -32,8 +32,9 @@ class BudgetStage(Stage):
 
     With the target's ``depth`` candidates may also remove whole layers (those of lowest Block Influence), the
     prune stage then removing the chosen ones before it spends the budget on the remaining layers;
-    ``recovery_steps`` > 0 judges each depth's finalist by its dev score after that many distillation steps from
-    the input model (0: right after the cut)."""
+    ``recovery_steps`` > 0 judges the depths' finalists by their dev score after that many distillation steps from
+    the input model, where a shallower finalist scores above every deeper one right after the cut
+    (:func:`~sparsecse.targets.depth_search.undominated`; 0: right after the cut)."""
 
     name: str
     recovery_steps: int = 0
@@ -51,7 +52,8 @@ class BudgetStage(Stage):
 
     def describe(self) -> str:
         """One line saying what the stage does."""
-        judged = f"; depth finalists judged after {self.recovery_steps} recovery steps" if self.recovery_steps else ""
+        judged = (f"; depth finalists judged after {self.recovery_steps} recovery steps where a shallower one leads "
+                  "right after the cut") if self.recovery_steps else ""
         return f"find the budget that meets the target (candidates shrunk, timed and scored on dev{judged})"
 
     def run(self, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:

@@ -367,7 +367,7 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
             current, figures_target = near_miss_repair(recipe, ctx, current, measured(current), measured)
     figures = final_figures.evaluate_final(recipe, model, current, out / "eval", data_dir, show_progress)
     if recipe.target is not None:
-        figures["target"] = figures_target
+        figures["target"] = {**figures_target, **time_limit_facts(recipe, records)}
     result.evaluation = card.finish(recipe, model, corpus, out, current, records, figures,
                                     lambda: {**stage_times(out),
                                              "evaluation": round(timing_seconds + time.perf_counter() - t0, 3)},
@@ -380,6 +380,18 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     _log("time per stage: " + ", ".join(f"{k} {_minutes(v)}" for k, v in times.items())
          + f"; total {_minutes(sum(times.values()))}", quiet)
     return result
+
+
+def time_limit_facts(recipe: Recipe, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``time_limit``: a time-limited run's limit and where its last training stage ended (``time_limited``: the
+    limit brought its schedule's end nearer, to ``fitted_steps``; ``steps_run_to``: the step it stopped at;
+    ``best_step``); nothing without a limit."""
+    trained = [r for r in records if r.get("type") in TRAINING]
+    if recipe.target is None or recipe.target.minutes is None or not trained:
+        return {}
+    last = trained[-1]
+    return {"time_limit": {"minutes": recipe.target.minutes, **{
+        k: last.get(k) for k in ("time_limited", "fitted_steps", "steps_run_to", "best_step")}}}
 
 
 def budget_sizing(records: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, int] | None:
@@ -414,6 +426,7 @@ def time_before_training(recipe: Recipe, ctx: StageContext, out: Path, current: 
     _log(f"timing the pruned model against the target ({recipe.target.describe()}) before the training ...", quiet)
     t0 = time.perf_counter()
     model, figures = near_miss_repair(recipe, ctx, current, measured_speed(current), measured_speed)
+    figures["timed_before_training"] = True
     if figures.get("repair"):
         figures["repair"]["before_training"] = True
     path.parent.mkdir(parents=True, exist_ok=True)

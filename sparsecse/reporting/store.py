@@ -263,10 +263,8 @@ def run_entry(ident: str, manifest: dict, command: str) -> Entry:
             confirmed = (budget.get("chosen") or {}).get("confirmed")
             if confirmed is not None:  # the search's own fresh timing of its choice, to set beside the final figure
                 kept["target"]["choice"]["confirmed"] = confirmed
-        student = [s for s in manifest.get("stages") or [] if s.get("type") in ("distill", "train")]
-        if target.get("minutes") is not None and student:  # a time limit: where the last training stage ended
-            kept["target"]["time_limit"] = {"minutes": target["minutes"], **{
-                k: student[-1].get(k) for k in ("time_limited", "steps_run_to", "fitted_steps", "best_step")}}
+        if target.get("time_limit"):  # a time limit: where the last training stage ended
+            kept["target"]["time_limit"] = target["time_limit"]
         if target.get("repair"):  # a near miss repaired: the first figure, and which model the repair kept
             kept["target"]["repair"] = {k: target["repair"][k] for k in ("keep", "before", "after", "met",
                                                                          "recovery_kept", "before_training")

@@ -164,7 +164,7 @@ def measure_speed(target: Target, input_model: str, model_dir: str, dev, work: s
     layers, input_layers = len(layer_modules(final.model)), len(layer_modules(dense.model))
     return {
         "speedup_target": None if goal is None else round(float(goal), 4), "max_drop": target.max_drop,
-        "margin": target.margin, "minutes": target.minutes,
+        "margin": target.margin,
         "engine": target.engine,
         "batch_size": shape.batch_size, "shape": shape.to_dict(), "speedup": round(speedup, 4),
         "depth": target.resolved_depth(input_layers, "custom" if is_own_model_dir(model_dir) else "stock"),
