@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,18 +38,18 @@ from sparsecse.recipes import card, final_figures
 from sparsecse.data.eval_data import known_task
 from sparsecse.recipes.repair import near_miss_repair
 from sparsecse.recipes.run_checks import check_run, check_text_inputs, run_inputs
+# TIMES and TIMED name files of OUT's layout (above), importable from here
+from sparsecse.recipes.run_times import TIMES, log, minutes_text, record_time, stage_times  # noqa: F401
 from sparsecse.recipes.spec import Data, Recipe, check_sets, load_recipe
 from sparsecse.recipes.stage_types import INPUT_REF, Stage, StageContext
 from sparsecse.recipes.stages import budget_spending
+from sparsecse.recipes.target_timing import (TIMED, TRAINING, budget_sizing, run_deadline,  # noqa: F401
+                                             time_before_training, time_limit_facts, timing_point)
 from sparsecse.targets import relative
-from sparsecse.training import time_limit
 from sparsecse.targets.report import judged, measure_speed, measure_target, timed_shapes_hold
 from sparsecse.targets.search import TargetOutOfReach
 
 RUN = "run.json"
-TIMES = "times.jsonl"
-TIMED = "target.json"  # under OUT/eval: the target's speed, timed before the training after the prune stage
-TRAINING = ("distill", "train")  # stage types that change a model's weights, not its shapes
 MODEL = "model"
 LOCK = ".lock"
 
@@ -111,15 +110,6 @@ def _check_same_run(out: Path, fingerprint: dict[str, Any]) -> None:
 def _input_model(model) -> str:
     path = resolve_model(model)
     return os.path.abspath(path) if os.path.isdir(path) else path
-
-
-def _log(message: str, quiet: bool) -> None:
-    if not quiet:
-        print(message, file=sys.stderr, flush=True)
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def run_recipe(recipe: str | os.PathLike | Recipe, model=None, corpus=None, out=None, *, data_dir=None,
@@ -257,30 +247,9 @@ def _write_recipe(path: Path, recipe: Recipe) -> None:
         tmp.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False), encoding="utf-8")
 
 
-def _record_time(out: Path, entry: dict[str, Any]) -> None:
-    with open(out / TIMES, "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry) + "\n")
-
-
-def stage_times(out: Path) -> dict[str, float]:
-    """Seconds per stage (and ``evaluation``) over every attempt of the run in ``out``."""
-    totals: dict[str, float] = {}
-    try:
-        lines = (out / TIMES).read_text().splitlines()
-    except OSError:
-        return totals
-    for line in lines:
-        try:
-            entry = json.loads(line)
-            totals[entry["stage"]] = totals.get(entry["stage"], 0.0) + float(entry["seconds"])
-        except (ValueError, KeyError, TypeError):
-            continue
-    return totals
-
-
 def _expected(recipe: Recipe, name: str) -> str:
     seconds = (recipe.reached.get("seconds") or {}).get(name) if isinstance(recipe.reached, dict) else None
-    return f"; about {_minutes(float(seconds))} on the machine its figures come from" if seconds else ""
+    return f"; about {minutes_text(float(seconds))} on the machine its figures come from" if seconds else ""
 
 
 def run_stage(stage: Stage, index: int, model: str, out: Path, ctx: StageContext) -> dict[str, Any]:
@@ -303,14 +272,14 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
                        models={INPUT_REF[1:]: model}, show_progress=show_progress, target=recipe.target,
                        dev=recipe.data.dev, test=recipe.data.test)
     if recipe.target is not None and recipe.target.speedup_of is not None:
-        _log(f"timing {recipe.target.speedup_of} against the input model ({recipe.target.describe()}) ...", quiet)
+        log(f"timing {recipe.target.speedup_of} against the input model ({recipe.target.describe()}) ...", quiet)
         t0 = time.perf_counter()
         timed_now = relative.measured_earlier(out, recipe.target.speedup_of) is None
         target, facts = relative.resolve(recipe.target, model, ctx.dev_set(), out, corpus, recipe.seed)
         if timed_now:  # the card's minutes hold this timing too
-            _record_time(out, {"stage": "speedup_of", "seconds": round(time.perf_counter() - t0, 3),
+            record_time(out, {"stage": "speedup_of", "seconds": round(time.perf_counter() - t0, 3),
                                "finished": True})
-        _log(f"the target: {facts['speedup']:.2f}x, {recipe.target.speedup_of}'s speed-up over the input model", quiet)
+        log(f"the target: {facts['speedup']:.2f}x, {recipe.target.speedup_of}'s speed-up over the input model", quiet)
         recipe, ctx.target = replace(recipe, target=target), target
     ctx.spending = budget_spending(recipe.stages, ctx)  # what each budget stage's candidates are pruned with
     current, records = model, []
@@ -329,17 +298,17 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
         label = f"[{i}/{n}] {stage.name}"
         if target.exists():
             summary = _read_summary(target)
-            _log(f"{label}: done earlier ({stage.describe()})", quiet)
+            log(f"{label}: done earlier ({stage.describe()})", quiet)
         else:
-            _log(f"{label}: {stage.describe()}{_expected(recipe, stage.name)}", quiet)
+            log(f"{label}: {stage.describe()}{_expected(recipe, stage.name)}", quiet)
             t0 = time.perf_counter()
             try:
                 summary = run_stage(stage, i, current, target, ctx)
             finally:
-                _record_time(out, {"stage": stage.name, "seconds": round(time.perf_counter() - t0, 3),
+                record_time(out, {"stage": stage.name, "seconds": round(time.perf_counter() - t0, 3),
                                    "finished": target.exists()})
             write_json(target.with_name(target.name + ".summary.json"), summary)
-            _log(f"{label}: done in {_minutes(time.perf_counter() - t0)}", quiet)
+            log(f"{label}: done in {minutes_text(time.perf_counter() - t0)}", quiet)
         records.append({"stage": stage.name, "type": stage.type, "dir": str(target), **summary})
         if stage.makes_model:
             current = str(target)
@@ -353,7 +322,7 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
     t0 = time.perf_counter()
     timing_seconds = stage_times(out).get("evaluation", 0.0)  # the target's timing before the training
     if recipe.target is not None:
-        _log(f"measuring the model against the target ({recipe.target.describe()}) ...", quiet)
+        log(f"measuring the model against the target ({recipe.target.describe()}) ...", quiet)
         dev = ctx.dev_set()
         if timed is not None and timed_shapes_hold(timed["timed_model"], current):
             figures_target = judged(recipe.target, timed, model, current, dev)
@@ -372,78 +341,14 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
                                     lambda: {**stage_times(out),
                                              "evaluation": round(timing_seconds + time.perf_counter() - t0, 3)},
                                     named_model=named)
-    _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
+    record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
     result.seconds = round(time.perf_counter() - started, 3)
     times = stage_times(out)
     for record in result.stages:
         record["seconds"] = round(times.get(record["stage"], 0.0), 1)
-    _log("time per stage: " + ", ".join(f"{k} {_minutes(v)}" for k, v in times.items())
-         + f"; total {_minutes(sum(times.values()))}", quiet)
+    log("time per stage: " + ", ".join(f"{k} {minutes_text(v)}" for k, v in times.items())
+         + f"; total {minutes_text(sum(times.values()))}", quiet)
     return result
-
-
-def time_limit_facts(recipe: Recipe, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """``time_limit``: a time-limited run's limit and where its last training stage ended (``time_limited``: the
-    limit brought its schedule's end nearer, to ``fitted_steps``; ``steps_run_to``: the step it stopped at;
-    ``best_step``); nothing without a limit."""
-    trained = [r for r in records if r.get("type") in TRAINING]
-    if recipe.target is None or recipe.target.minutes is None or not trained:
-        return {}
-    last = trained[-1]
-    return {"time_limit": {"minutes": recipe.target.minutes, **{
-        k: last.get(k) for k in ("time_limited", "fitted_steps", "steps_run_to", "best_step")}}}
-
-
-def budget_sizing(records: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, int] | None:
-    """The A/A timing's facts and the rounds it sized, from the run's budget stage (its search timed the input
-    against itself at the target's shape), for the target's own timing at that shape; None without one."""
-    for record in records:
-        searched = record.get("target") if record.get("type") == "budget" else None
-        if isinstance(searched, dict) and searched.get("aa") and searched.get("rounds"):
-            return searched["aa"], int(searched["rounds"])
-    return None
-
-
-def timing_point(recipe: Recipe) -> int | None:
-    """The stage (1-based) after which a speed target is timed: the last prune stage, where only training stages
-    follow it (they change the weights, not the shapes the speed depends on); None (timed at the end) otherwise."""
-    if recipe.target is None or (recipe.target.speedup is None and recipe.target.speedup_of is None):
-        return None
-    prunes = [i for i, s in enumerate(recipe.stages, 1) if s.type == "prune"]
-    after = recipe.stages[prunes[-1]:] if prunes else []
-    return prunes[-1] if after and all(s.type in TRAINING for s in after) else None
-
-
-def time_before_training(recipe: Recipe, ctx: StageContext, out: Path, current: str, measured_speed,
-                         quiet: bool) -> tuple[str, dict[str, Any]]:
-    """The model the training stages take and its target speed, timed now (``OUT/eval/target.json``, read back by
-    a resumed run); a near miss is repaired here (:func:`~sparsecse.recipes.repair.near_miss_repair`), so the
-    training that follows recovers the repaired model."""
-    path = out / "eval" / TIMED
-    if path.is_file():
-        timed = json.loads(path.read_text())
-        return timed["model"], timed["figures"]
-    _log(f"timing the pruned model against the target ({recipe.target.describe()}) before the training ...", quiet)
-    t0 = time.perf_counter()
-    model, figures = near_miss_repair(recipe, ctx, current, measured_speed(current), measured_speed)
-    figures["timed_before_training"] = True
-    if figures.get("repair"):
-        figures["repair"]["before_training"] = True
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, {"model": model, "figures": figures})
-    _record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
-    figures_line = f"{figures['speedup']:.2f}x" + (", a near miss repaired" if figures.get("repair") else "")
-    _log(f"the pruned model: {figures_line}, timed in {_minutes(time.perf_counter() - t0)}", quiet)
-    return model, figures
-
-
-def run_deadline(recipe: Recipe, out: Path) -> float | None:
-    """When a run with a time limit (``target.minutes``) must end its last training stage: the limit less the time
-    its stages (and timings) have taken so far, from now; None without a limit."""
-    minutes = recipe.target.minutes if recipe.target is not None else None
-    if minutes is None:
-        return None
-    return time_limit.clock() + float(minutes) * 60 - sum(stage_times(out).values())
 
 
 def _read_summary(target: Path) -> dict[str, Any]:

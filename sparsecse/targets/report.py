@@ -1,6 +1,8 @@
-"""The final model against its target: measured once more on the target's engine, side by side with the input
-model, plus what a model card states (single-sentence latency p50/p95, throughput, parameters, file size, the dev
-score and its drop, the CPU's features) and whether the target was met. Also the throughput speed-up on the STS-B
+"""A run's model against its target: its speed timed once more on the target's engine, side by side with the input
+model (:func:`~sparsecse.targets.report.measure_speed`: on the pruned model, before the training that keeps its
+shapes), and its dev score (:func:`~sparsecse.targets.report.judged`), plus what a model card states
+(single-sentence latency p50/p95, throughput, parameters, file size, the dev score and its drop, the CPU's features)
+and whether the target was met. Also the throughput speed-up on the STS-B
 test sentences (:func:`stsb_speedups`), timed as a target's candidates are: the one timing behind a card's
 speed-up and the benchmarks' tables."""
 

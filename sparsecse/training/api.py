@@ -284,8 +284,8 @@ def _run(kind, encoder, corpus, out, config: TrainingConfig, lineage, inputs, fi
             corpus_input = corpus if isinstance(corpus, (str, os.PathLike)) else None
             manifest = make_manifest(
                 f"{kind}_model", inputs={**inputs, "corpus": corpus_input}, params=record, seed=seed,
-                lineage=lineage, selected=(f"best {dev_label(record)} at step {loop.best_step}" if loop.best_step is not None
-                                           else "last step"),
+                lineage=lineage, selected=(f"best {dev_label(record)} at step {loop.best_step}"
+                                           if loop.best_step is not None else "last step"),
                 result={k: v for k, v in result.to_dict().items() if k not in ("out", "hyperparameters")},
                 history=loop.history,
             )

@@ -24,9 +24,9 @@ class TrainingConfig:
     (default), or False: each process's own part only (sentence-transformers' ``gather_across_devices=False``).
     ``dev``: the set the checkpoint is chosen on instead of STS-B dev (a pairs file, a task name or an
     :class:`~sparsecse.evaluation.eval_sets.EvalSet`; :func:`~sparsecse.training.dev_eval.dev_set`).
-    ``deadline`` (a time of day, :data:`sparsecse.training.time_limit.clock`'s seconds) ends training by then, the
-    schedule fitted to the steps that fit with ``tail_evaluations`` dev evaluations' worth of the caller's work left
-    after it (:mod:`sparsecse.training.time_limit`); None: no time limit.
+    ``deadline`` (a time of day in seconds, as ``sparsecse.training.time_limit.clock`` reads it) ends training by
+    then, the schedule fitted to the steps that fit with ``tail_evaluations`` dev evaluations' worth of the caller's
+    work left after it (:mod:`sparsecse.training.time_limit`); None: no time limit.
 
     >>> TrainingConfig(max_steps=100, lr=3e-5).eval_steps
     125
