@@ -70,8 +70,10 @@ def time_before_training(recipe: Recipe, ctx: StageContext, out: Path, current: 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, {"model": model, "figures": figures})
     record_time(out, {"stage": "evaluation", "seconds": round(time.perf_counter() - t0, 3), "finished": True})
-    figures_line = f"{figures['speedup']:.2f}x" + (", a near miss repaired" if figures.get("repair") else "")
-    log(f"the pruned model: {figures_line}, timed in {minutes_text(time.perf_counter() - t0)}", quiet)
+    repair = figures.get("repair") or {}
+    note = (", a near miss repaired" if repair.get("met") else ", a near miss not mended by one more step") if repair \
+        else ""
+    log(f"the pruned model: {figures['speedup']:.2f}x{note}, timed in {minutes_text(time.perf_counter() - t0)}", quiet)
     return model, figures
 
 
