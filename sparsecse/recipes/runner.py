@@ -278,7 +278,7 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
         target, facts = relative.resolve(recipe.target, model, ctx.dev_set(), out, corpus, recipe.seed)
         if timed_now:  # the card's minutes hold this timing too
             record_time(out, {"stage": "speedup_of", "seconds": round(time.perf_counter() - t0, 3),
-                               "finished": True})
+                              "finished": True})
         log(f"the target: {facts['speedup']:.2f}x, {recipe.target.speedup_of}'s speed-up over the input model", quiet)
         recipe, ctx.target = replace(recipe, target=target), target
     ctx.spending = budget_spending(recipe.stages, ctx)  # what each budget stage's candidates are pruned with
@@ -306,7 +306,7 @@ def _run(recipe: Recipe, model: str, corpus: Path, out: Path, data_dir, show_pro
                 summary = run_stage(stage, i, current, target, ctx)
             finally:
                 record_time(out, {"stage": stage.name, "seconds": round(time.perf_counter() - t0, 3),
-                                   "finished": target.exists()})
+                                  "finished": target.exists()})
             write_json(target.with_name(target.name + ".summary.json"), summary)
             log(f"{label}: done in {minutes_text(time.perf_counter() - t0)}", quiet)
         records.append({"stage": stage.name, "type": stage.type, "dir": str(target), **summary})

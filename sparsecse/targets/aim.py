@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from sparsecse.errors import SparseCSEError
 from sparsecse.targets.engines import check_runnable
-from sparsecse.targets.spec import Target, parse_speedups
+from sparsecse.targets.spec import Target, _number, parse_speedups
 
 # the target settings a user names (command line or Python), in the order --help lists them
 SETTINGS = ("max_drop", "engine", "batch_size", "threads", "metric", "timing_sentences", "when_busy", "depth",
@@ -62,11 +62,8 @@ def parse_minutes(value: Any, named: Callable[[str], str] = python_name) -> floa
     """
     if isinstance(value, str) and value.strip().lower() == "none":
         return "none"
-    try:
-        minutes = float(str(value).strip()) if not isinstance(value, bool) else math.nan
-    except ValueError:
-        minutes = math.nan
-    if not math.isfinite(minutes) or minutes <= 0:
+    minutes = _number(value)  # as every target number is read (1_5 is not 15)
+    if minutes is None or not math.isfinite(minutes) or minutes <= 0:
         raise SparseCSEError(f"{named('minutes')} must be a number of minutes above 0 (or none: no limit); got "
                              f"{value!r}.")
     return minutes

@@ -67,7 +67,7 @@ class LoopResult:
     train_seconds: float = 0.0  # optimisation steps only (no evaluation, checkpoints); the device synchronized
     steps_run: int = 0
     stopped_early: bool = False  # the dev score stopped rising (``patience``) before the last step
-    fitted_steps: int | None = None  # the step a deadline ended the schedule at, where it is before max_steps
+    fitted_steps: int | None = None  # the step a deadline ended the schedule at (this run or the one it resumed)
 
     @property
     def steps_per_second(self) -> float:
@@ -331,7 +331,7 @@ class Trainer:
             from accelerate.utils import broadcast_object_list
             end = broadcast_object_list([end], from_process=0)[0]
         if end < self.end:
-            self.end = result.fitted_steps = int(end)
+            self.end = int(end)
             self._bar.total = self.end
             self._bar.refresh()
 
@@ -417,6 +417,7 @@ class Trainer:
             if board:
                 board.close()
         result.history, result.best_step, result.best_score = self.history, self.best_step, self.best_score
+        result.fitted_steps = self.end if self.end < s.max_steps else None
         if main and self.best_step is not None:
             result.best_dir = self.run_dir.best_dir(self.best_step)
         return result
