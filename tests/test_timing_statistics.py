@@ -106,6 +106,10 @@ class Prober:
         speedup = true_speed(candidate.keep_flops) * self.retimed
         return Timing.of([speedup * f for f in (0.99, 1.0, 1.01, 0.995, 1.005)])
 
+    def timing_of(self, candidate: Candidate) -> Timing:
+        """The rounds of ``candidate``'s own probe (±1% around its figure)."""
+        return Timing.of([candidate.speedup * f for f in (0.99, 1.0, 1.01, 0.995, 1.005)])
+
 
 def test_a_lucky_probe_does_not_decide_the_budget():
     target = Target(speedup=2.0, margin=0.05)
@@ -214,12 +218,12 @@ def test_an_untimed_winner_is_confirmed_by_its_first_timing_and_counted_once():
     target = Target(speedup=2.0, margin=0.05)
     prober = SequencedProber(target, [], spread=0.01)
     winner = prober.probe(0.3)
-    first = spread_timing(2.2, 0.01)
+    first = spread_timing(2.12, 0.01)  # over the bar, and within its noise of the aim (no step up)
     assert confirm(winner, prober, prober.probe, 0.02, True, first) is winner and prober.retimes == []
-    assert winner.confirmed == pytest.approx(2.2) and winner.confirmed_with_probe
+    assert winner.confirmed == pytest.approx(2.12) and winner.confirmed_with_probe
     assert winner.figures() == [(winner.confirmed, winner.confirmed_half_width)]
     timed_again = prober.probe(0.3)  # a winner timed before it was chosen: its probe and its confirmation both count
-    prober.figures = [2.2]
+    prober.figures = [2.12]
     confirm(timed_again, prober, prober.probe, 0.02, True)
     assert prober.retimes == [0.3] and not timed_again.confirmed_with_probe and len(timed_again.figures()) == 2
     # a first timing that misses by less than its noise is pooled with one fresh timing
@@ -227,6 +231,39 @@ def test_an_untimed_winner_is_confirmed_by_its_first_timing_and_counted_once():
     winner = prober.probe(0.3)
     confirm(winner, prober, prober.probe, 0.02, True, spread_timing(2.04, 0.03))
     assert prober.retimes == [0.3] and winner.confirmed_with_probe and winner.confirmed >= 2.05
+
+
+def test_a_confirmation_over_the_aim_by_more_than_its_noise_steps_the_budget_up():
+    """lat-1202l (issue 62, an AVX2-only EPYC) confirmed 2.198x for the 2.1x aim and kept its 0.706: the noise had
+    taken width away, and nothing gave it back. A first confirmation whose whole interval clears the aim joins the
+    fit, the budget steps up to the line's (at most 3 x STEP), and the wider candidate's own timing confirms it."""
+    target = Target(speedup=2.0, margin=0.05)  # the bar 2.05x, the aim 2.1x (at 0.3016 on the true line)
+    prober = SequencedProber(target, [2.25], spread=0.01)
+    for budget in (0.5, 0.2):
+        prober.probe(budget)
+    chosen = prober.probe(0.26)  # the true line: 2.25x, 0.04 of width under the aim's budget
+    final = confirm(chosen, prober, prober.probe, 0.02, True)
+    assert final is not chosen and final.stepped_up_from == 0.26 and prober.retimes == [0.26]
+    assert final.keep_flops == pytest.approx(0.26 * 1.12, abs=1e-4)  # the line gives 0.3016: 3 x STEP at most
+    assert final.confirmed_with_probe and final.confirmed == pytest.approx(true_speed(final.keep_flops), abs=1e-3)
+    assert true_speed(final.keep_flops) >= 2.05 and chosen.confirmed == pytest.approx(2.25)
+    # the wider candidate's own timing misses the bar: the candidate already confirmed is kept, nothing else timed
+    prober = SequencedProber(target, [2.25], spread=0.01)
+    for budget in (0.5, 0.2):
+        prober.probe(budget)
+    chosen = prober.probe(0.26)
+    final = confirm(chosen, prober, lambda b: prober.probe(b, luck=0.92), 0.02, True)
+    assert final is chosen and len(prober.candidates) == 4 and prober.candidates[-1].stepped_up_from == 0.26
+    # over the aim by less than its noise, or up against a probe that fell short of the aim: no step
+    for figure, spread, short in ((2.15, 0.03, None), (2.25, 0.01, 0.27)):
+        prober = SequencedProber(target, [figure], spread=spread)
+        for budget in (0.5, 0.2):
+            prober.probe(budget)
+        if short is not None:
+            prober.probe(short, luck=0.9)  # 1.9x, its whole interval short of the aim
+        chosen = prober.probe(0.26)
+        assert confirm(chosen, prober, prober.probe, 0.02, True) is chosen
+        assert math.isnan(chosen.stepped_up_from) and prober.candidates[-1] is chosen
 
 
 def test_each_model_served_alone_gives_the_speed_up_and_names_its_method(monkeypatch):

@@ -263,6 +263,9 @@ def run_entry(ident: str, manifest: dict, command: str) -> Entry:
             confirmed = (budget.get("chosen") or {}).get("confirmed")
             if confirmed is not None:  # the search's own fresh timing of its choice, to set beside the final figure
                 kept["target"]["choice"]["confirmed"] = confirmed
+            stepped = (budget.get("chosen") or {}).get("stepped_up_from")
+            if stepped is not None:  # a confirmation over the aim widened the choice from this budget
+                kept["target"]["choice"]["stepped_up_from"] = stepped
         if target.get("time_limit"):  # a time limit: where the last training stage ended
             kept["target"]["time_limit"] = target["time_limit"]
         if target.get("repair"):  # a near miss repaired: the first figure, and which model the repair kept

@@ -41,6 +41,8 @@ class Candidate:
             timing's interval's half-width; ``confirmed_with_probe``: whether that timing holds the candidate's own
             probe (a winner chosen untimed, whose first timing was already independent of the choice), so a speed
             model counts it once, as the confirmation.
+        stepped_up_from: where it is a wider candidate a confirmation over the aim stepped up to, the budget of the
+            candidate confirmed before it (:func:`~sparsecse.targets.choice.stepped_up`).
     """
 
     keep_flops: float
@@ -61,12 +63,19 @@ class Candidate:
     confirmed: float = math.nan
     confirmed_half_width: float = math.nan
     confirmed_with_probe: bool = False
+    stepped_up_from: float = math.nan
 
     def reaches(self, aim: float) -> bool:
         """Whether it reaches a speed search's ``aim``: at or above it, or meeting the target and short of the aim
         by less than its own timing spread (else a probe 0.3% under the aim loses to a far smaller one that
         overshoots it)."""
         return self.speedup >= aim or (self.meets and self.speedup * (1 + self.spread) >= aim)
+
+    def fell_short(self, aim: float) -> bool:
+        """Whether its whole interval (its spread where it has none) fell short of ``aim``: a speed probe that bounds
+        the budget of its depth from above (the safe side)."""
+        half = self.half_width if math.isfinite(self.half_width) else self.spread
+        return self.speedup * (1 + half) < aim
 
     def figures(self) -> list[tuple[float, float]]:
         """What a speed model fits of it, each (speed-up, its interval's relative half-width): its probe's figure,

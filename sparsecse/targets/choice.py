@@ -13,6 +13,12 @@
   confirmation misses (its median, pooled or not, short of the midway point), the confirmation joins the fit, the
   budget steps down to the refitted line's (at least ``STEP`` down), and the new candidate is confirmed in its turn
   (``CONFIRMATIONS`` steps at most).
+- **Stepped up when the confirmation is over the aim by more than its noise** (:func:`stepped_up`): the noise
+  takes width away as readily as it gives it, so a first confirmation whose whole interval clears the aim joins
+  the fit, and the budget steps up to the refitted line's (``STEP_UP`` at least, ``3 x STEP`` at most, and ``STEP`` under a
+  probe of that depth whose whole interval fell short of the aim). The wider candidate's first timing (its budget chosen by the
+  line, not by that timing) confirms it as any confirmation does; where it misses the bar, the candidate already
+  confirmed is kept, so a step up costs one probe and never the target.
 - **Order contradictions** (:func:`contradictions`): a smaller candidate measured slower than a larger one beyond
   both spreads is timed again before anything is chosen.
 - **A quality target** (:func:`quality_search`): bisection over the budget for the smallest one within the dev bound.
@@ -21,6 +27,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Callable
 
 from sparsecse.errors import SparseCSEError
@@ -32,8 +39,10 @@ from sparsecse.targets.timing import Timing
 
 ORDER_TOLERANCE = 0.02  # a smaller budget may run this much slower than a larger one (beyond spreads) as noise
 RESOLUTION = 0.005  # a probe this close to the fitted budget stands for it
+LARGEST_BUDGET = 0.98  # no search plans a budget above it
 STEP = 0.04  # a confirmation that misses steps the budget down by at least this fraction
 CONFIRMATIONS = 2  # steps down after a missed confirmation, at most
+STEP_UP = 0.02  # a confirmation over the aim steps the budget up only where the line gives at least this fraction more
 BISECTION_RESOLUTION = 0.02  # the quality search stops when the passing and failing budgets are this close
 
 
@@ -84,7 +93,8 @@ def fitted_choice(candidates: list[Candidate], aim: float, floor: float, anchore
     # a line is trusted where the probes are: no larger than a probe that fell short of the aim (a slow probe
     # bounds the budget from above: the safe side), no far smaller than the smallest that reached it
     lower = max(floor, min(reaching) * (1 - 3 * STEP))
-    upper = min([c.keep_flops for c in candidates if c.speedup < aim and c.keep_flops > lower], default=0.98)
+    upper = min([c.keep_flops for c in candidates if c.speedup < aim and c.keep_flops > lower],
+                default=LARGEST_BUDGET)
     budget = min(upper, max(lower, model.budget(aim)))
     near = [c for c in candidates if abs(c.keep_flops - budget) <= RESOLUTION]
     chosen = min(near, key=lambda c: abs(c.keep_flops - budget)) if near else probe(budget)
@@ -126,17 +136,14 @@ def confirm(candidate: Candidate, prober, probe: Callable[[float], Candidate], f
     aim = float(target.aim)
     for attempt in range(CONFIRMATIONS + 1):
         given = first if attempt == 0 else None
-        timing: Timing = given if given is not None else prober.retime(candidate)
-        if timing.speedup < midway(target) <= timing.interval.high:  # a near miss the median's noise may explain
-            timing = timing.pooled(prober.retime(candidate))
-        interval = timing.interval
-        candidate.confirmed, candidate.confirmed_half_width = round(timing.speedup, 4), interval.half_width
-        candidate.confirmed_with_probe = given is not None
+        # a near miss the median's noise may explain is timed once more, the rounds pooled
+        timing = _confirmation(candidate, given if given is not None else prober.retime(candidate), prober,
+                               given is not None)
         # the fresh figure is unbiased where the probe that won was not: it must clear half the margin too, or the
         # final model (pruned in steps, distilled) lands about as often under the target as over it; a figure
         # between that bar and the aim passes however precise it is (it is over the target by more than its noise)
         if timing.speedup >= midway(target):
-            return candidate
+            return stepped_up(candidate, timing, prober, probe, anchored) if attempt == 0 else candidate
         if attempt == CONFIRMATIONS or candidate.keep_flops <= floor:
             return candidate
         model = speed_model([c for c in prober.candidates if c.stage == "speed"
@@ -146,6 +153,52 @@ def confirm(candidate: Candidate, prober, probe: Callable[[float], Candidate], f
                                                                 model.budget(aim)))
         candidate = probe(round(max(floor, budget), 4))
     return candidate
+
+
+def _confirmation(candidate: Candidate, timing: Timing, prober, given: bool) -> Timing:
+    """``timing`` of ``candidate``, pooled with one fresh timing where it misses the bar by less than its noise, and
+    recorded as the candidate's confirmation."""
+    if timing.speedup < midway(prober.target) <= timing.interval.high:
+        timing = timing.pooled(prober.retime(candidate))
+    candidate.confirmed, candidate.confirmed_half_width = round(timing.speedup, 4), timing.interval.half_width
+    candidate.confirmed_with_probe = given
+    return timing
+
+
+def stepped_up(candidate: Candidate, timing: Timing, prober, probe: Callable[[float], Candidate],
+               anchored: bool) -> Candidate:
+    """A wider candidate than ``candidate`` where its confirmation ``timing`` is over the aim by more than its noise
+    (see the module docstring), else ``candidate``.
+
+    Args:
+        candidate: the confirmed choice (its ``confirmed`` figure set).
+        timing: its confirmation.
+        prober: as :func:`confirm` (its ``timing_of(candidate)`` gives a probe's own timing).
+        probe: makes and times a new candidate at a budget.
+        anchored: as :func:`fitted_choice`.
+
+    Returns:
+        The wider candidate, confirmed by its own first timing, where that clears the bar; else ``candidate``.
+    """
+    aim = float(prober.target.aim)
+    if timing.interval.low <= aim or candidate.keep_flops >= LARGEST_BUDGET:
+        return candidate
+    mine = [c for c in prober.candidates if c.stage == "speed" and c.layers_removed == candidate.layers_removed]
+    model = speed_model(mine, anchored)
+    if model is None:
+        return candidate
+    # a probe of that depth whose whole interval fell short of the aim bounds the step from above (the safe side)
+    short = [c.keep_flops * (1 - STEP) for c in mine if c.keep_flops > candidate.keep_flops and c.fell_short(aim)]
+    budget = min([LARGEST_BUDGET, candidate.keep_flops * (1 + 3 * STEP), *short, model.budget(aim)])
+    if budget < candidate.keep_flops * (1 + STEP_UP):
+        return candidate
+    if getattr(prober, "show_progress", False):
+        print(f"  confirmed {timing.describe()}, over the {aim:.2f}x aim by more than its noise: stepping up to "
+              f"{budget:.4f} of the layer FLOPs", file=sys.stderr, flush=True)
+    wider = probe(round(budget, 4))
+    wider.stepped_up_from = candidate.keep_flops
+    first = _confirmation(wider, prober.timing_of(wider), prober, given=True)
+    return wider if first.speedup >= midway(prober.target) else candidate
 
 
 def quality_search(prober, prune_fn: Callable[[float], tuple[Any, int, int]]) -> Candidate:

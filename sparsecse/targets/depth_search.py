@@ -31,13 +31,12 @@ from sparsecse.modeling.encoder import SentenceEncoder
 from sparsecse.pruning.prune import PruningConfig
 from sparsecse.scoring.scores import GateScores
 from sparsecse.targets.candidates import TABLE, Candidate
-from sparsecse.targets.choice import RESOLUTION, TargetOutOfReach
+from sparsecse.targets.choice import LARGEST_BUDGET, RESOLUTION, TargetOutOfReach
 from sparsecse.targets.depth import depth_width_probe, layers_removed
 from sparsecse.targets.statistics import DepthSpeedModel
 from sparsecse.targets.timing import Timing
 
 NEAR = 0.02  # a probe the model puts within this fraction of a depth's aim in speed places that depth
-LARGEST_BUDGET = 0.98
 BELOW = 0.05  # a plan at or above a probe that fell short goes this fraction of its budget under it
 
 
@@ -58,7 +57,7 @@ def planned_budget(model: DepthSpeedModel | None, candidates: list[Candidate], k
     budget = model.budget(k, aim) if model is not None else 1.0 / rest / aim
     mine = [c for c in candidates if c.stage == "speed" and c.layers_removed == k]
     short = [c.keep_flops * (1 - BELOW) for c in mine  # a plan at or above a probe that fell short goes below it
-             if c.speedup * (1 + _half(c)) < aim and budget >= c.keep_flops]
+             if c.fell_short(aim) and budget >= c.keep_flops]
     budget = min([LARGEST_BUDGET, *short, budget])
     if budget < floor and any(c.speedup < aim and near_in_speed(model, k, c.keep_flops, floor) for c in mine):
         return None
@@ -70,10 +69,6 @@ def near_in_speed(model: DepthSpeedModel | None, k: int, probed: float, budget: 
     ``NEAR`` of its speed by the model."""
     return abs(probed - budget) <= RESOLUTION or model is not None and abs(
         model.speedup(k, probed) / model.speedup(k, budget) - 1) <= NEAR
-
-
-def _half(c: Candidate) -> float:
-    return c.half_width if math.isfinite(c.half_width) else c.spread
 
 
 def joint_depth_search(prober, scores: GateScores, pruning: PruningConfig, floor: float, order: list[int],

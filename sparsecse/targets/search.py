@@ -100,7 +100,8 @@ class SearchResult:
                            "spread": round(chosen.spread, 4), "dev_score": round(chosen.dev_score, 4),
                            "stage": chosen.stage, "layers_removed": chosen.layers_removed,
                            "dev_recovered": chosen.dev_recovered, "predicted": chosen.predicted,
-                           "confirmed": chosen.confirmed},
+                           "confirmed": chosen.confirmed,
+                           "stepped_up_from": None if math.isnan(chosen.stepped_up_from) else chosen.stepped_up_from},
                 "candidates": len(self.candidates), "table": str(self.table), "plot": str(self.plot),
                 "target": self.target}
 
@@ -214,7 +215,8 @@ class _Prober:
         search's)."""
         for candidate, timed in shared.rows:
             self.candidates.append(dataclasses.replace(candidate, meets=False, chosen=False, confirmed=math.nan,
-                                                       confirmed_half_width=math.nan, confirmed_with_probe=False))
+                                                       confirmed_half_width=math.nan, confirmed_with_probe=False,
+                                                       stepped_up_from=math.nan))
             self.timed.append(timed)
         self.reused = len(shared.rows)
 
