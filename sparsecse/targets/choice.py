@@ -15,10 +15,10 @@
   (``CONFIRMATIONS`` steps at most).
 - **Stepped up when the confirmation is over the aim by more than its noise** (:func:`stepped_up`): the noise
   takes width away as readily as it gives it, so a first confirmation whose whole interval clears the aim joins
-  the fit, and the budget steps up to the refitted line's (``STEP_UP`` at least, ``3 x STEP`` at most, and ``STEP`` under a
-  probe of that depth whose whole interval fell short of the aim). The wider candidate's first timing (its budget chosen by the
-  line, not by that timing) confirms it as any confirmation does; where it misses the bar, the candidate already
-  confirmed is kept, so a step up costs one probe and never the target.
+  the fit, and the budget steps up to the refitted line's (``STEP_UP`` at least, ``3 x STEP`` at most, and
+  ``STEP`` under a probe of that depth whose whole interval fell short of the aim). The wider candidate's first
+  timing (its budget chosen by the line, not by that timing) confirms it as any confirmation does; where it misses
+  the bar, the candidate already confirmed is kept, so a step up costs one probe and never the target.
 - **Order contradictions** (:func:`contradictions`): a smaller candidate measured slower than a larger one beyond
   both spreads is timed again before anything is chosen.
 - **A quality target** (:func:`quality_search`): bisection over the budget for the smallest one within the dev bound.

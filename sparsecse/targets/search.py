@@ -57,7 +57,8 @@ from sparsecse.scoring.layer_criteria import removal_order
 from sparsecse.scoring.scores import GateScores
 from sparsecse.shrinking.shrink import ShrinkConfig, remove_units, shrink_lineage
 from sparsecse.targets.candidates import PLOT, TABLE, Candidate, next_budget_line, write_plot, write_table
-from sparsecse.targets.choice import TargetOutOfReach, confirm, contradictions, fitted_choice, quality_search
+from sparsecse.targets.choice import (LARGEST_BUDGET, TargetOutOfReach, confirm, contradictions, fitted_choice,
+                                      quality_search)
 from sparsecse.targets.depth import depth_width_probe, layers_removed, overall_keep_flops
 from sparsecse.targets.depth_search import joint_depth_search, rank_after_recovery, timed_winner
 from sparsecse.targets.engines import to_time
@@ -314,7 +315,7 @@ def speed_search(prober: _Prober, scores: GateScores, pruning: PruningConfig, fl
     def next_budget() -> float:
         points = speed_points()
         if removed and len(points) == 1:  # the line through (1, 1) would not hold: the rest's full model is faster
-            return round(min(0.98, max(floor, points[0][0] * math.sqrt(points[0][1] / aim))), 4)
+            return round(min(LARGEST_BUDGET, max(floor, points[0][0] * math.sqrt(points[0][1] / aim))), 4)
         return round(next_budget_line(points, aim, floor, anchored=not removed), 4)
 
     tried = [b for b, _ in speed_points()]
